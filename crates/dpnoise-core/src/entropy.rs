@@ -1,0 +1,46 @@
+//! The only way samplers see randomness: whole 64-bit words and single bits.
+
+use rand_core::RngCore;
+
+/// A source of independent, uniformly distributed bits.
+pub trait Entropy {
+    fn next_u64(&mut self) -> u64;
+    /// One fair bit, taken from a pool so a coin flip costs 1/64 of a word.
+    fn bit(&mut self) -> bool;
+}
+
+/// Wraps a cryptographic generator and keeps a pool of unused bits.
+pub struct BitPool<R> {
+    rng: R,
+    pool: u64,
+    left: u32,
+}
+
+impl<R: RngCore> BitPool<R> {
+    pub fn new(rng: R) -> Self {
+        BitPool {
+            rng,
+            pool: 0,
+            left: 0,
+        }
+    }
+}
+
+impl<R: RngCore> Entropy for BitPool<R> {
+    #[inline]
+    fn next_u64(&mut self) -> u64 {
+        self.rng.next_u64()
+    }
+
+    #[inline]
+    fn bit(&mut self) -> bool {
+        if self.left == 0 {
+            self.pool = self.rng.next_u64();
+            self.left = 64;
+        }
+        let b = self.pool & 1 == 1;
+        self.pool >>= 1;
+        self.left -= 1;
+        b
+    }
+}

@@ -1,0 +1,44 @@
+//! Exact differential-privacy mechanisms on a power-of-two lattice.
+//!
+//! Everything that touches a release is integer arithmetic on uniform random
+//! bits: see `../shared/MECHANISMS.md` §1–2. Floats appear only when a public
+//! parameter is turned into an exact rational or when a lattice integer is
+//! converted to float8 at the very end.
+
+pub mod audit;
+pub mod entropy;
+pub mod lattice;
+pub mod mechanism;
+pub mod rational;
+pub mod sampler;
+
+pub use entropy::{BitPool, Entropy};
+pub use lattice::Lattice;
+pub use mechanism::{Laplace, LatticeNoise};
+pub use rational::Epsilon;
+
+/// Why a privacy parameter or a value was refused. The SQL layer maps each
+/// variant to a fixed SQLSTATE.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum Error {
+    /// An argument outside its allowed range (SQLSTATE 22023).
+    #[error("{name} must be {allowed}, got {got}")]
+    InvalidParameter {
+        name: &'static str,
+        allowed: &'static str,
+        got: String,
+    },
+    /// A value that does not fit the lattice's integer range (SQLSTATE 22003).
+    #[error("{0}")]
+    OutOfRange(String),
+}
+
+impl Error {
+    pub fn invalid(name: &'static str, allowed: &'static str, got: impl ToString) -> Self {
+        Error::InvalidParameter {
+            name,
+            allowed,
+            got: got.to_string(),
+        }
+    }
+}

@@ -1,0 +1,115 @@
+//! Exact samplers from uniform bits, in integer arithmetic only.
+//!
+//! Bernoulli(e^(−x)), the geometric and the discrete Laplace follow Canonne,
+//! Kamath & Steinke, "The Discrete Gaussian for Differential Privacy"
+//! (NeurIPS 2020), Algorithms 1 and 2. Every probability here is an exact
+//! rational, so the sampled law is exactly the one stated.
+
+use crate::entropy::Entropy;
+
+/// Uniform on {0, …, n − 1}, exactly. n must be ≥ 1.
+#[inline]
+pub fn uniform_below<E: Entropy>(rng: &mut E, n: u128) -> u128 {
+    debug_assert!(n > 0);
+    if n <= 1u128 << 64 {
+        return uniform_below_u64(rng, n) as u128;
+    }
+    // Mask to the next power of two and reject: under 2 tries on average.
+    let mask = u128::MAX >> (n - 1).leading_zeros();
+    loop {
+        let x = (((rng.next_u64() as u128) << 64) | rng.next_u64() as u128) & mask;
+        if x < n {
+            return x;
+        }
+    }
+}
+
+/// Uniform on {0, …, n − 1} for 1 ≤ n ≤ 2^64, by Lemire's multiply-and-reject,
+/// which is exact and usually costs one word.
+#[inline]
+fn uniform_below_u64<E: Entropy>(rng: &mut E, n: u128) -> u64 {
+    if n == 1u128 << 64 {
+        return rng.next_u64();
+    }
+    let n = n as u64;
+    if n.is_power_of_two() {
+        return rng.next_u64() & (n - 1);
+    }
+    let threshold = n.wrapping_neg() % n;
+    loop {
+        let m = (rng.next_u64() as u128) * (n as u128);
+        if (m as u64) >= threshold {
+            return (m >> 64) as u64;
+        }
+    }
+}
+
+/// Bernoulli(p / q), exactly, for 0 ≤ p ≤ q, q ≥ 1.
+#[inline]
+pub fn bernoulli_ratio<E: Entropy>(rng: &mut E, p: u128, q: u128) -> bool {
+    p >= q || (p > 0 && uniform_below(rng, q) < p)
+}
+
+/// Bernoulli(e^(−p/q)) for any rational p/q ≥ 0 (CKS Algorithm 1).
+pub fn bernoulli_exp_neg<E: Entropy>(rng: &mut E, p: u128, q: u128) -> bool {
+    debug_assert!(q > 0);
+    let whole = p / q;
+    for _ in 0..whole {
+        if !bernoulli_exp_neg_unit(rng, 1, 1) {
+            return false;
+        }
+    }
+    bernoulli_exp_neg_unit(rng, p % q, q)
+}
+
+/// Bernoulli(e^(−γ)) for γ = p/q ∈ [0, 1]: the index K of the first failure
+/// of Bernoulli(γ/K) trials is odd with probability exactly e^(−γ).
+#[inline]
+fn bernoulli_exp_neg_unit<E: Entropy>(rng: &mut E, p: u128, q: u128) -> bool {
+    let mut k: u128 = 1;
+    loop {
+        let qk = q.checked_mul(k).expect("Bernoulli(e^-x) denominator overflow");
+        if !bernoulli_ratio(rng, p, qk) {
+            return k % 2 == 1;
+        }
+        k += 1;
+    }
+}
+
+/// Geometric: P(Y = y) = (1 − e^(−s/t)) · e^(−y·s/t) for y ≥ 0, s, t ≥ 1.
+///
+/// X = U + t·V with U uniform on [0, t) kept with probability e^(−U/t) and V
+/// the number of Bernoulli(e^(−1)) successes is geometric with ratio
+/// e^(−1/t); Y = ⌊X / s⌋ then has ratio e^(−s/t) (CKS Algorithm 2).
+pub fn geometric_exp<E: Entropy>(rng: &mut E, s: u128, t: u128) -> u128 {
+    debug_assert!(s > 0 && t > 0);
+    let u = loop {
+        let u = uniform_below(rng, t);
+        if bernoulli_exp_neg(rng, u, t) {
+            break u;
+        }
+    };
+    let mut v: u128 = 0;
+    while bernoulli_exp_neg_unit(rng, 1, 1) {
+        v += 1;
+    }
+    let x = t
+        .checked_mul(v)
+        .and_then(|tv| tv.checked_add(u))
+        .expect("geometric draw overflow");
+    x / s
+}
+
+/// Discrete Laplace: P(Z = z) ∝ e^(−|z|·s/t) on all of Z (CKS Algorithm 2).
+pub fn discrete_laplace<E: Entropy>(rng: &mut E, s: u128, t: u128) -> i128 {
+    loop {
+        let y = geometric_exp(rng, s, t);
+        let negative = rng.bit();
+        // Zero would be reached from both signs: keep it from one only.
+        if negative && y == 0 {
+            continue;
+        }
+        let y = i128::try_from(y).expect("discrete Laplace draw overflow");
+        return if negative { -y } else { y };
+    }
+}

@@ -1,0 +1,94 @@
+//! Statistical tests of the exact samplers: each against its exact pmf, each
+//! with a negative control showing the same test rejects a wrong sampler.
+//! Run in release for speed (`cargo test --release -p dpnoise-core`).
+
+use dpnoise_core::audit::{chi_square, histogram};
+use dpnoise_core::sampler::{
+    bernoulli_exp_neg, discrete_laplace, geometric_exp, uniform_below,
+};
+use dpnoise_core::{BitPool, Epsilon, Laplace, LatticeNoise};
+use rand_chacha::rand_core::SeedableRng;
+use rand_chacha::ChaCha20Rng;
+
+const N: usize = 1_000_000;
+/// Significance of each goodness-of-fit test: a correct sampler fails one in a million runs.
+const ALPHA: f64 = 1e-6;
+
+fn rng(seed: u64) -> BitPool<ChaCha20Rng> {
+    BitPool::new(ChaCha20Rng::seed_from_u64(seed))
+}
+
+#[test]
+fn uniform_below_is_uniform() {
+    let mut r = rng(1);
+    for n in [1u128, 2, 3, 7, 1000, (1u128 << 64) + 3] {
+        let width = n.min(1000);
+        let h = histogram(N / 4, || {
+            let x = uniform_below(&mut r, n);
+            assert!(x < n);
+            // Fold huge ranges into 1000 cells of (almost) equal mass.
+            (x * width / n) as i128
+        });
+        let test = chi_square(&h, |_| 1.0 / width as f64, 0, width as i128 - 1, ALPHA);
+        assert!(test.passes(), "n = {n}: {test:?}");
+    }
+}
+
+#[test]
+fn bernoulli_exp_neg_has_the_exact_rate() {
+    let mut r = rng(2);
+    for (p, q) in [(0u128, 1u128), (1, 3), (1, 1), (5, 2), (7, 1 << 90)] {
+        let rate = (-(p as f64) / q as f64).exp();
+        let hits = (0..N).filter(|_| bernoulli_exp_neg(&mut r, p, q)).count() as f64;
+        let se = (rate * (1.0 - rate) / N as f64).sqrt().max(1e-12);
+        assert!(
+            (hits / N as f64 - rate).abs() <= 5.0 * se,
+            "e^-({p}/{q}): {} vs {rate}",
+            hits / N as f64
+        );
+    }
+}
+
+fn geometric_pmf(ratio: f64) -> impl Fn(i128) -> f64 {
+    move |y| if y < 0 { 0.0 } else { (1.0 - ratio) * ratio.powi(y as i32) }
+}
+
+#[test]
+fn geometric_matches_its_pmf_and_rejects_a_wrong_ratio() {
+    let mut r = rng(3);
+    for (s, t) in [(1u128, 1u128), (1, 5), (3, 7), (3602879701896397, 1u128 << 55)] {
+        let ratio = (-(s as f64) / t as f64).exp();
+        let h = histogram(N, || geometric_exp(&mut r, s, t) as i128);
+        let test = chi_square(&h, geometric_pmf(ratio), 0, 200, ALPHA);
+        assert!(test.passes(), "s/t = {s}/{t}: {test:?}");
+        // Negative control: the same draws judged against a 10 % different scale.
+        let wrong = (ratio.ln() * 1.1).exp();
+        assert!(!chi_square(&h, geometric_pmf(wrong), 0, 200, ALPHA).passes());
+    }
+}
+
+#[test]
+fn discrete_laplace_matches_its_pmf_and_rejects_a_wrong_scale() {
+    let mut r = rng(4);
+    for (eps, steps) in [(1.0, 1u128), (0.5, 3), (0.1, 1), (2.0, 5)] {
+        let lap = Laplace::new(Epsilon::new(eps).unwrap(), steps).unwrap();
+        let h = histogram(N, || lap.sample(&mut r));
+        let lim = (40.0 * steps as f64 / eps) as i128;
+        let test = chi_square(&h, |n| lap.pmf(n), -lim, lim, ALPHA);
+        assert!(test.passes(), "ε = {eps}, D = {steps}: {test:?}");
+        // Negative control: a sampler whose scale is 10 % off is rejected.
+        let wrong = Laplace::new(Epsilon::new(eps * 1.1).unwrap(), steps).unwrap();
+        let hw = histogram(N, || wrong.sample(&mut r));
+        assert!(!chi_square(&hw, |n| lap.pmf(n), -lim, lim, ALPHA).passes());
+    }
+}
+
+#[test]
+fn discrete_laplace_is_symmetric_with_zero_counted_once() {
+    let mut r = rng(5);
+    let h = histogram(N, || discrete_laplace(&mut r, 1, 2));
+    let b = (-0.5f64).exp();
+    let p0 = (1.0 - b) / (1.0 + b);
+    let c0 = *h.get(&0).unwrap() as f64 / N as f64;
+    assert!((c0 - p0).abs() < 5.0 * (p0 * (1.0 - p0) / N as f64).sqrt());
+}

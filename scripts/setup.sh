@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Installs what dpnoise needs to build and test, skipping what is already there.
+# Idempotent: a second run only checks.
+set -euo pipefail
+
+PGRX_VERSION=0.18.0
+PG_CONFIG=/usr/lib/postgresql/15/bin/pg_config
+
+need_pkgs=()
+for p in postgresql-15 postgresql-server-dev-15 libclang-dev clang sudo; do
+  dpkg -s "$p" >/dev/null 2>&1 || need_pkgs+=("$p")
+done
+if [ ${#need_pkgs[@]} -gt 0 ]; then
+  echo "setup: installing Debian packages: ${need_pkgs[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -q
+  apt-get install -y -q --no-install-recommends "${need_pkgs[@]}"
+fi
+
+if ! cargo pgrx --version 2>/dev/null | grep -q " ${PGRX_VERSION}\$"; then
+  echo "setup: installing cargo-pgrx ${PGRX_VERSION} (about 7 minutes)"
+  cargo install cargo-pgrx --version "${PGRX_VERSION}" --locked
+fi
+
+PGRX_HOME="${PGRX_HOME:-$HOME/.pgrx}"
+if ! grep -qs "pg15 *= *\"${PG_CONFIG}\"" "${PGRX_HOME}/config.toml"; then
+  echo "setup: cargo pgrx init --pg15 ${PG_CONFIG}"
+  cargo pgrx init --pg15 "${PG_CONFIG}"
+fi
+
+# pgrx installs the extension into the system PostgreSQL's directories and its
+# test server runs as the postgres user, which must be able to read the build.
+echo "setup: ready (cargo-pgrx $(cargo pgrx --version | awk '{print $2}'), $(${PG_CONFIG} --version))"
