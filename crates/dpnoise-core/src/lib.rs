@@ -6,12 +6,14 @@
 //! converted to float8 at the very end.
 
 pub mod audit;
+pub mod calibration;
 pub mod entropy;
 pub mod lattice;
 pub mod mechanism;
 pub mod rational;
 pub mod sampler;
 
+pub use calibration::Calibration;
 pub use entropy::{BitPool, Entropy};
 pub use lattice::Lattice;
 pub use mechanism::{Laplace, LatticeNoise};
