@@ -1,2 +1,43 @@
+//! dpnoise: differential privacy inside PostgreSQL.
+//!
+//! This crate is the SQL surface only: the mechanisms, samplers and their
+//! math live in `dpnoise-core`. Hot paths (aggregate transitions, per-row
+//! noise) are plain V1 C functions declared in `sql/dpnoise.sql`, so a row
+//! costs what PostgreSQL's own `count` and `sum` cost.
+
 use pgrx::prelude::*;
+
 ::pgrx::pg_module_magic!(name, version);
+
+mod aggref;
+mod count;
+mod errors;
+mod fmgr;
+mod gucs;
+mod rng;
+mod row_noise;
+mod sum;
+
+pgrx::extension_sql_file!("../sql/dpnoise.sql", name = "dpnoise_sql", finalize);
+
+#[pg_guard]
+pub extern "C-unwind" fn _PG_init() {
+    gucs::init();
+}
+
+#[cfg(any(test, feature = "pg_test"))]
+#[pg_schema]
+mod tests {
+    // The tests live next to the SQL features they exercise.
+}
+
+/// Required by `cargo pgrx test`.
+#[cfg(test)]
+pub mod pg_test {
+    pub fn setup(_options: Vec<&str>) {}
+
+    #[must_use]
+    pub fn postgresql_conf_options() -> Vec<&'static str> {
+        vec!["shared_preload_libraries = 'dpnoise'"]
+    }
+}

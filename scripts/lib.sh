@@ -1,0 +1,37 @@
+# Shared by run.sh, test.sh and bench/run.sh: a PostgreSQL 15 server of our
+# own, run as the postgres user (PostgreSQL refuses root) on a loopback port.
+PG_BIN=/usr/lib/postgresql/15/bin
+PG_CONFIG=$PG_BIN/pg_config
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+
+as_postgres() { runuser -u postgres -- "$@"; }
+
+# start_server DATADIR PORT: initdb on first use, (re)start with dpnoise preloaded.
+start_server() {
+  local dir=$1 port=$2
+  if [ ! -f "$dir/PG_VERSION" ]; then
+    mkdir -p "$dir"
+    chown postgres:postgres "$dir"
+    chmod 700 "$dir"
+    as_postgres "$PG_BIN/initdb" -D "$dir" --auth=trust -U postgres >/dev/null
+    cat >>"$dir/postgresql.conf" <<CONF
+listen_addresses = '127.0.0.1'
+port = $port
+unix_socket_directories = '$dir'
+shared_preload_libraries = 'dpnoise'
+CONF
+  fi
+  as_postgres "$PG_BIN/pg_ctl" -D "$dir" -l "$dir/server.log" -w restart >/dev/null 2>&1 || {
+    as_postgres "$PG_BIN/pg_ctl" -D "$dir" -l "$dir/server.log" -w start >/dev/null || {
+      tail -20 "$dir/server.log"; return 1; }
+  }
+}
+
+stop_server() {
+  [ -f "$1/postmaster.pid" ] && as_postgres "$PG_BIN/pg_ctl" -D "$1" -w stop -m fast >/dev/null || true
+}
+
+# Builds dpnoise in release mode and installs it into the system PostgreSQL.
+install_extension() {
+  (cd "$REPO" && cargo pgrx install --release --pg-config "$PG_CONFIG" >/dev/null)
+}

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Quickstart: install what is missing, build and install dpnoise, start a local
+# server, and show exact answers next to dpnoise's noisy ones.
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+PORT=${DPNOISE_PORT:-54315}
+DATA=$REPO/.pgdata-run
+
+bash "$REPO/scripts/setup.sh"
+echo "run: building and installing dpnoise (release)"
+install_extension
+start_server "$DATA" "$PORT"
+PSQL=(psql -X -h 127.0.0.1 -p "$PORT" -U postgres -d postgres -v ON_ERROR_STOP=1)
+"${PSQL[@]}" -q <<'SQL'
+DROP EXTENSION IF EXISTS dpnoise CASCADE;
+CREATE EXTENSION dpnoise;
+DROP TABLE IF EXISTS staff;
+CREATE TABLE staff AS
+SELECT i AS id,
+       (ARRAY['north', 'south', 'east', 'west'])[1 + i % 4] AS region,
+       round((30000 + 40000 * ((i * 7919) % 1000) / 1000.0)::numeric, 2)::float8 AS salary
+FROM generate_series(1, 10000) AS i;
+SQL
+echo
+echo "Exact answers next to dpnoise's (epsilon = 1 per aggregate):"
+"${PSQL[@]}" <<'SQL'
+SELECT region,
+       count(*)                                      AS exact_count,
+       dp_count(1.0)                                 AS noisy_count,
+       round(sum(salary)::numeric, 2)                AS exact_sum,
+       round(dp_sum_laplace(salary, 1.0, 0, 100000)::numeric, 2) AS noisy_sum
+FROM staff GROUP BY region ORDER BY region;
+SELECT salary AS exact_salary, dp_laplace(salary, 1.0, 1000) AS noisy_salary
+FROM staff ORDER BY id LIMIT 3;
+SQL
+echo
+echo "The server keeps running. Connect with:"
+echo "  psql -h 127.0.0.1 -p $PORT -U postgres postgres"
+echo "Stop it with: runuser -u postgres -- $PG_BIN/pg_ctl -D $DATA stop"

@@ -1,0 +1,134 @@
+//! The privacy parameters of an aggregate call, read from its Aggref.
+//!
+//! A final function must know ε even when no row reached the transition
+//! function (empty input still gets a noisy answer), so it evaluates the
+//! parameter arguments of the call itself. They must be free of columns and
+//! volatile functions: the same for every row. Under a parallel or
+//! partitionwise plan the finalizing Aggref only references the partial
+//! aggregate's output, so we follow that reference down to the partial
+//! Aggref, which still holds the original arguments.
+
+use crate::errors;
+use pgrx::pg_sys;
+use pgrx::prelude::*;
+
+unsafe fn tag(node: *const std::ffi::c_void) -> pg_sys::NodeTag {
+    unsafe { (*(node as *const pg_sys::Node)).type_ }
+}
+
+unsafe fn nth<T>(list: *mut pg_sys::List, n: usize) -> *mut T {
+    unsafe {
+        if list.is_null() || n >= (*list).length as usize {
+            return std::ptr::null_mut();
+        }
+        (*(*list).elements.add(n)).ptr_value as *mut T
+    }
+}
+
+fn lost(aggregate: &str) -> ! {
+    ereport!(
+        ERROR,
+        PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
+        format!("{aggregate}: cannot find the privacy parameters of this call in the plan")
+    );
+}
+
+/// The plan node whose output an OUTER_VAR of `plan` refers to.
+unsafe fn outer_child(plan: *mut pg_sys::Plan) -> *mut pg_sys::Plan {
+    unsafe {
+        match (*plan).type_ {
+            pg_sys::NodeTag::T_Append => nth((*(plan as *mut pg_sys::Append)).appendplans, 0),
+            pg_sys::NodeTag::T_MergeAppend => nth((*(plan as *mut pg_sys::MergeAppend)).mergeplans, 0),
+            _ => (*plan).lefttree,
+        }
+    }
+}
+
+/// The argument list (of TargetEntry) as the user wrote it.
+unsafe fn original_arguments(fcinfo: pg_sys::FunctionCallInfo, aggregate: &str) -> *mut pg_sys::List {
+    unsafe {
+        let aggref = pg_sys::AggGetAggref(fcinfo);
+        if aggref.is_null() {
+            lost(aggregate);
+        }
+        if (*aggref).aggsplit & pg_sys::AGGSPLITOP_COMBINE == 0 {
+            return (*aggref).args;
+        }
+        let context = (*fcinfo).context;
+        if context.is_null() || tag(context.cast()) != pg_sys::NodeTag::T_AggState {
+            lost(aggregate);
+        }
+        let mut plan = (*(context as *mut pg_sys::AggState)).ss.ps.plan;
+        let first: *mut pg_sys::TargetEntry = nth((*aggref).args, 0);
+        if first.is_null() {
+            lost(aggregate);
+        }
+        let mut expr = (*first).expr as *mut std::ffi::c_void;
+        // Each step goes one plan level down, so this ends at the leaves.
+        while !expr.is_null() && !plan.is_null() {
+            match tag(expr) {
+                pg_sys::NodeTag::T_Aggref => return (*(expr as *mut pg_sys::Aggref)).args,
+                pg_sys::NodeTag::T_Var if (*(expr as *mut pg_sys::Var)).varno == pg_sys::OUTER_VAR => {
+                    let attno = (*(expr as *mut pg_sys::Var)).varattno as usize;
+                    plan = outer_child(plan);
+                    if plan.is_null() || attno == 0 {
+                        break;
+                    }
+                    let entry: *mut pg_sys::TargetEntry = nth((*plan).targetlist, attno - 1);
+                    if entry.is_null() {
+                        break;
+                    }
+                    expr = (*entry).expr.cast();
+                }
+                _ => break,
+            }
+        }
+        lost(aggregate)
+    }
+}
+
+/// Evaluates the arguments at `indices` of this aggregate call; `None` is NULL.
+pub unsafe fn aggregate_arguments<const N: usize>(
+    fcinfo: pg_sys::FunctionCallInfo,
+    indices: [usize; N],
+    aggregate: &str,
+) -> [Option<pg_sys::Datum>; N] {
+    unsafe {
+        let args = original_arguments(fcinfo, aggregate);
+        let context = (*fcinfo).context as *mut pg_sys::AggState;
+        indices.map(|i| {
+            let entry: *mut pg_sys::TargetEntry = nth(args, i);
+            if entry.is_null() {
+                lost(aggregate);
+            }
+            let expr = (*entry).expr;
+            if tag(expr.cast()) == pg_sys::NodeTag::T_Const {
+                let c = expr as *mut pg_sys::Const;
+                return (!(*c).constisnull).then_some((*c).constvalue);
+            }
+            if pg_sys::contain_var_clause(expr.cast()) || pg_sys::contain_volatile_functions(expr.cast()) {
+                errors::varying_parameter(aggregate);
+            }
+            let state = pg_sys::ExecInitExpr(expr, &mut (*context).ss.ps);
+            let mut isnull = false;
+            let value = pg_sys::ExecEvalExprSwitchContext(state, (*context).ss.ps.ps_ExprContext, &mut isnull);
+            (!isnull).then_some(value)
+        })
+    }
+}
+
+/// A float8 parameter of the call that must not be NULL.
+pub fn f64_parameter(value: Option<pg_sys::Datum>, name: &str) -> f64 {
+    match value {
+        Some(d) => f64::from_bits(d.value() as u64),
+        None => errors::null_parameter(name),
+    }
+}
+
+/// An int8 parameter of the call that must not be NULL.
+pub fn i64_parameter(value: Option<pg_sys::Datum>, name: &str) -> i64 {
+    match value {
+        Some(d) => d.value() as i64,
+        None => errors::null_parameter(name),
+    }
+}

@@ -1,0 +1,139 @@
+//! Thin helpers for V1 C-convention functions: the calling convention
+//! PostgreSQL's own `count` and `sum` use, without per-call wrappers.
+
+use crate::errors;
+use pgrx::pg_sys;
+use pgrx::prelude::*;
+
+/// Declares a V1 function `$name` (and its `pg_finfo_` record) whose body
+/// gets the raw `FunctionCallInfo`.
+macro_rules! v1_function {
+    ($finfo:ident, $name:ident, |$fcinfo:ident| $body:block) => {
+        #[unsafe(no_mangle)]
+        #[doc(hidden)]
+        pub extern "C" fn $finfo() -> &'static pgrx::pg_sys::Pg_finfo_record {
+            const V1: pgrx::pg_sys::Pg_finfo_record = pgrx::pg_sys::Pg_finfo_record { api_version: 1 };
+            &V1
+        }
+
+        #[pgrx::pg_guard]
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C-unwind" fn $name(fcinfo: pgrx::pg_sys::FunctionCallInfo) -> pgrx::pg_sys::Datum {
+            #[inline(always)]
+            unsafe fn body($fcinfo: pgrx::pg_sys::FunctionCallInfo) -> pgrx::pg_sys::Datum $body
+            unsafe { body(fcinfo) }
+        }
+    };
+}
+pub(crate) use v1_function;
+
+#[inline]
+pub unsafe fn arg_is_null(fcinfo: pg_sys::FunctionCallInfo, i: usize) -> bool {
+    unsafe { (*(*fcinfo).args.as_ptr().add(i)).isnull }
+}
+
+#[inline]
+pub unsafe fn arg_datum(fcinfo: pg_sys::FunctionCallInfo, i: usize) -> pg_sys::Datum {
+    unsafe { (*(*fcinfo).args.as_ptr().add(i)).value }
+}
+
+/// A float8 argument, which may be NULL.
+#[inline]
+pub unsafe fn arg_f64(fcinfo: pg_sys::FunctionCallInfo, i: usize) -> Option<f64> {
+    unsafe { (!arg_is_null(fcinfo, i)).then(|| f64::from_bits(arg_datum(fcinfo, i).value() as u64)) }
+}
+
+/// An int8 argument, which may be NULL.
+#[inline]
+pub unsafe fn arg_i64(fcinfo: pg_sys::FunctionCallInfo, i: usize) -> Option<i64> {
+    unsafe { (!arg_is_null(fcinfo, i)).then(|| arg_datum(fcinfo, i).value() as i64) }
+}
+
+/// A float8 argument that must not be NULL.
+#[inline]
+pub unsafe fn required_f64(fcinfo: pg_sys::FunctionCallInfo, i: usize, name: &str) -> f64 {
+    unsafe { arg_f64(fcinfo, i) }.unwrap_or_else(|| errors::null_parameter(name))
+}
+
+/// An int8 argument that must not be NULL.
+#[inline]
+pub unsafe fn required_i64(fcinfo: pg_sys::FunctionCallInfo, i: usize, name: &str) -> i64 {
+    unsafe { arg_i64(fcinfo, i) }.unwrap_or_else(|| errors::null_parameter(name))
+}
+
+#[inline]
+pub fn f64_datum(x: f64) -> pg_sys::Datum {
+    pg_sys::Datum::from(x.to_bits() as usize)
+}
+
+#[inline]
+pub fn i64_datum(x: i64) -> pg_sys::Datum {
+    pg_sys::Datum::from(x as usize)
+}
+
+#[inline]
+pub unsafe fn return_null(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
+    unsafe { (*fcinfo).isnull = true };
+    pg_sys::Datum::from(0usize)
+}
+
+/// The aggregate's memory context; an error if not called as an aggregate.
+pub unsafe fn aggregate_context(fcinfo: pg_sys::FunctionCallInfo, function: &str) -> pg_sys::MemoryContext {
+    let mut context: pg_sys::MemoryContext = std::ptr::null_mut();
+    if unsafe { pg_sys::AggCheckCallContext(fcinfo, &mut context) } == 0 {
+        ereport!(
+            ERROR,
+            PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
+            format!("{function} can only be called as part of an aggregate")
+        );
+    }
+    context
+}
+
+/// Refuses to release from a window frame: overlapping frames are not
+/// disjoint sets of individuals, so each frame would spend ε again.
+pub unsafe fn refuse_window(fcinfo: pg_sys::FunctionCallInfo, aggregate: &str) {
+    let kind = unsafe { pg_sys::AggCheckCallContext(fcinfo, std::ptr::null_mut()) };
+    if kind as u32 == pg_sys::AGG_CONTEXT_WINDOW {
+        ereport!(
+            ERROR,
+            PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
+            format!("{aggregate} cannot be used as a window function"),
+            "Overlapping window frames would release the same individuals many times."
+        );
+    }
+}
+
+/// Per-call-site cache in `flinfo->fn_extra`, allocated in the function's
+/// memory context and keyed by the raw bits of the privacy parameters.
+pub unsafe fn call_site_cache<T: Copy>(
+    fcinfo: pg_sys::FunctionCallInfo,
+    key: [u64; 2],
+    build: impl FnOnce() -> T,
+) -> T {
+    #[derive(Clone, Copy)]
+    struct Entry<T> {
+        key: [u64; 2],
+        value: T,
+    }
+    unsafe {
+        let flinfo = (*fcinfo).flinfo;
+        let slot = (*flinfo).fn_extra as *mut Entry<T>;
+        if !slot.is_null() && (*slot).key == key {
+            return (*slot).value;
+        }
+        let value = build();
+        let slot = if slot.is_null() {
+            // palloc aligns to 8 bytes; u128 fields need 16, so over-allocate and align.
+            let align = std::mem::align_of::<Entry<T>>();
+            let raw = pg_sys::MemoryContextAlloc((*flinfo).fn_mcxt, std::mem::size_of::<Entry<T>>() + align) as *mut u8;
+            let p = raw.add(raw.align_offset(align)) as *mut Entry<T>;
+            (*flinfo).fn_extra = p.cast();
+            p
+        } else {
+            slot
+        };
+        slot.write(Entry { key, value });
+        value
+    }
+}

@@ -1,0 +1,75 @@
+//! dpnoise's settings.
+
+use pgrx::guc::{GucContext, GucFlags, GucRegistry, GucSetting};
+use pgrx::pg_sys;
+use std::ffi::{CStr, CString};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// `dpnoise.seed`: empty (the default) seeds each backend's generator from
+/// the OS; an integer makes the noise reproducible. Superusers only: a
+/// known seed makes every release predictable.
+static SEED: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(None);
+
+/// Bumped by every assignment of `dpnoise.seed`, even to the same value, so
+/// `SET dpnoise.seed = '7'` twice restarts the stream twice.
+static SEED_GENERATION: AtomicU64 = AtomicU64::new(0);
+
+pub fn init() {
+    unsafe {
+        GucRegistry::define_string_guc_with_hooks(
+            c"dpnoise.seed",
+            c"Fixes the noise generator's seed (tests only).",
+            c"Empty: every backend seeds ChaCha20 from the operating system. An integer: noise is reproducible. Only superusers can set it.",
+            &SEED,
+            GucContext::Suset,
+            GucFlags::SUPERUSER_ONLY,
+            Some(check_seed),
+            Some(assign_seed),
+            None,
+        );
+    }
+}
+
+/// The seed in force, if any, and the assignment generation.
+pub fn seed() -> (Option<u64>, u64) {
+    let generation = SEED_GENERATION.load(Ordering::Relaxed);
+    let seed = SEED
+        .get()
+        .and_then(|s| parse_seed(s.as_c_str()).ok().flatten());
+    (seed, generation)
+}
+
+pub fn seed_generation() -> u64 {
+    SEED_GENERATION.load(Ordering::Relaxed)
+}
+
+fn parse_seed(s: &CStr) -> Result<Option<u64>, ()> {
+    let text = s.to_str().map_err(|_| ())?.trim();
+    if text.is_empty() {
+        return Ok(None);
+    }
+    text.parse::<u64>().map(Some).map_err(|_| ())
+}
+
+#[pgrx::pg_guard]
+unsafe extern "C-unwind" fn check_seed(
+    newval: *mut *mut std::ffi::c_char,
+    _extra: *mut *mut std::ffi::c_void,
+    _source: pg_sys::GucSource::Type,
+) -> bool {
+    let value = unsafe { *newval };
+    if value.is_null() || parse_seed(unsafe { CStr::from_ptr(value) }).is_ok() {
+        return true;
+    }
+    unsafe {
+        pg_sys::GUC_check_errcode(pgrx::PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE as i32);
+        pg_sys::GUC_check_errmsg_string =
+            pg_sys::pstrdup(c"dpnoise.seed must be empty or an integer in [0, 2^64)".as_ptr());
+    }
+    false
+}
+
+#[pgrx::pg_guard]
+unsafe extern "C-unwind" fn assign_seed(_newval: *const std::ffi::c_char, _extra: *mut std::ffi::c_void) {
+    SEED_GENERATION.fetch_add(1, Ordering::Relaxed);
+}

@@ -1,0 +1,57 @@
+//! The backend's one source of randomness: ChaCha20 seeded from the OS.
+//!
+//! Created lazily and re-created whenever the process id changes, because
+//! PostgreSQL forks backends and parallel workers: a generator inherited
+//! across a fork would hand every child the same noise.
+
+use crate::gucs;
+use dpnoise_core::BitPool;
+use pgrx::pg_sys;
+use rand_chacha::rand_core::SeedableRng;
+use rand_chacha::ChaCha20Rng;
+use std::cell::RefCell;
+
+pub type BackendRng = BitPool<ChaCha20Rng>;
+
+struct Generator {
+    pid: i32,
+    seed_generation: u64,
+    pool: BackendRng,
+}
+
+thread_local! {
+    static GENERATOR: RefCell<Option<Generator>> = const { RefCell::new(None) };
+}
+
+/// Runs `f` with this backend's generator.
+#[inline]
+pub fn with_rng<T>(f: impl FnOnce(&mut BackendRng) -> T) -> T {
+    let pid = unsafe { pg_sys::MyProcPid };
+    let generation = gucs::seed_generation();
+    GENERATOR.with(|cell| {
+        let mut slot = cell.borrow_mut();
+        let stale = match slot.as_ref() {
+            Some(g) => g.pid != pid || g.seed_generation != generation,
+            None => true,
+        };
+        if stale {
+            *slot = Some(new_generator(pid));
+        }
+        f(&mut slot.as_mut().expect("just created").pool)
+    })
+}
+
+fn new_generator(pid: i32) -> Generator {
+    let (seed, seed_generation) = gucs::seed();
+    let rng = match seed {
+        Some(s) => ChaCha20Rng::seed_from_u64(s),
+        None => ChaCha20Rng::try_from_os_rng().unwrap_or_else(|e| {
+            pgrx::error!("dpnoise: the operating system's random source failed: {e}")
+        }),
+    };
+    Generator {
+        pid,
+        seed_generation,
+        pool: BitPool::new(rng),
+    }
+}
