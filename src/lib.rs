@@ -26,10 +26,7 @@ pub extern "C-unwind" fn _PG_init() {
 }
 
 #[cfg(any(test, feature = "pg_test"))]
-#[pg_schema]
-mod tests {
-    // The tests live next to the SQL features they exercise.
-}
+mod backend_tests;
 
 /// Required by `cargo pgrx test`.
 #[cfg(test)]
