@@ -134,7 +134,7 @@ impl Lattice {
 
     fn too_large(&self, x: f64) -> Error {
         Error::OutOfRange(format!(
-            "value {x} is too large for the lattice of granularity 2^{}",
+            "value {x:e} is too large for the lattice of granularity 2^{}",
             self.k
         ))
     }

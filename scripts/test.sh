@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Runs every test: the core crate's statistical tests, the backend tests
+# (cargo pgrx test, as the postgres user) and the SQL regression suite.
+# Installs what is missing first. Exits non-zero on any failure.
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+PORT=${DPNOISE_TEST_PORT:-54316}
+DATA=$REPO/.pgdata-test
+PGRX_DATA=$REPO/.pgdata-pgrx
+cd "$REPO"
+
+bash scripts/setup.sh
+
+echo "== core: cargo test --release -p dpnoise-core"
+cargo test --release -p dpnoise-core
+
+echo "== backend: cargo pgrx test pg15"
+rm -rf "$PGRX_DATA"
+cargo pgrx test pg15 --runas postgres --pgdata "$PGRX_DATA"
+rm -rf "$PGRX_DATA"
+
+echo "== SQL regression suite (pg_regress)"
+install_extension
+rm -rf "$DATA"
+start_server "$DATA" "$PORT"
+trap 'stop_server "$DATA"' EXIT
+OUT=$(mktemp -d)
+chmod 777 "$OUT"
+status=0
+"$(dirname "$("$PG_CONFIG" --pgxs)")/../test/regress/pg_regress" \
+  --host=127.0.0.1 --port="$PORT" --user=postgres --dbname=dpnoise_regress \
+  --inputdir=tests/pg_regress --outputdir="$OUT" \
+  setup $(ls tests/pg_regress/sql | sed 's/\.sql$//' | grep -vx setup | sort) || status=$?
+if [ $status -ne 0 ]; then
+  cat "$OUT/regression.diffs" 2>/dev/null || true
+  exit $status
+fi
+echo "== all tests passed"

@@ -1,0 +1,36 @@
+-- Every refusal has a fixed SQLSTATE and names the argument and its range.
+SELECT outcome('SELECT dp_count(0.0) FROM t');
+SELECT outcome('SELECT dp_count(-1.0) FROM t');
+SELECT outcome($$SELECT dp_count('NaN') FROM t$$);
+SELECT outcome($$SELECT dp_count('Infinity') FROM t$$);
+SELECT outcome('SELECT dp_count(1e-12) FROM t');
+SELECT outcome('SELECT dp_count(NULL::float8) FROM t');
+SELECT outcome('SELECT dp_count(x, NULL::float8) FROM t');
+SELECT outcome('SELECT dp_count(x) FROM t');
+SELECT outcome('SELECT dp_count(random()) FROM t');
+SELECT outcome('SELECT dp_count(1.0) OVER () FROM t');
+SELECT outcome('SELECT dp_sum_laplace(x, 1.0, 10, 0) FROM t');
+SELECT outcome('SELECT dp_sum_laplace(x, 1.0, 0, 0) FROM t');
+SELECT outcome($$SELECT dp_sum_laplace(x, 1.0, '-Infinity', 0) FROM t$$);
+SELECT outcome('SELECT dp_sum_laplace(x, 1.0, NULL, 10) FROM t');
+SELECT outcome('SELECT dp_sum_laplace(x, 1.0, 0, x) FROM t');
+SELECT outcome($$SELECT dp_sum_laplace(x + 'NaN', 1.0, 0, 10) FROM t$$);
+SELECT outcome('SELECT dp_sum_laplace(x, 1.0, 0, 10) OVER (ORDER BY i) FROM t');
+SELECT outcome('SELECT dp_sum_laplace(n, 0, 0, 10) FROM t');
+SELECT outcome('SELECT dp_sum_laplace(n, 1.0, 0, 9223372036854775807) FROM t');
+SELECT outcome('SELECT dp_laplace(1, 0, 1)');
+SELECT outcome('SELECT dp_laplace(1, 1, 0)');
+SELECT outcome($$SELECT dp_laplace(1, 1, 'NaN')$$);
+SELECT outcome($$SELECT dp_laplace('Infinity', 1, 1)$$);
+SELECT outcome('SELECT dp_laplace(1, NULL, 1)');
+SELECT outcome('SELECT dp_laplace(1e300, 1, 1)');
+-- A NULL value is not released: the answer is NULL, not noise.
+SELECT dp_laplace(NULL, 1, 1) IS NULL AS null_in_null_out;
+-- Empty input still gets a noisy answer.
+SELECT dp_count(1.0) IS NOT NULL AS count_released,
+       dp_sum_laplace(x, 1.0, 0, 10) IS NOT NULL AS sum_released,
+       dp_sum_laplace(n, 1.0, 0, 10) IS NOT NULL AS int_sum_released
+FROM t WHERE false;
+-- Bounds from a prepared statement's parameters are fine.
+PREPARE q(float8, float8) AS SELECT dp_sum_laplace(x, $1, 0, $2) IS NOT NULL AS released FROM t WHERE false;
+EXECUTE q(0.5, 10);
