@@ -15,7 +15,10 @@ echo "== core: cargo test --release -p dpnoise-core"
 cargo test --release -p dpnoise-core
 
 echo "== backend: cargo pgrx test pg15"
+# pgrx's test server runs as postgres and makes its data directory inside this one.
 rm -rf "$PGRX_DATA"
+mkdir -p "$PGRX_DATA"
+chown postgres:postgres "$PGRX_DATA"
 cargo pgrx test pg15 --runas postgres --pgdata "$PGRX_DATA"
 rm -rf "$PGRX_DATA"
 
@@ -35,4 +38,4 @@ if [ $status -ne 0 ]; then
   cat "$OUT/regression.diffs" 2>/dev/null || true
   exit $status
 fi
-echo "== all tests passed"
+echo "suites: 3 passed, 0 failed"
