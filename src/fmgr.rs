@@ -105,12 +105,14 @@ pub unsafe fn refuse_window(fcinfo: pg_sys::FunctionCallInfo, aggregate: &str) {
 }
 
 /// Per-call-site cache in `flinfo->fn_extra`, allocated in the function's
-/// memory context and keyed by the raw bits of the privacy parameters.
-pub unsafe fn call_site_cache<T: Copy>(
+/// memory context and keyed by the raw bits of the privacy parameters. The
+/// reference lives as long as the call site (the query's function info).
+#[inline]
+pub unsafe fn call_site_cache<'a, T: Copy>(
     fcinfo: pg_sys::FunctionCallInfo,
     key: [u64; 2],
     build: impl FnOnce() -> T,
-) -> T {
+) -> &'a T {
     #[derive(Clone, Copy)]
     struct Entry<T> {
         key: [u64; 2],
@@ -120,7 +122,7 @@ pub unsafe fn call_site_cache<T: Copy>(
         let flinfo = (*fcinfo).flinfo;
         let slot = (*flinfo).fn_extra as *mut Entry<T>;
         if !slot.is_null() && (*slot).key == key {
-            return (*slot).value;
+            return &(*slot).value;
         }
         let value = build();
         let slot = if slot.is_null() {
@@ -134,6 +136,6 @@ pub unsafe fn call_site_cache<T: Copy>(
             slot
         };
         slot.write(Entry { key, value });
-        value
+        &(*slot).value
     }
 }

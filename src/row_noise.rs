@@ -26,7 +26,7 @@ unsafe fn release_value<N: LatticeNoise + Copy>(
             return return_null(fcinfo);
         };
         let true_steps = cal.lattice.round(value).or_raise();
-        f64_datum(with_rng(|rng| cal.release(&noise, rng, true_steps)))
+        f64_datum(with_rng(|rng| cal.release(noise, rng, true_steps)))
     }
 }
 

@@ -53,6 +53,7 @@ impl Lattice {
     /// `x / g` rounded half up, `floor(x/g + 1/2)`, exactly. Half-up (not half
     /// away from zero) commutes with integer shifts, so rounding never widens
     /// a difference by more than `ceil(|a − b| / g)` steps.
+    #[inline]
     pub fn round(&self, x: f64) -> Result<i128, Error> {
         let d = Dyadic::from_f64(x).ok_or_else(|| {
             Error::invalid("value", "a finite number", x)
@@ -114,9 +115,15 @@ impl Lattice {
     /// The float8 nearest to `n · 2^k`; exact whenever |n| < 2^53. Rounding a
     /// lattice value to float8 is deterministic post-processing of the
     /// private integer, so it costs no privacy.
+    #[inline]
     pub fn release(&self, n: i128) -> f64 {
+        // i64 → f64 is one instruction; i128 → f64 is a library call.
+        let x = match i64::try_from(n) {
+            Ok(small) => small as f64,
+            Err(_) => n as f64,
+        };
         let half = self.k / 2;
-        (n as f64) * pow2(half) * pow2(self.k - half)
+        x * pow2(half) * pow2(self.k - half)
     }
 
     /// `n · 2^k` as an int8, for lattices no finer than the integers.
@@ -148,6 +155,7 @@ fn positive_dyadic(name: &'static str, x: f64) -> Result<Dyadic, Error> {
 }
 
 /// 2^e as a float8 for |e| ≤ 1022, built from its bits.
+#[inline]
 fn pow2(e: i32) -> f64 {
     let e = e.clamp(-1022, 1023);
     f64::from_bits(((e + 1023) as u64) << 52)

@@ -15,6 +15,7 @@ pub struct Dyadic {
 
 impl Dyadic {
     /// Decomposes a finite float exactly; the mantissa is odd unless zero.
+    #[inline]
     pub fn from_f64(x: f64) -> Option<Dyadic> {
         if !x.is_finite() {
             return None;

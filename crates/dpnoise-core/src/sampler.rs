@@ -8,7 +8,7 @@
 use crate::entropy::Entropy;
 
 /// Uniform on {0, …, n − 1}, exactly. n must be ≥ 1.
-#[inline]
+#[inline(always)]
 pub fn uniform_below<E: Entropy>(rng: &mut E, n: u128) -> u128 {
     debug_assert!(n > 0);
     if n <= 1u128 << 64 {
@@ -26,7 +26,7 @@ pub fn uniform_below<E: Entropy>(rng: &mut E, n: u128) -> u128 {
 
 /// Uniform on {0, …, n − 1} for 1 ≤ n ≤ 2^64, by Lemire's multiply-and-reject,
 /// which is exact and usually costs one word.
-#[inline]
+#[inline(always)]
 fn uniform_below_u64<E: Entropy>(rng: &mut E, n: u128) -> u64 {
     if n == 1u128 << 64 {
         return rng.next_u64();
@@ -35,13 +35,16 @@ fn uniform_below_u64<E: Entropy>(rng: &mut E, n: u128) -> u64 {
     if n.is_power_of_two() {
         return rng.next_u64() & (n - 1);
     }
-    let threshold = n.wrapping_neg() % n;
-    loop {
-        let m = (rng.next_u64() as u128) * (n as u128);
-        if (m as u64) >= threshold {
-            return (m >> 64) as u64;
+    // Lemire's nearly divisionless method: the division runs only when the
+    // low half falls in the first n values, which is rare.
+    let mut m = (rng.next_u64() as u128) * (n as u128);
+    if (m as u64) < n {
+        let threshold = n.wrapping_neg() % n;
+        while (m as u64) < threshold {
+            m = (rng.next_u64() as u128) * (n as u128);
         }
     }
+    (m >> 64) as u64
 }
 
 /// Bernoulli(p / q), exactly, for 0 ≤ p ≤ q, q ≥ 1.
@@ -53,6 +56,9 @@ pub fn bernoulli_ratio<E: Entropy>(rng: &mut E, p: u128, q: u128) -> bool {
 /// Bernoulli(e^(−p/q)) for any rational p/q ≥ 0 (CKS Algorithm 1).
 pub fn bernoulli_exp_neg<E: Entropy>(rng: &mut E, p: u128, q: u128) -> bool {
     debug_assert!(q > 0);
+    if p < q {
+        return bernoulli_exp_neg_unit(rng, p, q);
+    }
     let whole = p / q;
     for _ in 0..whole {
         if !bernoulli_exp_neg_unit(rng, 1, 1) {
@@ -66,6 +72,19 @@ pub fn bernoulli_exp_neg<E: Entropy>(rng: &mut E, p: u128, q: u128) -> bool {
 /// of Bernoulli(γ/K) trials is odd with probability exactly e^(−γ).
 #[inline]
 fn bernoulli_exp_neg_unit<E: Entropy>(rng: &mut E, p: u128, q: u128) -> bool {
+    if q < 1 << 56 {
+        // The same trials in 64-bit arithmetic: q·k stays below 2^64 until
+        // k = 256, which has probability below 1/255!.
+        let (p, q) = (p as u64, q as u64);
+        let mut k: u64 = 1;
+        loop {
+            let qk = q.checked_mul(k).expect("Bernoulli(e^-x) denominator overflow");
+            if !(p >= qk || (p > 0 && uniform_below_u64(rng, qk as u128) < p)) {
+                return k % 2 == 1;
+            }
+            k += 1;
+        }
+    }
     let mut k: u128 = 1;
     loop {
         let qk = q.checked_mul(k).expect("Bernoulli(e^-x) denominator overflow");
@@ -97,7 +116,12 @@ pub fn geometric_exp<E: Entropy>(rng: &mut E, s: u128, t: u128) -> u128 {
         .checked_mul(v)
         .and_then(|tv| tv.checked_add(u))
         .expect("geometric draw overflow");
-    x / s
+    // 128-bit division is a slow library call; skip it when it is not needed.
+    match (u64::try_from(x), u64::try_from(s)) {
+        _ if s == 1 => x,
+        (Ok(x), Ok(s)) => (x / s) as u128,
+        _ => x / s,
+    }
 }
 
 /// Discrete Laplace: P(Z = z) ∝ e^(−|z|·s/t) on all of Z (CKS Algorithm 2).
