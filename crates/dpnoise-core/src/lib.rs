@@ -5,6 +5,7 @@
 //! parameter is turned into an exact rational or when a lattice integer is
 //! converted to float8 at the very end.
 
+pub mod accuracy;
 pub mod audit;
 pub mod calibration;
 pub mod entropy;
@@ -12,12 +13,15 @@ pub mod lattice;
 pub mod mechanism;
 pub mod rational;
 pub mod sampler;
+pub mod staircase;
 
 pub use calibration::Calibration;
 pub use entropy::{BitPool, Entropy};
 pub use lattice::Lattice;
 pub use mechanism::{Laplace, LatticeNoise};
 pub use rational::Epsilon;
+pub use staircase::{Loss, Staircase};
+pub use accuracy::{Accuracy, StepLaw};
 
 /// Why a privacy parameter or a value was refused. The SQL layer maps each
 /// variant to a fixed SQLSTATE.

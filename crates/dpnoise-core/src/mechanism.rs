@@ -1,5 +1,6 @@
 //! Noise distributions on the lattice, each with its exact pmf.
 
+use crate::accuracy::StepLaw;
 use crate::entropy::Entropy;
 use crate::rational::Epsilon;
 use crate::sampler::discrete_laplace;
@@ -10,8 +11,12 @@ use crate::Error;
 pub trait LatticeNoise {
     /// One draw, in lattice steps.
     fn sample<E: Entropy>(&self, rng: &mut E) -> i128;
-    /// The exact probability of `n` steps (as a float, for tests and accuracy).
-    fn pmf(&self, n: i128) -> f64;
+    /// The law the sampler draws from exactly, for accuracy figures and tests.
+    fn law(&self) -> StepLaw;
+    /// The probability of `n` steps (as a float, for tests).
+    fn pmf(&self, n: i128) -> f64 {
+        self.law().pmf(n)
+    }
 }
 
 /// Two-sided geometric (discrete Laplace): P(n) ∝ e^(−ε·|n|/D) for a
@@ -21,7 +26,8 @@ pub struct Laplace {
     /// P(n) ∝ e^(−|n|·s/t) with s/t = ε/D exactly.
     s: u128,
     t: u128,
-    ratio: f64,
+    /// ε/D as a float, for accuracy figures only.
+    decay: f64,
 }
 
 impl Laplace {
@@ -38,13 +44,8 @@ impl Laplace {
         Ok(Laplace {
             s: epsilon.num,
             t,
-            ratio: (-(epsilon.num as f64) / t as f64).exp(),
+            decay: epsilon.value() / steps as f64,
         })
-    }
-
-    /// e^(−ε/D): the ratio between neighbouring lattice points' probabilities.
-    pub fn ratio(&self) -> f64 {
-        self.ratio
     }
 }
 
@@ -54,8 +55,7 @@ impl LatticeNoise for Laplace {
         discrete_laplace(rng, self.s, self.t)
     }
 
-    fn pmf(&self, n: i128) -> f64 {
-        let b = self.ratio;
-        (1.0 - b) / (1.0 + b) * b.powf(n.unsigned_abs() as f64)
+    fn law(&self) -> StepLaw {
+        StepLaw { decay: self.decay, period: 1.0, inner: 1.0 }
     }
 }
