@@ -3,7 +3,7 @@
 //! privacy loss between neighbouring inputs.
 
 use statrs::distribution::{ChiSquared, ContinuousCDF};
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 
 /// The outcome of a chi-square goodness-of-fit test.
 #[derive(Debug, Clone)]
@@ -145,4 +145,23 @@ pub fn privacy_loss_audit(
         }
     }
     report
+}
+
+/// The finite-precision check (Mironov; Gazeau et al.): if every output is an
+/// integer multiple of the granularity `g`, the set of residues of output/g
+/// modulo 256 (over outputs whose lattice integer float8 holds exactly);
+/// `None` when some output is off the lattice. Two neighbouring inputs must
+/// give `Some` of the same set.
+pub fn lattice_fingerprint(outputs: &[f64], g: f64) -> Option<BTreeSet<u8>> {
+    let mut residues = BTreeSet::new();
+    for &o in outputs {
+        let steps = o / g; // exact: g is a power of two
+        if steps.fract() != 0.0 {
+            return None;
+        }
+        if steps.abs() < 2f64.powi(53) {
+            residues.insert((steps as i64 & 0xff) as u8);
+        }
+    }
+    Some(residues)
 }

@@ -2,11 +2,10 @@
 //! privacy loss between neighbouring inputs, and the finite-precision
 //! (Mironov-style) attack. Each is shown to catch a broken mechanism.
 
-use dpnoise_core::audit::privacy_loss_audit;
+use dpnoise_core::audit::{lattice_fingerprint, privacy_loss_audit};
 use dpnoise_core::{BitPool, Calibration, Epsilon, Laplace, Lattice, LatticeNoise};
 use rand_chacha::rand_core::{RngCore, SeedableRng};
 use rand_chacha::ChaCha20Rng;
-use std::collections::BTreeSet;
 
 const N: usize = 1_000_000;
 /// Bins need this many draws on both sides before their loss is judged.
@@ -52,23 +51,6 @@ fn audit_flags_a_mechanism_calibrated_to_twice_epsilon() {
     // Noise scaled for 2ε spends twice the budget it claims.
     let report = audit_laplace(1.0, 2.0, 1.0);
     assert!(!report.within(1.0), "{report:?}");
-}
-
-/// If every output lies on the lattice of granularity g, the set of residues
-/// of output/g modulo 256 (for outputs with an exact lattice integer);
-/// `None` when some output is off the lattice.
-fn lattice_fingerprint(outputs: &[f64], g: f64) -> Option<BTreeSet<u8>> {
-    let mut residues = BTreeSet::new();
-    for &o in outputs {
-        let steps = o / g; // exact: g is a power of two
-        if steps.fract() != 0.0 {
-            return None;
-        }
-        if steps.abs() < 2f64.powi(53) {
-            residues.insert((steps as i64 & 0xff) as u8);
-        }
-    }
-    Some(residues)
 }
 
 fn draws(n: usize, mut f: impl FnMut() -> f64) -> Vec<f64> {
