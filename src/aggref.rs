@@ -132,3 +132,23 @@ pub fn i64_parameter(value: Option<pg_sys::Datum>, name: &str) -> i64 {
         None => errors::null_parameter(name),
     }
 }
+
+/// A text parameter of the call that must not be NULL.
+pub fn text_parameter(value: Option<pg_sys::Datum>, name: &str) -> String {
+    match value {
+        Some(d) => unsafe { <String as pgrx::FromDatum>::from_datum(d, false) }.unwrap_or_default(),
+        None => errors::null_parameter(name),
+    }
+}
+
+/// How many arguments the user passed: `aggargtypes` lists them even in a
+/// combining Aggref, whose own `args` hold the partial result.
+pub unsafe fn argument_count(fcinfo: pg_sys::FunctionCallInfo) -> usize {
+    unsafe {
+        let aggref = pg_sys::AggGetAggref(fcinfo);
+        if aggref.is_null() || (*aggref).aggargtypes.is_null() {
+            return 0;
+        }
+        (*(*aggref).aggargtypes).length as usize
+    }
+}

@@ -4,14 +4,14 @@
 //! row costs what `count(*)` costs; the privacy parameters are read once per
 //! group in the final function.
 
-use crate::aggref::{aggregate_arguments, f64_parameter};
+use crate::aggref::{aggregate_arguments, argument_count, f64_parameter, text_parameter};
 use crate::errors::OrRaise;
 use crate::fmgr::{arg_datum, arg_is_null, i64_datum, refuse_window, v1_function};
 use crate::rng::with_rng;
-use dpnoise_core::{Calibration, Epsilon, Laplace};
+use dpnoise_core::{Calibration, Epsilon, Loss, Mechanism, Noise};
 use pgrx::pg_sys;
 
-// dp_count(epsilon): every row counts.
+// dp_count(epsilon [, mechanism]): every row counts.
 v1_function!(pg_finfo_dp_count_step, dp_count_step, |fcinfo| {
     let count = unsafe { arg_datum(fcinfo, 0) }.value() as i64;
     i64_datum(count + 1)
@@ -23,26 +23,32 @@ v1_function!(pg_finfo_dp_count_value_step, dp_count_value_step, |fcinfo| {
     i64_datum(count + i64::from(!unsafe { arg_is_null(fcinfo, 1) }))
 });
 
-// The noisy release: ε is the last argument of either form.
-v1_function!(pg_finfo_dp_count_final, dp_count_final, |fcinfo| {
-    unsafe { refuse_window(fcinfo, "dp_count") };
+/// Releases `count` with geometric noise, or the discrete staircase (which
+/// for sensitivity 1 is the same law: see the README).
+unsafe fn release(fcinfo: pg_sys::FunctionCallInfo, epsilon: Option<pg_sys::Datum>, mechanism: Mechanism) -> pg_sys::Datum {
     let count = unsafe { arg_datum(fcinfo, 0) }.value() as i64;
-    let last = unsafe { count_arguments(fcinfo) } - 1;
-    let [epsilon] = unsafe { aggregate_arguments(fcinfo, [last], "dp_count") };
     let epsilon = Epsilon::new(f64_parameter(epsilon, "epsilon")).or_raise();
     let cal = Calibration::COUNT;
-    let noise = Laplace::new(epsilon, cal.steps).or_raise();
+    let noise = Noise::new(mechanism, epsilon, cal.steps, Loss::Variance).or_raise();
     i64_datum(with_rng(|rng| cal.release_integer(&noise, rng, count as i128)).or_raise())
+}
+
+// dp_count(epsilon) and dp_count(value, epsilon): ε is the last argument.
+v1_function!(pg_finfo_dp_count_final, dp_count_final, |fcinfo| {
+    unsafe {
+        refuse_window(fcinfo, "dp_count");
+        let last = argument_count(fcinfo).max(1) - 1;
+        let [epsilon] = aggregate_arguments(fcinfo, [last], "dp_count");
+        release(fcinfo, epsilon, Mechanism::Laplace)
+    }
 });
 
-/// The number of arguments the user passed: `aggargtypes` lists them even in
-/// a combining Aggref, whose own `args` hold the partial result.
-unsafe fn count_arguments(fcinfo: pg_sys::FunctionCallInfo) -> usize {
+// dp_count(epsilon, mechanism).
+v1_function!(pg_finfo_dp_count_mechanism_final, dp_count_mechanism_final, |fcinfo| {
     unsafe {
-        let aggref = pg_sys::AggGetAggref(fcinfo);
-        if aggref.is_null() || (*aggref).aggargtypes.is_null() {
-            return 1;
-        }
-        (*(*aggref).aggargtypes).length as usize
+        refuse_window(fcinfo, "dp_count");
+        let [epsilon, mechanism] = aggregate_arguments(fcinfo, [0, 1], "dp_count");
+        let mechanism = Mechanism::parse(&text_parameter(mechanism, "mechanism")).or_raise();
+        release(fcinfo, epsilon, mechanism)
     }
-}
+});

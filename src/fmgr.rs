@@ -110,12 +110,12 @@ pub unsafe fn refuse_window(fcinfo: pg_sys::FunctionCallInfo, aggregate: &str) {
 #[inline]
 pub unsafe fn call_site_cache<'a, T: Copy>(
     fcinfo: pg_sys::FunctionCallInfo,
-    key: [u64; 2],
+    key: [u64; 3],
     build: impl FnOnce() -> T,
 ) -> &'a T {
     #[derive(Clone, Copy)]
     struct Entry<T> {
-        key: [u64; 2],
+        key: [u64; 3],
         value: T,
     }
     unsafe {

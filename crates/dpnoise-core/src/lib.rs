@@ -18,7 +18,7 @@ pub mod staircase;
 pub use calibration::Calibration;
 pub use entropy::{BitPool, Entropy};
 pub use lattice::Lattice;
-pub use mechanism::{Laplace, LatticeNoise};
+pub use mechanism::{Laplace, LatticeNoise, Mechanism, Noise};
 pub use rational::Epsilon;
 pub use staircase::{Loss, Staircase};
 pub use accuracy::{Accuracy, StepLaw};

@@ -59,3 +59,56 @@ impl LatticeNoise for Laplace {
         StepLaw { decay: self.decay, period: 1.0, inner: 1.0 }
     }
 }
+
+/// The univariate mechanisms a query can ask for by name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mechanism {
+    Laplace,
+    Staircase,
+}
+
+impl Mechanism {
+    pub fn parse(name: &str) -> Result<Mechanism, Error> {
+        match name.trim().to_ascii_lowercase().as_str() {
+            "laplace" => Ok(Mechanism::Laplace),
+            "staircase" => Ok(Mechanism::Staircase),
+            _ => Err(Error::invalid("mechanism", "one of 'laplace', 'staircase'", format!("'{name}'"))),
+        }
+    }
+}
+
+/// Any univariate lattice noise: one release path serves every mechanism.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Noise {
+    Laplace(Laplace),
+    Staircase(crate::staircase::Staircase),
+}
+
+impl Noise {
+    /// `mechanism` for sensitivity `steps` at ε; `loss` picks the staircase's γ.
+    pub fn new(mechanism: Mechanism, epsilon: Epsilon, steps: u128, loss: crate::staircase::Loss) -> Result<Noise, Error> {
+        Ok(match mechanism {
+            Mechanism::Laplace => Noise::Laplace(Laplace::new(epsilon, steps)?),
+            Mechanism::Staircase => {
+                Noise::Staircase(crate::staircase::Staircase::new(epsilon, steps, loss.gamma(epsilon.value()))?)
+            }
+        })
+    }
+}
+
+impl LatticeNoise for Noise {
+    #[inline]
+    fn sample<E: Entropy>(&self, rng: &mut E) -> i128 {
+        match self {
+            Noise::Laplace(n) => n.sample(rng),
+            Noise::Staircase(n) => n.sample(rng),
+        }
+    }
+
+    fn law(&self) -> StepLaw {
+        match self {
+            Noise::Laplace(n) => n.law(),
+            Noise::Staircase(n) => n.law(),
+        }
+    }
+}

@@ -52,18 +52,21 @@ impl Loss {
         }
     }
 
-    /// The staircase's γ for this loss at privacy loss ε.
+    /// The staircase's γ for this loss at privacy loss ε. A loss's optimal γ
+    /// is never 0 (it only underflows there), so it is kept positive for the
+    /// floor in `Staircase::new` to apply.
     pub fn gamma(&self, epsilon: f64) -> f64 {
         let b = (-epsilon).exp();
-        match *self {
+        let optimal = match *self {
             Loss::MeanAbsolute => 1.0 / (1.0 + (epsilon / 2.0).exp()),
             Loss::Variance => {
                 let cube = (b - 2.0 * b * b + 2.0 * b.powi(4) - b.powi(5)).cbrt();
                 (-b / (1.0 - b) + cube / (2f64.cbrt() * (1.0 - b).powi(2))).clamp(0.0, 1.0)
             }
             Loss::Interval(c) => interval_gamma(epsilon, c),
-            Loss::Gamma(g) => g,
-        }
+            Loss::Gamma(g) => return g,
+        };
+        optimal.max(f64::MIN_POSITIVE)
     }
 }
 
@@ -113,6 +116,12 @@ fn interval_gamma(epsilon: f64, confidence: f64) -> f64 {
     gamma
 }
 
+/// The smallest acceptance rate of the offset sampler, r/D + (1 − r/D)·b:
+/// a γ that would go below it (large ε with a tiny optimal γ) is raised to
+/// 2^-10, so a draw takes at most ~1024 tries. Any γ is ε-DP; the accuracy
+/// figures are those of the γ actually used.
+pub const MIN_ACCEPTANCE: f64 = 1.0 / 1024.0;
+
 /// The discrete staircase on the lattice: blocks of D steps (the
 /// sensitivity), the first r = round(γD) of each at weight b^k, the rest at
 /// b^(k+1), b = e^(−ε).
@@ -131,6 +140,12 @@ impl Staircase {
         if !(0.0..=1.0).contains(&gamma) {
             return Err(Error::invalid("gamma", "in [0, 1]", gamma));
         }
+        let b = (-epsilon.value()).exp();
+        let gamma = if gamma > 0.0 && gamma + (1.0 - gamma) * b < MIN_ACCEPTANCE {
+            MIN_ACCEPTANCE
+        } else {
+            gamma
+        };
         let inner = ((gamma * steps as f64).round() as u128).min(steps);
         Ok(Staircase { epsilon, period: steps, inner })
     }
@@ -148,9 +163,10 @@ impl LatticeNoise for Staircase {
             // Block index: P(G = k) = (1 − b) b^k.
             let block = geometric_exp(rng, s, t);
             // Offset in the block: uniform, an outer one kept with probability b.
+            // With r = 0 every offset weighs the same, so none is rejected.
             let offset = loop {
                 let j = uniform_below(rng, self.period);
-                if j < self.inner || bernoulli_exp_neg(rng, s, t) {
+                if self.inner == 0 || j < self.inner || bernoulli_exp_neg(rng, s, t) {
                     break j;
                 }
             };
@@ -189,6 +205,19 @@ mod tests {
         assert_eq!(Loss::parse("gamma=0.25").unwrap(), Loss::Gamma(0.25));
         for bad in ["l3", "ci=1", "gamma=1.5", "gamma=x", ""] {
             assert!(Loss::parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn large_epsilon_draws_terminate() {
+        // At ε = 1000 the l2 γ is 0 and b underflows; at ε = 60 the l1 γ is
+        // ~1e-13: both would reject (nearly) forever without the floor.
+        let mut r = crate::BitPool::new(<rand_chacha::ChaCha20Rng as rand_core::SeedableRng>::seed_from_u64(1));
+        for (e, loss) in [(1000.0, Loss::Variance), (60.0, Loss::MeanAbsolute), (1000.0, Loss::Gamma(0.0))] {
+            let s = Staircase::new(Epsilon::new(e).unwrap(), 1 << 40, loss.gamma(e)).unwrap();
+            for _ in 0..1000 {
+                assert!(s.sample(&mut r).unsigned_abs() < 1 << 40);
+            }
         }
     }
 
