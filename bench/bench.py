@@ -12,6 +12,7 @@ import subprocess
 PAIRS = [
     ("dp_count(1.0)", "SELECT count(*) FROM bench", "SELECT dp_count(1.0) FROM bench", 1.2),
     ("dp_sum_laplace", "SELECT sum(x) FROM bench", "SELECT dp_sum_laplace(x, 1.0, 0, 100) FROM bench", 1.3),
+    ("dp_sum_staircase", "SELECT sum(x) FROM bench", "SELECT dp_sum_staircase(x, 1.0, 100) FROM bench", 1.3),
     ("dp_laplace (per row)", "SELECT max(x + random()) FROM bench",
      "SELECT max(dp_laplace(x, 1.0, 1.0)) FROM bench", 2.0),
 ]
@@ -36,8 +37,13 @@ def main():
 
     psql(args.port, f"""
         CREATE EXTENSION IF NOT EXISTS dpnoise;
-        DROP TABLE IF EXISTS bench;
-        CREATE TABLE bench AS SELECT (random() * 100)::float8 AS x FROM generate_series(1, {args.rows});
+        DO $$ BEGIN
+            IF NOT EXISTS (SELECT 1 FROM pg_class WHERE relname = 'bench')
+               OR (SELECT count(*) FROM bench) <> {args.rows} THEN
+                DROP TABLE IF EXISTS bench;
+                CREATE TABLE bench AS SELECT (random() * 100)::float8 AS x FROM generate_series(1, {args.rows});
+            END IF;
+        END $$;
         VACUUM ANALYZE bench;
     """)
     lines = ["SET max_parallel_workers_per_gather = 0;", "\\timing on"]

@@ -4,7 +4,7 @@
 set -euo pipefail
 . "$(dirname "$0")/../scripts/lib.sh"
 PORT=${DPNOISE_BENCH_PORT:-54317}
-DATA=$REPO/.pgdata-bench
+DATA=${TMPDIR:-/tmp}/dpnoise-bench
 ROWS=${ROWS:-10000000}
 RUNS=${RUNS:-7}
 

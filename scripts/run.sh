@@ -4,7 +4,7 @@
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 PORT=${DPNOISE_PORT:-54315}
-DATA=$REPO/.pgdata-run
+DATA=${DPNOISE_DATA:-/var/tmp/dpnoise-run}
 
 bash "$REPO/scripts/setup.sh"
 echo "run: building and installing dpnoise (release)"

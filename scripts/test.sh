@@ -5,8 +5,9 @@
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 PORT=${DPNOISE_TEST_PORT:-54316}
-DATA=$REPO/.pgdata-test
-PGRX_DATA=$REPO/.pgdata-pgrx
+# Outside the checkout: the postgres user must reach it wherever CI clones.
+DATA=${TMPDIR:-/tmp}/dpnoise-test-$PORT
+PGRX_DATA=${TMPDIR:-/tmp}/dpnoise-pgrx
 cd "$REPO"
 
 bash scripts/setup.sh
