@@ -38,8 +38,7 @@ def main():
     psql(args.port, f"""
         CREATE EXTENSION IF NOT EXISTS dpnoise;
         DO $$ BEGIN
-            IF NOT EXISTS (SELECT 1 FROM pg_class WHERE relname = 'bench')
-               OR (SELECT count(*) FROM bench) <> {args.rows} THEN
+            IF to_regclass('bench') IS NULL OR (SELECT reltuples FROM pg_class WHERE oid = to_regclass('bench')) <> {args.rows} THEN
                 DROP TABLE IF EXISTS bench;
                 CREATE TABLE bench AS SELECT (random() * 100)::float8 AS x FROM generate_series(1, {args.rows});
             END IF;

@@ -55,6 +55,22 @@ impl Lattice {
     /// a difference by more than `ceil(|a − b| / g)` steps.
     #[inline]
     pub fn round(&self, x: f64) -> Result<i128, Error> {
+        // Fast path, still exact: scaling by 2^-k is exact while the result
+        // stays a normal float, floor is exact, and y − floor(y) is exact.
+        if (-1022..=1023).contains(&-self.k) {
+            let y = x * pow2(-self.k);
+            if y.abs() < 9.0e18 && (y.abs() >= f64::MIN_POSITIVE || x == 0.0) {
+                // floor(y) by truncation and a correction: libm's floor is a call.
+                let t = y as i64;
+                let n = t - i64::from((t as f64) > y);
+                return Ok(n as i128 + i128::from(y - n as f64 >= 0.5));
+            }
+        }
+        self.round_exact(x)
+    }
+
+    /// The same rounding from the float's bits, for every finite input.
+    fn round_exact(&self, x: f64) -> Result<i128, Error> {
         let d = Dyadic::from_f64(x).ok_or_else(|| {
             Error::invalid("value", "a finite number", x)
         })?;
@@ -198,6 +214,27 @@ mod tests {
         assert_eq!(Lattice { k: 3 }.round_integer(11), 1);
         assert_eq!(Lattice { k: 3 }.round_integer(-12), -1);
         assert_eq!(Lattice { k: 0 }.round_integer(-7), -7);
+    }
+
+    #[test]
+    fn fast_rounding_agrees_with_the_exact_one() {
+        let mut v = 0x9e3779b97f4a7c15u64;
+        for k in [-60, -40, -1, 0, 3, 30] {
+            let l = Lattice { k };
+            for i in 0..20_000 {
+                v ^= v << 13;
+                v ^= v >> 7;
+                v ^= v << 17;
+                // Random floats over many magnitudes, plus exact ties.
+                let x = f64::from_bits(v >> 2 | (if i % 2 == 0 { 0 } else { 1 << 63 }));
+                let tie = (i as f64 - 10_000.5) * 2f64.powi(k);
+                for t in [x, tie, 0.5 * 2f64.powi(k) - f64::EPSILON] {
+                    if t.is_finite() {
+                        assert_eq!(l.round(t).ok(), l.round_exact(t).ok(), "x = {t:e}, k = {k}");
+                    }
+                }
+            }
+        }
     }
 
     #[test]
