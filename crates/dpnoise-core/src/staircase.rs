@@ -95,12 +95,16 @@ fn interval_gamma(epsilon: f64, confidence: f64) -> f64 {
     let width = |gamma: f64| {
         StepLaw { decay: epsilon, period, inner: (gamma * period).round() }.ci_half_width_in_steps(confidence)
     };
+    // A linear grid and a logarithmic one (the optimum is tiny at large ε),
+    // then golden-section search between the best point's neighbours.
     const GRID: usize = 200;
-    let best = (0..=GRID)
-        .map(|i| i as f64 / GRID as f64)
-        .min_by(|a, b| width(*a).total_cmp(&width(*b)))
-        .expect("grid is not empty");
-    let (mut lo, mut hi) = ((best - 1.0 / GRID as f64).max(0.0), (best + 1.0 / GRID as f64).min(1.0));
+    let mut grid: Vec<f64> = (0..=GRID).map(|i| i as f64 / GRID as f64).collect();
+    grid.extend((0..GRID).map(|i| 10f64.powf(-8.0 + 8.0 * i as f64 / GRID as f64)));
+    grid.sort_by(f64::total_cmp);
+    let widths: Vec<f64> = grid.iter().map(|g| width(*g)).collect();
+    let at = (0..grid.len()).min_by(|a, b| widths[*a].total_cmp(&widths[*b])).expect("grid is not empty");
+    let best = grid[at];
+    let (mut lo, mut hi) = (grid[at.saturating_sub(1)], grid[(at + 1).min(grid.len() - 1)]);
     let phi = (5f64.sqrt() - 1.0) / 2.0;
     for _ in 0..60 {
         let (a, b) = (hi - phi * (hi - lo), lo + phi * (hi - lo));

@@ -1,0 +1,74 @@
+"""Draws docs/img/*.png from the CSV files that the noise_figures example writes.
+
+    cargo run --release -p dpnoise-core --example noise_figures -- docs/data
+    python3 docs/figures.py          # needs matplotlib (pip install matplotlib)
+"""
+import csv
+import os
+from collections import defaultdict
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+DATA = os.path.join(HERE, "data")
+IMG = os.path.join(HERE, "img")
+LABELS = {
+    "laplace": "Laplace (lattice)",
+    "staircase_l1": "staircase, γ for mean |error|",
+    "staircase_l2": "staircase, γ for variance",
+    "staircase_ci": "staircase, γ for 95 % interval",
+}
+
+
+def read(name):
+    with open(os.path.join(DATA, name)) as f:
+        return list(csv.DictReader(f))
+
+
+def density():
+    series = defaultdict(lambda: ([], []))
+    for row in read("density.csv"):
+        xs, ys = series[row["mechanism"]]
+        xs.append(float(row["bin_center"]))
+        ys.append(float(row["density"]))
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for name, (xs, ys) in series.items():
+        ax.step(xs, ys, where="mid", label=LABELS[name], linewidth=1.2)
+    ax.set_xlabel("noise (Δ = 1)")
+    ax.set_ylabel("density (10⁶ draws, bins of 0.05)")
+    ax.set_title("Noise densities at ε = 1, sampled exactly on the lattice")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(os.path.join(IMG, "density_eps1.png"), dpi=110)
+
+
+def error_curves():
+    series = defaultdict(lambda: defaultdict(list))
+    for row in read("error.csv"):
+        s = series[row["mechanism"]]
+        for key in ("epsilon", "mean_abs_error", "std_dev", "ci95_half_width"):
+            s[key].append(float(row[key]))
+    fig, axes = plt.subplots(1, 3, figsize=(13, 4))
+    for ax, key, title in zip(axes, ("mean_abs_error", "std_dev", "ci95_half_width"),
+                              ("E|error|", "standard deviation", "95 % half-width")):
+        lap = series["laplace"][key]
+        for name, s in series.items():
+            ax.plot(s["epsilon"], [v / l for v, l in zip(s[key], lap)], label=LABELS[name])
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("ε")
+        ax.set_title(f"{title}, relative to Laplace")
+        ax.grid(True, which="both", alpha=0.3)
+    axes[0].legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(os.path.join(IMG, "error_vs_epsilon.png"), dpi=110)
+
+
+if __name__ == "__main__":
+    os.makedirs(IMG, exist_ok=True)
+    density()
+    error_curves()
+    print("wrote", IMG)
