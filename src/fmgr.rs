@@ -55,12 +55,6 @@ pub unsafe fn required_f64(fcinfo: pg_sys::FunctionCallInfo, i: usize, name: &st
     unsafe { arg_f64(fcinfo, i) }.unwrap_or_else(|| errors::null_parameter(name))
 }
 
-/// An int8 argument that must not be NULL.
-#[inline]
-pub unsafe fn required_i64(fcinfo: pg_sys::FunctionCallInfo, i: usize, name: &str) -> i64 {
-    unsafe { arg_i64(fcinfo, i) }.unwrap_or_else(|| errors::null_parameter(name))
-}
-
 #[inline]
 pub fn f64_datum(x: f64) -> pg_sys::Datum {
     pg_sys::Datum::from(x.to_bits() as usize)

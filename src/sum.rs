@@ -9,10 +9,10 @@ use crate::aggref::{aggregate_arguments, f64_parameter, i64_parameter, text_para
 use crate::errors::{self, OrRaise};
 use crate::fmgr::{
     aggregate_context, arg_datum, arg_f64, arg_i64, arg_is_null, f64_datum, i64_datum, refuse_window,
-    required_f64, required_i64, return_null, v1_function,
+    required_f64, return_null, v1_function,
 };
 use crate::rng::with_rng;
-use dpnoise_core::{Calibration, Epsilon, Lattice, Loss, Mechanism, Noise};
+use dpnoise_core::{Calibration, Epsilon, Lattice, LatticeNoise, Loss, Mechanism, Noise};
 use pgrx::pg_sys;
 
 /// The transition state: the parameters every row must share, the lattice
@@ -90,105 +90,139 @@ unsafe fn state_for(
     }
 }
 
-/// The lattice of a float8 sum whose noise spends `epsilon` (dp_avg's sum spends ε/2).
-fn sum_calibration(epsilon: f64, lower: f64, upper: f64) -> Calibration {
-    Calibration::sum(Epsilon::new(epsilon).or_raise(), lower, upper).or_raise()
+/// What differs between float8 and int8 sums: how a value is read, rounded
+/// and released, and which lattice it lives on.
+trait SumValue: Copy {
+    /// The raw bits kept in the state to check every row's parameters.
+    fn bits(self) -> u64;
+    unsafe fn arg(fcinfo: pg_sys::FunctionCallInfo, i: usize) -> Option<Self>;
+    fn parameter(value: Option<pg_sys::Datum>, name: &str) -> Self;
+    fn calibrate(epsilon: Epsilon, lower: Self, upper: Self) -> Calibration;
+    /// Clamps to [lower, upper] and rounds onto the lattice.
+    fn lattice_steps(self, lattice: Lattice, lower: Self, upper: Self, aggregate: &str) -> i128;
+    fn release<N: LatticeNoise>(cal: &Calibration, noise: &N, sum: i128) -> pg_sys::Datum;
+    fn negate(self) -> Self;
+    /// Checks a sensitivity for `dp_sum_staircase`, which clamps to [−Δ, Δ].
+    fn check_sensitivity(self);
 }
 
-/// One float8 row: clamp to [lower, upper], round to the lattice, add.
-/// `share` is the fraction of ε the sum's noise spends.
+impl SumValue for f64 {
+    fn bits(self) -> u64 {
+        self.to_bits()
+    }
+    unsafe fn arg(fcinfo: pg_sys::FunctionCallInfo, i: usize) -> Option<f64> {
+        unsafe { arg_f64(fcinfo, i) }
+    }
+    fn parameter(value: Option<pg_sys::Datum>, name: &str) -> f64 {
+        f64_parameter(value, name)
+    }
+    fn calibrate(epsilon: Epsilon, lower: f64, upper: f64) -> Calibration {
+        Calibration::sum(epsilon, lower, upper).or_raise()
+    }
+    #[inline]
+    fn lattice_steps(self, lattice: Lattice, lower: f64, upper: f64, aggregate: &str) -> i128 {
+        if self.is_nan() {
+            errors::nan_value(aggregate);
+        }
+        lattice.round(self.clamp(lower, upper)).or_raise()
+    }
+    fn release<N: LatticeNoise>(cal: &Calibration, noise: &N, sum: i128) -> pg_sys::Datum {
+        f64_datum(with_rng(|rng| cal.release(noise, rng, sum)))
+    }
+    fn negate(self) -> f64 {
+        -self
+    }
+    fn check_sensitivity(self) {
+        if !(self.is_finite() && self > 0.0) {
+            errors::raise(dpnoise_core::Error::invalid("sensitivity", "a finite number > 0", self));
+        }
+    }
+}
+
+impl SumValue for i64 {
+    fn bits(self) -> u64 {
+        self as u64
+    }
+    unsafe fn arg(fcinfo: pg_sys::FunctionCallInfo, i: usize) -> Option<i64> {
+        unsafe { arg_i64(fcinfo, i) }
+    }
+    fn parameter(value: Option<pg_sys::Datum>, name: &str) -> i64 {
+        i64_parameter(value, name)
+    }
+    fn calibrate(epsilon: Epsilon, lower: i64, upper: i64) -> Calibration {
+        Calibration::sum_integer(epsilon, lower, upper).or_raise()
+    }
+    #[inline]
+    fn lattice_steps(self, lattice: Lattice, lower: i64, upper: i64, _aggregate: &str) -> i128 {
+        lattice.round_integer(self.clamp(lower, upper))
+    }
+    fn release<N: LatticeNoise>(cal: &Calibration, noise: &N, sum: i128) -> pg_sys::Datum {
+        i64_datum(with_rng(|rng| cal.release_integer(noise, rng, sum)).or_raise())
+    }
+    fn negate(self) -> i64 {
+        -self
+    }
+    fn check_sensitivity(self) {
+        if self <= 0 || self == i64::MAX {
+            errors::raise(dpnoise_core::Error::invalid("sensitivity", "in [1, 2^63 − 2]", self));
+        }
+    }
+}
+
+/// One row: clamp, round onto the lattice, add. `share` is the fraction of
+/// ε the sum's noise spends (dp_avg's sum spends half).
 #[inline]
-unsafe fn accumulate_f64(
+unsafe fn accumulate<T: SumValue>(
     fcinfo: pg_sys::FunctionCallInfo,
     aggregate: &str,
-    lower: f64,
-    upper: f64,
+    (lower, upper): (T, T),
     share: f64,
 ) -> pg_sys::Datum {
     unsafe {
         let epsilon = required_f64(fcinfo, 2, "epsilon");
-        let params = [epsilon.to_bits(), lower.to_bits(), upper.to_bits()];
+        let params = [epsilon.to_bits(), lower.bits(), upper.bits()];
         let state = state_for(fcinfo, aggregate, params, || {
             Epsilon::new(epsilon).or_raise();
-            sum_calibration(epsilon * share, lower, upper)
+            T::calibrate(Epsilon::new(epsilon * share).or_raise(), lower, upper)
         });
-        if let Some(x) = arg_f64(fcinfo, 1) {
-            if x.is_nan() {
-                errors::nan_value(aggregate);
-            }
+        if let Some(v) = T::arg(fcinfo, 1) {
             let lattice = Lattice { k: state.lattice_k };
-            state.add(lattice.round(x.clamp(lower, upper)).or_raise(), 1);
+            state.add(v.lattice_steps(lattice, lower, upper, aggregate), 1);
         }
         pg_sys::Datum::from(state as *mut SumState)
     }
 }
 
-/// One int8 row: clamp to [lower, upper], round to the (integer) lattice, add.
-#[inline]
-unsafe fn accumulate_i64(fcinfo: pg_sys::FunctionCallInfo, aggregate: &str, lower: i64, upper: i64) -> pg_sys::Datum {
-    unsafe {
-        let epsilon = required_f64(fcinfo, 2, "epsilon");
-        let params = [epsilon.to_bits(), lower as u64, upper as u64];
-        let state = state_for(fcinfo, aggregate, params, || {
-            Calibration::sum_integer(Epsilon::new(epsilon).or_raise(), lower, upper).or_raise()
-        });
-        if let Some(v) = arg_i64(fcinfo, 1) {
-            let lattice = Lattice { k: state.lattice_k };
-            state.add(lattice.round_integer(v.clamp(lower, upper)), 1);
-        }
-        pg_sys::Datum::from(state as *mut SumState)
-    }
+/// [lower, upper] from arguments 3 and 4 of a transition call.
+unsafe fn bounds<T: SumValue>(fcinfo: pg_sys::FunctionCallInfo) -> (T, T) {
+    let required = |i, name| unsafe { T::arg(fcinfo, i) }.unwrap_or_else(|| errors::null_parameter(name));
+    (required(3, "lower"), required(4, "upper"))
 }
 
-/// The sensitivity of `dp_sum_staircase`, which clamps to [−Δ, Δ].
-unsafe fn symmetric_f64(fcinfo: pg_sys::FunctionCallInfo) -> (f64, f64) {
-    let s = unsafe { required_f64(fcinfo, 3, "sensitivity") };
-    if !(s.is_finite() && s > 0.0) {
-        errors::raise(dpnoise_core::Error::invalid("sensitivity", "a finite number > 0", s));
-    }
-    (-s, s)
-}
-
-unsafe fn symmetric_i64(fcinfo: pg_sys::FunctionCallInfo) -> (i64, i64) {
-    let s = unsafe { required_i64(fcinfo, 3, "sensitivity") };
-    if s <= 0 || s == i64::MAX {
-        errors::raise(dpnoise_core::Error::invalid("sensitivity", "in [1, 2^63 − 2]", s));
-    }
-    (-s, s)
+/// [−Δ, Δ] from argument 3 of a `dp_sum_staircase` transition call.
+unsafe fn symmetric<T: SumValue>(fcinfo: pg_sys::FunctionCallInfo) -> (T, T) {
+    let s = unsafe { T::arg(fcinfo, 3) }.unwrap_or_else(|| errors::null_parameter("sensitivity"));
+    s.check_sensitivity();
+    (s.negate(), s)
 }
 
 // dp_sum_laplace(value, epsilon, lower, upper), float8 and int8.
 v1_function!(pg_finfo_dp_sum_laplace_step, dp_sum_laplace_step, |fcinfo| {
-    unsafe {
-        let (l, u) = (required_f64(fcinfo, 3, "lower"), required_f64(fcinfo, 4, "upper"));
-        accumulate_f64(fcinfo, "dp_sum_laplace", l, u, 1.0)
-    }
+    unsafe { accumulate::<f64>(fcinfo, "dp_sum_laplace", bounds(fcinfo), 1.0) }
 });
 v1_function!(pg_finfo_dp_sum_laplace_int_step, dp_sum_laplace_int_step, |fcinfo| {
-    unsafe {
-        let (l, u) = (required_i64(fcinfo, 3, "lower"), required_i64(fcinfo, 4, "upper"));
-        accumulate_i64(fcinfo, "dp_sum_laplace", l, u)
-    }
+    unsafe { accumulate::<i64>(fcinfo, "dp_sum_laplace", bounds(fcinfo), 1.0) }
 });
 // dp_sum_staircase(value, epsilon, sensitivity [, loss]), float8 and int8.
 v1_function!(pg_finfo_dp_sum_staircase_step, dp_sum_staircase_step, |fcinfo| {
-    unsafe {
-        let (l, u) = symmetric_f64(fcinfo);
-        accumulate_f64(fcinfo, "dp_sum_staircase", l, u, 1.0)
-    }
+    unsafe { accumulate::<f64>(fcinfo, "dp_sum_staircase", symmetric(fcinfo), 1.0) }
 });
 v1_function!(pg_finfo_dp_sum_staircase_int_step, dp_sum_staircase_int_step, |fcinfo| {
-    unsafe {
-        let (l, u) = symmetric_i64(fcinfo);
-        accumulate_i64(fcinfo, "dp_sum_staircase", l, u)
-    }
+    unsafe { accumulate::<i64>(fcinfo, "dp_sum_staircase", symmetric(fcinfo), 1.0) }
 });
 // dp_avg(value, epsilon, lower, upper).
 v1_function!(pg_finfo_dp_avg_step, dp_avg_step, |fcinfo| {
-    unsafe {
-        let (l, u) = (required_f64(fcinfo, 3, "lower"), required_f64(fcinfo, 4, "upper"));
-        accumulate_f64(fcinfo, "dp_avg", l, u, 0.5)
-    }
+    unsafe { accumulate::<f64>(fcinfo, "dp_avg", bounds(fcinfo), 0.5) }
 });
 
 /// The exact sum and count, after checking the state was built with the
@@ -217,73 +251,45 @@ unsafe fn loss_argument(fcinfo: pg_sys::FunctionCallInfo, index: usize, aggregat
     Loss::parse(&text_parameter(loss, "loss")).or_raise()
 }
 
-/// A float8 sum's release: the parameters from the call, then noise.
-unsafe fn release_f64(
+/// A sum's release: its parameters read from the call, then noise.
+/// `symmetric` sums take one sensitivity argument and an optional loss;
+/// the others take lower and upper.
+unsafe fn release_sum<T: SumValue>(
     fcinfo: pg_sys::FunctionCallInfo,
     aggregate: &str,
-    epsilon: f64,
-    (lower, upper): (f64, f64),
     mechanism: Mechanism,
-    loss: Loss,
+    symmetric: bool,
 ) -> pg_sys::Datum {
-    let epsilon_exact = Epsilon::new(epsilon).or_raise();
-    let cal = Calibration::sum(epsilon_exact, lower, upper).or_raise();
-    let (sum, _) = unsafe { exact_state(fcinfo, aggregate, [epsilon.to_bits(), lower.to_bits(), upper.to_bits()], &cal) };
-    let noise = Noise::new(mechanism, epsilon_exact, cal.steps, loss).or_raise();
-    f64_datum(with_rng(|rng| cal.release(&noise, rng, sum)))
-}
-
-unsafe fn release_i64(
-    fcinfo: pg_sys::FunctionCallInfo,
-    aggregate: &str,
-    epsilon: f64,
-    (lower, upper): (i64, i64),
-    mechanism: Mechanism,
-    loss: Loss,
-) -> pg_sys::Datum {
-    let epsilon_exact = Epsilon::new(epsilon).or_raise();
-    let cal = Calibration::sum_integer(epsilon_exact, lower, upper).or_raise();
-    let (sum, _) = unsafe { exact_state(fcinfo, aggregate, [epsilon.to_bits(), lower as u64, upper as u64], &cal) };
-    let noise = Noise::new(mechanism, epsilon_exact, cal.steps, loss).or_raise();
-    i64_datum(with_rng(|rng| cal.release_integer(&noise, rng, sum)).or_raise())
+    unsafe {
+        refuse_window(fcinfo, aggregate);
+        let (epsilon, (lower, upper), loss) = if symmetric {
+            let [e, s] = aggregate_arguments(fcinfo, [1, 2], aggregate);
+            let s = T::parameter(s, "sensitivity");
+            (f64_parameter(e, "epsilon"), (s.negate(), s), loss_argument(fcinfo, 3, aggregate))
+        } else {
+            let [e, l, u] = aggregate_arguments(fcinfo, [1, 2, 3], aggregate);
+            let bounds = (T::parameter(l, "lower"), T::parameter(u, "upper"));
+            (f64_parameter(e, "epsilon"), bounds, Loss::Variance)
+        };
+        let epsilon_exact = Epsilon::new(epsilon).or_raise();
+        let cal = T::calibrate(epsilon_exact, lower, upper);
+        let (sum, _) = exact_state(fcinfo, aggregate, [epsilon.to_bits(), lower.bits(), upper.bits()], &cal);
+        let noise = Noise::new(mechanism, epsilon_exact, cal.steps, loss).or_raise();
+        T::release(&cal, &noise, sum)
+    }
 }
 
 v1_function!(pg_finfo_dp_sum_laplace_final, dp_sum_laplace_final, |fcinfo| {
-    unsafe {
-        refuse_window(fcinfo, "dp_sum_laplace");
-        let [e, l, u] = aggregate_arguments(fcinfo, [1, 2, 3], "dp_sum_laplace");
-        let bounds = (f64_parameter(l, "lower"), f64_parameter(u, "upper"));
-        release_f64(fcinfo, "dp_sum_laplace", f64_parameter(e, "epsilon"), bounds, Mechanism::Laplace, Loss::Variance)
-    }
+    unsafe { release_sum::<f64>(fcinfo, "dp_sum_laplace", Mechanism::Laplace, false) }
 });
-
 v1_function!(pg_finfo_dp_sum_laplace_int_final, dp_sum_laplace_int_final, |fcinfo| {
-    unsafe {
-        refuse_window(fcinfo, "dp_sum_laplace");
-        let [e, l, u] = aggregate_arguments(fcinfo, [1, 2, 3], "dp_sum_laplace");
-        let bounds = (i64_parameter(l, "lower"), i64_parameter(u, "upper"));
-        release_i64(fcinfo, "dp_sum_laplace", f64_parameter(e, "epsilon"), bounds, Mechanism::Laplace, Loss::Variance)
-    }
+    unsafe { release_sum::<i64>(fcinfo, "dp_sum_laplace", Mechanism::Laplace, false) }
 });
-
 v1_function!(pg_finfo_dp_sum_staircase_final, dp_sum_staircase_final, |fcinfo| {
-    unsafe {
-        refuse_window(fcinfo, "dp_sum_staircase");
-        let [e, s] = aggregate_arguments(fcinfo, [1, 2], "dp_sum_staircase");
-        let s = f64_parameter(s, "sensitivity");
-        let loss = loss_argument(fcinfo, 3, "dp_sum_staircase");
-        release_f64(fcinfo, "dp_sum_staircase", f64_parameter(e, "epsilon"), (-s, s), Mechanism::Staircase, loss)
-    }
+    unsafe { release_sum::<f64>(fcinfo, "dp_sum_staircase", Mechanism::Staircase, true) }
 });
-
 v1_function!(pg_finfo_dp_sum_staircase_int_final, dp_sum_staircase_int_final, |fcinfo| {
-    unsafe {
-        refuse_window(fcinfo, "dp_sum_staircase");
-        let [e, s] = aggregate_arguments(fcinfo, [1, 2], "dp_sum_staircase");
-        let s = i64_parameter(s, "sensitivity");
-        let loss = loss_argument(fcinfo, 3, "dp_sum_staircase");
-        release_i64(fcinfo, "dp_sum_staircase", f64_parameter(e, "epsilon"), (-s, s), Mechanism::Staircase, loss)
-    }
+    unsafe { release_sum::<i64>(fcinfo, "dp_sum_staircase", Mechanism::Staircase, true) }
 });
 
 // dp_avg: a noisy sum (staircase, ε/2) over a noisy count (geometric, ε/2),
@@ -295,7 +301,7 @@ v1_function!(pg_finfo_dp_avg_final, dp_avg_final, |fcinfo| {
         let (epsilon, lower, upper) = (f64_parameter(e, "epsilon"), f64_parameter(l, "lower"), f64_parameter(u, "upper"));
         let whole = Epsilon::new(epsilon).or_raise();
         let half = Epsilon::new(whole.value() / 2.0).or_raise();
-        let cal = sum_calibration(half.value(), lower, upper);
+        let cal = f64::calibrate(half, lower, upper);
         let (sum, count) = exact_state(fcinfo, "dp_avg", [epsilon.to_bits(), lower.to_bits(), upper.to_bits()], &cal);
         let sum_noise = Noise::new(Mechanism::Staircase, half, cal.steps, Loss::Variance).or_raise();
         let count_cal = Calibration::COUNT;
