@@ -44,7 +44,13 @@ pub fn with_rng<T>(f: impl FnOnce(&mut BackendRng) -> T) -> T {
 fn new_generator(pid: i32) -> Generator {
     let (seed, seed_generation) = gucs::seed();
     let rng = match seed {
-        Some(s) => ChaCha20Rng::seed_from_u64(s),
+        Some(s) => {
+            // Parallel workers can finalize groups too (partitionwise plans):
+            // give each its own stream, so a fixed seed never repeats noise.
+            let mut rng = ChaCha20Rng::seed_from_u64(s);
+            rng.set_stream((unsafe { pg_sys::ParallelWorkerNumber } + 1) as u64);
+            rng
+        }
         None => ChaCha20Rng::try_from_os_rng().unwrap_or_else(|e| {
             pgrx::error!("dpnoise: the operating system's random source failed: {e}")
         }),

@@ -21,3 +21,20 @@ SELECT p.c = s.c AS same_count, p.s = s.s AS same_sum, p.si = s.si AS same_int_s
 FROM parallel_answers p, serial_answers s;
 RESET dpnoise.seed;
 DROP TABLE big, parallel_answers, serial_answers;
+-- Partitionwise aggregation: partial aggregates under Append, and whole
+-- groups finalized per partition, possibly in parallel workers.
+CREATE TABLE pt (g int, x float8) PARTITION BY RANGE (g);
+CREATE TABLE pt1 PARTITION OF pt FOR VALUES FROM (0) TO (50);
+CREATE TABLE pt2 PARTITION OF pt FOR VALUES FROM (50) TO (100);
+INSERT INTO pt SELECT i % 100, (i % 7)::float8 FROM generate_series(1, 100000) i;
+ANALYZE pt;
+SET enable_partitionwise_aggregate = on;
+SET max_parallel_workers_per_gather = 0;
+EXPLAIN (COSTS OFF) SELECT dp_sum_staircase(x, 1.0, 10) FROM pt;
+SELECT abs(dp_sum_staircase(x, 1000.0, 10) - sum(x)) <= 10 / 1024.0 AS sum_close FROM pt;
+SELECT dp_sum_staircase(x, 1.0, 10) IS NOT NULL AS empty_released FROM pt WHERE x < 0;
+SELECT count(*) AS groups, bool_and(c = 1000) AS exact_at_eps_1000
+FROM (SELECT g, dp_count(1000.0) AS c FROM pt GROUP BY g) s;
+RESET enable_partitionwise_aggregate;
+RESET max_parallel_workers_per_gather;
+DROP TABLE pt;
