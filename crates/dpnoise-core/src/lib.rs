@@ -12,6 +12,7 @@ pub mod entropy;
 pub mod lattice;
 pub mod mechanism;
 pub mod rational;
+pub mod refine;
 pub mod sampler;
 pub mod staircase;
 
