@@ -15,6 +15,7 @@ mod errors;
 mod fmgr;
 mod gucs;
 mod rng;
+mod refine;
 mod row_noise;
 mod sum;
 

@@ -53,13 +53,16 @@ fn check_weights(name: &'static str, w: &[f64]) -> Result<(), Error> {
         }
     }
     if w.iter().sum::<f64>() <= 0.0 {
-        return Err(Error::invalid(name, "not all zero", "all zero"));
+        return Err(Error::invalid(name, "positive somewhere", "all zero"));
     }
     Ok(())
 }
 
 impl Prior {
     pub fn uniform(lower: f64, upper: f64) -> Result<Prior, Error> {
+        if finite("lower", lower)? >= finite("upper", upper)? {
+            return Err(Error::invalid("lower", "less than upper", format!("{lower} ≥ {upper}")));
+        }
         Prior::histogram(vec![lower, upper], vec![1.0])
     }
 
@@ -85,14 +88,14 @@ impl Prior {
     pub fn validate(&self) -> Result<(), Error> {
         match self {
             Prior::Histogram { edges, weights } => {
+                check_weights("weights", weights)?;
                 if edges.len() != weights.len() + 1 {
                     return Err(Error::invalid(
                         "edges",
-                        "one more element than weights",
+                        "one element longer than weights",
                         format!("{} edges for {} weights", edges.len(), weights.len()),
                     ));
                 }
-                check_weights("weights", weights)?;
                 for e in edges {
                     finite("edges", *e)?;
                 }
@@ -121,7 +124,7 @@ impl Prior {
                 if values.len() != probs.len() {
                     return Err(Error::invalid(
                         "values",
-                        "as many elements as probs",
+                        "as long as probs",
                         format!("{} values for {} probs", values.len(), probs.len()),
                     ));
                 }

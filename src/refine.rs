@@ -1,0 +1,134 @@
+//! Knowledge refinement in SQL: the `dp_prior` type, its constructors, and
+//! `dp_refine` for numeric and categorical answers.
+
+use crate::errors::{self, OrRaise};
+use crate::rng::with_rng;
+use dpnoise_core::refine::{Prior, Query, Refinement};
+use dpnoise_core::Epsilon;
+use pgrx::prelude::*;
+use pgrx::InOutFuncs;
+use serde::{Deserialize, Serialize};
+
+/// A prior over a query's answer, as the user believes it. Its text form is
+/// JSON; a prior typed in as text is checked again when it is used.
+#[derive(PostgresType, Serialize, Deserialize, Debug, Clone, PartialEq)]
+#[inoutfuncs]
+#[serde(tag = "kind", rename_all = "lowercase")]
+#[allow(non_camel_case_types)]
+pub enum dp_prior {
+    Histogram { edges: Vec<f64>, weights: Vec<f64> },
+    Normal { mean: f64, sd: f64, lower: f64, upper: f64 },
+    Categorical { values: Vec<String>, probs: Vec<f64> },
+}
+
+impl dp_prior {
+    fn to_core(&self) -> Prior {
+        let p = match self.clone() {
+            dp_prior::Histogram { edges, weights } => Prior::Histogram { edges, weights },
+            dp_prior::Normal { mean, sd, lower, upper } => Prior::Normal { mean, sd, lower, upper },
+            dp_prior::Categorical { values, probs } => Prior::Categorical { values, probs },
+        };
+        p.validate().or_raise();
+        p
+    }
+
+    fn from_core(p: Prior) -> dp_prior {
+        match p {
+            Prior::Histogram { edges, weights } => dp_prior::Histogram { edges, weights },
+            Prior::Normal { mean, sd, lower, upper } => dp_prior::Normal { mean, sd, lower, upper },
+            Prior::Categorical { values, probs } => dp_prior::Categorical { values, probs },
+        }
+    }
+}
+
+impl InOutFuncs for dp_prior {
+    /// JSON, checked as the constructors check it: malformed text is 22P02,
+    /// an invalid prior 22023.
+    fn input(input: &core::ffi::CStr) -> Self {
+        let text = input.to_string_lossy();
+        let prior: dp_prior = serde_json::from_str(&text).unwrap_or_else(|e| {
+            ereport!(
+                ERROR,
+                PgSqlErrorCode::ERRCODE_INVALID_TEXT_REPRESENTATION,
+                format!("malformed dp_prior: {e}"),
+                "Build priors with dp_prior_uniform, dp_prior_histogram, dp_prior_normal or dp_prior_categorical."
+            );
+        });
+        prior.to_core();
+        prior
+    }
+
+    fn output(&self, buffer: &mut pgrx::StringInfo) {
+        buffer.push_str(&serde_json::to_string(self).expect("a prior serialises"));
+    }
+}
+
+/// An array argument without NULL elements.
+fn no_nulls<T>(name: &'static str, items: Vec<Option<T>>) -> Vec<T> {
+    items
+        .into_iter()
+        .map(|v| v.unwrap_or_else(|| errors::raise(dpnoise_core::Error::invalid(name, "free of NULL elements", "NULL"))))
+        .collect()
+}
+
+/// Uniform on [lower, upper].
+#[pg_extern(immutable, parallel_safe)]
+fn dp_prior_uniform(lower: f64, upper: f64) -> dp_prior {
+    dp_prior::from_core(Prior::uniform(lower, upper).or_raise())
+}
+
+/// Piecewise uniform: weights[i] on [edges[i], edges[i+1]); weights are normalised.
+#[pg_extern(immutable, parallel_safe)]
+fn dp_prior_histogram(edges: Vec<Option<f64>>, weights: Vec<Option<f64>>) -> dp_prior {
+    dp_prior::from_core(Prior::histogram(no_nulls("edges", edges), no_nulls("weights", weights)).or_raise())
+}
+
+/// A finite set of answers with their probabilities (normalised).
+#[pg_extern(immutable, parallel_safe)]
+fn dp_prior_categorical(values: Vec<Option<String>>, probs: Vec<Option<f64>>) -> dp_prior {
+    dp_prior::from_core(Prior::categorical(no_nulls("values", values), no_nulls("probs", probs)).or_raise())
+}
+
+/// Normal(mean, sd) truncated to [lower, upper].
+#[pg_extern(immutable, parallel_safe)]
+fn dp_prior_normal(mean: f64, sd: f64, lower: f64, upper: f64) -> dp_prior {
+    dp_prior::from_core(Prior::normal(mean, sd, lower, upper).or_raise())
+}
+
+fn refinement(prior: Option<dp_prior>, epsilon: Option<f64>, individual: Option<bool>) -> Refinement {
+    let prior = prior.unwrap_or_else(|| errors::null_parameter("prior")).to_core();
+    let epsilon = Epsilon::new(epsilon.unwrap_or_else(|| errors::null_parameter("epsilon"))).or_raise();
+    let query = match individual.unwrap_or_else(|| errors::null_parameter("individual")) {
+        true => Query::Individual,
+        false => Query::Statistical,
+    };
+    Refinement::new(prior, epsilon, query).or_raise()
+}
+
+/// A draw from `prior` sharpened around `value` (clamped to the prior's
+/// range), on the prior's grid. NULL value: NULL, nothing released.
+#[pg_extern(volatile, parallel_restricted, name = "dp_refine")]
+fn dp_refine_numeric(
+    value: Option<f64>,
+    prior: Option<dp_prior>,
+    epsilon: Option<f64>,
+    individual: default!(Option<bool>, false),
+) -> Option<f64> {
+    let r = refinement(prior, epsilon, individual);
+    let value = value?;
+    Some(with_rng(|rng| r.sample_numeric(rng, value)).or_raise())
+}
+
+/// A category drawn from `prior` sharpened towards `value`, which must be
+/// one of the prior's categories. NULL value: NULL, nothing released.
+#[pg_extern(volatile, parallel_restricted, name = "dp_refine")]
+fn dp_refine_text(
+    value: Option<&str>,
+    prior: Option<dp_prior>,
+    epsilon: Option<f64>,
+    individual: default!(Option<bool>, false),
+) -> Option<String> {
+    let r = refinement(prior, epsilon, individual);
+    let value = value?;
+    Some(with_rng(|rng| r.sample_categorical(rng, value).map(str::to_owned)).or_raise())
+}
