@@ -14,4 +14,4 @@ SELECT p.oid::regprocedure AS function, p.provolatile
 FROM pg_proc p JOIN pg_depend d ON d.objid = p.oid AND d.deptype = 'e'
 JOIN pg_extension e ON e.oid = d.refobjid AND e.extname = 'dpnoise'
 WHERE p.proname NOT LIKE '%\_step' AND p.proname NOT LIKE '%combine' AND p.proname NOT LIKE '%serialize'
-ORDER BY 1;
+ORDER BY p.oid::regprocedure::text COLLATE "C";
