@@ -67,8 +67,28 @@ def error_curves():
     fig.savefig(os.path.join(IMG, "error_vs_epsilon.png"), dpi=110)
 
 
+def refine_error():
+    rows = read("refine.csv")
+    eps = [float(r["epsilon"]) for r in rows]
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for key, label in (("laplace", "Laplace noise (Δ = 1.2)"), ("staircase_l1", "staircase, l1"),
+                       ("refine_vague", "dp_refine, prior uniform(0, 120)"),
+                       ("refine_tight", "dp_refine, prior normal(40, 2)")):
+        ax.plot(eps, [float(r[key]) for r in rows], label=label)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("ε")
+    ax.set_ylabel("mean |error| (years)")
+    ax.set_title("Average of 100 ages in [0, 120], true value 41")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(os.path.join(IMG, "refine_error.png"), dpi=110)
+
+
 if __name__ == "__main__":
     os.makedirs(IMG, exist_ok=True)
     density()
     error_curves()
+    refine_error()
     print("wrote", IMG)

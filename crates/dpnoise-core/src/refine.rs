@@ -297,6 +297,15 @@ impl Refinement {
         (start, len)
     }
 
+    /// A draw from the prior itself (on its grid): what an individual query
+    /// answers when the person is absent. For audits.
+    pub fn sample_prior_numeric<E: Entropy>(&self, rng: &mut E) -> f64 {
+        let r = uniform_below(rng, self.total());
+        let cell = self.prefix.partition_point(|p| *p <= r) - 1;
+        let (lo, hi) = self.prior.range().expect("numeric");
+        lo + (hi - lo) * (cell as f64 + 0.5) / GRID_CELLS as f64
+    }
+
     /// One refined numeric answer: the centre of the sampled grid cell.
     pub fn sample_numeric<E: Entropy>(&self, rng: &mut E, value: f64) -> Result<f64, Error> {
         let (start, len) = self.boosted_span(self.cell_of(value)?);

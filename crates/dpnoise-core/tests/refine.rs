@@ -37,12 +37,40 @@ fn example_2_exact() {
 fn example_2_from_draws() {
     let r = Refinement::new(boolean_prior(), Epsilon::new(1.0).unwrap(), Query::Individual).unwrap();
     let mut g = rng(90);
+    let mut rates = Vec::new();
     for (truth, p) in [("0", 0.003679), ("1", 0.027183)] {
         let ones = (0..N).filter(|_| r.sample_categorical(&mut g, truth).unwrap() == "1").count() as f64;
         let se = (p * (1.0 - p) / N as f64).sqrt();
         assert!((ones / N as f64 - p).abs() < 5.0 * se, "truth {truth}: {}", ones / N as f64);
         // Negative control: the same check rejects the prior's own rate 0.01.
         assert!((ones / N as f64 - 0.01).abs() > 5.0 * se);
+        rates.push((ones / N as f64, se));
+    }
+    // The population's rate: 0.99 · P(1 | 0) + 0.01 · P(1 | 1) ≈ 0.00391.
+    let population = 0.99 * rates[0].0 + 0.01 * rates[1].0;
+    let se = (0.99f64.powi(2) * rates[0].1.powi(2) + 0.01f64.powi(2) * rates[1].1.powi(2)).sqrt();
+    assert!((population - 0.003914).abs() < 5.0 * se, "{population}");
+}
+
+#[test]
+fn example_3_disjoint_individuals_compose_to_epsilon() {
+    // Two individuals, uniform Boolean priors, individual queries at ε = 1;
+    // both true values 0. A neighbour drops individual 1: f_1's answer is
+    // then the prior itself. Joint ratios are α_d or 2 − α_d (Proposition 3).
+    let prior = Prior::categorical(vec!["0".into(), "1".into()], vec![0.5, 0.5]).unwrap();
+    let r = Refinement::new(prior, Epsilon::new(1.0).unwrap(), Query::Individual).unwrap();
+    let q = r.categorical_probabilities("0").unwrap();
+    assert!((q[1] - 0.183939).abs() < 1e-6 && (q[0] - 0.816061).abs() < 1e-6, "{q:?}");
+    let absent = r.prior_law();
+    let alpha_d = (-1f64).exp();
+    for a in 0..2 {
+        for b in 0..2 {
+            let joint = q[a] * q[b];
+            let neighbour = absent[a] * q[b];
+            let ratio = joint / neighbour;
+            assert!((ratio - alpha_d).abs() < 1e-6 || (ratio - (2.0 - alpha_d)).abs() < 1e-6, "{ratio}");
+            assert!(ratio.ln().abs() <= 1.0, "the pair stays 1-DP, not 2-DP");
+        }
     }
 }
 
@@ -95,7 +123,7 @@ fn exact_laws_keep_the_promised_loss() {
 }
 
 /// Audits refined numeric answers for two neighbouring true values from draws.
-fn audit(claimed: f64, used: f64, query: Query) -> dpnoise_core::audit::AuditReport {
+fn audit(used: f64, query: Query) -> dpnoise_core::audit::AuditReport {
     let prior = Prior::uniform(0.0, 100.0).unwrap();
     let r = Refinement::new(prior, Epsilon::new(used).unwrap(), query).unwrap();
     let (mut g0, mut g1) = (rng(91), rng(92));
@@ -108,17 +136,41 @@ fn audit(claimed: f64, used: f64, query: Query) -> dpnoise_core::audit::AuditRep
         || (r.sample_numeric(&mut g1, 70.0).unwrap() / 5.0).floor() as i128,
     );
     assert!(report.bins_audited >= 10, "{report:?}");
-    let _ = claimed;
     report
 }
 
 #[test]
 fn refined_answers_pass_the_privacy_audit_and_a_2eps_refinement_fails() {
     for e in [0.5, 1.0, 3.0] {
-        assert!(audit(e, e, Query::Statistical).within(e), "ε = {e}");
+        assert!(audit(e, Query::Statistical).within(e), "ε = {e}");
     }
     // Factors for 2ε, claimed as ε.
-    assert!(!audit(1.0, 2.0, Query::Statistical).within(1.0));
+    assert!(!audit(2.0, Query::Statistical).within(1.0));
+}
+
+/// Audits individual-query answers against draws from the prior itself.
+fn audit_individual(used: f64) -> dpnoise_core::audit::AuditReport {
+    let prior = Prior::normal(50.0, 20.0, 0.0, 100.0).unwrap();
+    let r = Refinement::new(prior, Epsilon::new(used).unwrap(), Query::Individual).unwrap();
+    let (mut g0, mut g1) = (rng(93), rng(94));
+    privacy_loss_audit(
+        N,
+        1,
+        2_000,
+        5.0,
+        || (r.sample_numeric(&mut g0, 45.0).unwrap() / 5.0).floor() as i128,
+        || (r.sample_prior_numeric(&mut g1) / 5.0).floor() as i128,
+    )
+}
+
+#[test]
+fn individual_answers_stay_within_epsilon_of_the_prior() {
+    for e in [0.5, 1.0, 2.0] {
+        let report = audit_individual(e);
+        assert!(report.bins_audited >= 10 && report.within(e), "ε = {e}: {report:?}");
+    }
+    // Factors for 2ε, claimed as ε.
+    assert!(!audit_individual(2.0).within(1.0));
 }
 
 #[test]
