@@ -7,22 +7,13 @@ mod tests {
     use dpnoise_core::{Epsilon, Laplace, LatticeNoise};
     use pgrx::prelude::*;
 
-    fn column_f64(sql: &str) -> Vec<f64> {
+    /// The first column of every row of `sql`.
+    fn column<T: pgrx::FromDatum + pgrx::IntoDatum>(sql: &str) -> Vec<T> {
         Spi::connect(|client| {
             client
                 .select(sql, None, &[])
                 .unwrap()
-                .map(|row| row.get::<f64>(1).unwrap().unwrap())
-                .collect()
-        })
-    }
-
-    fn column_i64(sql: &str) -> Vec<i64> {
-        Spi::connect(|client| {
-            client
-                .select(sql, None, &[])
-                .unwrap()
-                .map(|row| row.get::<i64>(1).unwrap().unwrap())
+                .map(|row| row.get::<T>(1).unwrap().unwrap())
                 .collect()
         })
     }
@@ -30,7 +21,7 @@ mod tests {
     #[pg_test]
     fn dp_count_noise_is_two_sided_geometric() {
         // 20 000 groups of 10 rows: each noisy count minus 10 is one noise draw.
-        let draws = column_i64(
+        let draws = column::<i64>(
             "SELECT dp_count(1.0) - 10 FROM generate_series(1, 10) a, generate_series(1, 20000) g GROUP BY g",
         );
         assert_eq!(draws.len(), 20_000);
@@ -46,7 +37,7 @@ mod tests {
 
     #[pg_test]
     fn dp_laplace_releases_lie_on_the_lattice_with_the_right_spread() {
-        let out = column_f64("SELECT dp_laplace(0, 1.0, 1.0) FROM generate_series(1, 20000)");
+        let out = column::<f64>("SELECT dp_laplace(0, 1.0, 1.0) FROM generate_series(1, 20000)");
         let g = 2f64.powi(-40);
         assert!(out.iter().all(|x| (x / g).fract() == 0.0));
         // E|X| = scale = 1 for Laplace(1); standard error of the mean of |X| is 1/√n.
@@ -57,12 +48,12 @@ mod tests {
     #[pg_test]
     fn the_seed_makes_noise_reproducible_and_every_set_restarts_it() {
         Spi::run("SET dpnoise.seed = '42'").unwrap();
-        let a = column_f64("SELECT dp_laplace(0, 1.0, 1.0) FROM generate_series(1, 5)");
+        let a = column::<f64>("SELECT dp_laplace(0, 1.0, 1.0) FROM generate_series(1, 5)");
         Spi::run("SET dpnoise.seed = '42'").unwrap();
-        let b = column_f64("SELECT dp_laplace(0, 1.0, 1.0) FROM generate_series(1, 5)");
+        let b = column::<f64>("SELECT dp_laplace(0, 1.0, 1.0) FROM generate_series(1, 5)");
         assert_eq!(a, b);
         Spi::run("RESET dpnoise.seed").unwrap();
-        let c = column_f64("SELECT dp_laplace(0, 1.0, 1.0) FROM generate_series(1, 5)");
+        let c = column::<f64>("SELECT dp_laplace(0, 1.0, 1.0) FROM generate_series(1, 5)");
         assert_ne!(a, c);
     }
 
@@ -115,7 +106,7 @@ mod tests {
     #[pg_test]
     fn dp_staircase_draws_match_dp_accuracy() {
         // 20 000 draws at ε = 5, where the staircase's variance is 0.37 of Laplace's.
-        let out = column_f64("SELECT dp_staircase(0, 5.0, 1.0) FROM generate_series(1, 20000)");
+        let out = column::<f64>("SELECT dp_staircase(0, 5.0, 1.0) FROM generate_series(1, 20000)");
         let n = out.len() as f64;
         let (mae, sd) = Spi::get_two::<f64, f64>("SELECT mean_abs_error, std_dev FROM dp_accuracy('staircase', 5.0, 1.0)")
             .unwrap();
