@@ -180,3 +180,211 @@ WHERE oid IN ('dp_count(double precision)'::regprocedure,
               'dp_sum_staircase(bigint, double precision, bigint)'::regprocedure,
               'dp_sum_staircase(bigint, double precision, bigint, text)'::regprocedure,
               'dp_avg(double precision, double precision, double precision, double precision)'::regprocedure);
+
+-- The privacy budget -------------------------------------------------------
+-- docs/budget.md explains the design. In short: a release asks the ledger
+-- worker (a background worker per database) to charge it; the worker
+-- commits the charge in its own transaction, synchronously, before the
+-- release is computed. The caller's ROLLBACK cannot undo that commit.
+-- Amounts are numeric: the exact decimals the user wrote.
+CREATE SCHEMA dpnoise;
+REVOKE ALL ON SCHEMA dpnoise FROM PUBLIC;
+
+-- Granted amounts, written by dp_budget_grant and friends only.
+CREATE TABLE dpnoise.budget (
+    role    regrole PRIMARY KEY,
+    epsilon numeric NOT NULL CHECK (epsilon >= 0),
+    delta   numeric NOT NULL CHECK (delta >= 0),
+    strict  boolean NOT NULL DEFAULT false
+);
+-- Spent amounts, written by the ledger worker only (never by a grant, so a
+-- session that grants and then releases in one transaction cannot make the
+-- worker wait for its own row lock).
+CREATE TABLE dpnoise.spent (
+    role    regrole PRIMARY KEY,
+    epsilon numeric NOT NULL DEFAULT 0,
+    delta   numeric NOT NULL DEFAULT 0
+);
+-- An optional cap on what all roles together may spend in this database.
+CREATE TABLE dpnoise.global_cap (
+    singleton boolean PRIMARY KEY DEFAULT true CHECK (singleton),
+    epsilon   numeric NOT NULL CHECK (epsilon >= 0),
+    delta     numeric NOT NULL CHECK (delta >= 0)
+);
+-- One row per charge.
+CREATE TABLE dpnoise.ledger (
+    id         bigserial PRIMARY KEY,
+    role       regrole NOT NULL,
+    charged_at timestamptz NOT NULL,
+    statement  text,
+    mechanism  text NOT NULL,
+    epsilon    numeric NOT NULL,
+    delta      numeric NOT NULL,
+    releases   bigint NOT NULL,
+    pid        integer NOT NULL
+);
+CREATE INDEX ON dpnoise.ledger (role, id);
+SELECT pg_catalog.pg_extension_config_dump('dpnoise.budget', '');
+SELECT pg_catalog.pg_extension_config_dump('dpnoise.spent', '');
+SELECT pg_catalog.pg_extension_config_dump('dpnoise.global_cap', '');
+SELECT pg_catalog.pg_extension_config_dump('dpnoise.ledger', '');
+SELECT pg_catalog.pg_extension_config_dump('dpnoise.ledger_id_seq', '');
+
+-- Called by the ledger worker (as the bootstrap superuser) once per request.
+-- Only the worker writes dpnoise.spent, one request at a time, so reading
+-- then updating cannot race.
+CREATE FUNCTION dpnoise.charge(
+    requester oid, epsilon numeric, delta numeric, releases bigint, mechanism text, statement text, pid integer,
+    OUT granted boolean, OUT is_strict boolean, OUT remaining_epsilon numeric, OUT remaining_delta numeric)
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+#variable_conflict use_variable
+DECLARE
+    granted_epsilon numeric;
+    granted_delta numeric;
+    spent_epsilon numeric;
+    spent_delta numeric;
+    cap dpnoise.global_cap;
+    cost_epsilon numeric := epsilon * releases;
+    cost_delta numeric := delta * releases;
+BEGIN
+    -- One charge at a time per database, even if two workers ever ran.
+    PERFORM pg_catalog.pg_advisory_xact_lock(7237431504613648229);
+    SELECT g.epsilon, g.delta, g.strict INTO granted_epsilon, granted_delta, is_strict
+    FROM dpnoise.budget g WHERE g.role = requester;
+    SELECT p.epsilon, p.delta INTO spent_epsilon, spent_delta FROM dpnoise.spent p WHERE p.role = requester;
+    IF granted_epsilon IS NULL OR spent_epsilon IS NULL THEN
+        granted := false; is_strict := false; remaining_epsilon := 0; remaining_delta := 0;
+        RETURN;
+    END IF;
+    remaining_epsilon := granted_epsilon - spent_epsilon;
+    remaining_delta := granted_delta - spent_delta;
+    granted := cost_epsilon <= remaining_epsilon AND cost_delta <= remaining_delta;
+    SELECT * INTO cap FROM dpnoise.global_cap;
+    IF granted AND cap.singleton THEN
+        granted := (SELECT sum(p.epsilon) + cost_epsilon <= cap.epsilon AND sum(p.delta) + cost_delta <= cap.delta
+                    FROM dpnoise.spent p);
+    END IF;
+    IF NOT granted THEN
+        RETURN;
+    END IF;
+    UPDATE dpnoise.spent p SET epsilon = p.epsilon + cost_epsilon, delta = p.delta + cost_delta
+    WHERE p.role = requester;
+    INSERT INTO dpnoise.ledger (role, charged_at, statement, mechanism, epsilon, delta, releases, pid)
+    VALUES (requester, clock_timestamp(), statement, mechanism, epsilon, delta, releases, pid);
+    remaining_epsilon := remaining_epsilon - cost_epsilon;
+    remaining_delta := remaining_delta - cost_delta;
+END $$;
+
+-- Checks a granted amount: finite, not negative, not NULL (SQLSTATE 22023).
+CREATE FUNCTION dpnoise.amount(name text, value double precision, upper double precision) RETURNS numeric
+LANGUAGE plpgsql IMMUTABLE SET search_path = pg_catalog, pg_temp SET extra_float_digits = 1 AS $$
+BEGIN
+    IF value IS NULL OR value = 'NaN'::float8 OR value < 0 OR value > upper THEN
+        RAISE EXCEPTION '% must be a number in [0, %], got %', name, upper, coalesce(value::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    -- float8 text is the shortest decimal that reads back: 0.1, not 0.1000000000000000055.
+    RETURN value::text::numeric;
+END $$;
+
+CREATE FUNCTION dpnoise.existing_role(role regrole) RETURNS regrole
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    IF role IS NULL THEN
+        RAISE EXCEPTION 'role must not be NULL' USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles r WHERE r.oid = role) THEN
+        RAISE EXCEPTION 'role with OID % does not exist', role::oid USING ERRCODE = 'undefined_object';
+    END IF;
+    RETURN role;
+END $$;
+
+CREATE FUNCTION dp_budget_grant(role regrole, epsilon double precision, delta double precision DEFAULT 0)
+RETURNS void LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    r regrole := dpnoise.existing_role($1);
+    e numeric := dpnoise.amount('epsilon', $2, 'Infinity');
+    d numeric := dpnoise.amount('delta', $3, 1);
+BEGIN
+    INSERT INTO dpnoise.spent AS p (role) VALUES (r) ON CONFLICT DO NOTHING;
+    -- A new budget starts at what was already spent: it adds e to what remains.
+    INSERT INTO dpnoise.budget AS b (role, epsilon, delta)
+    SELECT r, p.epsilon + e, p.delta + d FROM dpnoise.spent p WHERE p.role = r
+    ON CONFLICT ON CONSTRAINT budget_pkey DO UPDATE SET epsilon = b.epsilon + e, delta = b.delta + d;
+END $$;
+COMMENT ON FUNCTION dp_budget_grant(regrole, double precision, double precision) IS
+    'Adds epsilon and delta to what a role may still spend. Superusers, and roles granted EXECUTE on it.';
+
+CREATE FUNCTION dp_budget_revoke(role regrole) RETURNS void
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    DELETE FROM dpnoise.budget b WHERE b.role = dpnoise.existing_role($1);
+END $$;
+COMMENT ON FUNCTION dp_budget_revoke(regrole) IS
+    'Removes a role''s budget: every later release by it is refused. What it spent stays in the ledger.';
+
+CREATE FUNCTION dp_budget_set_strict(role regrole, strict boolean DEFAULT true) RETURNS void
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    IF $2 IS NULL THEN
+        RAISE EXCEPTION 'strict must not be NULL' USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    UPDATE dpnoise.budget b SET strict = $2 WHERE b.role = dpnoise.existing_role($1);
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'role % has no budget', $1 USING ERRCODE = 'invalid_parameter_value',
+            HINT = 'Grant one first with dp_budget_grant.';
+    END IF;
+END $$;
+COMMENT ON FUNCTION dp_budget_set_strict(regrole, boolean) IS
+    'Strict roles pay for every group and every row released, assuming nothing about who is in them.';
+
+CREATE FUNCTION dp_budget_set_global(epsilon double precision, delta double precision DEFAULT 0) RETURNS void
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    IF $1 IS NULL THEN
+        DELETE FROM dpnoise.global_cap;
+        RETURN;
+    END IF;
+    INSERT INTO dpnoise.global_cap AS g (epsilon, delta)
+    VALUES (dpnoise.amount('epsilon', $1, 'Infinity'), dpnoise.amount('delta', $2, 1))
+    ON CONFLICT (singleton) DO UPDATE SET epsilon = excluded.epsilon, delta = excluded.delta;
+END $$;
+COMMENT ON FUNCTION dp_budget_set_global(double precision, double precision) IS
+    'Caps what all roles together may spend in this database (NULL removes the cap).';
+
+REVOKE EXECUTE ON FUNCTION dpnoise.charge(oid, numeric, numeric, bigint, text, text, integer),
+    dpnoise.amount(text, double precision, double precision),
+    dpnoise.existing_role(regrole),
+    dp_budget_grant(regrole, double precision, double precision),
+    dp_budget_revoke(regrole),
+    dp_budget_set_strict(regrole, boolean),
+    dp_budget_set_global(double precision, double precision)
+FROM PUBLIC;
+
+-- What the DBA sees: every role's budget.
+CREATE VIEW dp_budgets AS
+SELECT b.role, b.strict,
+       b.epsilon AS epsilon_granted, coalesce(p.epsilon, 0) AS epsilon_spent,
+       b.epsilon - coalesce(p.epsilon, 0) AS epsilon_remaining,
+       b.delta AS delta_granted, coalesce(p.delta, 0) AS delta_spent,
+       b.delta - coalesce(p.delta, 0) AS delta_remaining
+FROM dpnoise.budget b LEFT JOIN dpnoise.spent p ON p.role = b.role;
+
+-- What an analyst sees: their own row and their own charges. Charges go to
+-- current_user (the role SET ROLE chose; SECURITY DEFINER functions do not
+-- change who pays). security_barrier keeps leaky functions in a caller's
+-- WHERE clause from seeing other roles' rows.
+CREATE VIEW dp_my_budget WITH (security_barrier) AS
+SELECT * FROM dp_budgets WHERE role = (SELECT r.oid FROM pg_catalog.pg_roles r WHERE r.rolname = current_user)::regrole;
+CREATE VIEW dp_my_ledger WITH (security_barrier) AS
+SELECT l.id, l.charged_at, l.statement, l.mechanism, l.epsilon, l.delta, l.releases
+FROM dpnoise.ledger l
+WHERE l.role = (SELECT r.oid FROM pg_catalog.pg_roles r WHERE r.rolname = current_user)::regrole;
+GRANT SELECT ON dp_my_budget, dp_my_ledger TO PUBLIC;
+
+CREATE FUNCTION dp_budget_remaining(OUT epsilon double precision, OUT delta double precision)
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT coalesce((SELECT m.epsilon_remaining FROM @extschema@.dp_my_budget m), 0)::float8,
+           coalesce((SELECT m.delta_remaining FROM @extschema@.dp_my_budget m), 0)::float8
+$$;
+COMMENT ON FUNCTION dp_budget_remaining() IS 'What the calling role may still spend (0, 0 without a budget).';

@@ -27,9 +27,11 @@ v1_function!(pg_finfo_dp_count_value_step, dp_count_value_step, |fcinfo| {
 /// for sensitivity 1 is the same law: see the README).
 unsafe fn release(fcinfo: pg_sys::FunctionCallInfo, epsilon: Option<pg_sys::Datum>, mechanism: Mechanism) -> pg_sys::Datum {
     let count = unsafe { arg_datum(fcinfo, 0) }.value() as i64;
-    let epsilon = Epsilon::new(f64_parameter(epsilon, "epsilon")).or_raise();
+    let requested = f64_parameter(epsilon, "epsilon");
+    let epsilon = Epsilon::new(requested).or_raise();
     let cal = Calibration::COUNT;
     let noise = Noise::new(mechanism, epsilon, cal.steps, Loss::Variance).or_raise();
+    unsafe { crate::budget::pay(fcinfo, "dp_count", mechanism.name(), requested, 0.0) };
     i64_datum(with_rng(|rng| cal.release_integer(&noise, rng, count as i128)).or_raise())
 }
 

@@ -62,3 +62,54 @@ pub fn nan_value(function: &str) -> ! {
         format!("{function}: value must not be NaN")
     );
 }
+
+/// SQLSTATE of a refused release: the role's budget (or the global cap)
+/// does not cover it, or the role has none.
+pub const BUDGET_EXHAUSTED: &str = "ZB001";
+/// SQLSTATE of a release that could not be charged (dpnoise not preloaded,
+/// no ledger worker, the worker failed): nothing was released.
+pub const LEDGER_UNAVAILABLE: &str = "ZB002";
+
+mod raw {
+    use std::ffi::{c_char, c_int};
+    // PostgreSQL's error API, called directly: pgrx's error codes are a
+    // closed enum, so a SQLSTATE of our own class cannot pass through it.
+    unsafe extern "C" {
+        pub fn errstart(elevel: c_int, domain: *const c_char) -> bool;
+        pub fn errcode(sqlerrcode: c_int) -> c_int;
+        pub fn errmsg_internal(fmt: *const c_char, ...) -> c_int;
+        pub fn errhint(fmt: *const c_char, ...) -> c_int;
+        pub fn errfinish(filename: *const c_char, lineno: c_int, funcname: *const c_char);
+    }
+}
+
+/// Raises ERROR with a SQLSTATE outside pgrx's list (ours: class ZB).
+///
+/// The strings are copied to palloc'd memory and dropped before the
+/// longjmp, which leaves for PostgreSQL's handler without unwinding: the
+/// callers on the way hold no locks or guards, at worst a few bytes of
+/// Rust heap leak per error.
+#[inline(never)]
+pub fn raise_sqlstate(code: &str, message: String, hint: Option<String>) -> ! {
+    let b = code.as_bytes();
+    assert_eq!(b.len(), 5);
+    let six = |c: u8| (c.wrapping_sub(b'0') & 0x3f) as i32;
+    let sqlerrcode = six(b[0]) | six(b[1]) << 6 | six(b[2]) << 12 | six(b[3]) << 18 | six(b[4]) << 24;
+    let to_palloc = |s: String| {
+        let c = std::ffi::CString::new(s.replace('\0', " ")).expect("no NULs");
+        unsafe { pgrx::pg_sys::pstrdup(c.as_ptr()) }
+    };
+    let message = to_palloc(message);
+    let hint = hint.map(to_palloc);
+    unsafe {
+        if raw::errstart(pgrx::PgLogLevel::ERROR as i32, std::ptr::null()) {
+            raw::errcode(sqlerrcode);
+            raw::errmsg_internal(c"%s".as_ptr(), message);
+            if let Some(h) = hint {
+                raw::errhint(c"%s".as_ptr(), h);
+            }
+            raw::errfinish(c"dpnoise".as_ptr(), 0, c"raise_sqlstate".as_ptr());
+        }
+    }
+    unreachable!("ereport(ERROR) returned");
+}

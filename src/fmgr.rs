@@ -98,9 +98,36 @@ pub unsafe fn refuse_window(fcinfo: pg_sys::FunctionCallInfo, aggregate: &str) {
     }
 }
 
-/// Per-call-site cache in `flinfo->fn_extra`, allocated in the function's
-/// memory context and keyed by the raw bits of the privacy parameters. The
-/// reference lives as long as the call site (the query's function info).
+/// What `flinfo->fn_extra` holds for our functions: the call site's
+/// payment state (budget) and its calibration cache. It lives in the
+/// function's memory context, so exactly as long as one execution of the
+/// query: a new execution starts unpaid and uncalibrated.
+#[repr(C)]
+pub struct CallSite {
+    paid: crate::budget::Paid,
+    cache: *mut u8,
+}
+
+impl CallSite {
+    pub fn paid(&mut self) -> &mut crate::budget::Paid {
+        &mut self.paid
+    }
+}
+
+/// This call site's state, created on first use.
+pub unsafe fn call_site<'a>(fcinfo: pg_sys::FunctionCallInfo) -> &'a mut CallSite {
+    unsafe {
+        let flinfo = (*fcinfo).flinfo;
+        if (*flinfo).fn_extra.is_null() {
+            let site = pg_sys::MemoryContextAllocZero((*flinfo).fn_mcxt, std::mem::size_of::<CallSite>()) as *mut CallSite;
+            (*flinfo).fn_extra = site.cast();
+        }
+        &mut *((*flinfo).fn_extra as *mut CallSite)
+    }
+}
+
+/// Per-call-site calibration cache, keyed by the raw bits of the privacy
+/// parameters. The reference lives as long as the call site.
 #[inline]
 pub unsafe fn call_site_cache<'a, T: Copy>(
     fcinfo: pg_sys::FunctionCallInfo,
@@ -113,8 +140,8 @@ pub unsafe fn call_site_cache<'a, T: Copy>(
         value: T,
     }
     unsafe {
-        let flinfo = (*fcinfo).flinfo;
-        let slot = (*flinfo).fn_extra as *mut Entry<T>;
+        let site = call_site(fcinfo);
+        let slot = site.cache as *mut Entry<T>;
         if !slot.is_null() && (*slot).key == key {
             return &(*slot).value;
         }
@@ -122,10 +149,11 @@ pub unsafe fn call_site_cache<'a, T: Copy>(
         let slot = if slot.is_null() {
             // palloc aligns to 8 bytes; u128 fields need 16, so over-allocate and align.
             let align = std::mem::align_of::<Entry<T>>();
+            let flinfo = (*fcinfo).flinfo;
             let raw = pg_sys::MemoryContextAlloc((*flinfo).fn_mcxt, std::mem::size_of::<Entry<T>>() + align) as *mut u8;
-            let p = raw.add(raw.align_offset(align)) as *mut Entry<T>;
-            (*flinfo).fn_extra = p.cast();
-            p
+            let p = raw.add(raw.align_offset(align));
+            site.cache = p;
+            p as *mut Entry<T>
         } else {
             slot
         };

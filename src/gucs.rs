@@ -14,7 +14,24 @@ static SEED: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(No
 /// `SET dpnoise.seed = '7'` twice restarts the stream twice.
 static SEED_GENERATION: AtomicU64 = AtomicU64::new(0);
 
+/// `dpnoise.enforce_budget`: on (the default) charges every release to the
+/// role's budget; off releases without charging, for curators who publish
+/// results themselves. Superusers only.
+static ENFORCE_BUDGET: GucSetting<bool> = GucSetting::<bool>::new(true);
+
+pub fn enforce_budget() -> bool {
+    ENFORCE_BUDGET.get()
+}
+
 pub fn init() {
+    GucRegistry::define_bool_guc(
+        c"dpnoise.enforce_budget",
+        c"Charges every release to the privacy budget of the role that runs it.",
+        c"Off: releases are not charged (for curators who publish results themselves). Only superusers can change it.",
+        &ENFORCE_BUDGET,
+        GucContext::Suset,
+        GucFlags::default(),
+    );
     unsafe {
         GucRegistry::define_string_guc_with_hooks(
             c"dpnoise.seed",

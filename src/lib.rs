@@ -10,6 +10,7 @@ use pgrx::prelude::*;
 ::pgrx::pg_module_magic!(name, version);
 
 mod aggref;
+mod budget;
 mod count;
 mod errors;
 mod fmgr;
@@ -24,6 +25,7 @@ pgrx::extension_sql_file!("../sql/dpnoise.sql", name = "dpnoise_sql", finalize);
 #[pg_guard]
 pub extern "C-unwind" fn _PG_init() {
     gucs::init();
+    budget::init_shared_memory();
 }
 
 #[cfg(any(test, feature = "pg_test"))]
@@ -36,6 +38,9 @@ pub mod pg_test {
 
     #[must_use]
     pub fn postgresql_conf_options() -> Vec<&'static str> {
-        vec!["shared_preload_libraries = 'dpnoise'"]
+        // The backend tests run inside transactions that are rolled back, where
+        // no grant could reach the ledger worker; the budget has its own
+        // tests in tests/pg_regress (budget*.sql) and scripts/budget_crash.sh.
+        vec!["shared_preload_libraries = 'dpnoise'", "dpnoise.enforce_budget = off"]
     }
 }

@@ -5,6 +5,7 @@ use crate::errors::{self, OrRaise};
 use crate::rng::with_rng;
 use dpnoise_core::refine::{Prior, Query, Refinement};
 use dpnoise_core::Epsilon;
+use pgrx::pg_sys;
 use pgrx::prelude::*;
 use pgrx::InOutFuncs;
 use serde::{Deserialize, Serialize};
@@ -139,9 +140,11 @@ fn dp_refine_numeric(
     prior: Option<dp_prior>,
     epsilon: Option<f64>,
     individual: default!(Option<bool>, false),
+    fcinfo: pg_sys::FunctionCallInfo,
 ) -> Option<f64> {
     let r = refinement(prior, epsilon, individual);
     let value = value?;
+    unsafe { crate::budget::pay(fcinfo, "dp_refine", "refinement", epsilon.unwrap_or(0.0), 0.0) };
     Some(with_rng(|rng| r.sample_numeric(rng, value)).or_raise())
 }
 
@@ -153,8 +156,10 @@ fn dp_refine_text(
     prior: Option<dp_prior>,
     epsilon: Option<f64>,
     individual: default!(Option<bool>, false),
+    fcinfo: pg_sys::FunctionCallInfo,
 ) -> Option<String> {
     let r = refinement(prior, epsilon, individual);
     let value = value?;
+    unsafe { crate::budget::pay(fcinfo, "dp_refine", "refinement", epsilon.unwrap_or(0.0), 0.0) };
     Some(with_rng(|rng| r.sample_categorical(rng, value).map(str::to_owned)).or_raise())
 }

@@ -16,6 +16,8 @@ use pgrx::prelude::*;
 #[inline]
 unsafe fn release_value(
     fcinfo: pg_sys::FunctionCallInfo,
+    function: &str,
+    mechanism: Mechanism,
     loss_key: u64,
     calibrate: impl FnOnce(Epsilon, f64) -> (Calibration, Noise),
 ) -> pg_sys::Datum {
@@ -29,6 +31,7 @@ unsafe fn release_value(
             return return_null(fcinfo);
         };
         let true_steps = cal.lattice.round(value).or_raise();
+        crate::budget::pay(fcinfo, function, mechanism.name(), epsilon, 0.0);
         f64_datum(with_rng(|rng| cal.release(noise, rng, true_steps)))
     }
 }
@@ -41,7 +44,7 @@ fn calibrated(mechanism: Mechanism, loss: Loss) -> impl FnOnce(Epsilon, f64) -> 
 }
 
 v1_function!(pg_finfo_dp_laplace, dp_laplace, |fcinfo| {
-    unsafe { release_value(fcinfo, 0, calibrated(Mechanism::Laplace, Loss::Variance)) }
+    unsafe { release_value(fcinfo, "dp_laplace", Mechanism::Laplace, 0, calibrated(Mechanism::Laplace, Loss::Variance)) }
 });
 
 // dp_staircase(value, epsilon, sensitivity [, loss]): the loss text is read
@@ -58,7 +61,7 @@ v1_function!(pg_finfo_dp_staircase, dp_staircase, |fcinfo| {
             None
         };
         let key = text.map_or(0, fingerprint);
-        release_value(fcinfo, key, |epsilon, sensitivity| {
+        release_value(fcinfo, "dp_staircase", Mechanism::Staircase, key, |epsilon, sensitivity| {
             let loss = text.map_or(Ok(Loss::Variance), Loss::parse).or_raise();
             calibrated(Mechanism::Staircase, loss)(epsilon, sensitivity)
         })

@@ -275,6 +275,7 @@ unsafe fn release_sum<T: SumValue>(
         let cal = T::calibrate(epsilon_exact, lower, upper);
         let (sum, _) = exact_state(fcinfo, aggregate, [epsilon.to_bits(), lower.bits(), upper.bits()], &cal);
         let noise = Noise::new(mechanism, epsilon_exact, cal.steps, loss).or_raise();
+        crate::budget::pay(fcinfo, aggregate, mechanism.name(), epsilon, 0.0);
         T::release(&cal, &noise, sum)
     }
 }
@@ -306,6 +307,7 @@ v1_function!(pg_finfo_dp_avg_final, dp_avg_final, |fcinfo| {
         let sum_noise = Noise::new(Mechanism::Staircase, half, cal.steps, Loss::Variance).or_raise();
         let count_cal = Calibration::COUNT;
         let count_noise = Noise::new(Mechanism::Laplace, half, count_cal.steps, Loss::Variance).or_raise();
+        crate::budget::pay(fcinfo, "dp_avg", "staircase sum, geometric count", epsilon, 0.0);
         let (noisy_sum, noisy_count) = with_rng(|rng| {
             (cal.release(&sum_noise, rng, sum), count_cal.release(&count_noise, rng, count as i128))
         });

@@ -68,6 +68,14 @@ pub enum Mechanism {
 }
 
 impl Mechanism {
+    /// The name `parse` reads (and the ledger records).
+    pub fn name(self) -> &'static str {
+        match self {
+            Mechanism::Laplace => "laplace",
+            Mechanism::Staircase => "staircase",
+        }
+    }
+
     pub fn parse(name: &str) -> Result<Mechanism, Error> {
         match name.trim().to_ascii_lowercase().as_str() {
             "laplace" => Ok(Mechanism::Laplace),

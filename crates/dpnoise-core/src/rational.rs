@@ -67,7 +67,14 @@ impl Dyadic {
 pub const EPSILON_MIN: f64 = 1.0 / 1_073_741_824.0; // 2^-30
 pub const EPSILON_MAX: f64 = 1000.0;
 
-/// ε as the exact rational `num / den` of its float8 value, `den` a power of two.
+/// ε as an exact rational `num / den`, `den` a power of two.
+///
+/// The budget charges the decimal the user wrote: the shortest decimal that
+/// reads back as the float8 (`0.1`, not 0.1000000000000000055…), so ten
+/// releases at 0.1 spend exactly 1.0. The mechanism must never use more
+/// than that charge, so ε is the float itself when it is at most its
+/// decimal, and the float just below it otherwise (0.1 becomes
+/// 0.09999999999999999167…): at most one ulp less private than asked, never more.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Epsilon {
     value: f64,
@@ -81,22 +88,73 @@ impl Epsilon {
         if !(EPSILON_MIN..=EPSILON_MAX).contains(&epsilon) {
             return Err(Error::invalid("epsilon", ALLOWED, epsilon));
         }
-        let d = Dyadic::from_f64(epsilon).expect("checked finite");
+        let value = at_most_decimal(epsilon);
+        let d = Dyadic::from_f64(value).expect("checked finite");
         let (num, den) = if d.exponent >= 0 {
             ((d.mantissa as u128) << d.exponent, 1)
         } else {
             (d.mantissa as u128, 1u128 << (-d.exponent))
         };
-        Ok(Epsilon {
-            value: epsilon,
-            num,
-            den,
-        })
+        Ok(Epsilon { value, num, den })
     }
 
+    /// The value the mechanism uses: at most `decimal(x)` for the x given.
     pub fn value(&self) -> f64 {
         self.value
     }
+}
+
+/// The shortest decimal that reads back as `x`: what the budget charges.
+pub fn decimal(x: f64) -> String {
+    format!("{x}")
+}
+
+/// `x` if its exact value is at most its shortest decimal, else the float
+/// just below (which is then below the decimal: the decimal reads back as
+/// `x`, so it lies within half an ulp of it). For positive finite `x`.
+pub fn at_most_decimal(x: f64) -> f64 {
+    if exceeds_decimal(x) {
+        f64::from_bits(x.to_bits() - 1)
+    } else {
+        x
+    }
+}
+
+/// Whether the exact value of positive finite `x` is greater than its
+/// shortest decimal `D · 10^k`. Compares `m · 2^j` with `D · 2^k · 5^k`
+/// in integers: both sides are multiplied by `5^-k` when `k < 0`, then the
+/// powers of two are cancelled.
+pub fn exceeds_decimal(x: f64) -> bool {
+    let sci = format!("{x:e}");
+    let (digits, exp) = sci.split_once('e').expect("scientific notation");
+    let exp: i32 = exp.parse().expect("integer exponent");
+    let (int, frac) = digits.split_once('.').unwrap_or((digits, ""));
+    let mantissa: u128 = format!("{int}{frac}").parse().expect("decimal digits");
+    let k = exp - frac.len() as i32;
+    let d = Dyadic::from_f64(x).expect("finite");
+    let five = |n: i32| 5u128.pow(n as u32);
+    // value = mantissa · 2^k · 5^k ;  x = d.mantissa · 2^j
+    let (mut left, mut right) = if k >= 0 {
+        (mantissa * five(k), d.mantissa as u128)
+    } else {
+        (mantissa, d.mantissa as u128 * five(-k))
+    };
+    // compare left · 2^k with right · 2^j
+    let (mut left_shift, mut right_shift) = (k, d.exponent);
+    let low = left_shift.min(right_shift);
+    left_shift -= low;
+    right_shift -= low;
+    // Either side shifted past 2^128 is far larger than the other, which
+    // stays below 2^120 for ε in [2^-30, 1000].
+    if left_shift as u32 >= left.leading_zeros() {
+        return false;
+    }
+    if right_shift as u32 >= right.leading_zeros() {
+        return true;
+    }
+    left <<= left_shift;
+    right <<= right_shift;
+    right > left
 }
 
 #[cfg(test)]
@@ -118,13 +176,52 @@ mod tests {
     }
 
     #[test]
-    fn epsilon_is_the_exact_float() {
+    fn epsilon_never_exceeds_its_decimal() {
         let e = Epsilon::new(0.1).unwrap();
-        assert_eq!(e.num as f64 / e.den as f64, 0.1);
         assert!(e.den.is_power_of_two());
+        // 0.1 as a float is 0.1000000000000000055…: the mechanism uses the float below.
+        assert!(exceeds_decimal(0.1));
+        assert_eq!(e.value(), f64::from_bits(0.1f64.to_bits() - 1));
+        assert!(e.num * 10 < e.den, "num/den < 1/10");
+        // 0.3 as a float is 0.299999999999999988…: already below, kept.
+        assert!(!exceeds_decimal(0.3));
+        assert_eq!(Epsilon::new(0.3).unwrap().value(), 0.3);
         assert_eq!(Epsilon::new(2.0).unwrap().num, 2);
+        assert!(!exceeds_decimal(1.0) && !exceeds_decimal(1000.0));
+        assert_eq!(decimal(0.1), "0.1");
+        assert_eq!(decimal(1e-9), "0.000000001");
         for bad in [0.0, -1.0, f64::NAN, f64::INFINITY, 1e-12, 1e4] {
             assert!(Epsilon::new(bad).is_err(), "{bad}");
         }
+    }
+
+    /// Compares two plain non-negative decimals ("12.5", "0.125") exactly.
+    fn cmp_decimal(a: &str, b: &str) -> std::cmp::Ordering {
+        let split = |s: &str| {
+            let (i, f) = s.split_once('.').unwrap_or((s, ""));
+            (i.trim_start_matches('0').to_string(), f.trim_end_matches('0').to_string())
+        };
+        let ((ai, af), (bi, bf)) = (split(a), split(b));
+        let width = af.len().max(bf.len());
+        (ai.len(), ai, format!("{af:0<width$}")).cmp(&(bi.len(), bi, format!("{bf:0<width$}")))
+    }
+
+    /// Against an independent check: the exact expansion (Rust formats
+    /// floats exactly when asked for enough digits; 100 suffice above 2^-30)
+    /// compared with the shortest decimal as strings.
+    #[test]
+    fn exceeds_decimal_matches_the_exact_expansion() {
+        let (mut x, mut above, mut below) = (EPSILON_MIN, 0, 0);
+        while x <= EPSILON_MAX {
+            for y in [x, x * 1.1, x / 3.0 * 2.0, x * 0.7].into_iter().filter(|y| (EPSILON_MIN..=EPSILON_MAX).contains(y)) {
+                let greater = cmp_decimal(&format!("{y:.100}"), &decimal(y)) == std::cmp::Ordering::Greater;
+                assert_eq!(exceeds_decimal(y), greater, "{y:e}");
+                let used = at_most_decimal(y);
+                assert_ne!(cmp_decimal(&format!("{used:.100}"), &decimal(y)), std::cmp::Ordering::Greater);
+                if greater { above += 1 } else { below += 1 }
+            }
+            x *= 1.37;
+        }
+        assert!(above > 50 && below > 50, "{above} {below}");
     }
 }

@@ -1,0 +1,241 @@
+//! The privacy budget: every release is charged before it is computed.
+//!
+//! A releasing process writes its request into its own shared-memory slot
+//! and wakes its database's ledger worker, starting one if none runs. The
+//! worker charges in a transaction of its own, commits it synchronously and
+//! only then answers. So the charge is durable before any noise is drawn,
+//! and nothing the caller does afterwards (ROLLBACK, an error, a crash)
+//! can take it back. docs/budget.md has the whole argument.
+//!
+//! [`charge`] is the one entry point; final functions and per-row functions
+//! reach it through [`pay`], which applies the charging model of the role.
+
+mod shared;
+pub mod worker;
+
+use crate::errors::{raise_sqlstate, BUDGET_EXHAUSTED, LEDGER_UNAVAILABLE};
+use crate::gucs;
+use pgrx::pg_sys;
+use shared::{Outcome, Slot, WorkerState, DONE, FREE, PENDING, TAKEN};
+
+pub use shared::init as init_shared_memory;
+
+
+/// One charge request: `releases` releases at (ε, δ) each.
+pub struct Charge<'a> {
+    pub mechanism: &'a str,
+    pub epsilon: f64,
+    pub delta: f64,
+    pub releases: i64,
+}
+
+/// What the ledger answered when it granted a charge.
+pub struct Granted {
+    /// The role pays for every release (no parallel composition).
+    pub strict: bool,
+}
+
+fn unavailable(message: &str) -> ! {
+    raise_sqlstate(
+        LEDGER_UNAVAILABLE,
+        format!("dpnoise: the release could not be charged, so nothing was released: {message}"),
+        None,
+    );
+}
+
+/// Charges the current role (`GetOuterUserId`: the role SET ROLE chose,
+/// not a SECURITY DEFINER function's owner) and returns once the charge is
+/// committed. Raises ZB001 when the budget does not cover it and ZB002
+/// when the ledger cannot be reached; either way nothing was charged
+/// (or, if the worker died after committing, charged and not released).
+pub fn charge(request: &Charge) -> Granted {
+    let Some(header) = shared::header() else {
+        unavailable("dpnoise is not in shared_preload_libraries");
+    };
+    let (database, index) = unsafe { (pg_sys::MyDatabaseId, (*pg_sys::MyProc).pgprocno as usize) };
+    let Some(slot) = header.slot(index) else {
+        unavailable("this process has no request slot");
+    };
+    // A request this process abandoned (cancelled while waiting) is still
+    // owed an answer; the slot is ours again once it is DONE.
+    wait_until_done(slot, database);
+    fill(slot, request, database);
+    slot.store(PENDING);
+    wake_worker(database);
+    wait_until_done(slot, database);
+    let outcome = slot.outcome;
+    slot.store(FREE);
+    match outcome {
+        Outcome::Granted => Granted { strict: slot.strict },
+        Outcome::Refused => raise_sqlstate(
+            BUDGET_EXHAUSTED,
+            format!(
+                "dpnoise: privacy budget exhausted: {} asks epsilon = {}, delta = {}{}; remaining epsilon = {}, delta = {}",
+                request.mechanism,
+                dpnoise_core::rational::decimal(request.epsilon),
+                dpnoise_core::rational::decimal(request.delta),
+                if request.releases == 1 { String::new() } else { format!(" for each of {} releases", request.releases) },
+                slot.remaining_epsilon.get(),
+                slot.remaining_delta.get()
+            ),
+            Some("Nothing was released. A DBA grants budget with dp_budget_grant(role, epsilon, delta).".into()),
+        ),
+        Outcome::Failed => unavailable(slot.message.get()),
+    }
+}
+
+fn fill(slot: &mut Slot, request: &Charge, database: pg_sys::Oid) {
+    unsafe {
+        slot.database = database;
+        slot.role = pg_sys::GetOuterUserId();
+        slot.pid = pg_sys::MyProcPid;
+        slot.requester = pg_sys::MyLatch;
+    }
+    slot.taker = 0;
+    slot.releases = request.releases;
+    slot.strict = false;
+    slot.epsilon.set(&dpnoise_core::rational::decimal(request.epsilon));
+    slot.delta.set(&dpnoise_core::rational::decimal(request.delta));
+    slot.mechanism.set(request.mechanism);
+    let statement = unsafe { pg_sys::debug_query_string };
+    let statement = if statement.is_null() { "" } else { unsafe { std::ffi::CStr::from_ptr(statement) }.to_str().unwrap_or("") };
+    slot.statement.set(statement);
+    slot.remaining_epsilon.set("");
+    slot.remaining_delta.set("");
+    slot.message.set("");
+}
+
+/// Wakes the database's worker, or starts one.
+fn wake_worker(database: pg_sys::Oid) {
+    let header = shared::header().expect("checked by charge");
+    let start = header.locked(|h| {
+        let now = unsafe { pg_sys::GetCurrentTimestamp() };
+        if let Some(w) = h.workers.iter_mut().find(|w| w.state != WorkerState::Empty && w.database == database) {
+            match w.state {
+                WorkerState::Running => unsafe { pg_sys::SetLatch(w.latch) },
+                // A worker that has not come up in 10 s never will: replace it.
+                _ if now - w.since > 10_000_000 => {
+                    w.since = now;
+                    return Some(index_of(h, database));
+                }
+                _ => {}
+            }
+            return None;
+        }
+        let Some(free) = h.workers.iter().position(|w| w.state == WorkerState::Empty) else {
+            return Some(None);
+        };
+        let w = &mut h.workers[free];
+        w.database = database;
+        w.state = WorkerState::Starting;
+        w.latch = std::ptr::null_mut();
+        w.pid = 0;
+        w.since = now;
+        Some(Some(free))
+    });
+    match start {
+        None => {}
+        Some(None) => unavailable("more databases are charging at once than dpnoise has ledger workers for (16)"),
+        Some(Some(entry)) => {
+            if !worker::launch(entry) {
+                header.locked(|h| h.workers[entry].state = WorkerState::Empty);
+                unavailable("no background worker slot is free to start the ledger worker (raise max_worker_processes)");
+            }
+        }
+    }
+}
+
+fn index_of(h: &shared::Header, database: pg_sys::Oid) -> Option<usize> {
+    h.workers.iter().position(|w| w.state != WorkerState::Empty && w.database == database)
+}
+
+/// Waits on this process's latch until the slot is DONE (or FREE),
+/// restarting the worker if it went away while the request was pending.
+fn wait_until_done(slot: &mut Slot, database: pg_sys::Oid) {
+    loop {
+        let state = slot.load();
+        if state == DONE || state == FREE {
+            return;
+        }
+        unsafe {
+            let flags = pg_sys::WL_LATCH_SET | pg_sys::WL_TIMEOUT | pg_sys::WL_EXIT_ON_PM_DEATH;
+            pg_sys::WaitLatch(pg_sys::MyLatch, flags as i32, 200, pg_sys::PG_WAIT_EXTENSION);
+            pg_sys::ResetLatch(pg_sys::MyLatch);
+            pg_sys::check_for_interrupts!();
+        }
+        if slot.load() == PENDING {
+            // Woken by something else, or the worker exited idle just as
+            // we asked: make sure one is running and has been told.
+            wake_worker(database);
+        }
+        debug_assert!(slot.load() != TAKEN || slot.taker != 0);
+    }
+}
+
+/// What a call site has paid for in the current execution.
+#[derive(Clone, Copy, Default)]
+#[repr(C)]
+pub struct Paid {
+    /// The (ε, δ) already paid at this call site in this pass; a default
+    /// (non-strict) role's later releases here are covered by it.
+    epsilon: f64,
+    delta: f64,
+    covered: bool,
+    /// A rescan callback is registered (aggregates).
+    watching: bool,
+}
+
+/// Charges one release at a call site under the role's model.
+///
+/// Default roles: the first release of a call site in an execution pays,
+/// the rest (other groups, other rows) are covered by parallel composition,
+/// unless they ask a larger ε or δ. Strict roles: every release pays.
+/// Aggregates reset the coverage when their node is rescanned (a rescan
+/// releases the same individuals again).
+///
+/// Call it after every parameter is checked and before any noise is drawn.
+pub unsafe fn pay(fcinfo: pg_sys::FunctionCallInfo, function: &str, mechanism: &str, epsilon: f64, delta: f64) {
+    if !gucs::enforce_budget() {
+        return;
+    }
+    let paid = unsafe { crate::fmgr::call_site(fcinfo) }.paid();
+    if paid.covered && epsilon <= paid.epsilon && delta <= paid.delta {
+        return;
+    }
+    let mechanism = format!("{function} ({mechanism})");
+    let granted = charge(&Charge { mechanism: &mechanism, epsilon, delta, releases: 1 });
+    if granted.strict {
+        paid.covered = false;
+        return;
+    }
+    *paid = Paid { epsilon, delta, covered: true, watching: paid.watching };
+    if !paid.watching {
+        unsafe { watch_rescans(fcinfo, paid) };
+    }
+}
+
+/// Under an aggregate, forget the coverage when the Agg node is rescanned
+/// (its ExprContext is shut down on every rescan and at the end).
+unsafe fn watch_rescans(fcinfo: pg_sys::FunctionCallInfo, paid: &mut Paid) {
+    unsafe {
+        let context = (*fcinfo).context;
+        if context.is_null() || (*(context as *const pg_sys::Node)).type_ != pg_sys::NodeTag::T_AggState {
+            return;
+        }
+        let econtext = (*(context as *mut pg_sys::AggState)).ss.ps.ps_ExprContext;
+        if econtext.is_null() {
+            return;
+        }
+        pg_sys::RegisterExprContextCallback(econtext, Some(rescanned), pg_sys::Datum::from(paid as *mut Paid));
+        paid.watching = true;
+    }
+}
+
+#[pgrx::pg_guard]
+unsafe extern "C-unwind" fn rescanned(arg: pg_sys::Datum) {
+    let paid = arg.cast_mut_ptr::<Paid>();
+    unsafe {
+        (*paid).covered = false;
+        (*paid).watching = false;
+    }
+}

@@ -1,0 +1,187 @@
+//! The ledger worker: a background worker per database that charges
+//! requests in its own transactions and answers only after they commit.
+
+use super::shared::{self, Outcome, WorkerState, PENDING, TAKEN};
+use pgrx::bgworkers::{BackgroundWorker, BackgroundWorkerBuilder, SignalWakeFlags};
+use pgrx::datum::DatumWithOid;
+use pgrx::pg_sys;
+use pgrx::prelude::*;
+use std::panic::AssertUnwindSafe;
+use std::time::Duration;
+
+/// Requests charged per transaction at most (one commit, one WAL flush).
+const BATCH: usize = 64;
+/// An idle worker exits after this long, so it never holds its database
+/// open for long (DROP DATABASE waits for connected processes).
+const IDLE_EXIT: Duration = Duration::from_secs(2);
+
+/// Starts the worker for workers[entry]; false if no worker slot is free.
+pub fn launch(entry: usize) -> bool {
+    BackgroundWorkerBuilder::new("dpnoise ledger")
+        .set_type("dpnoise ledger")
+        .set_library("dpnoise")
+        .set_function("dpnoise_ledger_main")
+        .enable_spi_access()
+        .set_argument(Some(pg_sys::Datum::from(entry)))
+        .load_dynamic()
+        .is_ok()
+}
+
+struct Reply {
+    granted: bool,
+    strict: bool,
+    remaining_epsilon: String,
+    remaining_delta: String,
+}
+
+#[pg_guard]
+#[unsafe(no_mangle)]
+pub extern "C-unwind" fn dpnoise_ledger_main(arg: pg_sys::Datum) {
+    let entry = arg.value();
+    let header = shared::header().expect("the ledger worker needs dpnoise preloaded");
+    let database = header.locked(|h| h.workers[entry].database);
+    BackgroundWorker::attach_signal_handlers(SignalWakeFlags::SIGHUP | SignalWakeFlags::SIGTERM);
+    BackgroundWorker::connect_worker_to_spi_by_oid(Some(database), None);
+    unsafe { pg_sys::before_shmem_exit(Some(on_exit), pg_sys::Datum::from(entry)) };
+    header.locked(|h| {
+        let w = &mut h.workers[entry];
+        if w.database == database && w.state != WorkerState::Empty {
+            w.state = WorkerState::Running;
+            w.latch = unsafe { pg_sys::MyLatch };
+            w.pid = unsafe { pg_sys::MyProcPid };
+        }
+    });
+    // Session settings for every charge: durable commits (whatever the
+    // server's default), a fixed search_path, and no waiting forever on a
+    // lock a superuser holds on the ledger tables.
+    BackgroundWorker::transaction(|| {
+        Spi::run(
+            "SET search_path = pg_catalog, pg_temp; SET synchronous_commit = on; \
+             SET lock_timeout = '10s'; SET statement_timeout = '60s'",
+        )
+        .expect("session settings")
+    });
+
+    let mut idle_since = std::time::Instant::now();
+    loop {
+        unsafe { pg_sys::ResetLatch(pg_sys::MyLatch) };
+        let batch: Vec<usize> = take_batch(database);
+        if !batch.is_empty() {
+            charge_batch(&batch);
+            idle_since = std::time::Instant::now();
+            continue;
+        }
+        if idle_since.elapsed() >= IDLE_EXIT && retire(entry, database) {
+            return;
+        }
+        if !BackgroundWorker::wait_latch(Some(Duration::from_millis(500))) {
+            return;
+        }
+        if BackgroundWorker::sighup_received() {
+            unsafe { pg_sys::ProcessConfigFile(pg_sys::GucContext::PGC_SIGHUP) };
+        }
+    }
+}
+
+/// Takes up to BATCH pending requests of this database.
+fn take_batch(database: pg_sys::Oid) -> Vec<usize> {
+    let header = shared::header().expect("preloaded");
+    let me = unsafe { pg_sys::MyProcPid };
+    let mut batch = Vec::new();
+    for (i, slot) in header.slots().enumerate() {
+        if batch.len() == BATCH {
+            break;
+        }
+        if slot.load() == PENDING && slot.database == database && slot.take() {
+            slot.taker = me;
+            batch.push(i);
+        }
+    }
+    batch
+}
+
+/// Charges a batch in one transaction; answers after the commit.
+fn charge_batch(batch: &[usize]) {
+    let header = shared::header().expect("preloaded");
+    let replies: Vec<Reply> = BackgroundWorker::transaction(AssertUnwindSafe(|| {
+        Spi::connect_mut(|client| {
+            batch
+                .iter()
+                .map(|&i| {
+                    let slot = header.slot(i).expect("taken index");
+                    let args: [DatumWithOid; 7] = [
+                        i64::from(u32::from(slot.role)).into(),
+                        slot.epsilon.get().into(),
+                        slot.delta.get().into(),
+                        slot.releases.into(),
+                        slot.mechanism.get().into(),
+                        slot.statement.get().into(),
+                        slot.pid.into(),
+                    ];
+                    let row = client
+                        .update(
+                            "SELECT c.granted, c.is_strict, c.remaining_epsilon::text, c.remaining_delta::text \
+                             FROM dpnoise.charge($1::oid, $2::numeric, $3::numeric, $4, $5, $6, $7) c",
+                            Some(1),
+                            &args,
+                        )
+                        .and_then(|t| t.first().get_heap_tuple().map(|r| r.expect("one row")))
+                        .expect("dpnoise.charge");
+                    Reply {
+                        granted: row.get(1).ok().flatten().unwrap_or(false),
+                        strict: row.get(2).ok().flatten().unwrap_or(false),
+                        remaining_epsilon: row.get(3).ok().flatten().unwrap_or_default(),
+                        remaining_delta: row.get(4).ok().flatten().unwrap_or_default(),
+                    }
+                })
+                .collect()
+        })
+    }));
+    // Committed (and flushed: synchronous_commit is on): now answer.
+    for (&i, reply) in batch.iter().zip(replies) {
+        let slot = header.slot(i).expect("taken index");
+        slot.strict = reply.strict;
+        slot.remaining_epsilon.set(&reply.remaining_epsilon);
+        slot.remaining_delta.set(&reply.remaining_delta);
+        slot.finish(if reply.granted { Outcome::Granted } else { Outcome::Refused });
+    }
+}
+
+/// Leaves if nothing of this database is pending, under the lock that
+/// requesters take to find their worker: a request that arrives after this
+/// sees no worker and starts a new one.
+fn retire(entry: usize, database: pg_sys::Oid) -> bool {
+    let header = shared::header().expect("preloaded");
+    header.locked(|h| {
+        let pending = h.slots().any(|s| s.load() == PENDING && s.database == database);
+        if pending {
+            return false;
+        }
+        let w = &mut h.workers[entry];
+        if w.pid == unsafe { pg_sys::MyProcPid } {
+            w.state = WorkerState::Empty;
+        }
+        true
+    })
+}
+
+/// On any exit (error, SIGTERM, idle): fail what this worker took but did
+/// not answer, and free its entry. Whatever it committed stays charged.
+#[pg_guard]
+unsafe extern "C-unwind" fn on_exit(_code: i32, arg: pg_sys::Datum) {
+    let entry = arg.value();
+    let Some(header) = shared::header() else { return };
+    let me = unsafe { pg_sys::MyProcPid };
+    header.locked(|h| {
+        for slot in h.slots() {
+            if slot.load() == TAKEN && slot.taker == me {
+                slot.message.set("the ledger worker stopped before answering (see the server log)");
+                slot.finish(Outcome::Failed);
+            }
+        }
+        let w = &mut h.workers[entry];
+        if w.pid == me || w.state == WorkerState::Starting {
+            w.state = WorkerState::Empty;
+        }
+    });
+}
