@@ -260,9 +260,10 @@ BEGIN
     remaining_delta := granted_delta - spent_delta;
     granted := cost_epsilon <= remaining_epsilon AND cost_delta <= remaining_delta;
     SELECT * INTO cap FROM dpnoise.global_cap;
-    IF granted AND cap.singleton THEN
-        granted := (SELECT sum(p.epsilon) + cost_epsilon <= cap.epsilon AND sum(p.delta) + cost_delta <= cap.delta
-                    FROM dpnoise.spent p);
+    IF cap.singleton THEN
+        SELECT least(remaining_epsilon, cap.epsilon - sum(p.epsilon)), least(remaining_delta, cap.delta - sum(p.delta))
+        INTO remaining_epsilon, remaining_delta FROM dpnoise.spent p;
+        granted := cost_epsilon <= remaining_epsilon AND cost_delta <= remaining_delta;
     END IF;
     IF NOT granted THEN
         RETURN;
@@ -277,10 +278,12 @@ END $$;
 
 -- Checks a granted amount: finite, not negative, not NULL (SQLSTATE 22023).
 CREATE FUNCTION dpnoise.amount(name text, value double precision, upper double precision) RETURNS numeric
-LANGUAGE plpgsql IMMUTABLE SET search_path = pg_catalog, pg_temp SET extra_float_digits = 1 AS $$
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp SET extra_float_digits = 1 AS $$
 BEGIN
-    IF value IS NULL OR value = 'NaN'::float8 OR value < 0 OR value > upper THEN
-        RAISE EXCEPTION '% must be a number in [0, %], got %', name, upper, coalesce(value::text, 'NULL')
+    IF value IS NULL OR value = 'NaN'::float8 OR value = 'Infinity'::float8 OR value < 0 OR value > upper THEN
+        RAISE EXCEPTION '% must be %, got %', name,
+            CASE WHEN upper IS NULL THEN 'a finite number >= 0' ELSE format('a number in [0, %s]', upper) END,
+            coalesce(value::text, 'NULL')
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     -- float8 text is the shortest decimal that reads back: 0.1, not 0.1000000000000000055.
@@ -303,7 +306,7 @@ CREATE FUNCTION dp_budget_grant(role regrole, epsilon double precision, delta do
 RETURNS void LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     r regrole := dpnoise.existing_role($1);
-    e numeric := dpnoise.amount('epsilon', $2, 'Infinity');
+    e numeric := dpnoise.amount('epsilon', $2, NULL);
     d numeric := dpnoise.amount('delta', $3, 1);
 BEGIN
     INSERT INTO dpnoise.spent AS p (role) VALUES (r) ON CONFLICT DO NOTHING;
@@ -346,7 +349,7 @@ BEGIN
         RETURN;
     END IF;
     INSERT INTO dpnoise.global_cap AS g (epsilon, delta)
-    VALUES (dpnoise.amount('epsilon', $1, 'Infinity'), dpnoise.amount('delta', $2, 1))
+    VALUES (dpnoise.amount('epsilon', $1, NULL), dpnoise.amount('delta', $2, 1))
     ON CONFLICT (singleton) DO UPDATE SET epsilon = excluded.epsilon, delta = excluded.delta;
 END $$;
 COMMENT ON FUNCTION dp_budget_set_global(double precision, double precision) IS

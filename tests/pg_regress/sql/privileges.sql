@@ -2,6 +2,7 @@
 -- support functions, nor build an aggregate of their own from them.
 CREATE ROLE dp_reader;
 GRANT CREATE ON SCHEMA public TO dp_reader;
+SELECT dp_budget_grant('dp_reader', 100);
 SET ROLE dp_reader;
 SELECT dp_count(1.0) IS NOT NULL AS can_count FROM t;
 SELECT outcome('SELECT dp_count_final(42)');

@@ -1,0 +1,212 @@
+-- The privacy budget (issue 5). Each numbered block is one must-hold.
+CREATE ROLE analyst;
+CREATE ROLE strict_analyst;
+CREATE ROLE curator;
+GRANT SELECT ON t TO analyst, strict_analyst;
+GRANT CREATE ON SCHEMA public TO analyst;
+GRANT EXECUTE ON FUNCTION dp_budget_grant(regrole, float8, float8) TO curator;
+-- What a role has spent, from the ledger.
+CREATE FUNCTION spent(r regrole) RETURNS numeric LANGUAGE sql AS
+  $$ SELECT coalesce(sum(epsilon * releases), 0) FROM dpnoise.ledger WHERE role = r $$;
+
+-- No budget: refused with ZB001, nothing released.
+SET ROLE analyst;
+SELECT outcome('SELECT dp_count(1.0) FROM t');
+RESET ROLE;
+SELECT spent('analyst');
+
+-- 8. Exact accounting: 1.0 pays for exactly ten releases at 0.1.
+SELECT dp_budget_grant('analyst', 1.0);
+SET ROLE analyst;
+SELECT count(*) FILTER (WHERE o = 'ok') AS released, count(*) FILTER (WHERE o LIKE 'ZB001%') AS refused
+FROM (SELECT outcome('SELECT dp_count(0.1) FROM t') AS o FROM generate_series(1, 12)) r;
+SELECT * FROM dp_budget_remaining();
+SELECT count(*), sum(epsilon) FROM dp_my_ledger;
+RESET ROLE;
+
+-- The refusal names what was asked and what remains.
+SELECT dp_budget_grant('analyst', 0.25);
+SET ROLE analyst;
+\set VERBOSITY verbose
+SELECT dp_count(0.5) FROM t;
+\set VERBOSITY default
+RESET ROLE;
+
+-- 1. ROLLBACK keeps the charge; so does an error later in the statement
+-- or the transaction, and a failed subtransaction.
+SELECT dp_budget_grant('analyst', 10);
+SELECT spent('analyst') AS before \gset
+SET ROLE analyst;
+BEGIN;
+SELECT dp_count(1.0) IS NOT NULL FROM t;
+ROLLBACK;
+SELECT outcome('SELECT dp_count(1.0) / 0 FROM t');
+BEGIN;
+SELECT dp_count(1.0) IS NOT NULL FROM t;
+SELECT 1 / 0;
+COMMIT;
+RESET ROLE;
+SELECT spent('analyst') - :before AS charged_despite_rollback;
+
+-- 7. Default model: one charge per call site per execution, whatever the
+-- number of groups or rows; a strict role pays for each.
+SELECT spent('analyst') AS before \gset
+SET ROLE analyst;
+SELECT count(*) FROM (SELECT g, dp_count(0.01) FROM t CROSS JOIN generate_series(1, 100) g GROUP BY g) s;
+SELECT count(dp_laplace(5, 0.01, 1.0)) FROM generate_series(1, 1000);
+RESET ROLE;
+SELECT spent('analyst') - :before AS default_role_paid;
+SELECT dp_budget_grant('strict_analyst', 11.5);
+SELECT dp_budget_set_strict('strict_analyst');
+SET ROLE strict_analyst;
+SELECT count(*) FROM (SELECT g, dp_count(0.01) FROM t CROSS JOIN generate_series(1, 100) g GROUP BY g) s;
+SELECT count(dp_laplace(5, 0.01, 1.0)) FROM generate_series(1, 1000);
+RESET ROLE;
+SELECT spent('strict_analyst') AS strict_role_paid;
+-- 0.5 is left: 100 groups at 0.01 no longer fit. The refusal comes at the
+-- first group past the budget; the groups before it were charged.
+SET ROLE strict_analyst;
+SELECT outcome('SELECT g, dp_count(0.01) FROM t CROSS JOIN generate_series(1, 100) g GROUP BY g');
+RESET ROLE;
+SELECT spent('strict_analyst') AS strict_role_paid, (SELECT epsilon_remaining FROM dp_budgets WHERE role = 'strict_analyst'::regrole);
+
+-- A larger ε later at the same per-row call site is charged again.
+SELECT spent('analyst') AS before \gset
+SET ROLE analyst;
+SELECT count(dp_laplace(5, e, 1.0)) FROM (VALUES (0.01), (0.02), (0.01)) v(e);
+RESET ROLE;
+SELECT spent('analyst') - :before AS growing_epsilon_paid;
+
+-- Re-executions pay again: a prepared statement, a SQL function body,
+-- a correlated subquery (the aggregate is rescanned per outer row).
+SELECT spent('analyst') AS before \gset
+SET ROLE analyst;
+PREPARE q AS SELECT dp_count(0.01) IS NOT NULL FROM t;
+EXECUTE q;
+EXECUTE q;
+CREATE FUNCTION analyst_count() RETURNS bigint LANGUAGE sql VOLATILE AS $$ SELECT dp_count(0.01) FROM t $$;
+SELECT count(analyst_count()) FROM generate_series(1, 3);
+SELECT count((SELECT dp_count(0.01) FROM t WHERE t.i <= g)) FROM generate_series(1, 4) g;
+DROP FUNCTION analyst_count();
+DEALLOCATE q;
+RESET ROLE;
+SELECT spent('analyst') - :before AS reexecutions_paid;
+
+-- A window is refused (overlapping frames), and charges nothing.
+SELECT spent('analyst') AS before \gset
+SET ROLE analyst;
+SELECT outcome('SELECT dp_count(1.0) OVER (ORDER BY i) FROM t');
+RESET ROLE;
+SELECT spent('analyst') - :before AS window_paid;
+
+-- 5. Parallel plans charge: forced parallel query and a partial aggregate.
+SET max_parallel_workers_per_gather = 2;
+SET parallel_setup_cost = 0;
+SET parallel_tuple_cost = 0;
+SET min_parallel_table_scan_size = 0;
+SET force_parallel_mode = on;
+SELECT spent('analyst') AS before \gset
+SET ROLE analyst;
+SELECT dp_count(0.01) IS NOT NULL FROM t;
+SELECT count(*) FROM (SELECT i % 7, dp_count(0.01) FROM t GROUP BY 1) s;
+RESET ROLE;
+SELECT spent('analyst') - :before AS parallel_default_paid;
+SELECT spent('strict_analyst') AS before \gset
+SELECT dp_budget_grant('strict_analyst', 1);
+SET ROLE strict_analyst;
+SELECT count(*) FROM (SELECT i % 7, dp_count(0.01) FROM t GROUP BY 1) s;
+RESET ROLE;
+SELECT spent('strict_analyst') - :before AS parallel_strict_paid;
+RESET force_parallel_mode;
+RESET max_parallel_workers_per_gather;
+RESET parallel_setup_cost;
+RESET parallel_tuple_cost;
+RESET min_parallel_table_scan_size;
+
+-- 4. An analyst cannot touch the budget: not the tables, not the grant
+-- functions, not the settings; a curator with EXECUTE can grant.
+SET ROLE analyst;
+SELECT outcome($$INSERT INTO dpnoise.budget VALUES ('analyst', 1000, 0)$$);
+SELECT outcome($$UPDATE dpnoise.spent SET epsilon = 0$$);
+SELECT outcome($$DELETE FROM dpnoise.ledger$$);
+SELECT outcome($$SELECT dp_budget_grant('analyst', 1000)$$);
+SELECT outcome($$SELECT dp_budget_revoke('strict_analyst')$$);
+SELECT outcome($$SELECT dp_budget_set_strict('analyst', false)$$);
+SELECT outcome($$SELECT dp_budget_set_global(NULL)$$);
+SELECT outcome($$SELECT * FROM dpnoise.charge('analyst'::regrole, 0, 0, 1, 'x', 'y', 0)$$);
+SELECT outcome('SET dpnoise.enforce_budget = off');
+SELECT outcome('SET dpnoise.seed = 1');
+SELECT count(*) AS mine FROM dp_my_ledger \gset
+SELECT count(*) AS my_rows FROM dp_my_budget;
+RESET ROLE;
+SELECT :mine = (SELECT count(*) FROM dpnoise.ledger WHERE role = 'analyst'::regrole)
+   AND :mine < (SELECT count(*) FROM dpnoise.ledger) AS sees_only_own_ledger_rows;
+-- The curator may grant; the grant function's search_path is pinned, so a
+-- curator's own operator for numeric + numeric (which would grant a
+-- million more) is never called.
+GRANT CREATE ON SCHEMA public TO curator;
+SET ROLE curator;
+CREATE FUNCTION public.hijack(numeric, numeric) RETURNS numeric LANGUAGE sql AS $$ SELECT 1000000::numeric $$;
+CREATE OPERATOR public.+ (LEFTARG = numeric, RIGHTARG = numeric, FUNCTION = public.hijack);
+SET search_path = public, pg_catalog;
+SELECT 1::numeric + 1::numeric AS hijacked_here;
+SELECT dp_budget_grant('analyst', 1);
+RESET search_path;
+DROP OPERATOR public.+ (numeric, numeric);
+DROP FUNCTION public.hijack(numeric, numeric);
+RESET ROLE;
+SELECT epsilon_granted < 1000 AS not_hijacked FROM dp_budgets WHERE role = 'analyst'::regrole;
+
+-- 6. Bad arguments: 22023 or undefined_object, and nothing changes.
+SELECT epsilon_granted AS granted_before FROM dp_budgets WHERE role = 'analyst'::regrole \gset
+SELECT outcome($$SELECT dp_budget_grant('analyst', -1)$$);
+SELECT outcome($$SELECT dp_budget_grant('analyst', 'NaN')$$);
+SELECT outcome($$SELECT dp_budget_grant('analyst', 'Infinity')$$);
+SELECT outcome($$SELECT dp_budget_grant('analyst', NULL)$$);
+SELECT outcome($$SELECT dp_budget_grant('analyst', 1, 2)$$);
+SELECT outcome($$SELECT dp_budget_grant('analyst', 1, -0.5)$$);
+SELECT outcome($$SELECT dp_budget_grant(NULL, 1)$$);
+SELECT outcome($$SELECT dp_budget_grant('no_such_role', 1)$$);
+SELECT outcome($$SELECT dp_budget_grant(424242::oid::regrole, 1)$$);
+SELECT outcome($$SELECT dp_budget_set_strict('curator')$$);
+SELECT outcome($$SELECT dp_budget_set_global('NaN')$$);
+SELECT epsilon_granted = :granted_before AS unchanged FROM dp_budgets WHERE role = 'analyst'::regrole;
+-- Bad release arguments charge nothing.
+SELECT spent('analyst') AS before \gset
+SET ROLE analyst;
+SELECT outcome('SELECT dp_count(-1.0) FROM t');
+SELECT outcome('SELECT dp_laplace(1, 1.0, 0)');
+SELECT outcome($$SELECT dp_sum_staircase(x, 1.0, 1, 'nonsense') FROM t$$);
+RESET ROLE;
+SELECT spent('analyst') - :before AS bad_arguments_paid;
+
+-- The global cap binds every role together.
+SELECT sum(epsilon_spent) AS total FROM dp_budgets \gset
+SELECT dp_budget_set_global(:total + 0.05);
+SET ROLE analyst;
+SELECT outcome('SELECT dp_count(0.05) FROM t');
+SELECT outcome('SELECT dp_count(0.05) FROM t');
+RESET ROLE;
+SELECT dp_budget_set_global(NULL);
+
+-- Revoking ends releases; what was spent stays.
+SELECT dp_budget_revoke('analyst');
+SET ROLE analyst;
+SELECT outcome('SELECT dp_count(1.0) FROM t');
+SELECT * FROM dp_budget_remaining();
+RESET ROLE;
+SELECT spent('analyst') > 0 AS history_kept;
+-- A new grant adds to nothing: the remaining budget is exactly what is granted.
+SELECT dp_budget_grant('analyst', 0.5);
+SELECT epsilon_remaining FROM dp_budgets WHERE role = 'analyst'::regrole;
+
+-- Enforcement off (superusers only): nothing charged.
+SELECT count(*) AS ledger_rows FROM dpnoise.ledger \gset
+SET dpnoise.enforce_budget = off;
+SELECT dp_count(1.0) IS NOT NULL FROM t;
+RESET dpnoise.enforce_budget;
+SELECT count(*) - :ledger_rows AS charged_with_enforcement_off FROM dpnoise.ledger;
+
+-- The ledger records who, what and how much, in numeric.
+SELECT role, mechanism, epsilon, delta, releases, left(statement, 40) FROM dpnoise.ledger
+WHERE role = 'analyst'::regrole ORDER BY id LIMIT 3;
