@@ -39,4 +39,6 @@ if [ $status -ne 0 ]; then
   cat "$OUT/regression.diffs" 2>/dev/null || true
   exit $status
 fi
-echo "suites: 3 passed, 0 failed"
+echo "== budget: crashes and concurrency"
+bash scripts/budget_system.sh "$DATA" "$PORT"
+echo "suites: 4 passed, 0 failed"
