@@ -230,50 +230,73 @@ SELECT pg_catalog.pg_extension_config_dump('dpnoise.global_cap', '');
 SELECT pg_catalog.pg_extension_config_dump('dpnoise.ledger', '');
 SELECT pg_catalog.pg_extension_config_dump('dpnoise.ledger_id_seq', '');
 
--- Called by the ledger worker (as the bootstrap superuser) once per request.
--- Only the worker writes dpnoise.spent, one request at a time, so reading
--- then updating cannot race.
-CREATE FUNCTION dpnoise.charge(
-    requester oid, epsilon numeric, delta numeric, releases bigint, mechanism text, statement text, pid integer,
-    OUT granted boolean, OUT is_strict boolean, OUT remaining_epsilon numeric, OUT remaining_delta numeric)
+-- Called by the ledger worker (as the bootstrap superuser) once per batch
+-- of requests, in request order; it answers each only after the commit.
+-- Request i asks releases[i] releases at (epsilons[i], deltas[i]) each; it
+-- is granted if what remains of its role's budget (and of the global cap,
+-- if any) covers it. Only the worker writes dpnoise.spent, and the
+-- advisory lock keeps even two workers of one database from interleaving,
+-- so reading then updating cannot race.
+CREATE FUNCTION dpnoise.charge_batch(
+    requesters oid[], epsilons numeric[], deltas numeric[], releases bigint[],
+    mechanisms text[], statements text[], pids integer[])
+RETURNS TABLE (granted boolean, is_strict boolean, remaining_epsilon numeric, remaining_delta numeric)
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
-#variable_conflict use_variable
 DECLARE
-    granted_epsilon numeric;
-    granted_delta numeric;
-    spent_epsilon numeric;
-    spent_delta numeric;
-    cap dpnoise.global_cap;
-    cost_epsilon numeric := epsilon * releases;
-    cost_delta numeric := delta * releases;
+    roles oid[];
+    left_epsilon numeric[];
+    left_delta numeric[];
+    strict_of boolean[];
+    capped boolean;
+    cap_epsilon numeric;
+    cap_delta numeric;
+    g boolean[] := '{}';
+    st boolean[] := '{}';
+    re numeric[] := '{}';
+    rd numeric[] := '{}';
+    cost_epsilon numeric;
+    cost_delta numeric;
+    j integer;
 BEGIN
-    -- One charge at a time per database, even if two workers ever ran.
     PERFORM pg_catalog.pg_advisory_xact_lock(7237431504613648229);
-    SELECT g.epsilon, g.delta, g.strict INTO granted_epsilon, granted_delta, is_strict
-    FROM dpnoise.budget g WHERE g.role = requester;
-    SELECT p.epsilon, p.delta INTO spent_epsilon, spent_delta FROM dpnoise.spent p WHERE p.role = requester;
-    IF granted_epsilon IS NULL OR spent_epsilon IS NULL THEN
-        granted := false; is_strict := false; remaining_epsilon := 0; remaining_delta := 0;
-        RETURN;
-    END IF;
-    remaining_epsilon := granted_epsilon - spent_epsilon;
-    remaining_delta := granted_delta - spent_delta;
-    granted := cost_epsilon <= remaining_epsilon AND cost_delta <= remaining_delta;
-    SELECT * INTO cap FROM dpnoise.global_cap;
-    IF cap.singleton THEN
-        SELECT least(remaining_epsilon, cap.epsilon - sum(p.epsilon)), least(remaining_delta, cap.delta - sum(p.delta))
-        INTO remaining_epsilon, remaining_delta FROM dpnoise.spent p;
-        granted := cost_epsilon <= remaining_epsilon AND cost_delta <= remaining_delta;
-    END IF;
-    IF NOT granted THEN
-        RETURN;
-    END IF;
-    UPDATE dpnoise.spent p SET epsilon = p.epsilon + cost_epsilon, delta = p.delta + cost_delta
-    WHERE p.role = requester;
+    SELECT array_agg(x.r ORDER BY x.r), array_agg(b.epsilon - p.epsilon ORDER BY x.r),
+           array_agg(b.delta - p.delta ORDER BY x.r), array_agg(b.strict ORDER BY x.r)
+    INTO roles, left_epsilon, left_delta, strict_of
+    FROM (SELECT DISTINCT unnest(requesters) AS r) x
+    LEFT JOIN dpnoise.budget b ON b.role = x.r
+    LEFT JOIN dpnoise.spent p ON p.role = x.r;
+    SELECT c.epsilon - (SELECT sum(s.epsilon) FROM dpnoise.spent s), c.delta - (SELECT sum(s.delta) FROM dpnoise.spent s)
+    INTO cap_epsilon, cap_delta FROM dpnoise.global_cap c;
+    capped := FOUND;
+    FOR i IN 1 .. cardinality(requesters) LOOP
+        j := array_position(roles, requesters[i]);
+        IF left_epsilon[j] IS NULL THEN
+            -- No budget (never granted, or revoked).
+            g[i] := false; st[i] := false; re[i] := 0; rd[i] := 0;
+            CONTINUE;
+        END IF;
+        cost_epsilon := epsilons[i] * releases[i];
+        cost_delta := deltas[i] * releases[i];
+        st[i] := strict_of[j];
+        g[i] := cost_epsilon <= left_epsilon[j] AND cost_delta <= left_delta[j]
+                AND (NOT capped OR (cost_epsilon <= cap_epsilon AND cost_delta <= cap_delta));
+        IF g[i] THEN
+            left_epsilon[j] := left_epsilon[j] - cost_epsilon;
+            left_delta[j] := left_delta[j] - cost_delta;
+            cap_epsilon := cap_epsilon - cost_epsilon;
+            cap_delta := cap_delta - cost_delta;
+        END IF;
+        re[i] := CASE WHEN capped THEN least(left_epsilon[j], cap_epsilon) ELSE left_epsilon[j] END;
+        rd[i] := CASE WHEN capped THEN least(left_delta[j], cap_delta) ELSE left_delta[j] END;
+    END LOOP;
+    UPDATE dpnoise.spent p SET epsilon = p.epsilon + c.e, delta = p.delta + c.d
+    FROM (SELECT requesters[k] AS r, sum(epsilons[k] * releases[k]) AS e, sum(deltas[k] * releases[k]) AS d
+          FROM generate_subscripts(requesters, 1) k WHERE g[k] GROUP BY 1) c
+    WHERE p.role = c.r;
     INSERT INTO dpnoise.ledger (role, charged_at, statement, mechanism, epsilon, delta, releases, pid)
-    VALUES (requester, clock_timestamp(), statement, mechanism, epsilon, delta, releases, pid);
-    remaining_epsilon := remaining_epsilon - cost_epsilon;
-    remaining_delta := remaining_delta - cost_delta;
+    SELECT requesters[k], clock_timestamp(), statements[k], mechanisms[k], epsilons[k], deltas[k], releases[k], pids[k]
+    FROM generate_subscripts(requesters, 1) k WHERE g[k] ORDER BY k;
+    RETURN QUERY SELECT g[k], st[k], re[k], rd[k] FROM generate_subscripts(requesters, 1) k ORDER BY k;
 END $$;
 
 -- Checks a granted amount: finite, not negative, not NULL (SQLSTATE 22023).
@@ -355,7 +378,7 @@ END $$;
 COMMENT ON FUNCTION dp_budget_set_global(double precision, double precision) IS
     'Caps what all roles together may spend in this database (NULL removes the cap).';
 
-REVOKE EXECUTE ON FUNCTION dpnoise.charge(oid, numeric, numeric, bigint, text, text, integer),
+REVOKE EXECUTE ON FUNCTION dpnoise.charge_batch(oid[], numeric[], numeric[], bigint[], text[], text[], integer[]),
     dpnoise.amount(text, double precision, double precision),
     dpnoise.existing_role(regrole),
     dp_budget_grant(regrole, double precision, double precision),

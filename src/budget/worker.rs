@@ -5,6 +5,7 @@ use super::shared::{self, Outcome, WorkerState, PENDING, TAKEN};
 use pgrx::bgworkers::{BackgroundWorker, BackgroundWorkerBuilder, SignalWakeFlags};
 use pgrx::datum::DatumWithOid;
 use pgrx::pg_sys;
+use pgrx::{PgBuiltInOids, PgOid};
 use pgrx::prelude::*;
 use std::panic::AssertUnwindSafe;
 use std::time::Duration;
@@ -25,6 +26,14 @@ pub fn launch(entry: usize) -> bool {
         .set_argument(Some(pg_sys::Datum::from(entry)))
         .load_dynamic()
         .is_ok()
+}
+
+const CHARGE: &str = "SELECT c.granted, c.is_strict, c.remaining_epsilon::text, c.remaining_delta::text \
+     FROM dpnoise.charge_batch($1::oid[], $2::numeric[], $3::numeric[], $4, $5, $6, $7) c";
+
+thread_local! {
+    /// The charge query, planned once per worker.
+    static PLAN: std::cell::RefCell<Option<pgrx::spi::OwnedPreparedStatement>> = const { std::cell::RefCell::new(None) };
 }
 
 struct Reply {
@@ -100,43 +109,64 @@ fn take_batch(database: pg_sys::Oid) -> Vec<usize> {
     batch
 }
 
-/// Charges a batch in one transaction; answers after the commit.
+/// Charges a batch in one transaction (one call of dpnoise.charge_batch,
+/// one commit, one WAL flush); answers after the commit.
 fn charge_batch(batch: &[usize]) {
     let header = shared::header().expect("preloaded");
+    let mut roles = Vec::with_capacity(batch.len());
+    let (mut epsilons, mut deltas, mut mechanisms, mut statements) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut releases, mut pids) = (Vec::new(), Vec::new());
+    for &i in batch {
+        let slot = header.slot(i).expect("taken index");
+        roles.push(i64::from(u32::from(slot.role)));
+        epsilons.push(slot.epsilon.get().to_owned());
+        deltas.push(slot.delta.get().to_owned());
+        releases.push(slot.releases);
+        mechanisms.push(slot.mechanism.get().to_owned());
+        statements.push(slot.statement.get().to_owned());
+        pids.push(slot.pid);
+    }
     let replies: Vec<Reply> = BackgroundWorker::transaction(AssertUnwindSafe(|| {
         Spi::connect_mut(|client| {
-            batch
-                .iter()
-                .map(|&i| {
-                    let slot = header.slot(i).expect("taken index");
-                    let args: [DatumWithOid; 7] = [
-                        i64::from(u32::from(slot.role)).into(),
-                        slot.epsilon.get().into(),
-                        slot.delta.get().into(),
-                        slot.releases.into(),
-                        slot.mechanism.get().into(),
-                        slot.statement.get().into(),
-                        slot.pid.into(),
-                    ];
-                    let row = client
-                        .update(
-                            "SELECT c.granted, c.is_strict, c.remaining_epsilon::text, c.remaining_delta::text \
-                             FROM dpnoise.charge($1::oid, $2::numeric, $3::numeric, $4, $5, $6, $7) c",
-                            Some(1),
-                            &args,
-                        )
-                        .and_then(|t| t.first().get_heap_tuple().map(|r| r.expect("one row")))
-                        .expect("dpnoise.charge");
-                    Reply {
-                        granted: row.get(1).ok().flatten().unwrap_or(false),
-                        strict: row.get(2).ok().flatten().unwrap_or(false),
-                        remaining_epsilon: row.get(3).ok().flatten().unwrap_or_default(),
-                        remaining_delta: row.get(4).ok().flatten().unwrap_or_default(),
+            let args: [DatumWithOid; 7] = [
+                roles.into(),
+                epsilons.into(),
+                deltas.into(),
+                releases.into(),
+                mechanisms.into(),
+                statements.into(),
+                pids.into(),
+            ];
+            let table = PLAN
+                .with(|plan| {
+                    let mut plan = plan.borrow_mut();
+                    if plan.is_none() {
+                        let types = [
+                            PgBuiltInOids::INT8ARRAYOID,
+                            PgBuiltInOids::TEXTARRAYOID,
+                            PgBuiltInOids::TEXTARRAYOID,
+                            PgBuiltInOids::INT8ARRAYOID,
+                            PgBuiltInOids::TEXTARRAYOID,
+                            PgBuiltInOids::TEXTARRAYOID,
+                            PgBuiltInOids::INT4ARRAYOID,
+                        ]
+                        .map(PgOid::BuiltIn);
+                        *plan = Some(client.prepare_mut(CHARGE, &types)?.keep());
                     }
+                    client.update(plan.as_ref().expect("prepared"), None, &args)
+                })
+                .expect("dpnoise.charge_batch");
+            table
+                .map(|row| Reply {
+                    granted: row.get(1).ok().flatten().unwrap_or(false),
+                    strict: row.get(2).ok().flatten().unwrap_or(false),
+                    remaining_epsilon: row.get(3).ok().flatten().unwrap_or_default(),
+                    remaining_delta: row.get(4).ok().flatten().unwrap_or_default(),
                 })
                 .collect()
         })
     }));
+    assert_eq!(replies.len(), batch.len(), "one answer per request");
     // Committed (and flushed: synchronous_commit is on): now answer.
     for (&i, reply) in batch.iter().zip(replies) {
         let slot = header.slot(i).expect("taken index");

@@ -133,7 +133,7 @@ SELECT outcome($$SELECT dp_budget_grant('analyst', 1000)$$);
 SELECT outcome($$SELECT dp_budget_revoke('strict_analyst')$$);
 SELECT outcome($$SELECT dp_budget_set_strict('analyst', false)$$);
 SELECT outcome($$SELECT dp_budget_set_global(NULL)$$);
-SELECT outcome($$SELECT * FROM dpnoise.charge('analyst'::regrole, 0, 0, 1, 'x', 'y', 0)$$);
+SELECT outcome($$SELECT * FROM dpnoise.charge_batch('{1}', '{0}', '{0}', '{1}', '{x}', '{y}', '{0}')$$);
 SELECT outcome('SET dpnoise.enforce_budget = off');
 SELECT outcome('SET dpnoise.seed = 1');
 SELECT count(*) AS mine FROM dp_my_ledger \gset
