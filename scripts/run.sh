@@ -20,9 +20,11 @@ SELECT i AS id,
        (ARRAY['north', 'south', 'east', 'west'])[1 + i % 4] AS region,
        round((30000 + 40000 * ((i * 7919) % 1000) / 1000.0)::numeric, 2)::float8 AS salary
 FROM generate_series(1, 10000) AS i;
+-- Every release is charged: give the demo's role a budget.
+SELECT dp_budget_grant('postgres', 100);
 SQL
 echo
-echo "Exact answers next to dpnoise's (epsilon = 1 per aggregate):"
+echo "Exact answers next to dpnoise's (epsilon = 1 per aggregate, charged to postgres's budget of 100):"
 "${PSQL[@]}" <<'SQL'
 SELECT region,
        count(*)                                      AS exact_count,
@@ -32,6 +34,7 @@ SELECT region,
 FROM staff GROUP BY region ORDER BY region;
 SELECT salary AS exact_salary, dp_laplace(salary, 1.0, 1000) AS noisy_salary
 FROM staff ORDER BY id LIMIT 3;
+SELECT * FROM dp_budget_remaining();
 SQL
 echo
 echo "The server keeps running. Connect with:"
