@@ -144,6 +144,95 @@ COMMENT ON FUNCTION dp_staircase(double precision, double precision, double prec
 COMMENT ON FUNCTION dp_staircase(double precision, double precision, double precision, text) IS
     'value plus exact lattice staircase noise, gamma chosen by loss: l1, l2, ci, ci=<c>, gamma=<g>.';
 
+-- (epsilon, delta) and automatic choice: dp_count(epsilon, delta, mechanism), dp_sum
+-- PostgreSQL has no defaults (and no named notation) for aggregates, so
+-- dp_sum's optional trailing arguments are overloads: positional prefixes
+-- of (delta, mechanism, loss).
+CREATE FUNCTION dp_count_step(bigint, double precision, double precision, text) RETURNS bigint
+    AS 'MODULE_PATHNAME', 'dp_count_step' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+CREATE FUNCTION dp_count_delta_final(bigint) RETURNS bigint
+    AS 'MODULE_PATHNAME', 'dp_count_delta_final' LANGUAGE C VOLATILE PARALLEL SAFE;
+CREATE AGGREGATE dp_count(epsilon double precision, delta double precision, mechanism text) (
+    SFUNC = dp_count_step, STYPE = bigint, INITCOND = '0',
+    COMBINEFUNC = int8pl, FINALFUNC = dp_count_delta_final, PARALLEL = SAFE
+);
+COMMENT ON AGGREGATE dp_count(double precision, double precision, text) IS
+    'Noisy count of rows at (epsilon, delta): laplace, staircase, truncated_laplace, uniform, gaussian, or auto (least variance).';
+
+CREATE FUNCTION dp_sum_final(internal) RETURNS double precision
+    AS 'MODULE_PATHNAME', 'dp_sum_final' LANGUAGE C VOLATILE PARALLEL SAFE;
+CREATE FUNCTION dp_sum_step(internal, double precision, double precision, double precision, double precision)
+    RETURNS internal AS 'MODULE_PATHNAME', 'dp_sum_step' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+CREATE FUNCTION dp_sum_step(internal, double precision, double precision, double precision, double precision, double precision)
+    RETURNS internal AS 'MODULE_PATHNAME', 'dp_sum_step' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+CREATE FUNCTION dp_sum_step(internal, double precision, double precision, double precision, double precision, double precision, text)
+    RETURNS internal AS 'MODULE_PATHNAME', 'dp_sum_step' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+CREATE FUNCTION dp_sum_step(internal, double precision, double precision, double precision, double precision, double precision, text, text)
+    RETURNS internal AS 'MODULE_PATHNAME', 'dp_sum_step' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+CREATE AGGREGATE dp_sum(value double precision, epsilon double precision, lower double precision, upper double precision) (
+    SFUNC = dp_sum_step, STYPE = internal, SSPACE = 56,
+    COMBINEFUNC = dp_sum_combine, SERIALFUNC = dp_sum_serialize, DESERIALFUNC = dp_sum_deserialize,
+    FINALFUNC = dp_sum_final, PARALLEL = SAFE
+);
+CREATE AGGREGATE dp_sum(value double precision, epsilon double precision, lower double precision, upper double precision, delta double precision) (
+    SFUNC = dp_sum_step, STYPE = internal, SSPACE = 56,
+    COMBINEFUNC = dp_sum_combine, SERIALFUNC = dp_sum_serialize, DESERIALFUNC = dp_sum_deserialize,
+    FINALFUNC = dp_sum_final, PARALLEL = SAFE
+);
+CREATE AGGREGATE dp_sum(value double precision, epsilon double precision, lower double precision, upper double precision, delta double precision, mechanism text) (
+    SFUNC = dp_sum_step, STYPE = internal, SSPACE = 56,
+    COMBINEFUNC = dp_sum_combine, SERIALFUNC = dp_sum_serialize, DESERIALFUNC = dp_sum_deserialize,
+    FINALFUNC = dp_sum_final, PARALLEL = SAFE
+);
+CREATE AGGREGATE dp_sum(value double precision, epsilon double precision, lower double precision, upper double precision, delta double precision, mechanism text, loss text) (
+    SFUNC = dp_sum_step, STYPE = internal, SSPACE = 56,
+    COMBINEFUNC = dp_sum_combine, SERIALFUNC = dp_sum_serialize, DESERIALFUNC = dp_sum_deserialize,
+    FINALFUNC = dp_sum_final, PARALLEL = SAFE
+);
+COMMENT ON AGGREGATE dp_sum(double precision, double precision, double precision, double precision, double precision, text, text) IS
+    'Noisy sum of values clamped to [lower, upper] at (epsilon, delta); mechanism auto (default) picks the least expected loss.';
+
+CREATE FUNCTION dp_sum_int_final(internal) RETURNS bigint
+    AS 'MODULE_PATHNAME', 'dp_sum_int_final' LANGUAGE C VOLATILE PARALLEL SAFE;
+CREATE FUNCTION dp_sum_int_step(internal, bigint, double precision, bigint, bigint)
+    RETURNS internal AS 'MODULE_PATHNAME', 'dp_sum_int_step' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+CREATE FUNCTION dp_sum_int_step(internal, bigint, double precision, bigint, bigint, double precision)
+    RETURNS internal AS 'MODULE_PATHNAME', 'dp_sum_int_step' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+CREATE FUNCTION dp_sum_int_step(internal, bigint, double precision, bigint, bigint, double precision, text)
+    RETURNS internal AS 'MODULE_PATHNAME', 'dp_sum_int_step' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+CREATE FUNCTION dp_sum_int_step(internal, bigint, double precision, bigint, bigint, double precision, text, text)
+    RETURNS internal AS 'MODULE_PATHNAME', 'dp_sum_int_step' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+CREATE AGGREGATE dp_sum(value bigint, epsilon double precision, lower bigint, upper bigint) (
+    SFUNC = dp_sum_int_step, STYPE = internal, SSPACE = 56,
+    COMBINEFUNC = dp_sum_combine, SERIALFUNC = dp_sum_serialize, DESERIALFUNC = dp_sum_deserialize,
+    FINALFUNC = dp_sum_int_final, PARALLEL = SAFE
+);
+CREATE AGGREGATE dp_sum(value bigint, epsilon double precision, lower bigint, upper bigint, delta double precision) (
+    SFUNC = dp_sum_int_step, STYPE = internal, SSPACE = 56,
+    COMBINEFUNC = dp_sum_combine, SERIALFUNC = dp_sum_serialize, DESERIALFUNC = dp_sum_deserialize,
+    FINALFUNC = dp_sum_int_final, PARALLEL = SAFE
+);
+CREATE AGGREGATE dp_sum(value bigint, epsilon double precision, lower bigint, upper bigint, delta double precision, mechanism text) (
+    SFUNC = dp_sum_int_step, STYPE = internal, SSPACE = 56,
+    COMBINEFUNC = dp_sum_combine, SERIALFUNC = dp_sum_serialize, DESERIALFUNC = dp_sum_deserialize,
+    FINALFUNC = dp_sum_int_final, PARALLEL = SAFE
+);
+CREATE AGGREGATE dp_sum(value bigint, epsilon double precision, lower bigint, upper bigint, delta double precision, mechanism text, loss text) (
+    SFUNC = dp_sum_int_step, STYPE = internal, SSPACE = 56,
+    COMBINEFUNC = dp_sum_combine, SERIALFUNC = dp_sum_serialize, DESERIALFUNC = dp_sum_deserialize,
+    FINALFUNC = dp_sum_int_final, PARALLEL = SAFE
+);
+COMMENT ON AGGREGATE dp_sum(bigint, double precision, bigint, bigint, double precision, text, text) IS
+    'Noisy sum of values clamped to [lower, upper] at (epsilon, delta); mechanism auto (default) picks the least expected loss.';
+
+-- dp_noise (per row, any mechanism) ------------------------------------------
+CREATE FUNCTION dp_noise(value double precision, epsilon double precision, sensitivity double precision,
+                         delta double precision DEFAULT 0, mechanism text DEFAULT 'auto', loss text DEFAULT 'l2')
+    RETURNS double precision
+    AS 'MODULE_PATHNAME', 'dp_noise' LANGUAGE C VOLATILE PARALLEL RESTRICTED;
+COMMENT ON FUNCTION dp_noise(double precision, double precision, double precision, double precision, text, text) IS
+    'value plus exact lattice noise of any mechanism at (epsilon, delta); auto picks the least expected loss.';
+
 REVOKE EXECUTE ON FUNCTION
     dp_count_step(bigint, double precision),
     dp_count_step(bigint, double precision, text),
@@ -164,6 +253,18 @@ REVOKE EXECUTE ON FUNCTION
     dp_sum_staircase_final(internal),
     dp_sum_staircase_int_final(internal),
     dp_avg_step(internal, double precision, double precision, double precision, double precision),
+    dp_count_step(bigint, double precision, double precision, text),
+    dp_count_delta_final(bigint),
+    dp_sum_final(internal),
+    dp_sum_int_final(internal),
+    dp_sum_step(internal, double precision, double precision, double precision, double precision),
+    dp_sum_step(internal, double precision, double precision, double precision, double precision, double precision),
+    dp_sum_step(internal, double precision, double precision, double precision, double precision, double precision, text),
+    dp_sum_step(internal, double precision, double precision, double precision, double precision, double precision, text, text),
+    dp_sum_int_step(internal, bigint, double precision, bigint, bigint),
+    dp_sum_int_step(internal, bigint, double precision, bigint, bigint, double precision),
+    dp_sum_int_step(internal, bigint, double precision, bigint, bigint, double precision, text),
+    dp_sum_int_step(internal, bigint, double precision, bigint, bigint, double precision, text, text),
     dp_avg_final(internal)
 FROM PUBLIC;
 
@@ -179,6 +280,15 @@ WHERE oid IN ('dp_count(double precision)'::regprocedure,
               'dp_sum_staircase(double precision, double precision, double precision, text)'::regprocedure,
               'dp_sum_staircase(bigint, double precision, bigint)'::regprocedure,
               'dp_sum_staircase(bigint, double precision, bigint, text)'::regprocedure,
+              'dp_count(double precision, double precision, text)'::regprocedure,
+              'dp_sum(double precision, double precision, double precision, double precision)'::regprocedure,
+              'dp_sum(double precision, double precision, double precision, double precision, double precision)'::regprocedure,
+              'dp_sum(double precision, double precision, double precision, double precision, double precision, text)'::regprocedure,
+              'dp_sum(double precision, double precision, double precision, double precision, double precision, text, text)'::regprocedure,
+              'dp_sum(bigint, double precision, bigint, bigint)'::regprocedure,
+              'dp_sum(bigint, double precision, bigint, bigint, double precision)'::regprocedure,
+              'dp_sum(bigint, double precision, bigint, bigint, double precision, text)'::regprocedure,
+              'dp_sum(bigint, double precision, bigint, bigint, double precision, text, text)'::regprocedure,
               'dp_avg(double precision, double precision, double precision, double precision)'::regprocedure);
 
 -- The privacy budget -------------------------------------------------------

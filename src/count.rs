@@ -8,7 +8,7 @@ use crate::aggref::{aggregate_arguments, argument_count, f64_parameter, text_par
 use crate::errors::OrRaise;
 use crate::fmgr::{arg_datum, arg_is_null, i64_datum, refuse_window, v1_function};
 use crate::rng::with_rng;
-use dpnoise_core::{Calibration, Epsilon, Loss, Mechanism, Noise};
+use dpnoise_core::{Choice, Epsilon, Loss, Mechanism, Plan, Shape};
 use pgrx::pg_sys;
 
 // dp_count(epsilon [, mechanism]): every row counts.
@@ -23,16 +23,20 @@ v1_function!(pg_finfo_dp_count_value_step, dp_count_value_step, |fcinfo| {
     i64_datum(count + i64::from(!unsafe { arg_is_null(fcinfo, 1) }))
 });
 
-/// Releases `count` with geometric noise, or the discrete staircase (which
-/// for sensitivity 1 is the same law: see the README).
-unsafe fn release(fcinfo: pg_sys::FunctionCallInfo, epsilon: Option<pg_sys::Datum>, mechanism: Mechanism) -> pg_sys::Datum {
+/// Releases `count` with the mechanism chosen at (ε, δ). Geometric noise is
+/// the discrete staircase for sensitivity 1 (see the README).
+unsafe fn release(
+    fcinfo: pg_sys::FunctionCallInfo,
+    epsilon: Option<pg_sys::Datum>,
+    delta: f64,
+    choice: Choice,
+) -> pg_sys::Datum {
     let count = unsafe { arg_datum(fcinfo, 0) }.value() as i64;
     let requested = f64_parameter(epsilon, "epsilon");
     let epsilon = Epsilon::new(requested).or_raise();
-    let cal = Calibration::COUNT;
-    let noise = Noise::new(mechanism, epsilon, cal.steps, Loss::Variance).or_raise();
-    unsafe { crate::budget::pay(fcinfo, "dp_count", mechanism.name(), requested, 0.0) };
-    i64_datum(with_rng(|rng| cal.release_integer(&noise, rng, count as i128)).or_raise())
+    let plan = Plan::new(choice, epsilon, delta, Loss::Variance, Shape::Count).or_raise();
+    unsafe { crate::budget::pay(fcinfo, "dp_count", plan.mechanism.name(), requested, delta) };
+    i64_datum(with_rng(|rng| plan.calibration.release_integer(&plan.noise, rng, count as i128)).or_raise())
 }
 
 // dp_count(epsilon) and dp_count(value, epsilon): ε is the last argument.
@@ -41,16 +45,26 @@ v1_function!(pg_finfo_dp_count_final, dp_count_final, |fcinfo| {
         refuse_window(fcinfo, "dp_count");
         let last = argument_count(fcinfo).max(1) - 1;
         let [epsilon] = aggregate_arguments(fcinfo, [last], "dp_count");
-        release(fcinfo, epsilon, Mechanism::Laplace)
+        release(fcinfo, epsilon, 0.0, Choice::Fixed(Mechanism::Laplace))
     }
 });
 
-// dp_count(epsilon, mechanism).
+// dp_count(epsilon, mechanism): pure ε-DP.
 v1_function!(pg_finfo_dp_count_mechanism_final, dp_count_mechanism_final, |fcinfo| {
     unsafe {
         refuse_window(fcinfo, "dp_count");
         let [epsilon, mechanism] = aggregate_arguments(fcinfo, [0, 1], "dp_count");
-        let mechanism = Mechanism::parse(&text_parameter(mechanism, "mechanism")).or_raise();
-        release(fcinfo, epsilon, mechanism)
+        let choice = Choice::parse(&text_parameter(mechanism, "mechanism")).or_raise();
+        release(fcinfo, epsilon, 0.0, choice)
+    }
+});
+
+// dp_count(epsilon, delta, mechanism).
+v1_function!(pg_finfo_dp_count_delta_final, dp_count_delta_final, |fcinfo| {
+    unsafe {
+        refuse_window(fcinfo, "dp_count");
+        let [epsilon, delta, mechanism] = aggregate_arguments(fcinfo, [0, 1, 2], "dp_count");
+        let choice = Choice::parse(&text_parameter(mechanism, "mechanism")).or_raise();
+        release(fcinfo, epsilon, f64_parameter(delta, "delta"), choice)
     }
 });

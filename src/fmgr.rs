@@ -131,12 +131,12 @@ pub unsafe fn call_site<'a>(fcinfo: pg_sys::FunctionCallInfo) -> &'a mut CallSit
 #[inline]
 pub unsafe fn call_site_cache<'a, T: Copy>(
     fcinfo: pg_sys::FunctionCallInfo,
-    key: [u64; 3],
+    key: [u64; 4],
     build: impl FnOnce() -> T,
 ) -> &'a T {
     #[derive(Clone, Copy)]
     struct Entry<T> {
-        key: [u64; 3],
+        key: [u64; 4],
         value: T,
     }
     unsafe {

@@ -1,5 +1,6 @@
-//! Per-row noise: `dp_laplace(value, epsilon, sensitivity)` and
-//! `dp_staircase(value, epsilon, sensitivity [, loss])`.
+//! Per-row noise: `dp_laplace(value, epsilon, sensitivity)`,
+//! `dp_staircase(value, epsilon, sensitivity [, loss])` and
+//! `dp_noise(value, epsilon, sensitivity, delta, mechanism, loss)`.
 //!
 //! The lattice and the noise are calibrated once per call site (cached in
 //! `fn_extra`), so a row costs one rounding and one exact draw.
@@ -7,7 +8,7 @@
 use crate::errors::OrRaise;
 use crate::fmgr::{arg_datum, arg_f64, arg_is_null, call_site_cache, f64_datum, required_f64, return_null, v1_function};
 use crate::rng::with_rng;
-use dpnoise_core::{Calibration, Epsilon, LatticeNoise, Loss, Mechanism, Noise};
+use dpnoise_core::{Calibration, Choice, Epsilon, Loss, Mechanism, Noise, Plan, Shape};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 
@@ -22,16 +23,33 @@ unsafe fn release_value(
     calibrate: impl FnOnce(Epsilon, f64) -> (Calibration, Noise),
 ) -> pg_sys::Datum {
     unsafe {
+        release_with(fcinfo, function, 0.0, [loss_key, 0], |epsilon, sensitivity| {
+            let (cal, noise) = calibrate(epsilon, sensitivity);
+            (mechanism, cal, noise)
+        })
+    }
+}
+
+/// As `release_value`, at (ε, δ), for whichever mechanism `plan` picks.
+#[inline]
+unsafe fn release_with(
+    fcinfo: pg_sys::FunctionCallInfo,
+    function: &str,
+    delta: f64,
+    [key, delta_key]: [u64; 2],
+    plan: impl FnOnce(Epsilon, f64) -> (Mechanism, Calibration, Noise),
+) -> pg_sys::Datum {
+    unsafe {
         let epsilon = required_f64(fcinfo, 1, "epsilon");
         let sensitivity = required_f64(fcinfo, 2, "sensitivity");
-        let (cal, noise) = call_site_cache(fcinfo, [epsilon.to_bits(), sensitivity.to_bits(), loss_key], || {
-            calibrate(Epsilon::new(epsilon).or_raise(), sensitivity)
+        let (mechanism, cal, noise) = call_site_cache(fcinfo, [epsilon.to_bits(), sensitivity.to_bits(), key, delta_key], || {
+            plan(Epsilon::new(epsilon).or_raise(), sensitivity)
         });
         let Some(value) = arg_f64(fcinfo, 0) else {
             return return_null(fcinfo);
         };
         let true_steps = cal.lattice.round(value).or_raise();
-        crate::budget::pay(fcinfo, function, mechanism.name(), epsilon, 0.0);
+        crate::budget::pay(fcinfo, function, mechanism.name(), epsilon, delta);
         f64_datum(with_rng(|rng| cal.release(noise, rng, true_steps)))
     }
 }
@@ -39,7 +57,7 @@ unsafe fn release_value(
 fn calibrated(mechanism: Mechanism, loss: Loss) -> impl FnOnce(Epsilon, f64) -> (Calibration, Noise) {
     move |epsilon, sensitivity| {
         let cal = Calibration::value(epsilon, sensitivity).or_raise();
-        (cal, Noise::new(mechanism, epsilon, cal.steps, loss).or_raise())
+        (cal, Noise::new(mechanism, epsilon, 0.0, cal.steps, loss).or_raise())
     }
 }
 
@@ -51,19 +69,37 @@ v1_function!(pg_finfo_dp_laplace, dp_laplace, |fcinfo| {
 // per row only to key the cache; it is parsed when the key changes.
 v1_function!(pg_finfo_dp_staircase, dp_staircase, |fcinfo| {
     unsafe {
-        let text = if (*fcinfo).nargs > 3 {
-            if arg_is_null(fcinfo, 3) {
-                crate::errors::null_parameter("loss");
-            }
-            let raw = pg_sys::pg_detoast_datum_packed(arg_datum(fcinfo, 3).cast_mut_ptr());
-            Some(pgrx::text_to_rust_str_unchecked(raw))
-        } else {
-            None
-        };
+        let text = if (*fcinfo).nargs > 3 { Some(text_arg(fcinfo, 3, "loss")) } else { None };
         let key = text.map_or(0, fingerprint);
         release_value(fcinfo, "dp_staircase", Mechanism::Staircase, key, |epsilon, sensitivity| {
             let loss = text.map_or(Ok(Loss::Variance), Loss::parse).or_raise();
             calibrated(Mechanism::Staircase, loss)(epsilon, sensitivity)
+        })
+    }
+});
+
+/// A text argument that must not be NULL, borrowed from the call.
+unsafe fn text_arg<'a>(fcinfo: pg_sys::FunctionCallInfo, i: usize, name: &str) -> &'a str {
+    unsafe {
+        if arg_is_null(fcinfo, i) {
+            crate::errors::null_parameter(name);
+        }
+        let raw = pg_sys::pg_detoast_datum_packed(arg_datum(fcinfo, i).cast_mut_ptr());
+        pgrx::text_to_rust_str_unchecked(raw)
+    }
+}
+
+// dp_noise(value, epsilon, sensitivity, delta, mechanism, loss): any
+// mechanism, or 'auto', per row; the texts are read per row only to key the cache.
+v1_function!(pg_finfo_dp_noise, dp_noise, |fcinfo| {
+    unsafe {
+        let delta = required_f64(fcinfo, 3, "delta");
+        let (mechanism, loss) = (text_arg(fcinfo, 4, "mechanism"), text_arg(fcinfo, 5, "loss"));
+        let key = fingerprint(mechanism).rotate_left(32) ^ fingerprint(loss);
+        release_with(fcinfo, "dp_noise", delta, [key, delta.to_bits()], |epsilon, sensitivity| {
+            let choice = Choice::parse(mechanism).or_raise();
+            let plan = Plan::new(choice, epsilon, delta, Loss::parse(loss).or_raise(), Shape::Value(sensitivity)).or_raise();
+            (plan.mechanism, plan.calibration, plan.noise)
         })
     }
 });
@@ -76,7 +112,8 @@ fn fingerprint(text: &str) -> u64 {
 
 /// The exact error of a mechanism before spending anything: E|X|, the
 /// standard deviation and the half-width of the symmetric interval holding
-/// `confidence`, computed from the lattice law the mechanism samples.
+/// `confidence`, computed from the lattice law the mechanism samples; with
+/// `'auto'`, for the mechanism it picks (named in the first column).
 #[pg_extern(immutable, parallel_safe)]
 fn dp_accuracy(
     mechanism: &str,
@@ -84,11 +121,15 @@ fn dp_accuracy(
     sensitivity: f64,
     loss: default!(Option<&str>, "NULL"),
     confidence: default!(f64, 0.95),
-) -> TableIterator<'static, (name!(mean_abs_error, f64), name!(std_dev, f64), name!(ci_half_width, f64))> {
-    let mechanism = Mechanism::parse(mechanism).or_raise();
+    delta: default!(f64, 0.0),
+) -> TableIterator<
+    'static,
+    (name!(mechanism, String), name!(mean_abs_error, f64), name!(std_dev, f64), name!(ci_half_width, f64)),
+> {
+    let choice = Choice::parse(mechanism).or_raise();
     dpnoise_core::staircase::check_confidence(confidence).or_raise();
     let loss = loss.map_or(Ok(Loss::Variance), Loss::parse).or_raise();
-    let (cal, noise) = calibrated(mechanism, loss)(Epsilon::new(epsilon).or_raise(), sensitivity);
-    let a = noise.law().accuracy_in_steps(confidence).scaled(cal.lattice.granularity());
-    TableIterator::once((a.mean_abs_error, a.std_dev, a.ci_half_width))
+    let plan = Plan::new(choice, Epsilon::new(epsilon).or_raise(), delta, loss, Shape::Value(sensitivity)).or_raise();
+    let a = plan.accuracy(confidence);
+    TableIterator::once((plan.mechanism.name().to_string(), a.mean_abs_error, a.std_dev, a.ci_half_width))
 }

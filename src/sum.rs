@@ -12,7 +12,7 @@ use crate::fmgr::{
     required_f64, return_null, v1_function,
 };
 use crate::rng::with_rng;
-use dpnoise_core::{Calibration, Epsilon, Lattice, LatticeNoise, Loss, Mechanism, Noise};
+use dpnoise_core::{Calibration, Choice, Epsilon, Lattice, LatticeNoise, Loss, Mechanism, Noise, Plan, Shape};
 use pgrx::pg_sys;
 
 /// The transition state: the parameters every row must share, the lattice
@@ -98,6 +98,8 @@ trait SumValue: Copy {
     unsafe fn arg(fcinfo: pg_sys::FunctionCallInfo, i: usize) -> Option<Self>;
     fn parameter(value: Option<pg_sys::Datum>, name: &str) -> Self;
     fn calibrate(epsilon: Epsilon, lower: Self, upper: Self) -> Calibration;
+    /// The release's shape for a sum clamped to [lower, upper].
+    fn shape(lower: Self, upper: Self) -> Shape;
     /// Clamps to [lower, upper] and rounds onto the lattice.
     fn lattice_steps(self, lattice: Lattice, lower: Self, upper: Self, aggregate: &str) -> i128;
     fn release<N: LatticeNoise>(cal: &Calibration, noise: &N, sum: i128) -> pg_sys::Datum;
@@ -118,6 +120,9 @@ impl SumValue for f64 {
     }
     fn calibrate(epsilon: Epsilon, lower: f64, upper: f64) -> Calibration {
         Calibration::sum(epsilon, lower, upper).or_raise()
+    }
+    fn shape(lower: f64, upper: f64) -> Shape {
+        Shape::Sum(lower, upper)
     }
     #[inline]
     fn lattice_steps(self, lattice: Lattice, lower: f64, upper: f64, aggregate: &str) -> i128 {
@@ -152,6 +157,9 @@ impl SumValue for i64 {
     fn calibrate(epsilon: Epsilon, lower: i64, upper: i64) -> Calibration {
         Calibration::sum_integer(epsilon, lower, upper).or_raise()
     }
+    fn shape(lower: i64, upper: i64) -> Shape {
+        Shape::SumInteger(lower, upper)
+    }
     #[inline]
     fn lattice_steps(self, lattice: Lattice, lower: i64, upper: i64, _aggregate: &str) -> i128 {
         lattice.round_integer(self.clamp(lower, upper))
@@ -175,16 +183,29 @@ impl SumValue for i64 {
 unsafe fn accumulate<T: SumValue>(
     fcinfo: pg_sys::FunctionCallInfo,
     aggregate: &str,
-    (lower, upper): (T, T),
+    bounds: (T, T),
     share: f64,
+) -> pg_sys::Datum {
+    unsafe {
+        accumulate_on(fcinfo, aggregate, bounds, |epsilon, (lower, upper)| {
+            Epsilon::new(epsilon).or_raise();
+            T::calibrate(Epsilon::new(epsilon * share).or_raise(), lower, upper)
+        })
+    }
+}
+
+/// One row, on the lattice `calibrate` picks on the first row.
+#[inline]
+unsafe fn accumulate_on<T: SumValue>(
+    fcinfo: pg_sys::FunctionCallInfo,
+    aggregate: &str,
+    (lower, upper): (T, T),
+    calibrate: impl FnOnce(f64, (T, T)) -> Calibration,
 ) -> pg_sys::Datum {
     unsafe {
         let epsilon = required_f64(fcinfo, 2, "epsilon");
         let params = [epsilon.to_bits(), lower.bits(), upper.bits()];
-        let state = state_for(fcinfo, aggregate, params, || {
-            Epsilon::new(epsilon).or_raise();
-            T::calibrate(Epsilon::new(epsilon * share).or_raise(), lower, upper)
-        });
+        let state = state_for(fcinfo, aggregate, params, || calibrate(epsilon, (lower, upper)));
         if let Some(v) = T::arg(fcinfo, 1) {
             let lattice = Lattice { k: state.lattice_k };
             state.add(v.lattice_steps(lattice, lower, upper, aggregate), 1);
@@ -274,11 +295,59 @@ unsafe fn release_sum<T: SumValue>(
         let epsilon_exact = Epsilon::new(epsilon).or_raise();
         let cal = T::calibrate(epsilon_exact, lower, upper);
         let (sum, _) = exact_state(fcinfo, aggregate, [epsilon.to_bits(), lower.bits(), upper.bits()], &cal);
-        let noise = Noise::new(mechanism, epsilon_exact, cal.steps, loss).or_raise();
+        let noise = Noise::new(mechanism, epsilon_exact, 0.0, cal.steps, loss).or_raise();
         crate::budget::pay(fcinfo, aggregate, mechanism.name(), epsilon, 0.0);
         T::release(&cal, &noise, sum)
     }
 }
+
+/// The plan of a `dp_sum` call: (value, epsilon, lower, upper [, delta
+/// [, mechanism [, loss]]]), read from the call itself so the transition's
+/// first row and the final function agree.
+unsafe fn sum_plan<T: SumValue>(fcinfo: pg_sys::FunctionCallInfo) -> (f64, f64, (T, T), Plan) {
+    unsafe {
+        let [e, l, u] = aggregate_arguments(fcinfo, [1, 2, 3], "dp_sum");
+        let n = crate::aggref::argument_count(fcinfo);
+        let delta = if n > 4 { f64_parameter(aggregate_arguments(fcinfo, [4], "dp_sum")[0], "delta") } else { 0.0 };
+        let choice = if n > 5 {
+            Choice::parse(&text_parameter(aggregate_arguments(fcinfo, [5], "dp_sum")[0], "mechanism")).or_raise()
+        } else {
+            Choice::Auto
+        };
+        let loss = loss_argument(fcinfo, 6, "dp_sum");
+        let epsilon = f64_parameter(e, "epsilon");
+        let bounds = (T::parameter(l, "lower"), T::parameter(u, "upper"));
+        let plan = Plan::new(choice, Epsilon::new(epsilon).or_raise(), delta, loss, T::shape(bounds.0, bounds.1)).or_raise();
+        (epsilon, delta, bounds, plan)
+    }
+}
+
+unsafe fn dp_sum_transition<T: SumValue>(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
+    unsafe {
+        accumulate_on::<T>(fcinfo, "dp_sum", bounds(fcinfo), |_, _| {
+            // A window's Aggref is not where sum_plan looks: refuse it first, by name.
+            refuse_window(fcinfo, "dp_sum");
+            sum_plan::<T>(fcinfo).3.calibration
+        })
+    }
+}
+
+unsafe fn dp_sum_release<T: SumValue>(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
+    unsafe {
+        refuse_window(fcinfo, "dp_sum");
+        let (epsilon, delta, (lower, upper), plan) = sum_plan::<T>(fcinfo);
+        let params = [epsilon.to_bits(), lower.bits(), upper.bits()];
+        let (sum, _) = exact_state(fcinfo, "dp_sum", params, &plan.calibration);
+        crate::budget::pay(fcinfo, "dp_sum", plan.mechanism.name(), epsilon, delta);
+        T::release(&plan.calibration, &plan.noise, sum)
+    }
+}
+
+// dp_sum(value, epsilon, lower, upper [, delta [, mechanism [, loss]]]), float8 and int8.
+v1_function!(pg_finfo_dp_sum_step, dp_sum_step, |fcinfo| { unsafe { dp_sum_transition::<f64>(fcinfo) } });
+v1_function!(pg_finfo_dp_sum_int_step, dp_sum_int_step, |fcinfo| { unsafe { dp_sum_transition::<i64>(fcinfo) } });
+v1_function!(pg_finfo_dp_sum_final, dp_sum_final, |fcinfo| { unsafe { dp_sum_release::<f64>(fcinfo) } });
+v1_function!(pg_finfo_dp_sum_int_final, dp_sum_int_final, |fcinfo| { unsafe { dp_sum_release::<i64>(fcinfo) } });
 
 v1_function!(pg_finfo_dp_sum_laplace_final, dp_sum_laplace_final, |fcinfo| {
     unsafe { release_sum::<f64>(fcinfo, "dp_sum_laplace", Mechanism::Laplace, false) }
@@ -304,9 +373,9 @@ v1_function!(pg_finfo_dp_avg_final, dp_avg_final, |fcinfo| {
         let half = Epsilon::new(whole.value() / 2.0).or_raise();
         let cal = f64::calibrate(half, lower, upper);
         let (sum, count) = exact_state(fcinfo, "dp_avg", [epsilon.to_bits(), lower.to_bits(), upper.to_bits()], &cal);
-        let sum_noise = Noise::new(Mechanism::Staircase, half, cal.steps, Loss::Variance).or_raise();
+        let sum_noise = Noise::new(Mechanism::Staircase, half, 0.0, cal.steps, Loss::Variance).or_raise();
         let count_cal = Calibration::COUNT;
-        let count_noise = Noise::new(Mechanism::Laplace, half, count_cal.steps, Loss::Variance).or_raise();
+        let count_noise = Noise::new(Mechanism::Laplace, half, 0.0, count_cal.steps, Loss::Variance).or_raise();
         crate::budget::pay(fcinfo, "dp_avg", "staircase sum, geometric count", epsilon, 0.0);
         let (noisy_sum, noisy_count) = with_rng(|rng| {
             (cal.release(&sum_noise, rng, sum), count_cal.release(&count_noise, rng, count as i128))

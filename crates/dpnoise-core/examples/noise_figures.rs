@@ -12,7 +12,7 @@ use std::fmt::Write as _;
 fn noise(e: f64, mechanism: Mechanism, loss: Loss) -> (Calibration, Noise) {
     let eps = Epsilon::new(e).unwrap();
     let cal = Calibration::value(eps, 1.0).unwrap();
-    (cal, Noise::new(mechanism, eps, cal.steps, loss).unwrap())
+    (cal, Noise::new(mechanism, eps, 0.0, cal.steps, loss).unwrap())
 }
 
 fn main() {
@@ -101,7 +101,7 @@ fn main() {
         let eps = Epsilon::new(e).unwrap();
         let cal = Calibration::value(eps, 1.2).unwrap();
         let mae = |mech, loss| {
-            let n = Noise::new(mech, eps, cal.steps, loss).unwrap();
+            let n = Noise::new(mech, eps, 0.0, cal.steps, loss).unwrap();
             n.law().accuracy_in_steps(0.95).scaled(cal.lattice.granularity()).mean_abs_error
         };
         let refined = |prior: Prior| {

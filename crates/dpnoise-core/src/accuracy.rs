@@ -120,6 +120,168 @@ impl StepLaw {
     }
 }
 
+/// Any lattice noise's law, in steps: what accuracy figures are computed from.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Law {
+    Step(StepLaw),
+    /// P(n) ∝ e^(−decay·|n|) for |n| ≤ limit, zero beyond.
+    TruncatedGeometric { decay: f64, limit: f64 },
+    /// Each of −half … half − 1 with probability 1/(2·half).
+    Uniform { half: f64 },
+    /// P(n) ∝ e^(−n²/(2·variance)).
+    Gaussian { variance: f64 },
+}
+
+/// Below this many steps a law's sums are taken term by term.
+const DIRECT_SUM_STEPS: f64 = 1_048_576.0;
+
+impl Law {
+    /// P(X = n).
+    pub fn pmf(&self, n: i128) -> f64 {
+        let m = n.unsigned_abs() as f64;
+        match *self {
+            Law::Step(s) => s.pmf(n),
+            Law::TruncatedGeometric { decay, limit } => {
+                if m > limit {
+                    0.0
+                } else {
+                    let z = 2.0 * -(-decay * (limit + 1.0)).exp_m1() / -(-decay).exp_m1() - 1.0;
+                    (-decay * m).exp() / z
+                }
+            }
+            Law::Uniform { half } => {
+                if (n as f64) >= -half && (n as f64) < half {
+                    0.5 / half
+                } else {
+                    0.0
+                }
+            }
+            Law::Gaussian { variance } => (-m * m / (2.0 * variance)).exp() / gaussian_total(variance),
+        }
+    }
+
+    /// P(|X| ≤ h), for whole h ≥ 0.
+    pub fn mass_within(&self, h: f64) -> f64 {
+        match *self {
+            Law::Step(s) => s.mass_within(h),
+            Law::TruncatedGeometric { decay, limit } => {
+                let h = h.min(limit);
+                let q = -(-decay).exp_m1();
+                let part = |k: f64| 2.0 * -(-decay * (k + 1.0)).exp_m1() / q - 1.0;
+                part(h) / part(limit)
+            }
+            Law::Uniform { half } => ((2.0 * h + 1.0) / (2.0 * half)).min(1.0),
+            Law::Gaussian { variance } => {
+                let sigma = variance.sqrt();
+                if sigma < DISCRETE_GAUSSIAN_SUMS_BELOW {
+                    let within: f64 = (-(h as i64)..=h as i64).map(|n| gaussian_weight(n as f64, variance)).sum();
+                    within / gaussian_total(variance)
+                } else {
+                    statrs::function::erf::erf((h + 0.5) / (sigma * std::f64::consts::SQRT_2))
+                }
+            }
+        }
+    }
+
+    /// E|X|, √E[X²] and the confidence half-width, in lattice steps.
+    pub fn accuracy_in_steps(&self, confidence: f64) -> Accuracy {
+        let (mean_abs_error, second) = match *self {
+            Law::Step(s) => return s.accuracy_in_steps(confidence),
+            Law::TruncatedGeometric { decay, limit } => truncated_geometric_moments(decay, limit),
+            Law::Uniform { half } => (half / 2.0, (2.0 * half * half + 1.0) / 6.0),
+            Law::Gaussian { variance } => {
+                let sigma = variance.sqrt();
+                if sigma < DISCRETE_GAUSSIAN_SUMS_BELOW {
+                    let reach = (40.0 * sigma + 10.0).ceil() as i64;
+                    let total = gaussian_total(variance);
+                    let (mut first, mut second) = (0.0, 0.0);
+                    for n in 1..=reach {
+                        let w = gaussian_weight(n as f64, variance);
+                        first += 2.0 * n as f64 * w;
+                        second += 2.0 * (n * n) as f64 * w;
+                    }
+                    (first / total, second / total)
+                } else {
+                    // Poisson summation: at σ ≥ 2^12 steps the lattice moments
+                    // equal the continuous ones to far below float resolution.
+                    (sigma * (2.0 / std::f64::consts::PI).sqrt(), variance)
+                }
+            }
+        };
+        Accuracy {
+            mean_abs_error,
+            std_dev: second.sqrt(),
+            ci_half_width: self.ci_half_width_in_steps(confidence),
+        }
+    }
+
+    /// The smallest whole h with P(|X| ≤ h) ≥ confidence, by bisection.
+    pub fn ci_half_width_in_steps(&self, confidence: f64) -> f64 {
+        if let Law::Step(s) = self {
+            return s.ci_half_width_in_steps(confidence);
+        }
+        let mut hi = 1.0;
+        while self.mass_within(hi) < confidence {
+            hi *= 2.0;
+        }
+        let mut lo = -1.0;
+        while hi - lo > 1.0 {
+            let mid = ((lo + hi) / 2.0).floor();
+            if mid >= 0.0 && self.mass_within(mid) >= confidence {
+                hi = mid;
+            } else {
+                lo = mid;
+            }
+        }
+        hi
+    }
+}
+
+/// Below this σ (in steps) the discrete Gaussian's sums are taken term by term.
+const DISCRETE_GAUSSIAN_SUMS_BELOW: f64 = 4096.0;
+
+fn gaussian_weight(n: f64, variance: f64) -> f64 {
+    (-n * n / (2.0 * variance)).exp()
+}
+
+/// Σ_n e^(−n²/(2σ²)) over Z.
+fn gaussian_total(variance: f64) -> f64 {
+    let sigma = variance.sqrt();
+    if sigma < DISCRETE_GAUSSIAN_SUMS_BELOW {
+        let reach = (40.0 * sigma + 10.0).ceil() as i64;
+        1.0 + 2.0 * (1..=reach).map(|n| gaussian_weight(n as f64, variance)).sum::<f64>()
+    } else {
+        sigma * (2.0 * std::f64::consts::PI).sqrt()
+    }
+}
+
+/// E|X| and E[X²] of the truncated two-sided geometric: term by term on
+/// small supports, else from the closed forms of Σ m^k b^m over 0 … A
+/// (their cancellation costs digits only when A·decay is tiny).
+fn truncated_geometric_moments(decay: f64, limit: f64) -> (f64, f64) {
+    if limit <= DIRECT_SUM_STEPS {
+        let (mut s0, mut s1, mut s2) = (0.0, 0.0, 0.0);
+        for m in 0..=limit as u64 {
+            let w = (-decay * m as f64).exp();
+            s0 += w;
+            s1 += m as f64 * w;
+            s2 += (m as f64) * (m as f64) * w;
+        }
+        let z = 2.0 * s0 - 1.0;
+        return (2.0 * s1 / z, 2.0 * s2 / z);
+    }
+    let b = (-decay).exp();
+    let q = -(-decay).exp_m1();
+    let l = limit + 1.0;
+    let bl = (-decay * l).exp();
+    let one_minus_bl = -(-decay * l).exp_m1();
+    let s0 = one_minus_bl / q;
+    let s1 = b * one_minus_bl / (q * q) - l * bl / q;
+    let s2 = b * (1.0 + b) / (q * q * q) * one_minus_bl - bl * (l * l / q + 2.0 * l * b / (q * q));
+    let z = 2.0 * s0 - 1.0;
+    (2.0 * s1 / z, 2.0 * s2 / z)
+}
+
 impl Accuracy {
     /// Converts figures in lattice steps to the query's units.
     pub fn scaled(self, granularity: f64) -> Accuracy {
@@ -149,21 +311,47 @@ mod tests {
         assert!(within(h) >= 0.95 && within(h - 1.0) < 0.95);
     }
 
+    /// A law's figures against sums over its pmf on `range`.
+    fn check_against_direct_sums(law: Law, reach: i128) {
+        let range = -reach..=reach;
+        let total: f64 = range.clone().map(|n| law.pmf(n)).sum();
+        assert!((total - 1.0).abs() < 1e-9, "{law:?}: {total}");
+        let mean_abs: f64 = range.clone().map(|n| law.pmf(n) * n.abs() as f64).sum();
+        let second: f64 = range.clone().map(|n| law.pmf(n) * (n * n) as f64).sum();
+        let a = law.accuracy_in_steps(0.9);
+        assert!((a.mean_abs_error - mean_abs).abs() < 1e-9 * mean_abs.max(1.0), "{law:?}");
+        assert!((a.std_dev.powi(2) - second).abs() < 1e-8 * second.max(1.0), "{law:?}");
+        let h = a.ci_half_width as i128;
+        let mass = |h: i128| (-h..=h).map(|n| law.pmf(n)).sum::<f64>();
+        assert!(mass(h) >= 0.9 - 1e-12 && (h == 0 || mass(h - 1) < 0.9), "{law:?}");
+    }
+
+    #[test]
+    fn other_laws_match_direct_sums() {
+        for law in [
+            Law::TruncatedGeometric { decay: 0.01, limit: 700.0 },
+            Law::TruncatedGeometric { decay: 0.5, limit: 3.0 },
+            Law::Uniform { half: 37.0 },
+            Law::Gaussian { variance: 13.7 },
+            Law::Gaussian { variance: 0.2 },
+        ] {
+            check_against_direct_sums(law, 5000);
+        }
+    }
+
+    #[test]
+    fn truncated_closed_forms_agree_with_the_sums() {
+        // Just above the direct-sum cut-off the closed forms take over.
+        let (decay, limit) = (3.0 / DIRECT_SUM_STEPS, DIRECT_SUM_STEPS + 1.0);
+        let closed = truncated_geometric_moments(decay, limit);
+        let direct = truncated_geometric_moments(decay, DIRECT_SUM_STEPS);
+        assert!((closed.0 / direct.0 - 1.0).abs() < 1e-5 && (closed.1 / direct.1 - 1.0).abs() < 1e-5);
+    }
+
     #[test]
     fn pmf_sums_to_one_and_moments_match_direct_sums() {
         for (decay, period, inner) in [(1.0, 8.0, 3.0), (0.3, 5.0, 0.0), (2.0, 5.0, 5.0), (1.0, 1.0, 0.0)] {
-            let law = StepLaw { decay, period, inner };
-            let range = -4000..=4000i128;
-            let total: f64 = range.clone().map(|n| law.pmf(n)).sum();
-            assert!((total - 1.0).abs() < 1e-9, "{law:?}: {total}");
-            let mean_abs: f64 = range.clone().map(|n| law.pmf(n) * n.abs() as f64).sum();
-            let second: f64 = range.clone().map(|n| law.pmf(n) * (n * n) as f64).sum();
-            let a = law.accuracy_in_steps(0.9);
-            assert!((a.mean_abs_error - mean_abs).abs() < 1e-9 * mean_abs.max(1.0), "{law:?}");
-            assert!((a.std_dev.powi(2) - second).abs() < 1e-8 * second.max(1.0), "{law:?}");
-            let h = a.ci_half_width as i128;
-            let mass = |h: i128| (-h..=h).map(|n| law.pmf(n)).sum::<f64>();
-            assert!(mass(h) >= 0.9 - 1e-12 && (h == 0 || mass(h - 1) < 0.9), "{law:?}");
+            check_against_direct_sums(Law::Step(StepLaw { decay, period, inner }), 4000);
         }
     }
 }

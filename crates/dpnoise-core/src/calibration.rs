@@ -22,37 +22,52 @@ impl Calibration {
         steps: 1,
     };
 
-    /// One value of sensitivity Δ, noised as it is (per-row functions).
-    /// Rounding a and b can move them ⌈|a − b|/g⌉ steps apart, so D = ⌈Δ/g⌉.
+    /// One value of sensitivity Δ, noised as it is (per-row functions), for
+    /// the Laplace family. Rounding a and b can move them ⌈|a − b|/g⌉ steps
+    /// apart, so D = ⌈Δ/g⌉.
     pub fn value(epsilon: Epsilon, sensitivity: f64) -> Result<Calibration, Error> {
-        check_sensitivity(sensitivity)?;
-        let lattice = Lattice::for_noise(sensitivity / epsilon.value(), sensitivity)?;
-        let steps = lattice.steps_ceil(sensitivity)?;
-        Ok(Calibration { lattice, steps })
+        Calibration::for_shape(crate::plan::Shape::Value(sensitivity), 1.0 / epsilon.value())
     }
 
     /// A sum of values clamped to [lower, upper], each rounded to the lattice:
     /// one individual added or removed moves the lattice sum by at most
     /// max(|round(lower)|, |round(upper)|) steps.
     pub fn sum(epsilon: Epsilon, lower: f64, upper: f64) -> Result<Calibration, Error> {
-        let width = check_bounds(lower, upper)?;
-        let lattice = Lattice::for_noise(width / epsilon.value(), width)?;
-        let steps = lattice
-            .round(lower)?
-            .unsigned_abs()
-            .max(lattice.round(upper)?.unsigned_abs());
-        Ok(Calibration { lattice, steps })
+        Calibration::for_shape(crate::plan::Shape::Sum(lower, upper), 1.0 / epsilon.value())
     }
 
     /// As `sum`, for bigint values: the lattice is never finer than the integers.
     pub fn sum_integer(epsilon: Epsilon, lower: i64, upper: i64) -> Result<Calibration, Error> {
-        let width = check_bounds(lower as f64, upper as f64)?;
-        let lattice = Lattice::for_integer_noise(width / epsilon.value(), width)?;
-        let steps = lattice
-            .round_integer(lower)
-            .unsigned_abs()
-            .max(lattice.round_integer(upper).unsigned_abs());
-        Ok(Calibration { lattice, steps })
+        Calibration::for_shape(crate::plan::Shape::SumInteger(lower, upper), 1.0 / epsilon.value())
+    }
+
+    /// The lattice and sensitivity for `shape`, with noise of scale
+    /// `ratio`·Δ (Δ the shape's sensitivity).
+    pub fn for_shape(shape: crate::plan::Shape, ratio: f64) -> Result<Calibration, Error> {
+        use crate::plan::Shape;
+        if !(ratio.is_finite() && ratio > 0.0) {
+            return Err(Error::OutOfRange(format!("noise scale ratio {ratio} is not usable")));
+        }
+        match shape {
+            Shape::Count => Ok(Calibration::COUNT),
+            Shape::Value(sensitivity) => {
+                check_sensitivity(sensitivity)?;
+                let lattice = Lattice::for_noise(sensitivity * ratio, sensitivity)?;
+                Ok(Calibration { lattice, steps: lattice.steps_ceil(sensitivity)? })
+            }
+            Shape::Sum(lower, upper) => {
+                let width = check_bounds(lower, upper)?;
+                let lattice = Lattice::for_noise(width * ratio, width)?;
+                let steps = lattice.round(lower)?.unsigned_abs().max(lattice.round(upper)?.unsigned_abs());
+                Ok(Calibration { lattice, steps })
+            }
+            Shape::SumInteger(lower, upper) => {
+                let width = check_bounds(lower as f64, upper as f64)?;
+                let lattice = Lattice::for_integer_noise(width * ratio, width)?;
+                let steps = lattice.round_integer(lower).unsigned_abs().max(lattice.round_integer(upper).unsigned_abs());
+                Ok(Calibration { lattice, steps })
+            }
+        }
     }
 
     /// The float8 release of `true_steps` plus one draw of `noise`.

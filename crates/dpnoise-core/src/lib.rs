@@ -6,11 +6,13 @@
 //! converted to float8 at the very end.
 
 pub mod accuracy;
+pub mod approximate;
 pub mod audit;
 pub mod calibration;
 pub mod entropy;
 pub mod lattice;
 pub mod mechanism;
+pub mod plan;
 pub mod rational;
 pub mod refine;
 pub mod sampler;
@@ -19,10 +21,11 @@ pub mod staircase;
 pub use calibration::Calibration;
 pub use entropy::{BitPool, Entropy};
 pub use lattice::Lattice;
-pub use mechanism::{Laplace, LatticeNoise, Mechanism, Noise};
+pub use mechanism::{Choice, Laplace, LatticeNoise, Mechanism, Noise};
 pub use rational::Epsilon;
 pub use staircase::{Loss, Staircase};
-pub use accuracy::{Accuracy, StepLaw};
+pub use accuracy::{Accuracy, Law, StepLaw};
+pub use plan::{Plan, Shape};
 
 /// Why a privacy parameter or a value was refused. The SQL layer maps each
 /// variant to a fixed SQLSTATE.

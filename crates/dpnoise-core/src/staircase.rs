@@ -188,12 +188,12 @@ impl LatticeNoise for Staircase {
         }
     }
 
-    fn law(&self) -> StepLaw {
-        StepLaw {
+    fn law(&self) -> crate::accuracy::Law {
+        crate::accuracy::Law::Step(StepLaw {
             decay: self.epsilon.value(),
             period: self.period as f64,
             inner: self.inner as f64,
-        }
+        })
     }
 }
 

@@ -12,4 +12,4 @@ CREATE TABLE t AS SELECT i, (i % 10)::float8 AS x, i::bigint AS n FROM generate_
 GRANT SELECT ON t TO PUBLIC;
 -- Releases are charged: the superuser running the suite gets a budget no
 -- test exhausts (budget.sql tests exhaustion with roles of its own).
-SELECT dp_budget_grant('postgres', 1e9);
+SELECT dp_budget_grant('postgres', 1e9, 1);

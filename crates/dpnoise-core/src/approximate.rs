@@ -1,0 +1,419 @@
+//! (ε, δ) mechanisms on the lattice (MECHANISMS.md §4): the truncated
+//! Laplacian (Geng, Ding, Guo & Kumar), uniform noise for (0, δ) (Geng's
+//! slides) and the discrete Gaussian (Canonne, Kamath & Steinke 2020)
+//! calibrated by the analytic Gaussian mechanism (Balle & Wang 2018).
+//!
+//! Each sampler draws its stated law exactly from uniform bits. Where δ is
+//! computed in floating point (the truncation bound, σ), the parameter is
+//! rounded in the private direction and the result re-checked.
+
+use crate::entropy::Entropy;
+use crate::rational::{Dyadic, Epsilon};
+use crate::sampler::{bernoulli_exp_neg, discrete_laplace, geometric_exp, uniform_below};
+use crate::Error;
+use std::cell::RefCell;
+use std::collections::HashMap;
+
+/// Checks δ for a mechanism that needs one: a finite number in (0, 1).
+pub fn check_delta(delta: f64) -> Result<f64, Error> {
+    if delta > 0.0 && delta < 1.0 {
+        Ok(delta)
+    } else {
+        Err(Error::invalid("delta", "in (0, 1) for this mechanism", delta))
+    }
+}
+
+/// Lattice integers stay far below i128's range.
+const LIMIT: f64 = 1.2676506002282294e30; // 2^100
+
+fn too_large(what: &str) -> Error {
+    Error::OutOfRange(format!("the {what} is too large for the lattice; use a larger delta or epsilon"))
+}
+
+/// The truncated Laplacian on the lattice: P(n) ∝ e^(−|n|·ε/D) for |n| ≤ A,
+/// zero beyond. A is the smallest bound whose δ (the mass M(0) puts where
+/// M(D) cannot reach: the D outermost points of one side) is at most the δ
+/// asked for. Inside the support the privacy loss is at most ε.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TruncatedLaplace {
+    /// Decay per step s/t = ε/D, exactly.
+    s: u128,
+    t: u128,
+    /// A, in steps.
+    limit: u128,
+    /// ε and ε/D as floats, for δ and the accuracy figures.
+    epsilon: f64,
+    pub decay: f64,
+}
+
+impl TruncatedLaplace {
+    pub fn new(epsilon: Epsilon, steps: u128, delta: f64) -> Result<TruncatedLaplace, Error> {
+        check_delta(delta)?;
+        let t = crate::mechanism::decay_denominator(epsilon, steps)?;
+        let eps = epsilon.value();
+        let decay = eps / steps as f64;
+        // δ(A) = y(e^ε − 1)/(1 + b − 2y) with y = b^(A+1), b = e^(−ε/D), so
+        // δ(A) ≤ δ ⇔ (A + 1)·ε/D ≥ ln((e^ε − 1 + 2δ)/(δ(1 + b))).
+        let b = (-decay).exp();
+        // ln of that ratio, without overflow at large ε (e^1000 is not a float).
+        let ln_ratio = if eps > 30.0 {
+            eps + ((2.0 * delta - 1.0) * (-eps).exp()).ln_1p() - (delta * (1.0 + b)).ln()
+        } else {
+            ((eps.exp_m1() + 2.0 * delta) / (delta * (1.0 + b))).ln()
+        };
+        let bound = (ln_ratio / decay).ceil() - 1.0;
+        if !(bound < LIMIT) {
+            return Err(too_large("truncation bound"));
+        }
+        // A couple of steps more than the float figure: a wider support only
+        // lowers δ; then check, and widen further if rounding disagreed.
+        let mut noise = TruncatedLaplace {
+            s: epsilon.num,
+            t,
+            limit: (bound.max(0.0) as u128 + 2).max(steps),
+            epsilon: eps,
+            decay,
+        };
+        while noise.delta() > delta {
+            noise.limit += noise.limit / 1_000_000 + 1;
+        }
+        Ok(noise)
+    }
+
+    /// A, in steps: no draw is ever farther from zero.
+    pub fn limit(&self) -> u128 {
+        self.limit
+    }
+
+    /// The same noise truncated at another bound: for tests that show a
+    /// wrong bound is caught. Only `new` gives a bound that pays δ.
+    #[doc(hidden)]
+    pub fn with_limit(self, limit: u128) -> TruncatedLaplace {
+        TruncatedLaplace { limit, ..self }
+    }
+
+    /// The δ this truncation pays for a shift of D steps (smaller shifts pay less).
+    pub fn delta(&self) -> f64 {
+        let ln_y = -self.decay * (self.limit as f64 + 1.0);
+        let b = (-self.decay).exp();
+        // y·(e^ε − 1), in logs so a large ε does not overflow.
+        let ln_expm1 = if self.epsilon > 30.0 { self.epsilon + (-(-self.epsilon).exp()).ln_1p() } else { self.epsilon.exp_m1().ln() };
+        (ln_y + ln_expm1).exp() / (1.0 + b - 2.0 * ln_y.exp())
+    }
+
+    #[inline]
+    pub fn sample<E: Entropy>(&self, rng: &mut E) -> i128 {
+        // A geometric draw modulo A + 1 is the geometric truncated to
+        // {0, …, A} (memorylessness), so no draw is wasted on the tail.
+        let modulus = self.limit + 1;
+        loop {
+            let magnitude = geometric_exp(rng, self.s, self.t) % modulus;
+            let negative = rng.bit();
+            // Zero would be reached from both signs: keep it from one only.
+            if negative && magnitude == 0 {
+                continue;
+            }
+            let m = magnitude as i128;
+            return if negative { -m } else { m };
+        }
+    }
+}
+
+/// Uniform noise on the lattice points −H … H − 1, H = ⌈D/(2δ)⌉ (Geng's
+/// slides): a shift of d ≤ D steps moves d/(2H) ≤ δ of the mass outside the
+/// other's support and leaves the rest equally likely, so (0, δ)-DP.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Uniform {
+    half: u128,
+}
+
+impl Uniform {
+    pub fn new(steps: u128, delta: f64) -> Result<Uniform, Error> {
+        check_delta(delta)?;
+        if steps == 0 {
+            return Err(Error::invalid("sensitivity", "> 0", 0));
+        }
+        // δ = m·2^e exactly (e < 0 as δ < 1), so D/(2δ) = D·2^(−e−1)/m: an exact ceiling.
+        let d = Dyadic::from_f64(delta).expect("checked finite");
+        let shift = (-(d.exponent + 1)) as u32;
+        if shift >= steps.leading_zeros() {
+            return Err(too_large("uniform noise range"));
+        }
+        let (numerator, m) = (steps << shift, d.mantissa as u128);
+        let half = numerator.div_ceil(m);
+        if half as f64 >= LIMIT {
+            return Err(too_large("uniform noise range"));
+        }
+        Ok(Uniform { half })
+    }
+
+    /// H, in steps: the noise takes the 2H values −H … H − 1.
+    pub fn half(&self) -> u128 {
+        self.half
+    }
+
+    #[inline]
+    pub fn sample<E: Entropy>(&self, rng: &mut E) -> i128 {
+        uniform_below(rng, 2 * self.half) as i128 - self.half as i128
+    }
+}
+
+/// The discrete Gaussian on the lattice: P(n) ∝ e^(−n²/(2σ²)), σ² = p·2^b
+/// exactly (p < 2^44), sampled by CKS Algorithm 3 with a discrete Laplace
+/// proposal of scale t = 2^a ≥ σ.
+///
+/// The acceptance exponent (|Y| − σ²/t)²/(2σ²) is computed exactly in 128
+/// bits while |Y| ≤ `reach`, at least 2^14·σ; a proposal beyond is drawn
+/// again. The law is thus the discrete Gaussian conditioned on |n| ≤ reach,
+/// which differs from it by less than e^(−2^27) in total variation: that
+/// much is added to δ, far below any δ a user can ask for.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct DiscreteGaussian {
+    p: u128,
+    b: i32,
+    a: u32,
+    reach: u128,
+    /// σ in steps, as a float, for figures.
+    pub sigma: f64,
+}
+
+impl DiscreteGaussian {
+    /// The discrete Gaussian with σ² at least `sigma`² (rounded up to 44 bits).
+    pub fn with_sigma(sigma: f64) -> Result<DiscreteGaussian, Error> {
+        if !(sigma.is_finite() && sigma >= 1e-3) {
+            return Err(Error::OutOfRange(format!("a Gaussian of σ = {sigma} steps cannot be sampled")));
+        }
+        if sigma > 2f64.powi(46) {
+            return Err(too_large("Gaussian σ"));
+        }
+        let d = Dyadic::from_f64(sigma * sigma).expect("finite");
+        // Round σ² up to a mantissa of `keep` bits: 44 keeps every product
+        // below 2^128; a σ below one step keeps fewer, so |y|·2^(a−b) fits.
+        let keep = (44 + 2 * sigma.log2().floor().min(0.0) as i32).clamp(12, 44);
+        let bits = 64 - d.mantissa.leading_zeros() as i32;
+        let (p, b) = if bits <= keep {
+            // Widen to `keep` bits, so the unit added below is one part in 2^keep.
+            let shift = keep - bits;
+            ((d.mantissa as u128) << shift, d.exponent - shift)
+        } else {
+            let cut = bits - keep;
+            let m = d.mantissa as u128;
+            let up = (m >> cut) + u128::from(m & ((1u128 << cut) - 1) != 0);
+            (up, d.exponent + cut)
+        };
+        // The float square may have rounded down: one unit of p more covers it.
+        let p = p + 1;
+        // t = 2^a with t² ≥ σ² = p·2^b.
+        let log2_sigma2 = (128 - (p - 1).leading_zeros()) as i32 + b; // ≥ log2 σ²
+        let a = ((log2_sigma2 + 1) / 2).max(0) as u32;
+        let e = b - a as i32;
+        let reach = if e >= 0 {
+            1u128 << 62
+        } else {
+            let up = (a as i32 - b) as u32; // the factor 2^(a−b) applied to |Y|
+            if up >= 62 {
+                return Err(Error::OutOfRange(format!("a Gaussian of σ = {sigma} steps cannot be sampled")));
+            }
+            (1u128 << (62 - up)) - 1
+        };
+        let sigma_used = (p as f64 * 2f64.powi(b)).sqrt();
+        if (reach as f64) < 16384.0 * sigma_used {
+            return Err(Error::OutOfRange(format!("a Gaussian of σ = {sigma} steps cannot be sampled")));
+        }
+        Ok(DiscreteGaussian { p, b, a, reach, sigma: sigma_used })
+    }
+
+    /// σ², exactly as sampled, as a float.
+    pub fn variance(&self) -> f64 {
+        self.p as f64 * 2f64.powi(self.b)
+    }
+
+    /// The acceptance exponent (|y| − σ²/t)²/(2σ²) as an exact fraction.
+    #[inline]
+    fn exponent(&self, y: u128) -> (u128, u128) {
+        let e = self.b - self.a as i32;
+        if e >= 0 {
+            let c = self.p << e as u32;
+            let z = y.abs_diff(c);
+            (z * z, self.p << (self.b + 1) as u32)
+        } else {
+            let up = (self.a as i32 - self.b) as u32;
+            let z = (y << up).abs_diff(self.p);
+            (z * z, self.p << (2 * self.a as i32 - self.b + 1) as u32)
+        }
+    }
+
+    #[inline]
+    pub fn sample<E: Entropy>(&self, rng: &mut E) -> i128 {
+        let t = 1u128 << self.a;
+        loop {
+            let y = discrete_laplace(rng, 1, t);
+            let magnitude = y.unsigned_abs();
+            if magnitude > self.reach {
+                continue;
+            }
+            let (num, den) = self.exponent(magnitude);
+            if bernoulli_exp_neg(rng, num, den) {
+                return y;
+            }
+        }
+    }
+}
+
+/// ln Φ(x) for the standard normal, accurate far into the lower tail.
+pub fn ln_normal_cdf(x: f64) -> f64 {
+    if x > -37.0 {
+        (0.5 * statrs::function::erf::erfc(-x / std::f64::consts::SQRT_2)).ln()
+    } else {
+        // Asymptotic series: Φ(x) = φ(x)/|x| · (1 − 1/x² + 3/x⁴ − 15/x⁶ …).
+        let x2 = x * x;
+        let series = 1.0 - 1.0 / x2 + 3.0 / (x2 * x2) - 15.0 / (x2 * x2 * x2);
+        -x2 / 2.0 - (-x).ln() - 0.5 * (2.0 * std::f64::consts::PI).ln() + series.ln()
+    }
+}
+
+/// The exact δ of the Gaussian mechanism with noise σ for sensitivity 1 at
+/// ε (Balle & Wang 2018, Theorem 8): Φ(1/(2σ) − εσ) − e^ε Φ(−1/(2σ) − εσ).
+pub fn gaussian_delta(sigma: f64, epsilon: f64) -> f64 {
+    let a = 0.5 / sigma - epsilon * sigma;
+    let b = -0.5 / sigma - epsilon * sigma;
+    (ln_normal_cdf(a)).exp() - (epsilon + ln_normal_cdf(b)).exp()
+}
+
+/// The analytic Gaussian mechanism's σ for sensitivity 1: the smallest σ
+/// with `gaussian_delta(σ, ε) ≤ δ`, by bisection to float resolution.
+pub fn analytic_gaussian_sigma(epsilon: f64, delta: f64) -> f64 {
+    let (mut lo, mut hi) = (1e-6f64, 1.0f64);
+    while gaussian_delta(hi, epsilon) > delta {
+        lo = hi;
+        hi *= 2.0;
+    }
+    while gaussian_delta(lo, epsilon) <= delta && lo > 1e-300 {
+        hi = lo;
+        lo /= 2.0;
+    }
+    for _ in 0..200 {
+        let mid = 0.5 * (lo + hi);
+        if mid <= lo || mid >= hi {
+            break;
+        }
+        if gaussian_delta(mid, epsilon) > delta {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    hi
+}
+
+/// Below this many steps of σ the lattice is too coarse to lean on the
+/// continuous analysis: σ is calibrated on the discrete law itself.
+pub const DISCRETE_CALIBRATION_BELOW: f64 = 4096.0;
+
+/// The exact δ of the discrete Gaussian with variance σ² (in steps) for a
+/// shift of D steps at ε: Σ_n max(0, P(n) − e^ε P(n − D)), by direct sums.
+pub fn discrete_gaussian_delta(variance: f64, steps: u128, epsilon: f64) -> f64 {
+    let sigma = variance.sqrt();
+    let d = steps as f64;
+    let reach = (40.0 * sigma + d + 10.0).ceil() as i64;
+    let weight = |n: f64| (-n * n / (2.0 * variance)).exp();
+    let total: f64 = (-reach..=reach).map(|n| weight(n as f64)).sum();
+    let e = epsilon.exp();
+    let excess: f64 = (-reach..=reach + steps as i64)
+        .map(|n| {
+            let n = n as f64;
+            (weight(n) - e * weight(n - d)).max(0.0)
+        })
+        .sum();
+    excess / total
+}
+
+thread_local! {
+    /// σ (in steps) of discretely calibrated Gaussians, by (ε, δ, D).
+    static DISCRETE_SIGMA: RefCell<HashMap<(u64, u64, u128), f64>> = RefCell::new(HashMap::new());
+}
+
+/// The Gaussian noise, in steps, for sensitivity D at (ε, δ): σ = D·σ₁(ε, δ)
+/// raised by one part in 2^20, or, on coarse lattices, the smallest σ whose
+/// exact discrete δ is at most δ. The raise covers the float calibration and
+/// the lattice: the discrete Gaussian's δ exceeds the continuous one's by
+/// O(1/σ²) relative (4·10⁻⁹ at σ = 4096 steps), which a σ larger by 10⁻⁶
+/// more than pays for (tests/approximate.rs checks it past the switch).
+pub fn gaussian_sigma_in_steps(epsilon: f64, delta: f64, steps: u128) -> f64 {
+    let continuous = analytic_gaussian_sigma(epsilon, delta) * steps as f64 * (1.0 + 2f64.powi(-20));
+    if continuous >= DISCRETE_CALIBRATION_BELOW {
+        return continuous;
+    }
+    let key = (epsilon.to_bits(), delta.to_bits(), steps);
+    if let Some(s) = DISCRETE_SIGMA.with(|c| c.borrow().get(&key).copied()) {
+        return s;
+    }
+    let fits = |s: f64| {
+        // The σ the sampler really uses is σ² rounded up: check that one.
+        DiscreteGaussian::with_sigma(s)
+            .map(|g| discrete_gaussian_delta(g.variance(), steps, epsilon) <= delta)
+            .unwrap_or(false)
+    };
+    let (mut lo, mut hi) = (continuous / 2.0, continuous);
+    while !fits(hi) {
+        lo = hi;
+        hi *= 1.25;
+    }
+    for _ in 0..40 {
+        let mid = 0.5 * (lo + hi);
+        if fits(mid) {
+            hi = mid;
+        } else {
+            lo = mid;
+        }
+    }
+    DISCRETE_SIGMA.with(|c| c.borrow_mut().insert(key, hi));
+    hi
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn uniform_half_width_is_an_exact_ceiling() {
+        assert_eq!(Uniform::new(1, 0.5).unwrap().half(), 1);
+        assert_eq!(Uniform::new(1, 0.25).unwrap().half(), 2);
+        assert_eq!(Uniform::new(3, 0.1).unwrap().half(), 15); // 3/0.2 = 14.99…: 0.1 is above 1/10
+        // The float 1e-6 is just below 10^-6, so 2^20/(2δ) is just above 524288000000.
+        assert_eq!(Uniform::new(1 << 20, 1e-6).unwrap().half(), 524_288_000_001);
+        assert_eq!(Uniform::new(5, 0.75).unwrap().half(), 4); // ⌈5/1.5⌉
+        assert!(Uniform::new(1, 0.0).is_err() && Uniform::new(1, 1.0).is_err());
+    }
+
+    #[test]
+    fn truncation_bound_is_the_smallest_that_pays_delta() {
+        for (eps, steps, delta) in [(1.0, 1u128, 1e-3), (1.0, 16, 1e-6), (1.0, 1 << 20, 1e-5), (1.0, 1 << 40, 0.01), (1000.0, 1 << 40, 1e-6)] {
+            let e = Epsilon::new(eps).unwrap();
+            let tl = TruncatedLaplace::new(e, steps, delta).unwrap();
+            assert!(tl.delta() <= delta);
+            let mut tighter = tl;
+            tighter.limit -= (tl.limit / 100_000).max(3).min(tl.limit - 1);
+            assert!(tighter.delta() > delta, "{steps} {delta}: bound not tight");
+            // The continuous bound A = λ ln(1 + (e^ε − 1)/(2δ)), in steps.
+            let a = steps as f64 / eps * if eps > 30.0 { eps - (2.0 * delta).ln() } else { (1.0 + eps.exp_m1() / (2.0 * delta)).ln() };
+            if steps >= 1 << 20 {
+                assert!((tl.limit as f64 / a - 1.0).abs() < 1e-5, "{} vs {a}", tl.limit);
+            }
+        }
+    }
+
+    #[test]
+    fn gaussian_exponent_fits_and_sigma_rounds_up() {
+        for sigma in [1e-3, 0.3, 1.0, 3.73, 100.0, 4096.5, 1.7e12, 2f64.powi(45)] {
+            let g = DiscreteGaussian::with_sigma(sigma).unwrap();
+            assert!(g.variance() >= sigma * sigma, "{sigma}");
+            // 44 bits of σ² from one step up; fewer (down to 24 here) below.
+            let slack = if sigma >= 1.0 { 1e-12 } else { 1e-6 };
+            assert!(g.variance() <= sigma * sigma * (1.0 + slack), "{sigma}");
+            let (num, den) = g.exponent(g.reach);
+            assert!(den > 0 && num / den > 1 << 26, "{sigma}: far draws are rejected");
+        }
+        assert!(DiscreteGaussian::with_sigma(f64::NAN).is_err());
+    }
+}
