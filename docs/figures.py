@@ -1,6 +1,8 @@
-"""Draws docs/img/*.png from the CSV files that the noise_figures example writes.
+"""Draws docs/img/*.png from the CSV files that the noise_figures and
+delta_figures examples write.
 
     cargo run --release -p dpnoise-core --example noise_figures -- docs/data
+    cargo run --release -p dpnoise-core --example delta_figures -- docs/data
     python3 docs/figures.py          # needs matplotlib (pip install matplotlib)
 """
 import csv
@@ -86,9 +88,41 @@ def refine_error():
     fig.savefig(os.path.join(IMG, "refine_error.png"), dpi=110)
 
 
+def delta_curves():
+    """E|X| and variance over ε at δ = 1e-6 and 1e-3 (delta_figures example)."""
+    rows = read("delta.csv")
+    fig, axes = plt.subplots(2, 2, figsize=(11, 8), sharex=True)
+    for col, delta in enumerate(["1e-6", "1e-3"]):
+        for row, (field, auto, label) in enumerate(
+            [("mean_abs_error", "auto_l1", "E|X|"), ("variance", "auto_l2", "variance")]
+        ):
+            ax = axes[row][col]
+            series = defaultdict(list)
+            for r in rows:
+                if r["delta"] == delta:
+                    series[r["mechanism"]].append((float(r["epsilon"]), float(r[field]), r[auto] == "true"))
+            for name, points in series.items():
+                xs, ys, chosen = zip(*points)
+                ax.plot(xs, ys, marker=".", label=name)
+                picked = [(x, y) for x, y, c in points if c]
+                if picked:
+                    px, py = zip(*picked)
+                    ax.scatter(px, py, s=110, facecolors="none", edgecolors="black", zorder=5)
+            ax.set_xscale("log")
+            ax.set_yscale("log")
+            ax.set_title(f"{label}, δ = {delta}, Δ = 1 (ring: 'auto')")
+            ax.grid(True, which="both", alpha=0.3)
+            if row == 1:
+                ax.set_xlabel("ε")
+    axes[0][0].legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(os.path.join(IMG, "delta_error.png"), dpi=110)
+
+
 if __name__ == "__main__":
     os.makedirs(IMG, exist_ok=True)
     density()
     error_curves()
     refine_error()
+    delta_curves()
     print("wrote", IMG)
