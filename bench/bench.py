@@ -16,6 +16,14 @@ PAIRS = [
     ("dp_sum_staircase", "SELECT sum(x) FROM bench", "SELECT dp_sum_staircase(x, 1.0, 100) FROM bench", 1.3),
     ("dp_laplace (per row)", "SELECT max(x + random()) FROM bench",
      "SELECT max(dp_laplace(x, 1.0, 1.0)) FROM bench", 2.0),
+    ("dp_count(ε,δ,'auto')", "SELECT count(*) FROM bench", "SELECT dp_count(1.0, 1e-6, 'auto') FROM bench", 1.2),
+    ("dp_sum(ε,δ) auto", "SELECT sum(x) FROM bench", "SELECT dp_sum(x, 1.0, 0, 100, 1e-6) FROM bench", 1.3),
+    ("dp_sum gaussian", "SELECT sum(x) FROM bench", "SELECT dp_sum(x, 1.0, 0, 100, 1e-6, 'gaussian') FROM bench", 1.3),
+    # 'auto' plans once per call site, not once per group.
+    ("dp_sum auto, 10^4 groups", "SELECT count(s) FROM (SELECT sum(x) s FROM bench GROUP BY (x * 1000)::int % 10000) g",
+     "SELECT count(s) FROM (SELECT dp_sum(x, 1.0, 0, 100, 1e-6) s FROM bench GROUP BY (x * 1000)::int % 10000) g", 1.5),
+    ("dp_noise gaussian (row)", "SELECT max(x + random()) FROM bench",
+     "SELECT max(dp_noise(x, 1.0, 1.0, 1e-6, 'gaussian')) FROM bench", 2.0),
 ]
 
 

@@ -6,7 +6,7 @@
 
 use crate::aggref::{aggregate_arguments, argument_count, f64_parameter, text_parameter};
 use crate::errors::OrRaise;
-use crate::fmgr::{arg_datum, arg_is_null, i64_datum, refuse_window, v1_function};
+use crate::fmgr::{arg_datum, arg_is_null, call_site_cache, i64_datum, refuse_window, v1_function};
 use crate::rng::with_rng;
 use dpnoise_core::{Choice, Epsilon, Loss, Mechanism, Plan, Shape};
 use pgrx::pg_sys;
@@ -34,9 +34,21 @@ unsafe fn release(
     let count = unsafe { arg_datum(fcinfo, 0) }.value() as i64;
     let requested = f64_parameter(epsilon, "epsilon");
     let epsilon = Epsilon::new(requested).or_raise();
-    let plan = Plan::new(choice, epsilon, delta, Loss::Variance, Shape::Count).or_raise();
+    let plan = *unsafe {
+        call_site_cache(fcinfo, [requested.to_bits(), delta.to_bits(), choice_key(choice), 0, 0], || {
+            Plan::new(choice, epsilon, delta, Loss::Variance, Shape::Count).or_raise()
+        })
+    };
     unsafe { crate::budget::pay(fcinfo, "dp_count", plan.mechanism.name(), requested, delta) };
     i64_datum(with_rng(|rng| plan.calibration.release_integer(&plan.noise, rng, count as i128)).or_raise())
+}
+
+/// A cache key for a mechanism choice.
+fn choice_key(choice: Choice) -> u64 {
+    match choice {
+        Choice::Auto => 1,
+        Choice::Fixed(m) => 2 + m as u64,
+    }
 }
 
 // dp_count(epsilon) and dp_count(value, epsilon): ε is the last argument.

@@ -127,16 +127,18 @@ pub unsafe fn call_site<'a>(fcinfo: pg_sys::FunctionCallInfo) -> &'a mut CallSit
 }
 
 /// Per-call-site calibration cache, keyed by the raw bits of the privacy
-/// parameters. The reference lives as long as the call site.
+/// parameters (texts by `text_fingerprint`: a collision could only swap one
+/// mechanism for another at the same exact ε, δ and sensitivity, which
+/// costs accuracy, never privacy). The reference lives as long as the call site.
 #[inline]
 pub unsafe fn call_site_cache<'a, T: Copy>(
     fcinfo: pg_sys::FunctionCallInfo,
-    key: [u64; 4],
+    key: [u64; 5],
     build: impl FnOnce() -> T,
 ) -> &'a T {
     #[derive(Clone, Copy)]
     struct Entry<T> {
-        key: [u64; 4],
+        key: [u64; 5],
         value: T,
     }
     unsafe {
@@ -160,4 +162,10 @@ pub unsafe fn call_site_cache<'a, T: Copy>(
         slot.write(Entry { key, value });
         &(*slot).value
     }
+}
+
+/// FNV-1a of a text parameter, never 0 (0 means "no such argument").
+pub fn text_fingerprint(text: &str) -> u64 {
+    let h = text.bytes().fold(0xcbf29ce484222325u64, |h, b| (h ^ b as u64).wrapping_mul(0x100000001b3));
+    h.max(1)
 }

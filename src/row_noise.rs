@@ -6,7 +6,7 @@
 //! `fn_extra`), so a row costs one rounding and one exact draw.
 
 use crate::errors::OrRaise;
-use crate::fmgr::{arg_datum, arg_f64, arg_is_null, call_site_cache, f64_datum, required_f64, return_null, v1_function};
+use crate::fmgr::{arg_datum, arg_f64, arg_is_null, call_site_cache, text_fingerprint, f64_datum, required_f64, return_null, v1_function};
 use crate::rng::with_rng;
 use dpnoise_core::{Calibration, Choice, Epsilon, Loss, Mechanism, Noise, Plan, Shape};
 use pgrx::pg_sys;
@@ -42,7 +42,7 @@ unsafe fn release_with(
     unsafe {
         let epsilon = required_f64(fcinfo, 1, "epsilon");
         let sensitivity = required_f64(fcinfo, 2, "sensitivity");
-        let (mechanism, cal, noise) = call_site_cache(fcinfo, [epsilon.to_bits(), sensitivity.to_bits(), key, delta_key], || {
+        let (mechanism, cal, noise) = call_site_cache(fcinfo, [epsilon.to_bits(), sensitivity.to_bits(), key, delta_key, 0], || {
             plan(Epsilon::new(epsilon).or_raise(), sensitivity)
         });
         let Some(value) = arg_f64(fcinfo, 0) else {
@@ -70,7 +70,7 @@ v1_function!(pg_finfo_dp_laplace, dp_laplace, |fcinfo| {
 v1_function!(pg_finfo_dp_staircase, dp_staircase, |fcinfo| {
     unsafe {
         let text = if (*fcinfo).nargs > 3 { Some(text_arg(fcinfo, 3, "loss")) } else { None };
-        let key = text.map_or(0, fingerprint);
+        let key = text.map_or(0, text_fingerprint);
         release_value(fcinfo, "dp_staircase", Mechanism::Staircase, key, |epsilon, sensitivity| {
             let loss = text.map_or(Ok(Loss::Variance), Loss::parse).or_raise();
             calibrated(Mechanism::Staircase, loss)(epsilon, sensitivity)
@@ -95,7 +95,7 @@ v1_function!(pg_finfo_dp_noise, dp_noise, |fcinfo| {
     unsafe {
         let delta = required_f64(fcinfo, 3, "delta");
         let (mechanism, loss) = (text_arg(fcinfo, 4, "mechanism"), text_arg(fcinfo, 5, "loss"));
-        let key = fingerprint(mechanism).rotate_left(32) ^ fingerprint(loss);
+        let key = text_fingerprint(mechanism).rotate_left(32) ^ text_fingerprint(loss);
         release_with(fcinfo, "dp_noise", delta, [key, delta.to_bits()], |epsilon, sensitivity| {
             let choice = Choice::parse(mechanism).or_raise();
             let plan = Plan::new(choice, epsilon, delta, Loss::parse(loss).or_raise(), Shape::Value(sensitivity)).or_raise();
@@ -103,12 +103,6 @@ v1_function!(pg_finfo_dp_noise, dp_noise, |fcinfo| {
         })
     }
 });
-
-/// FNV-1a of the loss text, never 0 (0 means "no loss argument").
-fn fingerprint(text: &str) -> u64 {
-    let h = text.bytes().fold(0xcbf29ce484222325u64, |h, b| (h ^ b as u64).wrapping_mul(0x100000001b3));
-    h.max(1)
-}
 
 /// The exact error of a mechanism before spending anything: E|X|, the
 /// standard deviation and the half-width of the symmetric interval holding

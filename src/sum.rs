@@ -8,7 +8,7 @@
 use crate::aggref::{aggregate_arguments, f64_parameter, i64_parameter, text_parameter};
 use crate::errors::{self, OrRaise};
 use crate::fmgr::{
-    aggregate_context, arg_datum, arg_f64, arg_i64, arg_is_null, f64_datum, i64_datum, refuse_window,
+    aggregate_context, call_site_cache, text_fingerprint, arg_datum, arg_f64, arg_i64, arg_is_null, f64_datum, i64_datum, refuse_window,
     required_f64, return_null, v1_function,
 };
 use crate::rng::with_rng;
@@ -309,15 +309,26 @@ unsafe fn sum_plan<T: SumValue>(fcinfo: pg_sys::FunctionCallInfo) -> (f64, f64, 
         let [e, l, u] = aggregate_arguments(fcinfo, [1, 2, 3], "dp_sum");
         let n = crate::aggref::argument_count(fcinfo);
         let delta = if n > 4 { f64_parameter(aggregate_arguments(fcinfo, [4], "dp_sum")[0], "delta") } else { 0.0 };
-        let choice = if n > 5 {
-            Choice::parse(&text_parameter(aggregate_arguments(fcinfo, [5], "dp_sum")[0], "mechanism")).or_raise()
-        } else {
-            Choice::Auto
+        let text = |i: usize, name: &str, default: &str| {
+            if n > i { text_parameter(aggregate_arguments(fcinfo, [i], "dp_sum")[0], name) } else { default.to_string() }
         };
-        let loss = loss_argument(fcinfo, 6, "dp_sum");
+        let (mechanism, loss) = (text(5, "mechanism", "auto"), text(6, "loss", "l2"));
         let epsilon = f64_parameter(e, "epsilon");
         let bounds = (T::parameter(l, "lower"), T::parameter(u, "upper"));
-        let plan = Plan::new(choice, Epsilon::new(epsilon).or_raise(), delta, loss, T::shape(bounds.0, bounds.1)).or_raise();
+        // Planning ('auto' above all) costs microseconds: once per call site
+        // and parameter set, not once per group.
+        let key = [
+            epsilon.to_bits(),
+            bounds.0.bits(),
+            bounds.1.bits(),
+            delta.to_bits(),
+            text_fingerprint(&mechanism).rotate_left(32) ^ text_fingerprint(&loss),
+        ];
+        let plan = *call_site_cache(fcinfo, key, || {
+            let choice = Choice::parse(&mechanism).or_raise();
+            let loss = Loss::parse(&loss).or_raise();
+            Plan::new(choice, Epsilon::new(epsilon).or_raise(), delta, loss, T::shape(bounds.0, bounds.1)).or_raise()
+        });
         (epsilon, delta, bounds, plan)
     }
 }
