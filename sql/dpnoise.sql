@@ -233,6 +233,25 @@ CREATE FUNCTION dp_noise(value double precision, epsilon double precision, sensi
 COMMENT ON FUNCTION dp_noise(double precision, double precision, double precision, double precision, text, text) IS
     'value plus exact lattice noise of any mechanism at (epsilon, delta); auto picks the least expected loss.';
 
+-- dp_sum_multi (several sums released together with box noise) -------------
+CREATE FUNCTION dp_sum_multi_step(internal, double precision[], double precision, double precision[])
+    RETURNS internal AS 'MODULE_PATHNAME', 'dp_sum_multi_step' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+CREATE FUNCTION dp_sum_multi_final(internal) RETURNS double precision[]
+    AS 'MODULE_PATHNAME', 'dp_sum_multi_final' LANGUAGE C VOLATILE PARALLEL SAFE;
+CREATE FUNCTION dp_sum_multi_combine(internal, internal) RETURNS internal
+    AS 'MODULE_PATHNAME', 'dp_sum_multi_combine' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+CREATE FUNCTION dp_sum_multi_serialize(internal) RETURNS bytea
+    AS 'MODULE_PATHNAME', 'dp_sum_multi_serialize' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION dp_sum_multi_deserialize(bytea, internal) RETURNS internal
+    AS 'MODULE_PATHNAME', 'dp_sum_multi_deserialize' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE AGGREGATE dp_sum_multi("values" double precision[], epsilon double precision, bounds double precision[]) (
+    SFUNC = dp_sum_multi_step, STYPE = internal, SSPACE = 400,
+    COMBINEFUNC = dp_sum_multi_combine, SERIALFUNC = dp_sum_multi_serialize,
+    DESERIALFUNC = dp_sum_multi_deserialize, FINALFUNC = dp_sum_multi_final, PARALLEL = SAFE
+);
+COMMENT ON AGGREGATE dp_sum_multi(double precision[], double precision, double precision[]) IS
+    'Component-wise sums of vectors clamped to [-bound_j, bound_j], released together with box noise (Soria-Comas & Domingo-Ferrer): one charge of epsilon.';
+
 REVOKE EXECUTE ON FUNCTION
     dp_count_step(bigint, double precision),
     dp_count_step(bigint, double precision, text),
@@ -265,6 +284,11 @@ REVOKE EXECUTE ON FUNCTION
     dp_sum_int_step(internal, bigint, double precision, bigint, bigint, double precision),
     dp_sum_int_step(internal, bigint, double precision, bigint, bigint, double precision, text),
     dp_sum_int_step(internal, bigint, double precision, bigint, bigint, double precision, text, text),
+    dp_sum_multi_step(internal, double precision[], double precision, double precision[]),
+    dp_sum_multi_final(internal),
+    dp_sum_multi_combine(internal, internal),
+    dp_sum_multi_serialize(internal),
+    dp_sum_multi_deserialize(bytea, internal),
     dp_avg_final(internal)
 FROM PUBLIC;
 
@@ -289,6 +313,7 @@ WHERE oid IN ('dp_count(double precision)'::regprocedure,
               'dp_sum(bigint, double precision, bigint, bigint, double precision)'::regprocedure,
               'dp_sum(bigint, double precision, bigint, bigint, double precision, text)'::regprocedure,
               'dp_sum(bigint, double precision, bigint, bigint, double precision, text, text)'::regprocedure,
+              'dp_sum_multi(double precision[], double precision, double precision[])'::regprocedure,
               'dp_avg(double precision, double precision, double precision, double precision)'::regprocedure);
 
 -- The privacy budget -------------------------------------------------------

@@ -15,6 +15,7 @@ mod count;
 mod errors;
 mod fmgr;
 mod gucs;
+mod multi;
 mod rng;
 mod refine;
 mod row_noise;

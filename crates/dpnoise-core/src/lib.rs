@@ -12,6 +12,7 @@ pub mod calibration;
 pub mod entropy;
 pub mod lattice;
 pub mod mechanism;
+pub mod multivariate;
 pub mod plan;
 pub mod rational;
 pub mod refine;

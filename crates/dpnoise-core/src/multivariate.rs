@@ -1,0 +1,480 @@
+//! Multivariate noise (MECHANISMS.md §6): Soria-Comas & Domingo-Ferrer's box
+//! noise (Theorem 13) and Geng's two-dimensional L1 staircase, both exact on
+//! the lattice.
+//!
+//! Box noise, in lattice steps: component j has sensitivity D_j steps and
+//! inner half-width Z_j ≤ D_j. B_i = Π[−(Z_j + i·D_j), Z_j + i·D_j] (lattice
+//! points), S_0 = B_0, S_i = B_i \ B_(i−1), and P(x) = M·e^(−iε) on S_i.
+//! A shift by at most D_j steps in every component moves a point at most one
+//! shell, so the loss is at most ε (the paper's proof, unchanged on Z^d).
+
+use crate::entropy::Entropy;
+use crate::rational::Epsilon;
+use crate::sampler::{bernoulli_exp_neg, bernoulli_ratio, geometric_exp, uniform_below};
+use crate::Error;
+
+/// At most this many components: keeps every count a finite float.
+pub const MAX_COMPONENTS: usize = 16;
+/// Inner half-widths are at least D/1024 (see `BoxNoise::new`).
+pub const MIN_INNER_DIVISOR: u128 = 1024;
+/// Shells summed for the exact figures; ε below ~1e-4 would need more.
+const MAX_SHELLS: usize = 2_000_000;
+
+/// One component of box noise, in lattice steps.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct BoxComponent {
+    /// Sensitivity D_j ≥ 1.
+    pub steps: u128,
+    /// Inner half-width Z_j, 0 ≤ Z_j ≤ D_j.
+    pub inner: u128,
+}
+
+impl BoxComponent {
+    /// Lattice points of B_i along this component: 2(Z + iD) + 1.
+    fn width(&self, shell: f64) -> f64 {
+        2.0 * (self.inner as f64 + shell * self.steps as f64) + 1.0
+    }
+}
+
+/// Box noise (Theorem 13) on the lattice.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BoxNoise {
+    epsilon: Epsilon,
+    components: Vec<BoxComponent>,
+}
+
+impl BoxNoise {
+    pub fn new(epsilon: Epsilon, components: Vec<BoxComponent>) -> Result<BoxNoise, Error> {
+        if components.is_empty() || components.len() > MAX_COMPONENTS {
+            return Err(Error::invalid("sensitivities", "an array of 1 to 16 elements", components.len()));
+        }
+        for c in &components {
+            if c.steps == 0 || c.steps >= 1 << 100 {
+                return Err(Error::invalid("sensitivity", "> 0 and within the lattice", c.steps));
+            }
+            if c.inner > c.steps {
+                return Err(Error::invalid("inner", "at most the sensitivity, component by component", c.inner));
+            }
+        }
+        // A component's proposal keeps a shell-0 draw with probability
+        // (2Z + 1)/(2D): Z is raised to at least D/1024 so a draw never takes
+        // more than ~1024 tries (at large ε the variance-optimal Z is 0).
+        // Any Z ≤ D is ε-DP; the figures are those of the Z used.
+        let components = components
+            .into_iter()
+            .map(|c| BoxComponent { inner: c.inner.max(c.steps.div_ceil(MIN_INNER_DIVISOR)), ..c })
+            .collect();
+        Ok(BoxNoise { epsilon, components })
+    }
+
+    pub fn components(&self) -> &[BoxComponent] {
+        &self.components
+    }
+
+    /// One draw, in lattice steps per component.
+    ///
+    /// Each component is drawn on its own from the 1-D law with weight
+    /// e^(−(ε/d)·i_j) on its shell i_j (a geometric block index, an offset
+    /// uniform in the block, kept in proportion to the block's size); the
+    /// tuple is kept with probability e^(−(ε/d)·(d·max_j i_j − Σ_j i_j)). The
+    /// product is then ∝ e^(−ε·max_j i_j) = e^(−ε·i) on S_i, exactly, as every
+    /// probability is an exact rational or e^(−rational).
+    pub fn sample<E: Entropy>(&self, rng: &mut E) -> Vec<i128> {
+        let d = self.components.len() as u128;
+        let (s, t) = (self.epsilon.num, self.epsilon.den * d);
+        let mut point = vec![0i128; self.components.len()];
+        let mut shells = vec![0u128; self.components.len()];
+        loop {
+            for (j, c) in self.components.iter().enumerate() {
+                let (x, shell) = sample_component(rng, c, s, t);
+                point[j] = x;
+                shells[j] = shell;
+            }
+            let max = *shells.iter().max().expect("at least one component");
+            let excess = d * max - shells.iter().sum::<u128>();
+            if bernoulli_exp_neg(rng, s * excess, t) {
+                return point;
+            }
+        }
+    }
+
+    /// The exact figures of the law sampled, in lattice steps.
+    pub fn figures(&self) -> Result<BoxFigures, Error> {
+        let eps = self.epsilon.value();
+        let d = self.components.len();
+        let volume = |shell: f64| -> f64 {
+            if shell < 0.0 {
+                0.0
+            } else {
+                self.components.iter().map(|c| c.width(shell)).product()
+            }
+        };
+        // Shells up to where e^(−εi)·|S_i| is negligible against the total.
+        let mut shell_mass = Vec::new();
+        let mut total = 0.0;
+        for i in 0..MAX_SHELLS {
+            let m = (-eps * i as f64).exp() * (volume(i as f64) - volume(i as f64 - 1.0));
+            total += m;
+            shell_mass.push(m);
+            if i > 2 && m < 1e-18 * total {
+                break;
+            }
+            if i + 1 == MAX_SHELLS {
+                return Err(Error::invalid("epsilon", "at least about 1e-4 for multivariate figures", eps));
+            }
+        }
+        let shells = shell_mass.len();
+        let mut variances = Vec::with_capacity(d);
+        for c in 0..d {
+            let others = |i: f64| -> f64 {
+                if i < 0.0 {
+                    0.0
+                } else {
+                    self.components.iter().enumerate().filter(|(j, _)| *j != c).map(|(_, k)| k.width(i)).product()
+                }
+            };
+            // tail_after[i] = Σ_{m > i} e^(−εm)·N(m), N(m) the other
+            // components' points whose largest shell is exactly m.
+            let mut tail_after = vec![0.0; shells];
+            let mut acc = 0.0;
+            for m in (0..shells).rev() {
+                tail_after[m] = acc;
+                acc += (-eps * m as f64).exp() * (others(m as f64) - others(m as f64 - 1.0));
+            }
+            let comp = self.components[c];
+            let (z, step) = (comp.inner as f64, comp.steps as f64);
+            let squares = |n: f64| n * (n + 1.0) * (2.0 * n + 1.0) / 6.0;
+            let mut second = 0.0;
+            for i in 0..shells {
+                // P(x_c) for x_c in this component's shell i.
+                let p = (-eps * i as f64).exp() * others(i as f64) + tail_after[i];
+                let q = if i == 0 {
+                    2.0 * squares(z)
+                } else {
+                    2.0 * (squares(z + i as f64 * step) - squares(z + (i - 1) as f64 * step))
+                };
+                second += p * q;
+            }
+            variances.push(second / total);
+        }
+        Ok(BoxFigures { variances, shell_mass, total })
+    }
+}
+
+/// Exact figures of a box noise, in lattice steps.
+#[derive(Debug, Clone)]
+pub struct BoxFigures {
+    /// Variance of each component (the noise has mean zero).
+    pub variances: Vec<f64>,
+    /// e^(−εi)·|S_i| for the shells that matter, and their sum.
+    shell_mass: Vec<f64>,
+    total: f64,
+}
+
+impl BoxFigures {
+    /// The smallest β (in shells) whose box Π[−(Z_j + ⌊βD_j⌋), Z_j + ⌊βD_j⌋]
+    /// holds `confidence` of the mass; such boxes are the smallest regions,
+    /// as they fill S_i before S_(i+1) (Soria-Comas & Domingo-Ferrer, Table 4).
+    /// Returns (β, the box's number of lattice points per component).
+    pub fn region(&self, noise: &BoxNoise, confidence: f64) -> (f64, Vec<f64>) {
+        let eps = noise.epsilon.value();
+        let widths = |beta: f64| -> Vec<f64> {
+            noise
+                .components
+                .iter()
+                .map(|c| 2.0 * (c.inner as f64 + (beta * c.steps as f64).floor()) + 1.0)
+                .collect()
+        };
+        let mass_within = |beta: f64| -> f64 {
+            let whole = beta.floor() as usize;
+            let full: f64 = self.shell_mass.iter().take(whole + 1).sum();
+            let inside: f64 = widths(beta).iter().product();
+            let shell_box: f64 = widths(whole as f64).iter().product();
+            (full + (-eps * (whole + 1) as f64).exp() * (inside - shell_box)) / self.total
+        };
+        let (mut lo, mut hi) = (0.0, 1.0);
+        while mass_within(hi) < confidence {
+            lo = hi;
+            hi *= 2.0;
+        }
+        for _ in 0..80 {
+            let mid = 0.5 * (lo + hi);
+            if mass_within(mid) >= confidence {
+                hi = mid;
+            } else {
+                lo = mid;
+            }
+        }
+        (hi, widths(hi))
+    }
+}
+
+/// One component's 1-D proposal: shell 0 is its 2Z + 1 central points at
+/// weight 1, shell i ≥ 1 its 2D points with |x| in (Z + (i−1)D, Z + iD] at
+/// weight e^(−i·s/t). Returns (x, shell).
+fn sample_component<E: Entropy>(rng: &mut E, c: &BoxComponent, s: u128, t: u128) -> (i128, u128) {
+    let centre = 2 * c.inner + 1;
+    let block = centre.max(2 * c.steps);
+    loop {
+        let shell = geometric_exp(rng, s, t);
+        let size = if shell == 0 { centre } else { 2 * c.steps };
+        // A uniform slot of the largest block, kept when the shell has it.
+        let slot = uniform_below(rng, block);
+        if slot >= size {
+            continue;
+        }
+        let x = if shell == 0 {
+            slot as i128 - c.inner as i128
+        } else {
+            let magnitude = c.inner + (shell - 1) * c.steps + 1 + slot / 2;
+            if slot % 2 == 0 {
+                magnitude as i128
+            } else {
+                -(magnitude as i128)
+            }
+        };
+        return (x, shell);
+    }
+}
+
+/// The z rule: z_j = τ·s_j with one τ ∈ [0, 1] for all components, the τ
+/// minimising the sum of the component variances (relative to s_j², so no
+/// component's units dominate), by grid and golden-section search on the
+/// exact figures.
+pub fn default_inner_fraction(epsilon: Epsilon, steps: &[u128]) -> Result<f64, Error> {
+    let cost = |tau: f64| -> Result<f64, Error> {
+        let comps = steps
+            .iter()
+            .map(|&d| BoxComponent { steps: d, inner: ((tau * d as f64).round() as u128).min(d) })
+            .collect();
+        let f = BoxNoise::new(epsilon, comps)?.figures()?;
+        Ok(f.variances.iter().zip(steps).map(|(v, d)| v / (*d as f64 * *d as f64)).sum())
+    };
+    let grid: Vec<f64> = (0..=20).map(|i| i as f64 / 20.0).collect();
+    let mut costs = Vec::with_capacity(grid.len());
+    for &g in &grid {
+        costs.push(cost(g)?);
+    }
+    let at = (0..grid.len()).min_by(|a, b| costs[*a].total_cmp(&costs[*b])).expect("grid");
+    let (mut lo, mut hi) = (grid[at.saturating_sub(1)], grid[(at + 1).min(grid.len() - 1)]);
+    let phi = (5f64.sqrt() - 1.0) / 2.0;
+    for _ in 0..30 {
+        let (a, b) = (hi - phi * (hi - lo), lo + phi * (hi - lo));
+        if cost(a)? <= cost(b)? {
+            hi = b;
+        } else {
+            lo = a;
+        }
+    }
+    let mid = 0.5 * (lo + hi);
+    Ok(if cost(mid)? <= costs[at] { mid } else { grid[at] })
+}
+
+/// Geng's two-dimensional staircase for an L1 sensitivity of D steps: the
+/// weight of a point depends on r = ‖x‖₁ only, b^k for r in [kD, kD + γD)
+/// and b^(k+1) for r in [kD + γD, (k+1)D), b = e^(−ε). Any shift of L1 norm
+/// at most D changes r by at most D, hence the weight by at most e^ε.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct L1Staircase {
+    epsilon: Epsilon,
+    period: u128,
+    inner: u128,
+}
+
+impl L1Staircase {
+    pub fn new(epsilon: Epsilon, steps: u128, gamma: f64) -> Result<L1Staircase, Error> {
+        if steps == 0 || steps >= 1 << 100 {
+            return Err(Error::invalid("sensitivity", "> 0 and within the lattice", steps));
+        }
+        if !(0.0..=1.0).contains(&gamma) {
+            return Err(Error::invalid("gamma", "in [0, 1]", gamma));
+        }
+        let inner = ((gamma * steps as f64).round() as u128).min(steps);
+        Ok(L1Staircase { epsilon, period: steps, inner })
+    }
+
+    /// One draw (x, y), in lattice steps.
+    ///
+    /// The radius r = kD + j: k from P(k) ∝ (k + 1)·b^k (the sum of two
+    /// geometrics), j uniform in [0, D), kept with probability
+    /// b^[j ≥ γD]·cnt(r)/(4(k + 1)D), cnt(r) = 4r points on the L1 sphere
+    /// (1 at r = 0); then a uniform point of that sphere.
+    pub fn sample<E: Entropy>(&self, rng: &mut E) -> (i128, i128) {
+        let (s, t) = (self.epsilon.num, self.epsilon.den);
+        let d = self.period;
+        let r = loop {
+            let k = geometric_exp(rng, s, t) + geometric_exp(rng, s, t);
+            let j = uniform_below(rng, d);
+            let r = k * d + j;
+            let count = if r == 0 { 1 } else { 4 * r };
+            if !bernoulli_ratio(rng, count, 4 * (k + 1) * d) {
+                continue;
+            }
+            if j >= self.inner && !bernoulli_exp_neg(rng, s, t) {
+                continue;
+            }
+            break r;
+        };
+        if r == 0 {
+            return (0, 0);
+        }
+        let u = uniform_below(rng, 4 * r);
+        let (quadrant, offset) = (u / r, u % r);
+        let (mut x, mut y) = ((r - offset) as i128, offset as i128);
+        for _ in 0..quadrant {
+            (x, y) = (-y, x);
+        }
+        (x, y)
+    }
+
+    /// P(r), the law of the L1 radius (for tests): cnt(r)·weight(r)/Z, Z
+    /// summed over the blocks that matter.
+    pub fn radius_pmf(&self, r: u128) -> f64 {
+        let b = (-self.epsilon.value()).exp();
+        let weight = |r: u128| {
+            let (k, j) = (r / self.period, r % self.period);
+            b.powi(k as i32 + i32::from(j >= self.inner))
+        };
+        let count = |r: u128| if r == 0 { 1.0 } else { 4.0 * r as f64 };
+        let limit = self.period * ((60.0 / self.epsilon.value()).ceil() as u128 + 2);
+        let z: f64 = (0..limit).map(|r| count(r) * weight(r)).sum();
+        count(r) * weight(r) / z
+    }
+}
+
+/// The γ minimising E‖X‖₁ for the continuous 2-D L1 staircase at ε (period
+/// 1, density ∝ r·w(r) along the radius), by golden-section search.
+pub fn l1_staircase_gamma(epsilon: f64) -> f64 {
+    let b = (-epsilon).exp();
+    let mean_radius = |gamma: f64| {
+        let blocks = (60.0 / epsilon).ceil() as usize + 2;
+        let (mut num, mut den) = (0.0, 0.0);
+        for k in 0..blocks {
+            let k = k as f64;
+            let bk = b.powf(k);
+            let int = |a: f64, c: f64, n: i32| (c.powi(n + 1) - a.powi(n + 1)) / (n + 1) as f64;
+            num += bk * (int(k, k + gamma, 2) + b * int(k + gamma, k + 1.0, 2));
+            den += bk * (int(k, k + gamma, 1) + b * int(k + gamma, k + 1.0, 1));
+        }
+        num / den
+    };
+    let (mut lo, mut hi) = (0.0, 1.0);
+    let phi = (5f64.sqrt() - 1.0) / 2.0;
+    for _ in 0..60 {
+        let (a, c) = (hi - phi * (hi - lo), lo + phi * (hi - lo));
+        if mean_radius(a) <= mean_radius(c) {
+            hi = c;
+        } else {
+            lo = a;
+        }
+    }
+    0.5 * (lo + hi)
+}
+
+/// Box noise for sensitivities and inner half-widths in the query's units:
+/// one lattice per component (2^40 steps per s_j/ε, at least 2^20 per s_j),
+/// D_j = ⌈s_j/g_j⌉, Z_j = z_j/g_j rounded (any Z_j ≤ D_j is ε-DP, so z is
+/// free to round). Without `inner`, z_j = τ·s_j by `default_inner_fraction`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BoxPlan {
+    pub lattices: Vec<crate::lattice::Lattice>,
+    pub noise: BoxNoise,
+    /// The z_j used, in the query's units.
+    pub inner: Vec<f64>,
+}
+
+impl BoxPlan {
+    pub fn new(epsilon: Epsilon, sensitivities: &[f64], inner: Option<&[f64]>) -> Result<BoxPlan, Error> {
+        if sensitivities.is_empty() || sensitivities.len() > MAX_COMPONENTS {
+            return Err(Error::invalid("sensitivities", "an array of 1 to 16 elements", sensitivities.len()));
+        }
+        if let Some(z) = inner {
+            if z.len() != sensitivities.len() {
+                return Err(Error::invalid(
+                    "inner",
+                    "an array as long as sensitivities",
+                    format!("{} elements for {}", z.len(), sensitivities.len()),
+                ));
+            }
+            for (zj, sj) in z.iter().zip(sensitivities) {
+                if !(zj.is_finite() && *zj >= 0.0 && zj <= sj) {
+                    return Err(Error::invalid("inner", "in [0, sensitivity] component by component", zj));
+                }
+            }
+        }
+        let mut lattices = Vec::with_capacity(sensitivities.len());
+        let mut steps = Vec::with_capacity(sensitivities.len());
+        for &s in sensitivities {
+            if !(s.is_finite() && s > 0.0) {
+                return Err(Error::invalid("sensitivities", "finite numbers > 0", s));
+            }
+            let lattice = crate::lattice::Lattice::for_noise(s / epsilon.value(), s)?;
+            steps.push(lattice.steps_ceil(s)?);
+            lattices.push(lattice);
+        }
+        BoxPlan::on_lattices(epsilon, lattices, steps, inner)
+    }
+
+    /// As `new`, on lattices and sensitivities (in steps) already chosen.
+    pub fn on_lattices(
+        epsilon: Epsilon,
+        lattices: Vec<crate::lattice::Lattice>,
+        steps: Vec<u128>,
+        inner: Option<&[f64]>,
+    ) -> Result<BoxPlan, Error> {
+        let inner_steps: Vec<u128> = match inner {
+            Some(z) => z
+                .iter()
+                .zip(&lattices)
+                .zip(&steps)
+                .map(|((zj, l), d)| ((zj / l.granularity()).round() as u128).min(*d))
+                .collect(),
+            None => {
+                let tau = default_inner_fraction(epsilon, &steps)?;
+                steps.iter().map(|d| ((tau * *d as f64).round() as u128).min(*d)).collect()
+            }
+        };
+        let components: Vec<BoxComponent> =
+            steps.iter().zip(&inner_steps).map(|(&steps, &inner)| BoxComponent { steps, inner }).collect();
+        let noise = BoxNoise::new(epsilon, components)?;
+        let inner = noise.components.iter().zip(&lattices).map(|(c, l)| c.inner as f64 * l.granularity()).collect();
+        Ok(BoxPlan { noise, lattices, inner })
+    }
+
+    /// Per-component variances and the volumes of the smallest box regions
+    /// holding each confidence, in the query's units.
+    pub fn accuracy(&self, confidences: &[f64]) -> Result<(Vec<f64>, Vec<f64>), Error> {
+        let f = self.noise.figures()?;
+        let g: Vec<f64> = self.lattices.iter().map(|l| l.granularity()).collect();
+        let variances = f.variances.iter().zip(&g).map(|(v, g)| v * g * g).collect();
+        let volumes = confidences
+            .iter()
+            .map(|c| f.region(&self.noise, *c).1.iter().zip(&g).map(|(w, g)| w * g).product())
+            .collect();
+        Ok((variances, volumes))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn large_epsilon_draws_terminate_and_inner_is_floored() {
+        // At ε = 1000 the variance-optimal z is 0; without the floor a draw
+        // would take ~2D tries.
+        let plan = BoxPlan::new(Epsilon::new(1000.0).unwrap(), &[1.0, 10.0], None).unwrap();
+        let mut r = crate::BitPool::new(<rand_chacha::ChaCha20Rng as rand_core::SeedableRng>::seed_from_u64(3));
+        for c in plan.noise.components() {
+            assert!(c.inner * MIN_INNER_DIVISOR >= c.steps);
+        }
+        for _ in 0..1000 {
+            let p = plan.noise.sample(&mut r);
+            assert!(p.iter().zip(plan.noise.components()).all(|(x, c)| x.unsigned_abs() <= c.inner));
+        }
+        assert!(BoxPlan::new(Epsilon::new(1.0).unwrap(), &[1.0, 10.0], Some(&[2.0, 1.0])).is_err());
+        assert!(BoxPlan::new(Epsilon::new(1.0).unwrap(), &[1.0, -10.0], None).is_err());
+        assert!(BoxPlan::new(Epsilon::new(1.0).unwrap(), &[], None).is_err());
+        assert!(BoxPlan::new(Epsilon::new(1.0).unwrap(), &[1.0], Some(&[0.5, 0.5])).is_err());
+    }
+}

@@ -1,0 +1,331 @@
+//! Multivariate noise: `dp_noise_box`, `dp_noise_l1_staircase`,
+//! `dp_accuracy_multi` and the `dp_sum_multi` aggregate. The math lives in
+//! `dpnoise_core::multivariate`.
+
+use crate::aggref::{aggregate_arguments, f64_parameter};
+use crate::errors::{self, OrRaise};
+use crate::fmgr::{aggregate_context, arg_datum, arg_is_null, refuse_window, required_f64, return_null, v1_function};
+use crate::rng::with_rng;
+use dpnoise_core::lattice::Lattice;
+use dpnoise_core::multivariate::{l1_staircase_gamma, BoxPlan, L1Staircase, MAX_COMPONENTS};
+use dpnoise_core::{Epsilon, Error};
+use pgrx::pg_sys;
+use pgrx::prelude::*;
+use pgrx::{FromDatum, IntoDatum};
+use std::cell::RefCell;
+
+/// A float8[] parameter: not NULL, no NULL or non-finite elements.
+fn finite_array(name: &'static str, items: Option<Vec<Option<f64>>>) -> Vec<f64> {
+    let items = items.unwrap_or_else(|| errors::null_parameter(name));
+    items
+        .into_iter()
+        .map(|v| match v {
+            Some(x) if x.is_finite() => x,
+            Some(x) => errors::raise(Error::invalid(name, "finite numbers", x)),
+            None => errors::raise(Error::invalid(name, "free of NULL elements", "NULL")),
+        })
+        .collect()
+}
+
+fn epsilon_of(epsilon: Option<f64>) -> (f64, Epsilon) {
+    let e = epsilon.unwrap_or_else(|| errors::null_parameter("epsilon"));
+    (e, Epsilon::new(e).or_raise())
+}
+
+/// The last box plan built in this backend, by its exact parameters:
+/// choosing the default z takes milliseconds, so rows and groups reuse it.
+struct LastPlan {
+    key: Vec<u64>,
+    plan: BoxPlan,
+}
+
+thread_local! {
+    static LAST: RefCell<Option<LastPlan>> = const { RefCell::new(None) };
+}
+
+fn cached_plan(key: Vec<u64>, build: impl FnOnce() -> BoxPlan) -> BoxPlan {
+    if let Some(plan) = LAST.with(|l| l.borrow().as_ref().filter(|l| l.key == key).map(|l| l.plan.clone())) {
+        return plan;
+    }
+    let plan = build();
+    LAST.with(|l| *l.borrow_mut() = Some(LastPlan { key, plan: plan.clone() }));
+    plan
+}
+
+fn bits_key(tag: u64, epsilon: f64, arrays: &[&[f64]]) -> Vec<u64> {
+    let mut key = vec![tag, epsilon.to_bits()];
+    for a in arrays {
+        key.push(a.len() as u64);
+        key.extend(a.iter().map(|x| x.to_bits()));
+    }
+    key
+}
+
+/// The box plan of per-row noise: sensitivities and inner in units.
+fn value_plan(epsilon: Option<f64>, sensitivities: Option<Vec<Option<f64>>>, inner: Option<Vec<Option<f64>>>) -> (f64, BoxPlan) {
+    let (e, eps) = epsilon_of(epsilon);
+    let s = finite_array("sensitivities", sensitivities);
+    let z = inner.map(|z| finite_array("inner", Some(z)));
+    let key = bits_key(1 + u64::from(z.is_some()), e, &[&s, z.as_deref().unwrap_or(&[])]);
+    (e, cached_plan(key, || BoxPlan::new(eps, &s, z.as_deref()).or_raise()))
+}
+
+/// values rounded onto each component's lattice; lengths must agree.
+fn lattice_values(values: Vec<f64>, lattices: &[Lattice]) -> Vec<i128> {
+    if values.len() != lattices.len() {
+        errors::raise(Error::invalid(
+            "values",
+            "an array as long as the sensitivities (or bounds)",
+            format!("{} elements for {}", values.len(), lattices.len()),
+        ));
+    }
+    values.iter().zip(lattices).map(|(v, l)| l.round(*v).or_raise()).collect()
+}
+
+/// values plus box noise (Soria-Comas & Domingo-Ferrer, Theorem 13) for the
+/// per-component sensitivities; `inner` is S_0's half-widths (default: the
+/// z that minimises the sum of relative variances).
+#[pg_extern(volatile, parallel_restricted)]
+fn dp_noise_box(
+    values: Option<Vec<Option<f64>>>,
+    epsilon: Option<f64>,
+    sensitivities: Option<Vec<Option<f64>>>,
+    inner: default!(Option<Vec<Option<f64>>>, "NULL"),
+    fcinfo: pg_sys::FunctionCallInfo,
+) -> Option<Vec<f64>> {
+    let (e, plan) = value_plan(epsilon, sensitivities, inner);
+    let values = values.map(|v| finite_array("values", Some(v)))?;
+    let exact = lattice_values(values, &plan.lattices);
+    unsafe { crate::budget::pay(fcinfo, "dp_noise_box", "box", e, 0.0) };
+    let noise = with_rng(|rng| plan.noise.sample(rng));
+    Some(exact.iter().zip(&noise).zip(&plan.lattices).map(|((x, n), l)| l.release(x + n)).collect())
+}
+
+/// Two values plus Geng's two-dimensional L1 staircase noise (γ for the least
+/// E‖X‖₁), for an L1 sensitivity.
+#[pg_extern(volatile, parallel_restricted)]
+fn dp_noise_l1_staircase(
+    values: Option<Vec<Option<f64>>>,
+    epsilon: Option<f64>,
+    sensitivity: Option<f64>,
+    fcinfo: pg_sys::FunctionCallInfo,
+) -> Option<Vec<f64>> {
+    let (e, eps) = epsilon_of(epsilon);
+    let s = sensitivity.unwrap_or_else(|| errors::null_parameter("sensitivity"));
+    if !(s.is_finite() && s > 0.0) {
+        errors::raise(Error::invalid("sensitivity", "a finite number > 0", s));
+    }
+    let lattice = Lattice::for_noise(s / e, s).or_raise();
+    // Each component rounds on its own: the L1 distance of two rounded
+    // points is at most ⌈Δ/g⌉ + 1 steps.
+    let steps = lattice.steps_ceil(s).or_raise() + 1;
+    let noise = L1Staircase::new(eps, steps, l1_staircase_gamma(eps.value())).or_raise();
+    let values = values.map(|v| finite_array("values", Some(v)))?;
+    let exact = lattice_values(values, &[lattice, lattice]);
+    unsafe { crate::budget::pay(fcinfo, "dp_noise_l1_staircase", "l1 staircase", e, 0.0) };
+    let (x, y) = with_rng(|rng| noise.sample(rng));
+    Some(vec![lattice.release(exact[0] + x), lattice.release(exact[1] + y)])
+}
+
+/// The exact figures of box noise before spending anything: each
+/// component's variance, the inner half-widths used, and the volume of the
+/// smallest box region holding 90, 95 and 99 % of the noise.
+#[pg_extern(immutable, parallel_safe)]
+fn dp_accuracy_multi(
+    epsilon: Option<f64>,
+    sensitivities: Option<Vec<Option<f64>>>,
+    inner: default!(Option<Vec<Option<f64>>>, "NULL"),
+) -> TableIterator<
+    'static,
+    (
+        name!(variances, Vec<f64>),
+        name!(inner, Vec<f64>),
+        name!(volume_90, f64),
+        name!(volume_95, f64),
+        name!(volume_99, f64),
+    ),
+> {
+    let (_, plan) = value_plan(epsilon, sensitivities, inner);
+    let (variances, volumes) = plan.accuracy(&[0.90, 0.95, 0.99]).or_raise();
+    TableIterator::once((variances, plan.inner.clone(), volumes[0], volumes[1], volumes[2]))
+}
+
+// dp_sum_multi(values float8[], epsilon float8, bounds float8[]) ----------------
+
+/// The transition state: parameters, each component's lattice, and the
+/// exact lattice sums (i128 as two words: palloc aligns to 8 bytes).
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct MultiState {
+    epsilon: u64,
+    bounds: u64,
+    components: u32,
+    lattice_k: [i32; MAX_COMPONENTS],
+    sums: [[u64; 2]; MAX_COMPONENTS],
+}
+
+impl MultiState {
+    fn sum(&self, j: usize) -> i128 {
+        ((self.sums[j][1] as i128) << 64) | self.sums[j][0] as i128
+    }
+
+    fn add(&mut self, j: usize, steps: i128) {
+        let total = self.sum(j).checked_add(steps).unwrap_or_else(|| errors::sum_overflow());
+        self.sums[j] = [total as u64, (total >> 64) as u64];
+    }
+}
+
+/// A fingerprint of the bounds' bits, to check every row passes the same.
+fn bounds_key(bounds: &[f64]) -> u64 {
+    bounds.iter().fold(0xcbf29ce484222325u64, |h, b| (h ^ b.to_bits()).wrapping_mul(0x100000001b3))
+}
+
+/// The plan of a sum: lattices for noise of scale b_j/ε, sensitivity the
+/// rounded bound in steps (values are clamped to [−b_j, b_j]).
+fn sum_plan(epsilon: f64, bounds: &[f64]) -> BoxPlan {
+    let key = bits_key(3, epsilon, &[bounds]);
+    cached_plan(key, || {
+        let eps = Epsilon::new(epsilon).or_raise();
+        if bounds.is_empty() || bounds.len() > MAX_COMPONENTS {
+            errors::raise(Error::invalid("bounds", "an array of 1 to 16 elements", bounds.len()));
+        }
+        let mut lattices = Vec::new();
+        let mut steps = Vec::new();
+        for &b in bounds {
+            if !(b.is_finite() && b > 0.0) {
+                errors::raise(Error::invalid("bounds", "finite numbers > 0", b));
+            }
+            let lattice = Lattice::for_noise(b / eps.value(), b).or_raise();
+            steps.push(lattice.round(b).or_raise().unsigned_abs());
+            lattices.push(lattice);
+        }
+        BoxPlan::on_lattices(eps, lattices, steps, None).or_raise()
+    })
+}
+
+unsafe fn array_arg(datum: pg_sys::Datum, name: &'static str) -> Vec<f64> {
+    finite_array(name, unsafe { <Vec<Option<f64>> as FromDatum>::from_datum(datum, false) })
+}
+
+unsafe fn state_arg(fcinfo: pg_sys::FunctionCallInfo, i: usize) -> *mut MultiState {
+    unsafe { if arg_is_null(fcinfo, i) { std::ptr::null_mut() } else { arg_datum(fcinfo, i).cast_mut_ptr() } }
+}
+
+unsafe fn new_state(fcinfo: pg_sys::FunctionCallInfo, init: MultiState) -> *mut MultiState {
+    unsafe {
+        let context = aggregate_context(fcinfo, "dp_sum_multi");
+        let p = pg_sys::MemoryContextAlloc(context, std::mem::size_of::<MultiState>()) as *mut MultiState;
+        p.write(init);
+        p
+    }
+}
+
+// One row: each component clamped to [−b_j, b_j], rounded, added.
+v1_function!(pg_finfo_dp_sum_multi_step, dp_sum_multi_step, |fcinfo| {
+    unsafe {
+        let epsilon = required_f64(fcinfo, 2, "epsilon");
+        if arg_is_null(fcinfo, 3) {
+            errors::null_parameter("bounds");
+        }
+        let bounds = array_arg(arg_datum(fcinfo, 3), "bounds");
+        let key = bounds_key(&bounds);
+        let mut state = state_arg(fcinfo, 0);
+        if state.is_null() {
+            refuse_window(fcinfo, "dp_sum_multi");
+            let plan = sum_plan(epsilon, &bounds);
+            let mut init = MultiState {
+                epsilon: epsilon.to_bits(),
+                bounds: key,
+                components: bounds.len() as u32,
+                lattice_k: [0; MAX_COMPONENTS],
+                sums: [[0; 2]; MAX_COMPONENTS],
+            };
+            for (j, l) in plan.lattices.iter().enumerate() {
+                init.lattice_k[j] = l.k;
+            }
+            state = new_state(fcinfo, init);
+        } else if (*state).epsilon != epsilon.to_bits() || (*state).bounds != key {
+            errors::varying_parameter("dp_sum_multi");
+        }
+        if !arg_is_null(fcinfo, 1) {
+            let values = array_arg(arg_datum(fcinfo, 1), "values");
+            let lattices: Vec<Lattice> = (0..bounds.len()).map(|j| Lattice { k: (*state).lattice_k[j] }).collect();
+            let clamped: Vec<f64> = values.iter().zip(&bounds).map(|(v, b)| v.clamp(-b, *b)).collect();
+            for (j, steps) in lattice_values(clamped, &lattices).into_iter().enumerate() {
+                (*state).add(j, steps);
+            }
+        }
+        pg_sys::Datum::from(state)
+    }
+});
+
+v1_function!(pg_finfo_dp_sum_multi_final, dp_sum_multi_final, |fcinfo| {
+    unsafe {
+        refuse_window(fcinfo, "dp_sum_multi");
+        let [e, b] = aggregate_arguments(fcinfo, [1, 2], "dp_sum_multi");
+        let epsilon = f64_parameter(e, "epsilon");
+        let bounds = array_arg(b.unwrap_or_else(|| errors::null_parameter("bounds")), "bounds");
+        let plan = sum_plan(epsilon, &bounds);
+        let state = state_arg(fcinfo, 0);
+        let sums: Vec<i128> = if state.is_null() {
+            vec![0; bounds.len()]
+        } else {
+            let s = &*state;
+            if s.epsilon != epsilon.to_bits() || s.bounds != bounds_key(&bounds) {
+                errors::varying_parameter("dp_sum_multi");
+            }
+            if plan.lattices.iter().enumerate().any(|(j, l)| s.lattice_k[j] != l.k) {
+                pgrx::error!("dp_sum_multi: the sum was accumulated on another lattice (internal error)");
+            }
+            (0..bounds.len()).map(|j| s.sum(j)).collect()
+        };
+        crate::budget::pay(fcinfo, "dp_sum_multi", "box", epsilon, 0.0);
+        let noise = with_rng(|rng| plan.noise.sample(rng));
+        let released: Vec<f64> = sums.iter().zip(&noise).zip(&plan.lattices).map(|((x, n), l)| l.release(x + n)).collect();
+        released.into_datum().unwrap_or_else(|| return_null(fcinfo))
+    }
+});
+
+v1_function!(pg_finfo_dp_sum_multi_combine, dp_sum_multi_combine, |fcinfo| {
+    unsafe {
+        let (a, b) = (state_arg(fcinfo, 0), state_arg(fcinfo, 1));
+        if b.is_null() {
+            return if a.is_null() { return_null(fcinfo) } else { pg_sys::Datum::from(a) };
+        }
+        if a.is_null() {
+            return pg_sys::Datum::from(new_state(fcinfo, *b));
+        }
+        if (*a).epsilon != (*b).epsilon || (*a).bounds != (*b).bounds || (*a).lattice_k != (*b).lattice_k {
+            errors::varying_parameter("dp_sum_multi");
+        }
+        for j in 0..(*a).components as usize {
+            (*a).add(j, (*b).sum(j));
+        }
+        pg_sys::Datum::from(a)
+    }
+});
+
+const STATE_BYTES: usize = std::mem::size_of::<MultiState>();
+
+v1_function!(pg_finfo_dp_sum_multi_serialize, dp_sum_multi_serialize, |fcinfo| {
+    unsafe {
+        let state = state_arg(fcinfo, 0);
+        let total = pg_sys::VARHDRSZ + STATE_BYTES;
+        let out = pg_sys::palloc(total) as *mut pg_sys::varlena;
+        pgrx::set_varsize_4b(out, total as i32);
+        std::ptr::copy_nonoverlapping(state as *const u8, pgrx::vardata_4b(out) as *mut u8, STATE_BYTES);
+        pg_sys::Datum::from(out)
+    }
+});
+
+v1_function!(pg_finfo_dp_sum_multi_deserialize, dp_sum_multi_deserialize, |fcinfo| {
+    unsafe {
+        let raw = pg_sys::pg_detoast_datum_packed(arg_datum(fcinfo, 0).cast_mut_ptr());
+        if pgrx::varsize_any_exhdr(raw) != STATE_BYTES {
+            pgrx::error!("dpnoise: malformed partial dp_sum_multi state");
+        }
+        let mut state = std::mem::MaybeUninit::<MultiState>::uninit();
+        std::ptr::copy_nonoverlapping(pgrx::vardata_any(raw) as *const u8, state.as_mut_ptr() as *mut u8, STATE_BYTES);
+        pg_sys::Datum::from(new_state(fcinfo, state.assume_init()))
+    }
+});
