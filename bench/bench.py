@@ -22,6 +22,8 @@ PAIRS = [
     # 'auto' plans once per call site, not once per group.
     ("dp_sum auto, 10^4 groups", "SELECT count(s) FROM (SELECT sum(x) s FROM bench GROUP BY (x * 1000)::int % 10000) g",
      "SELECT count(s) FROM (SELECT dp_sum(x, 1.0, 0, 100, 1e-6) s FROM bench GROUP BY (x * 1000)::int % 10000) g", 1.5),
+    ("dp_sum_multi (2 comp.)", "SELECT sum(a[1]), sum(a[2]) FROM (SELECT ARRAY[x, 2 * x] a FROM bench) s",
+     "SELECT dp_sum_multi(ARRAY[x, 2 * x], 1.0, ARRAY[100, 200]) FROM bench", 2.0),
     ("dp_noise gaussian (row)", "SELECT max(x + random()) FROM bench",
      "SELECT max(dp_noise(x, 1.0, 1.0, 1e-6, 'gaussian')) FROM bench", 2.0),
 ]
@@ -47,7 +49,9 @@ def main():
     pairs = [p for p in PAIRS if not args.pairs or p[0] in args.pairs.split(",")]
 
     psql(args.port, f"""
-        CREATE EXTENSION IF NOT EXISTS dpnoise;
+        -- Always the build just installed: an old catalog would miss new functions.
+        DROP EXTENSION IF EXISTS dpnoise CASCADE;
+        CREATE EXTENSION dpnoise;
         DO $$ BEGIN
             IF to_regclass('bench') IS NULL OR (SELECT reltuples FROM pg_class WHERE oid = to_regclass('bench')) <> {args.rows} THEN
                 DROP TABLE IF EXISTS bench;

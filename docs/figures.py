@@ -1,8 +1,9 @@
 """Draws docs/img/*.png from the CSV files that the noise_figures and
-delta_figures examples write.
+delta_figures and multi_figures examples write.
 
     cargo run --release -p dpnoise-core --example noise_figures -- docs/data
     cargo run --release -p dpnoise-core --example delta_figures -- docs/data
+    cargo run --release -p dpnoise-core --example multi_figures -- docs/data
     python3 docs/figures.py          # needs matplotlib (pip install matplotlib)
 """
 import csv
@@ -119,10 +120,32 @@ def delta_curves():
     fig.savefig(os.path.join(IMG, "delta_error.png"), dpi=110)
 
 
+def multi_density():
+    """Example 2's box noise beside independent Laplace (multi_figures example)."""
+    rows = read("multi_density.csv")
+    xs = sorted({float(r["x"]) for r in rows})
+    ys = sorted({float(r["y"]) for r in rows})
+    grid = {(float(r["x"]), float(r["y"])): r for r in rows}
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.5), sharey=True)
+    for ax, key, title in [
+        (axes[0], "box", "box noise, S_0 = [-0.1, 0.1] x [-1, 1]"),
+        (axes[1], "laplace", "independent Laplace, scale 11"),
+    ]:
+        z = [[float(grid[(x, y)][key]) for x in xs] for y in ys]
+        im = ax.imshow(z, origin="lower", aspect="auto", extent=[xs[0], xs[-1], ys[0], ys[-1]],
+                       norm=matplotlib.colors.LogNorm(vmin=1e-4, vmax=1), cmap="viridis")
+        ax.set_title(title + ", ε = 1")
+        ax.set_xlabel("component 1 (Δ = 1)")
+    axes[0].set_ylabel("component 2 (Δ = 10)")
+    fig.colorbar(im, ax=axes, label="density / its maximum")
+    fig.savefig(os.path.join(IMG, "multi_density.png"), dpi=110)
+
+
 if __name__ == "__main__":
     os.makedirs(IMG, exist_ok=True)
     density()
     error_curves()
     refine_error()
     delta_curves()
+    multi_density()
     print("wrote", IMG)

@@ -169,3 +169,41 @@ pub fn text_fingerprint(text: &str) -> u64 {
     let h = text.bytes().fold(0xcbf29ce484222325u64, |h, b| (h ^ b as u64).wrapping_mul(0x100000001b3));
     h.max(1)
 }
+
+/// A fixed-size, plain-data transition state in the aggregate's context.
+pub unsafe fn new_state<T: Copy>(fcinfo: pg_sys::FunctionCallInfo, function: &str, init: T) -> *mut T {
+    unsafe {
+        let context = aggregate_context(fcinfo, function);
+        let p = pg_sys::MemoryContextAlloc(context, std::mem::size_of::<T>()) as *mut T;
+        p.write(init);
+        p
+    }
+}
+
+/// A plain-data state as bytea, for partial aggregation (its bytes as they are:
+/// the workers run the same build on the same machine).
+pub unsafe fn serialize_state<T: Copy>(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
+    unsafe {
+        let state = arg_datum(fcinfo, 0).cast_mut_ptr::<T>();
+        let bytes = std::mem::size_of::<T>();
+        let total = pg_sys::VARHDRSZ + bytes;
+        let out = pg_sys::palloc(total) as *mut pg_sys::varlena;
+        pgrx::set_varsize_4b(out, total as i32);
+        std::ptr::copy_nonoverlapping(state as *const u8, pgrx::vardata_4b(out) as *mut u8, bytes);
+        pg_sys::Datum::from(out)
+    }
+}
+
+/// The inverse of `serialize_state`, into the aggregate's context.
+pub unsafe fn deserialize_state<T: Copy>(fcinfo: pg_sys::FunctionCallInfo, function: &str) -> pg_sys::Datum {
+    unsafe {
+        let raw = pg_sys::pg_detoast_datum_packed(arg_datum(fcinfo, 0).cast_mut_ptr());
+        let bytes = std::mem::size_of::<T>();
+        if pgrx::varsize_any_exhdr(raw) != bytes {
+            pgrx::error!("{function}: malformed partial state");
+        }
+        let mut state = std::mem::MaybeUninit::<T>::uninit();
+        std::ptr::copy_nonoverlapping(pgrx::vardata_any(raw) as *const u8, state.as_mut_ptr() as *mut u8, bytes);
+        pg_sys::Datum::from(new_state(fcinfo, function, state.assume_init()))
+    }
+}

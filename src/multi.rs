@@ -4,7 +4,7 @@
 
 use crate::aggref::{aggregate_arguments, f64_parameter};
 use crate::errors::{self, OrRaise};
-use crate::fmgr::{aggregate_context, arg_datum, arg_is_null, refuse_window, required_f64, return_null, v1_function};
+use crate::fmgr::{arg_datum, arg_is_null, refuse_window, required_f64, return_null, v1_function};
 use crate::rng::with_rng;
 use dpnoise_core::lattice::Lattice;
 use dpnoise_core::multivariate::{l1_staircase_gamma, BoxPlan, L1Staircase, MAX_COMPONENTS};
@@ -212,12 +212,7 @@ unsafe fn state_arg(fcinfo: pg_sys::FunctionCallInfo, i: usize) -> *mut MultiSta
 }
 
 unsafe fn new_state(fcinfo: pg_sys::FunctionCallInfo, init: MultiState) -> *mut MultiState {
-    unsafe {
-        let context = aggregate_context(fcinfo, "dp_sum_multi");
-        let p = pg_sys::MemoryContextAlloc(context, std::mem::size_of::<MultiState>()) as *mut MultiState;
-        p.write(init);
-        p
-    }
+    unsafe { crate::fmgr::new_state(fcinfo, "dp_sum_multi", init) }
 }
 
 // One row: each component clamped to [−b_j, b_j], rounded, added.
@@ -305,27 +300,10 @@ v1_function!(pg_finfo_dp_sum_multi_combine, dp_sum_multi_combine, |fcinfo| {
     }
 });
 
-const STATE_BYTES: usize = std::mem::size_of::<MultiState>();
-
 v1_function!(pg_finfo_dp_sum_multi_serialize, dp_sum_multi_serialize, |fcinfo| {
-    unsafe {
-        let state = state_arg(fcinfo, 0);
-        let total = pg_sys::VARHDRSZ + STATE_BYTES;
-        let out = pg_sys::palloc(total) as *mut pg_sys::varlena;
-        pgrx::set_varsize_4b(out, total as i32);
-        std::ptr::copy_nonoverlapping(state as *const u8, pgrx::vardata_4b(out) as *mut u8, STATE_BYTES);
-        pg_sys::Datum::from(out)
-    }
+    unsafe { crate::fmgr::serialize_state::<MultiState>(fcinfo) }
 });
 
 v1_function!(pg_finfo_dp_sum_multi_deserialize, dp_sum_multi_deserialize, |fcinfo| {
-    unsafe {
-        let raw = pg_sys::pg_detoast_datum_packed(arg_datum(fcinfo, 0).cast_mut_ptr());
-        if pgrx::varsize_any_exhdr(raw) != STATE_BYTES {
-            pgrx::error!("dpnoise: malformed partial dp_sum_multi state");
-        }
-        let mut state = std::mem::MaybeUninit::<MultiState>::uninit();
-        std::ptr::copy_nonoverlapping(pgrx::vardata_any(raw) as *const u8, state.as_mut_ptr() as *mut u8, STATE_BYTES);
-        pg_sys::Datum::from(new_state(fcinfo, state.assume_init()))
-    }
+    unsafe { crate::fmgr::deserialize_state::<MultiState>(fcinfo, "dp_sum_multi") }
 });

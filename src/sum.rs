@@ -8,7 +8,7 @@
 use crate::aggref::{aggregate_arguments, f64_parameter, i64_parameter, text_parameter};
 use crate::errors::{self, OrRaise};
 use crate::fmgr::{
-    aggregate_context, call_site_cache, text_fingerprint, arg_datum, arg_f64, arg_i64, arg_is_null, f64_datum, i64_datum, refuse_window,
+    call_site_cache, text_fingerprint, arg_datum, arg_f64, arg_i64, arg_is_null, f64_datum, i64_datum, refuse_window,
     required_f64, return_null, v1_function,
 };
 use crate::rng::with_rng;
@@ -52,12 +52,7 @@ unsafe fn state_arg(fcinfo: pg_sys::FunctionCallInfo, i: usize) -> *mut SumState
 }
 
 unsafe fn new_state(fcinfo: pg_sys::FunctionCallInfo, init: SumState) -> *mut SumState {
-    unsafe {
-        let context = aggregate_context(fcinfo, "a dpnoise sum");
-        let p = pg_sys::MemoryContextAlloc(context, std::mem::size_of::<SumState>()) as *mut SumState;
-        p.write(init);
-        p
-    }
+    unsafe { crate::fmgr::new_state(fcinfo, "a dpnoise sum", init) }
 }
 
 /// Word-by-word comparison: comparing the arrays whole compiles to a 16-byte
@@ -413,27 +408,10 @@ v1_function!(pg_finfo_dp_sum_combine, dp_sum_combine, |fcinfo| {
     }
 });
 
-const STATE_BYTES: usize = std::mem::size_of::<SumState>();
-
 v1_function!(pg_finfo_dp_sum_serialize, dp_sum_serialize, |fcinfo| {
-    unsafe {
-        let state = state_arg(fcinfo, 0);
-        let total = pg_sys::VARHDRSZ + STATE_BYTES;
-        let out = pg_sys::palloc(total) as *mut pg_sys::varlena;
-        pgrx::set_varsize_4b(out, total as i32);
-        std::ptr::copy_nonoverlapping(state as *const u8, pgrx::vardata_4b(out) as *mut u8, STATE_BYTES);
-        pg_sys::Datum::from(out)
-    }
+    unsafe { crate::fmgr::serialize_state::<SumState>(fcinfo) }
 });
 
 v1_function!(pg_finfo_dp_sum_deserialize, dp_sum_deserialize, |fcinfo| {
-    unsafe {
-        let raw = pg_sys::pg_detoast_datum_packed(arg_datum(fcinfo, 0).cast_mut_ptr());
-        if pgrx::varsize_any_exhdr(raw) != STATE_BYTES {
-            pgrx::error!("dpnoise: malformed partial sum state");
-        }
-        let mut state = std::mem::MaybeUninit::<SumState>::uninit();
-        std::ptr::copy_nonoverlapping(pgrx::vardata_any(raw) as *const u8, state.as_mut_ptr() as *mut u8, STATE_BYTES);
-        pg_sys::Datum::from(new_state(fcinfo, state.assume_init()))
-    }
+    unsafe { crate::fmgr::deserialize_state::<SumState>(fcinfo, "a dpnoise sum") }
 });

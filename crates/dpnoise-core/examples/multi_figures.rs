@@ -49,8 +49,8 @@ fn main() {
     );
     println!("\ndefault τ = {tau:.4} (z = τ·s); L1 staircase γ at ε = 1: {:.4}", l1_staircase_gamma(1.0));
 
-    // Densities on a grid over [−5, 5] × [−50, 50], normalised to their maxima.
-    let noise = build([0.1, 1.0]);
+    // Densities of the continuous laws on a grid over [−5, 5] × [−50, 50],
+    // each relative to its maximum (the lattice laws are these at 2^16 steps per unit).
     let shell = |x: f64, y: f64| {
         let i = |v: f64, s: f64, z: f64| ((v.abs() - z) / s).ceil().max(0.0);
         i(x, 1.0, 0.1).max(i(y, 10.0, 1.0))

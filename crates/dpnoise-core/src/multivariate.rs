@@ -256,17 +256,9 @@ pub fn default_inner_fraction(epsilon: Epsilon, steps: &[u128]) -> Result<f64, E
         costs.push(cost(g)?);
     }
     let at = (0..grid.len()).min_by(|a, b| costs[*a].total_cmp(&costs[*b])).expect("grid");
-    let (mut lo, mut hi) = (grid[at.saturating_sub(1)], grid[(at + 1).min(grid.len() - 1)]);
-    let phi = (5f64.sqrt() - 1.0) / 2.0;
-    for _ in 0..30 {
-        let (a, b) = (hi - phi * (hi - lo), lo + phi * (hi - lo));
-        if cost(a)? <= cost(b)? {
-            hi = b;
-        } else {
-            lo = a;
-        }
-    }
-    let mid = 0.5 * (lo + hi);
+    // The grid evaluated every τ's figures, so none fails here.
+    let (lo, hi) = (grid[at.saturating_sub(1)], grid[(at + 1).min(grid.len() - 1)]);
+    let mid = crate::staircase::golden_section_min(lo, hi, 30, |t| cost(t).unwrap_or(f64::INFINITY));
     Ok(if cost(mid)? <= costs[at] { mid } else { grid[at] })
 }
 
@@ -358,17 +350,7 @@ pub fn l1_staircase_gamma(epsilon: f64) -> f64 {
         }
         num / den
     };
-    let (mut lo, mut hi) = (0.0, 1.0);
-    let phi = (5f64.sqrt() - 1.0) / 2.0;
-    for _ in 0..60 {
-        let (a, c) = (hi - phi * (hi - lo), lo + phi * (hi - lo));
-        if mean_radius(a) <= mean_radius(c) {
-            hi = c;
-        } else {
-            lo = a;
-        }
-    }
-    0.5 * (lo + hi)
+    crate::staircase::golden_section_min(0.0, 1.0, 60, mean_radius)
 }
 
 /// Box noise for sensitivities and inner half-widths in the query's units:

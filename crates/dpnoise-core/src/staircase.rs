@@ -104,20 +104,24 @@ fn interval_gamma(epsilon: f64, confidence: f64) -> f64 {
     let widths: Vec<f64> = grid.iter().map(|g| width(*g)).collect();
     let at = (0..grid.len()).min_by(|a, b| widths[*a].total_cmp(&widths[*b])).expect("grid is not empty");
     let best = grid[at];
-    let (mut lo, mut hi) = (grid[at.saturating_sub(1)], grid[(at + 1).min(grid.len() - 1)]);
+    let mid = golden_section_min(grid[at.saturating_sub(1)], grid[(at + 1).min(grid.len() - 1)], 60, width);
+    let gamma = if width(mid) <= width(best) { mid } else { best };
+    INTERVAL_GAMMA.with(|c| c.borrow_mut().insert(key, gamma));
+    gamma
+}
+
+/// The minimiser of a unimodal `f` on [lo, hi], by golden-section search.
+pub(crate) fn golden_section_min(mut lo: f64, mut hi: f64, iterations: usize, f: impl Fn(f64) -> f64) -> f64 {
     let phi = (5f64.sqrt() - 1.0) / 2.0;
-    for _ in 0..60 {
+    for _ in 0..iterations {
         let (a, b) = (hi - phi * (hi - lo), lo + phi * (hi - lo));
-        if width(a) <= width(b) {
+        if f(a) <= f(b) {
             hi = b;
         } else {
             lo = a;
         }
     }
-    let mid = (lo + hi) / 2.0;
-    let gamma = if width(mid) <= width(best) { mid } else { best };
-    INTERVAL_GAMMA.with(|c| c.borrow_mut().insert(key, gamma));
-    gamma
+    0.5 * (lo + hi)
 }
 
 /// The smallest acceptance rate of the offset sampler, r/D + (1 − r/D)·b:
