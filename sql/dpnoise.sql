@@ -245,7 +245,7 @@ CREATE FUNCTION dp_sum_multi_serialize(internal) RETURNS bytea
 CREATE FUNCTION dp_sum_multi_deserialize(bytea, internal) RETURNS internal
     AS 'MODULE_PATHNAME', 'dp_sum_multi_deserialize' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 CREATE AGGREGATE dp_sum_multi("values" double precision[], epsilon double precision, bounds double precision[]) (
-    SFUNC = dp_sum_multi_step, STYPE = internal, SSPACE = 400,
+    SFUNC = dp_sum_multi_step, STYPE = internal, SSPACE = 540,
     COMBINEFUNC = dp_sum_multi_combine, SERIALFUNC = dp_sum_multi_serialize,
     DESERIALFUNC = dp_sum_multi_deserialize, FINALFUNC = dp_sum_multi_final, PARALLEL = SAFE
 );

@@ -207,3 +207,24 @@ pub unsafe fn deserialize_state<T: Copy>(fcinfo: pg_sys::FunctionCallInfo, funct
         pg_sys::Datum::from(new_state(fcinfo, function, state.assume_init()))
     }
 }
+
+/// Combines two plain-data partial states: NULL on either side takes the
+/// other (copied into the aggregate's context), else `merge` folds b into a.
+pub unsafe fn combine_states<T: Copy>(
+    fcinfo: pg_sys::FunctionCallInfo,
+    function: &str,
+    merge: impl FnOnce(&mut T, &T),
+) -> pg_sys::Datum {
+    unsafe {
+        let state = |i| if arg_is_null(fcinfo, i) { std::ptr::null_mut() } else { arg_datum(fcinfo, i).cast_mut_ptr::<T>() };
+        let (a, b) = (state(0), state(1));
+        if b.is_null() {
+            return if a.is_null() { return_null(fcinfo) } else { pg_sys::Datum::from(a) };
+        }
+        if a.is_null() {
+            return pg_sys::Datum::from(new_state(fcinfo, function, *b));
+        }
+        merge(&mut *a, &*b);
+        pg_sys::Datum::from(a)
+    }
+}

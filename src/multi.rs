@@ -70,15 +70,20 @@ fn value_plan(epsilon: Option<f64>, sensitivities: Option<Vec<Option<f64>>>, inn
     (e, cached_plan(key, || BoxPlan::new(eps, &s, z.as_deref()).or_raise()))
 }
 
-/// values rounded onto each component's lattice; lengths must agree.
-fn lattice_values(values: Vec<f64>, lattices: &[Lattice]) -> Vec<i128> {
-    if values.len() != lattices.len() {
+/// Refuses a values array whose length is not the number of components.
+fn check_length(values: usize, components: usize) {
+    if values != components {
         errors::raise(Error::invalid(
             "values",
             "an array as long as the sensitivities (or bounds)",
-            format!("{} elements for {}", values.len(), lattices.len()),
+            format!("{values} elements for {components}"),
         ));
     }
+}
+
+/// values rounded onto each component's lattice; lengths must agree.
+fn lattice_values(values: Vec<f64>, lattices: &[Lattice]) -> Vec<i128> {
+    check_length(values.len(), lattices.len());
     values.iter().zip(lattices).map(|(v, l)| l.round(*v).or_raise()).collect()
 }
 
@@ -159,6 +164,10 @@ fn dp_accuracy_multi(
 struct MultiState {
     epsilon: u64,
     bounds: u64,
+    /// The bounds array's datum on the last row that read it: rows passing
+    /// the same datum (a constant) skip reading and hashing it again.
+    bounds_datum: usize,
+    bound: [f64; MAX_COMPONENTS],
     components: u32,
     lattice_k: [i32; MAX_COMPONENTS],
     sums: [[u64; 2]; MAX_COMPONENTS],
@@ -222,32 +231,42 @@ v1_function!(pg_finfo_dp_sum_multi_step, dp_sum_multi_step, |fcinfo| {
         if arg_is_null(fcinfo, 3) {
             errors::null_parameter("bounds");
         }
-        let bounds = array_arg(arg_datum(fcinfo, 3), "bounds");
-        let key = bounds_key(&bounds);
+        let bounds_datum = arg_datum(fcinfo, 3);
         let mut state = state_arg(fcinfo, 0);
         if state.is_null() {
             refuse_window(fcinfo, "dp_sum_multi");
+            let bounds = array_arg(bounds_datum, "bounds");
             let plan = sum_plan(epsilon, &bounds);
             let mut init = MultiState {
                 epsilon: epsilon.to_bits(),
-                bounds: key,
+                bounds: bounds_key(&bounds),
+                bounds_datum: bounds_datum.value(),
+                bound: [0.0; MAX_COMPONENTS],
                 components: bounds.len() as u32,
                 lattice_k: [0; MAX_COMPONENTS],
                 sums: [[0; 2]; MAX_COMPONENTS],
             };
             for (j, l) in plan.lattices.iter().enumerate() {
                 init.lattice_k[j] = l.k;
+                init.bound[j] = bounds[j];
             }
             state = new_state(fcinfo, init);
-        } else if (*state).epsilon != epsilon.to_bits() || (*state).bounds != key {
+        } else if (*state).epsilon != epsilon.to_bits() {
             errors::varying_parameter("dp_sum_multi");
+        } else if (*state).bounds_datum != bounds_datum.value() {
+            if bounds_key(&array_arg(bounds_datum, "bounds")) != (*state).bounds {
+                errors::varying_parameter("dp_sum_multi");
+            }
+            (*state).bounds_datum = bounds_datum.value();
         }
         if !arg_is_null(fcinfo, 1) {
+            let s = &mut *state;
             let values = array_arg(arg_datum(fcinfo, 1), "values");
-            let lattices: Vec<Lattice> = (0..bounds.len()).map(|j| Lattice { k: (*state).lattice_k[j] }).collect();
-            let clamped: Vec<f64> = values.iter().zip(&bounds).map(|(v, b)| v.clamp(-b, *b)).collect();
-            for (j, steps) in lattice_values(clamped, &lattices).into_iter().enumerate() {
-                (*state).add(j, steps);
+            check_length(values.len(), s.components as usize);
+            for (j, v) in values.iter().enumerate() {
+                let b = s.bound[j];
+                let steps = Lattice { k: s.lattice_k[j] }.round(v.clamp(-b, b)).or_raise();
+                s.add(j, steps);
             }
         }
         pg_sys::Datum::from(state)
@@ -283,20 +302,14 @@ v1_function!(pg_finfo_dp_sum_multi_final, dp_sum_multi_final, |fcinfo| {
 
 v1_function!(pg_finfo_dp_sum_multi_combine, dp_sum_multi_combine, |fcinfo| {
     unsafe {
-        let (a, b) = (state_arg(fcinfo, 0), state_arg(fcinfo, 1));
-        if b.is_null() {
-            return if a.is_null() { return_null(fcinfo) } else { pg_sys::Datum::from(a) };
-        }
-        if a.is_null() {
-            return pg_sys::Datum::from(new_state(fcinfo, *b));
-        }
-        if (*a).epsilon != (*b).epsilon || (*a).bounds != (*b).bounds || (*a).lattice_k != (*b).lattice_k {
-            errors::varying_parameter("dp_sum_multi");
-        }
-        for j in 0..(*a).components as usize {
-            (*a).add(j, (*b).sum(j));
-        }
-        pg_sys::Datum::from(a)
+        crate::fmgr::combine_states::<MultiState>(fcinfo, "dp_sum_multi", |a, b| {
+            if a.epsilon != b.epsilon || a.bounds != b.bounds || a.lattice_k != b.lattice_k {
+                errors::varying_parameter("dp_sum_multi");
+            }
+            for j in 0..a.components as usize {
+                a.add(j, b.sum(j));
+            }
+        })
     }
 });
 

@@ -9,7 +9,7 @@ use crate::aggref::{aggregate_arguments, f64_parameter, i64_parameter, text_para
 use crate::errors::{self, OrRaise};
 use crate::fmgr::{
     call_site_cache, text_fingerprint, arg_datum, arg_f64, arg_i64, arg_is_null, f64_datum, i64_datum, refuse_window,
-    required_f64, return_null, v1_function,
+    required_f64, v1_function,
 };
 use crate::rng::with_rng;
 use dpnoise_core::{Calibration, Choice, Epsilon, Lattice, LatticeNoise, Loss, Mechanism, Noise, Plan, Shape};
@@ -393,18 +393,12 @@ v1_function!(pg_finfo_dp_avg_final, dp_avg_final, |fcinfo| {
 // Combine two partial states (parallel workers, partitions).
 v1_function!(pg_finfo_dp_sum_combine, dp_sum_combine, |fcinfo| {
     unsafe {
-        let (a, b) = (state_arg(fcinfo, 0), state_arg(fcinfo, 1));
-        if b.is_null() {
-            return if a.is_null() { return_null(fcinfo) } else { pg_sys::Datum::from(a) };
-        }
-        if a.is_null() {
-            return pg_sys::Datum::from(new_state(fcinfo, *b));
-        }
-        if (*a).params != (*b).params || (*a).lattice_k != (*b).lattice_k {
-            errors::varying_parameter("a dpnoise sum");
-        }
-        (*a).add((*b).sum(), (*b).count);
-        pg_sys::Datum::from(a)
+        crate::fmgr::combine_states::<SumState>(fcinfo, "a dpnoise sum", |a, b| {
+            if a.params != b.params || a.lattice_k != b.lattice_k {
+                errors::varying_parameter("a dpnoise sum");
+            }
+            a.add(b.sum(), b.count);
+        })
     }
 });
 

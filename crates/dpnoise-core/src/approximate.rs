@@ -283,6 +283,21 @@ pub fn gaussian_delta(sigma: f64, epsilon: f64) -> f64 {
 /// The analytic Gaussian mechanism's σ for sensitivity 1: the smallest σ
 /// with `gaussian_delta(σ, ε) ≤ δ`, by bisection to float resolution.
 pub fn analytic_gaussian_sigma(epsilon: f64, delta: f64) -> f64 {
+    // A plan asks twice (for the lattice, then for σ in steps): keep the last.
+    let key = (epsilon.to_bits(), delta.to_bits());
+    if let Some(sigma) = LAST_SIGMA.with(|l| l.get().filter(|(k, _)| *k == key).map(|(_, s)| s)) {
+        return sigma;
+    }
+    let sigma = search_gaussian_sigma(epsilon, delta);
+    LAST_SIGMA.with(|l| l.set(Some((key, sigma))));
+    sigma
+}
+
+thread_local! {
+    static LAST_SIGMA: std::cell::Cell<Option<((u64, u64), f64)>> = const { std::cell::Cell::new(None) };
+}
+
+fn search_gaussian_sigma(epsilon: f64, delta: f64) -> f64 {
     let (mut lo, mut hi) = (1e-6f64, 1.0f64);
     while gaussian_delta(hi, epsilon) > delta {
         lo = hi;
