@@ -172,19 +172,12 @@ impl SumValue for i64 {
     }
 }
 
-/// One row: clamp, round onto the lattice, add. `share` is the fraction of
-/// ε the sum's noise spends (dp_avg's sum spends half).
+/// One row: clamp, round onto the lattice, add.
 #[inline]
-unsafe fn accumulate<T: SumValue>(
-    fcinfo: pg_sys::FunctionCallInfo,
-    aggregate: &str,
-    bounds: (T, T),
-    share: f64,
-) -> pg_sys::Datum {
+unsafe fn accumulate<T: SumValue>(fcinfo: pg_sys::FunctionCallInfo, aggregate: &str, bounds: (T, T)) -> pg_sys::Datum {
     unsafe {
         accumulate_on(fcinfo, aggregate, bounds, |epsilon, (lower, upper)| {
-            Epsilon::new(epsilon).or_raise();
-            T::calibrate(Epsilon::new(epsilon * share).or_raise(), lower, upper)
+            T::calibrate(Epsilon::new(epsilon).or_raise(), lower, upper)
         })
     }
 }
@@ -224,21 +217,26 @@ unsafe fn symmetric<T: SumValue>(fcinfo: pg_sys::FunctionCallInfo) -> (T, T) {
 
 // dp_sum_laplace(value, epsilon, lower, upper), float8 and int8.
 v1_function!(pg_finfo_dp_sum_laplace_step, dp_sum_laplace_step, |fcinfo| {
-    unsafe { accumulate::<f64>(fcinfo, "dp_sum_laplace", bounds(fcinfo), 1.0) }
+    unsafe { accumulate::<f64>(fcinfo, "dp_sum_laplace", bounds(fcinfo)) }
 });
 v1_function!(pg_finfo_dp_sum_laplace_int_step, dp_sum_laplace_int_step, |fcinfo| {
-    unsafe { accumulate::<i64>(fcinfo, "dp_sum_laplace", bounds(fcinfo), 1.0) }
+    unsafe { accumulate::<i64>(fcinfo, "dp_sum_laplace", bounds(fcinfo)) }
 });
 // dp_sum_staircase(value, epsilon, sensitivity [, loss]), float8 and int8.
 v1_function!(pg_finfo_dp_sum_staircase_step, dp_sum_staircase_step, |fcinfo| {
-    unsafe { accumulate::<f64>(fcinfo, "dp_sum_staircase", symmetric(fcinfo), 1.0) }
+    unsafe { accumulate::<f64>(fcinfo, "dp_sum_staircase", symmetric(fcinfo)) }
 });
 v1_function!(pg_finfo_dp_sum_staircase_int_step, dp_sum_staircase_int_step, |fcinfo| {
-    unsafe { accumulate::<i64>(fcinfo, "dp_sum_staircase", symmetric(fcinfo), 1.0) }
+    unsafe { accumulate::<i64>(fcinfo, "dp_sum_staircase", symmetric(fcinfo)) }
 });
-// dp_avg(value, epsilon, lower, upper).
+// dp_avg(value, epsilon, lower, upper): the sum's lattice is the one
+// `Plan::average` gives the final function.
 v1_function!(pg_finfo_dp_avg_step, dp_avg_step, |fcinfo| {
-    unsafe { accumulate::<f64>(fcinfo, "dp_avg", bounds(fcinfo), 0.5) }
+    unsafe {
+        accumulate_on::<f64>(fcinfo, "dp_avg", bounds(fcinfo), |epsilon, (lower, upper)| {
+            Plan::average(Epsilon::new(epsilon).or_raise(), lower, upper).or_raise().0.calibration
+        })
+    }
 });
 
 /// The exact sum and count, after checking the state was built with the
@@ -375,16 +373,12 @@ v1_function!(pg_finfo_dp_avg_final, dp_avg_final, |fcinfo| {
         refuse_window(fcinfo, "dp_avg");
         let [e, l, u] = aggregate_arguments(fcinfo, [1, 2, 3], "dp_avg");
         let (epsilon, lower, upper) = (f64_parameter(e, "epsilon"), f64_parameter(l, "lower"), f64_parameter(u, "upper"));
-        let whole = Epsilon::new(epsilon).or_raise();
-        let half = Epsilon::new(whole.value() / 2.0).or_raise();
-        let cal = f64::calibrate(half, lower, upper);
+        let (sum_plan, count_plan) = Plan::average(Epsilon::new(epsilon).or_raise(), lower, upper).or_raise();
+        let (cal, count_cal) = (sum_plan.calibration, count_plan.calibration);
         let (sum, count) = exact_state(fcinfo, "dp_avg", [epsilon.to_bits(), lower.to_bits(), upper.to_bits()], &cal);
-        let sum_noise = Noise::new(Mechanism::Staircase, half, 0.0, cal.steps, Loss::Variance).or_raise();
-        let count_cal = Calibration::COUNT;
-        let count_noise = Noise::new(Mechanism::Laplace, half, 0.0, count_cal.steps, Loss::Variance).or_raise();
         crate::budget::pay(fcinfo, "dp_avg", "staircase sum, geometric count", epsilon, 0.0);
         let (noisy_sum, noisy_count) = with_rng(|rng| {
-            (cal.release(&sum_noise, rng, sum), count_cal.release(&count_noise, rng, count as i128))
+            (cal.release(&sum_plan.noise, rng, sum), count_cal.release(&count_plan.noise, rng, count as i128))
         });
         f64_datum((noisy_sum / noisy_count.max(1.0)).clamp(lower, upper))
     }

@@ -75,6 +75,17 @@ impl Plan {
         best.map(|(_, plan)| plan).ok_or_else(|| first_error.expect("some mechanism was tried"))
     }
 
+    /// An average's two releases, each at exactly ε/2 (`Epsilon::half`):
+    /// a staircase sum clamped to [lower, upper] and a geometric count.
+    /// The transition (which picks the sum's lattice on the first row) and
+    /// the final function both derive it here, so they cannot disagree.
+    pub fn average(epsilon: Epsilon, lower: f64, upper: f64) -> Result<(Plan, Plan), Error> {
+        let half = epsilon.half();
+        let sum = Plan::fixed(Mechanism::Staircase, half, 0.0, Loss::Variance, Shape::Sum(lower, upper))?;
+        let count = Plan::fixed(Mechanism::Laplace, half, 0.0, Loss::Variance, Shape::Count)?;
+        Ok((sum, count))
+    }
+
     /// The exact error of this plan's noise, in the query's units.
     pub fn accuracy(&self, confidence: f64) -> Accuracy {
         self.noise.law().accuracy_in_steps(confidence).scaled(self.calibration.lattice.granularity())

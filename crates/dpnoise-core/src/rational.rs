@@ -102,6 +102,14 @@ impl Epsilon {
     pub fn value(&self) -> f64 {
         self.value
     }
+
+    /// Exactly half of the ε the mechanism uses, for a release that spends
+    /// ε in two equal parts (dp_avg: its sum and its count). Halving a
+    /// float is exact, so the two halves add up to `value()` and never to
+    /// more than the charge; every caller that splits gets the same bits.
+    pub fn half(&self) -> Epsilon {
+        Epsilon { value: self.value / 2.0, num: self.num, den: self.den * 2 }
+    }
 }
 
 /// The shortest decimal that reads back as `x`: what the budget charges.
