@@ -32,6 +32,30 @@ stop_server() {
 }
 
 # Builds dpnoise in release mode and installs it into the system PostgreSQL.
+# Each file is written beside its destination and renamed over it: a running
+# server that has dpnoise.so mapped keeps the old file's inode, where
+# rewriting the file in place (as `cargo pgrx install` does) crashes every
+# backend that has it loaded. Also installs the frozen scripts of earlier
+# versions (sql/versions), so `CREATE EXTENSION dpnoise VERSION '0.1.0'`
+# and its upgrade can be tested.
 install_extension() {
-  (cd "$REPO" && cargo pgrx install --release --pg-config "$PG_CONFIG" >/dev/null)
+  (cd "$REPO" && cargo pgrx package --pg-config "$PG_CONFIG" >/dev/null)
+  local staged="$REPO/target/release/dpnoise-pg15"
+  [ -d "$staged" ] || { echo "install: no package in $staged" >&2; return 1; }
+  local lib ext
+  lib=$("$PG_CONFIG" --pkglibdir)
+  ext=$("$PG_CONFIG" --sharedir)/extension
+  place_file "$staged$lib/dpnoise.so" "$lib/dpnoise.so"
+  local f
+  for f in "$staged$ext"/* "$REPO"/sql/versions/*.sql; do
+    place_file "$f" "$ext/$(basename "$f")"
+  done
+}
+
+# place_file SRC DEST: copies SRC next to DEST, then renames it over DEST.
+place_file() {
+  local tmp
+  tmp="$(dirname "$2")/.$(basename "$2").$$"
+  install -m 644 "$1" "$tmp"
+  mv -f "$tmp" "$2"
 }

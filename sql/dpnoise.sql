@@ -346,6 +346,10 @@ CREATE TABLE dpnoise.global_cap (
     epsilon   numeric NOT NULL CHECK (epsilon >= 0),
     delta     numeric NOT NULL CHECK (delta >= 0)
 );
+-- Never holds a row: charge_batch locks it so that two ledger workers of one
+-- database never interleave. No role but a superuser can take this lock,
+-- where an advisory lock could be taken (and held) by any role.
+CREATE TABLE dpnoise.charge_lock ();
 -- One row per charge.
 CREATE TABLE dpnoise.ledger (
     id         bigserial PRIMARY KEY,
@@ -369,8 +373,8 @@ SELECT pg_catalog.pg_extension_config_dump('dpnoise.ledger_id_seq', '');
 -- of requests, in request order; it answers each only after the commit.
 -- Request i asks releases[i] releases at (epsilons[i], deltas[i]) each; it
 -- is granted if what remains of its role's budget (and of the global cap,
--- if any) covers it. Only the worker writes dpnoise.spent, and the
--- advisory lock keeps even two workers of one database from interleaving,
+-- if any) covers it. Only the worker writes dpnoise.spent, and the lock on
+-- dpnoise.charge_lock keeps even two workers of one database from interleaving,
 -- so reading then updating cannot race.
 CREATE FUNCTION dpnoise.charge_batch(
     requesters oid[], epsilons numeric[], deltas numeric[], releases bigint[],
@@ -393,7 +397,7 @@ DECLARE
     cost_delta numeric;
     j integer;
 BEGIN
-    PERFORM pg_catalog.pg_advisory_xact_lock(7237431504613648229);
+    LOCK TABLE dpnoise.charge_lock IN EXCLUSIVE MODE;
     SELECT array_agg(x.r ORDER BY x.r), array_agg(b.epsilon - p.epsilon ORDER BY x.r),
            array_agg(b.delta - p.delta ORDER BY x.r), array_agg(b.strict ORDER BY x.r)
     INTO roles, left_epsilon, left_delta, strict_of
@@ -549,3 +553,14 @@ LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
            coalesce((SELECT m.delta_remaining FROM @extschema@.dp_my_budget m), 0)::float8
 $$;
 COMMENT ON FUNCTION dp_budget_remaining() IS 'What the calling role may still spend (0, 0 without a budget).';
+
+-- Without dpnoise in shared_preload_libraries nothing can be charged, so
+-- every release would fail: say so now, with the fix.
+DO $$
+BEGIN
+    IF NOT 'dpnoise' = ANY (pg_catalog.string_to_array(
+            pg_catalog.replace(pg_catalog.current_setting('shared_preload_libraries'), ' ', ''), ',')) THEN
+        RAISE WARNING 'dpnoise is not in shared_preload_libraries: every release will fail with ZB002 until it is'
+            USING HINT = 'Add dpnoise to shared_preload_libraries in postgresql.conf and restart the server.';
+    END IF;
+END $$;

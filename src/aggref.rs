@@ -106,7 +106,7 @@ pub unsafe fn aggregate_arguments<const N: usize>(
                 let c = expr as *mut pg_sys::Const;
                 return (!(*c).constisnull).then_some((*c).constvalue);
             }
-            if pg_sys::contain_var_clause(expr.cast()) || pg_sys::contain_volatile_functions(expr.cast()) {
+            if !crate::parameters::is_fixed(expr.cast()) {
                 errors::varying_parameter(aggregate);
             }
             let state = pg_sys::ExecInitExpr(expr, &mut (*context).ss.ps);
@@ -114,6 +114,21 @@ pub unsafe fn aggregate_arguments<const N: usize>(
             let value = pg_sys::ExecEvalExprSwitchContext(state, (*context).ss.ps.ps_ExprContext, &mut isnull);
             (!isnull).then_some(value)
         })
+    }
+}
+
+/// Refuses an aggregate call whose privacy parameters (every argument but
+/// the first `data`) are not fixed; for transition functions, which see
+/// only the evaluated values. Checked once per call site.
+pub unsafe fn require_fixed_arguments(fcinfo: pg_sys::FunctionCallInfo, data: usize, aggregate: &str) {
+    unsafe {
+        let site = crate::fmgr::call_site(fcinfo);
+        if site.checked {
+            return;
+        }
+        let args = original_arguments(fcinfo, aggregate);
+        crate::parameters::require_fixed_list(args, data, true, aggregate);
+        site.checked = true;
     }
 }
 

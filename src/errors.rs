@@ -26,7 +26,7 @@ pub fn varying_parameter(function: &str) -> ! {
         ERROR,
         PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
         format!("the privacy parameters of {function} must be the same for every row"),
-        "Pass constants or query parameters, not columns or volatile expressions."
+        "Pass constants or query parameters ($n), combined by immutable functions: not columns, subqueries, or stable or volatile functions, which could depend on the data."
     );
 }
 

@@ -106,6 +106,8 @@ pub unsafe fn refuse_window(fcinfo: pg_sys::FunctionCallInfo, aggregate: &str) {
 pub struct CallSite {
     paid: crate::budget::Paid,
     cache: *mut u8,
+    /// The call's privacy parameters were found fixed (`parameters`).
+    pub checked: bool,
 }
 
 impl CallSite {

@@ -23,12 +23,28 @@ pub fn enforce_budget() -> bool {
     ENFORCE_BUDGET.get()
 }
 
+/// `dpnoise.drop_ledger`: off (the default) refuses `DROP EXTENSION
+/// dpnoise` while the ledger holds charges. Superusers only.
+static DROP_LEDGER: GucSetting<bool> = GucSetting::<bool>::new(false);
+
+pub fn drop_ledger() -> bool {
+    DROP_LEDGER.get()
+}
+
 pub fn init() {
     GucRegistry::define_bool_guc(
         c"dpnoise.enforce_budget",
         c"Charges every release to the privacy budget of the role that runs it.",
         c"Off: releases are not charged (for curators who publish results themselves). Only superusers can change it.",
         &ENFORCE_BUDGET,
+        GucContext::Suset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_bool_guc(
+        c"dpnoise.drop_ledger",
+        c"Allows DROP EXTENSION dpnoise to delete a ledger that holds charges.",
+        c"Off: DROP EXTENSION dpnoise is refused while the ledger holds charges. Only superusers can change it.",
+        &DROP_LEDGER,
         GucContext::Suset,
         GucFlags::default(),
     );

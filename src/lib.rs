@@ -15,7 +15,9 @@ mod count;
 mod errors;
 mod fmgr;
 mod gucs;
+mod hooks;
 mod multi;
+mod parameters;
 mod rng;
 mod refine;
 mod row_noise;
@@ -27,6 +29,7 @@ pgrx::extension_sql_file!("../sql/dpnoise.sql", name = "dpnoise_sql", finalize);
 pub extern "C-unwind" fn _PG_init() {
     gucs::init();
     budget::init_shared_memory();
+    hooks::init();
 }
 
 #[cfg(any(test, feature = "pg_test"))]

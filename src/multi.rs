@@ -98,6 +98,7 @@ fn dp_noise_box(
     inner: default!(Option<Vec<Option<f64>>>, "NULL"),
     fcinfo: pg_sys::FunctionCallInfo,
 ) -> Option<Vec<f64>> {
+    unsafe { crate::parameters::require_fixed_call(fcinfo, 1, "dp_noise_box") };
     let (e, plan) = value_plan(epsilon, sensitivities, inner);
     let values = values.map(|v| finite_array("values", Some(v)))?;
     let exact = lattice_values(values, &plan.lattices);
@@ -115,6 +116,7 @@ fn dp_noise_l1_staircase(
     sensitivity: Option<f64>,
     fcinfo: pg_sys::FunctionCallInfo,
 ) -> Option<Vec<f64>> {
+    unsafe { crate::parameters::require_fixed_call(fcinfo, 1, "dp_noise_l1_staircase") };
     let (e, eps) = epsilon_of(epsilon);
     let s = sensitivity.unwrap_or_else(|| errors::null_parameter("sensitivity"));
     if !(s.is_finite() && s > 0.0) {
@@ -235,6 +237,7 @@ v1_function!(pg_finfo_dp_sum_multi_step, dp_sum_multi_step, |fcinfo| {
         let mut state = state_arg(fcinfo, 0);
         if state.is_null() {
             refuse_window(fcinfo, "dp_sum_multi");
+            crate::aggref::require_fixed_arguments(fcinfo, 1, "dp_sum_multi");
             let bounds = array_arg(bounds_datum, "bounds");
             let plan = sum_plan(epsilon, &bounds);
             let mut init = MultiState {

@@ -132,6 +132,12 @@ fn refinement(prior: Option<dp_prior>, epsilon: Option<f64>, individual: Option<
     built
 }
 
+/// Refuses a call whose value cannot be refined with `prior` (before
+/// anything is charged): a categorical prior needs a text value.
+fn refuse(message: &str, hint: &str) -> ! {
+    ereport!(ERROR, PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE, format!("dp_refine: {message}"), hint);
+}
+
 /// A draw from `prior` sharpened around `value` (clamped to the prior's
 /// range), on the prior's grid. NULL value: NULL, nothing released.
 #[pg_extern(volatile, parallel_restricted, name = "dp_refine")]
@@ -142,14 +148,24 @@ fn dp_refine_numeric(
     individual: default!(Option<bool>, false),
     fcinfo: pg_sys::FunctionCallInfo,
 ) -> Option<f64> {
+    unsafe { crate::parameters::require_fixed_call(fcinfo, 1, "dp_refine") };
+    if matches!(prior, Some(dp_prior::Categorical { .. })) {
+        refuse("a categorical prior needs a text value", "Pass the value as text, or use a numeric prior.");
+    }
     let r = refinement(prior, epsilon, individual);
     let value = value?;
+    if value.is_nan() {
+        // Depends on the data; raised before the charge, like a sum's NaN.
+        errors::nan_value("dp_refine");
+    }
     unsafe { crate::budget::pay(fcinfo, "dp_refine", "refinement", epsilon.unwrap_or(0.0), 0.0) };
     Some(with_rng(|rng| r.sample_numeric(rng, value)).or_raise())
 }
 
 /// A category drawn from `prior` sharpened towards `value`, which must be
-/// one of the prior's categories. NULL value: NULL, nothing released.
+/// one of the prior's categories. NULL value: NULL, nothing released. With
+/// a numeric prior, a constant or parameter value is read as a number (so
+/// drivers' untyped parameters work), and the draw returned as text.
 #[pg_extern(volatile, parallel_restricted, name = "dp_refine")]
 fn dp_refine_text(
     value: Option<&str>,
@@ -158,8 +174,48 @@ fn dp_refine_text(
     individual: default!(Option<bool>, false),
     fcinfo: pg_sys::FunctionCallInfo,
 ) -> Option<String> {
+    unsafe { crate::parameters::require_fixed_call(fcinfo, 1, "dp_refine") };
+    let categories = match &prior {
+        Some(dp_prior::Categorical { values, .. }) => Some(values.clone()),
+        _ => None,
+    };
+    let Some(categories) = categories else {
+        let typed = unsafe { first_argument_is_fixed(fcinfo) };
+        if !typed {
+            refuse(
+                "a numeric prior needs a float8 value",
+                "Cast the value: dp_refine(value::float8, prior, epsilon).",
+            );
+        }
+        let number = value.map(|v| {
+            v.trim().parse::<f64>().unwrap_or_else(|_| {
+                errors::raise(dpnoise_core::Error::invalid("value", "a number for a numeric prior", format!("'{v}'")))
+            })
+        });
+        return dp_refine_numeric(number, prior, epsilon, individual, fcinfo).map(|x| x.to_string());
+    };
     let r = refinement(prior, epsilon, individual);
     let value = value?;
+    if !categories.iter().any(|c| c == value) {
+        // Depends on the data (the message never names the value); raised
+        // before the charge.
+        refuse("the value is not one of the prior's categories", "Give the prior every category the column can hold.");
+    }
     unsafe { crate::budget::pay(fcinfo, "dp_refine", "refinement", epsilon.unwrap_or(0.0), 0.0) };
     Some(with_rng(|rng| r.sample_categorical(rng, value).map(str::to_owned)).or_raise())
+}
+
+/// Whether the call's first argument is a constant or a query parameter
+/// (typed by the user, so it may be parsed and echoed), not data.
+unsafe fn first_argument_is_fixed(fcinfo: pg_sys::FunctionCallInfo) -> bool {
+    unsafe {
+        let flinfo = (*fcinfo).flinfo;
+        if flinfo.is_null() || (*flinfo).fn_expr.is_null() || (*(*flinfo).fn_expr).type_ != pg_sys::NodeTag::T_FuncExpr {
+            return false;
+        }
+        let args = (*((*flinfo).fn_expr as *mut pg_sys::FuncExpr)).args;
+        !args.is_null()
+            && (*args).length > 0
+            && crate::parameters::is_fixed((*(*args).elements).ptr_value as *mut pg_sys::Node)
+    }
 }

@@ -40,6 +40,7 @@ unsafe fn release_with(
     plan: impl FnOnce(Epsilon, f64) -> (Mechanism, Calibration, Noise),
 ) -> pg_sys::Datum {
     unsafe {
+        crate::parameters::require_fixed_call(fcinfo, 1, function);
         let epsilon = required_f64(fcinfo, 1, "epsilon");
         let sensitivity = required_f64(fcinfo, 2, "sensitivity");
         let (mechanism, cal, noise) = call_site_cache(fcinfo, [epsilon.to_bits(), sensitivity.to_bits(), key, delta_key, 0], || {
@@ -69,6 +70,7 @@ v1_function!(pg_finfo_dp_laplace, dp_laplace, |fcinfo| {
 // per row only to key the cache; it is parsed when the key changes.
 v1_function!(pg_finfo_dp_staircase, dp_staircase, |fcinfo| {
     unsafe {
+        crate::parameters::require_fixed_call(fcinfo, 1, "dp_staircase");
         let text = if (*fcinfo).nargs > 3 { Some(text_arg(fcinfo, 3, "loss")) } else { None };
         let key = text.map_or(0, text_fingerprint);
         release_value(fcinfo, "dp_staircase", Mechanism::Staircase, key, |epsilon, sensitivity| {
@@ -93,6 +95,7 @@ unsafe fn text_arg<'a>(fcinfo: pg_sys::FunctionCallInfo, i: usize, name: &str) -
 // mechanism, or 'auto', per row; the texts are read per row only to key the cache.
 v1_function!(pg_finfo_dp_noise, dp_noise, |fcinfo| {
     unsafe {
+        crate::parameters::require_fixed_call(fcinfo, 1, "dp_noise");
         let delta = required_f64(fcinfo, 3, "delta");
         let (mechanism, loss) = (text_arg(fcinfo, 4, "mechanism"), text_arg(fcinfo, 5, "loss"));
         let key = text_fingerprint(mechanism).rotate_left(32) ^ text_fingerprint(loss);
@@ -110,16 +113,22 @@ v1_function!(pg_finfo_dp_noise, dp_noise, |fcinfo| {
 /// `'auto'`, for the mechanism it picks (named in the first column).
 #[pg_extern(immutable, parallel_safe)]
 fn dp_accuracy(
-    mechanism: &str,
-    epsilon: f64,
-    sensitivity: f64,
+    mechanism: Option<&str>,
+    epsilon: Option<f64>,
+    sensitivity: Option<f64>,
     loss: default!(Option<&str>, "NULL"),
-    confidence: default!(f64, 0.95),
-    delta: default!(f64, 0.0),
+    confidence: default!(Option<f64>, 0.95),
+    delta: default!(Option<f64>, 0.0),
 ) -> TableIterator<
     'static,
     (name!(mechanism, String), name!(mean_abs_error, f64), name!(std_dev, f64), name!(ci_half_width, f64)),
 > {
+    use crate::errors::null_parameter;
+    let mechanism = mechanism.unwrap_or_else(|| null_parameter("mechanism"));
+    let epsilon = epsilon.unwrap_or_else(|| null_parameter("epsilon"));
+    let sensitivity = sensitivity.unwrap_or_else(|| null_parameter("sensitivity"));
+    let confidence = confidence.unwrap_or_else(|| null_parameter("confidence"));
+    let delta = delta.unwrap_or_else(|| null_parameter("delta"));
     let choice = Choice::parse(mechanism).or_raise();
     dpnoise_core::staircase::check_confidence(confidence).or_raise();
     let loss = loss.map_or(Ok(Loss::Variance), Loss::parse).or_raise();

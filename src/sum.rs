@@ -14,6 +14,7 @@ use crate::fmgr::{
 use crate::rng::with_rng;
 use dpnoise_core::{Calibration, Choice, Epsilon, Lattice, LatticeNoise, Loss, Mechanism, Noise, Plan, Shape};
 use pgrx::pg_sys;
+use pgrx::prelude::*;
 
 /// The transition state: the parameters every row must share, the lattice
 /// they chose, the exact lattice sum and the number of values summed.
@@ -74,6 +75,8 @@ unsafe fn state_for(
     unsafe {
         let state = state_arg(fcinfo, 0);
         if state.is_null() {
+            refuse_window(fcinfo, aggregate);
+            crate::aggref::require_fixed_arguments(fcinfo, 1, aggregate);
             let cal = calibrate();
             let init = SumState { params, lattice_k: cal.lattice.k, sum: [0, 0], count: 0 };
             return &mut *new_state(fcinfo, init);
@@ -101,6 +104,9 @@ trait SumValue: Copy {
     fn negate(self) -> Self;
     /// Checks a sensitivity for `dp_sum_staircase`, which clamps to [−Δ, Δ].
     fn check_sensitivity(self);
+    /// Refuses, before the charge, a release whose noise alone would
+    /// usually overflow the result type.
+    fn check_noise_fits(_mechanism: Mechanism, _epsilon: Epsilon, _delta: f64, _bounds: (Self, Self)) {}
 }
 
 impl SumValue for f64 {
@@ -168,6 +174,21 @@ impl SumValue for i64 {
     fn check_sensitivity(self) {
         if self <= 0 || self == i64::MAX {
             errors::raise(dpnoise_core::Error::invalid("sensitivity", "in [1, 2^63 − 2]", self));
+        }
+    }
+    /// Noise of scale s exceeds 2^63 in magnitude with probability
+    /// e^(−2^63/s) for the Laplace family: at s ≥ 2^62 more than one draw in
+    /// eight would not fit bigint, whatever the data.
+    fn check_noise_fits(mechanism: Mechanism, epsilon: Epsilon, delta: f64, (lower, upper): (i64, i64)) {
+        let sensitivity = (lower as f64).abs().max((upper as f64).abs());
+        let scale = sensitivity * mechanism.scale_ratio(epsilon, delta);
+        if scale >= 2f64.powi(62) {
+            ereport!(
+                ERROR,
+                PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+                format!("a bigint sum with bounds [{lower}, {upper}] at epsilon = {} has noise too large for bigint", epsilon.value()),
+                "The noise's scale, max(|lower|, |upper|)/epsilon, must be below 2^62: narrow the bounds, raise epsilon, or sum float8 values."
+            );
         }
     }
 }
@@ -289,6 +310,7 @@ unsafe fn release_sum<T: SumValue>(
         let cal = T::calibrate(epsilon_exact, lower, upper);
         let (sum, _) = exact_state(fcinfo, aggregate, [epsilon.to_bits(), lower.bits(), upper.bits()], &cal);
         let noise = Noise::new(mechanism, epsilon_exact, 0.0, cal.steps, loss).or_raise();
+        T::check_noise_fits(mechanism, epsilon_exact, 0.0, (lower, upper));
         crate::budget::pay(fcinfo, aggregate, mechanism.name(), epsilon, 0.0);
         T::release(&cal, &noise, sum)
     }
@@ -342,6 +364,7 @@ unsafe fn dp_sum_release<T: SumValue>(fcinfo: pg_sys::FunctionCallInfo) -> pg_sy
         let (epsilon, delta, (lower, upper), plan) = sum_plan::<T>(fcinfo);
         let params = [epsilon.to_bits(), lower.bits(), upper.bits()];
         let (sum, _) = exact_state(fcinfo, "dp_sum", params, &plan.calibration);
+        T::check_noise_fits(plan.mechanism, Epsilon::new(epsilon).or_raise(), delta, (lower, upper));
         crate::budget::pay(fcinfo, "dp_sum", plan.mechanism.name(), epsilon, delta);
         T::release(&plan.calibration, &plan.noise, sum)
     }

@@ -36,10 +36,14 @@ pub struct Granted {
 }
 
 fn unavailable(message: &str) -> ! {
+    unavailable_with(message, None)
+}
+
+fn unavailable_with(message: &str, hint: Option<&str>) -> ! {
     raise_sqlstate(
         LEDGER_UNAVAILABLE,
         format!("dpnoise: the release could not be charged, so nothing was released: {message}"),
-        None,
+        hint.map(str::to_owned),
     );
 }
 
@@ -50,8 +54,19 @@ fn unavailable(message: &str) -> ! {
 /// (or, if the worker died after committing, charged and not released).
 pub fn charge(request: &Charge) -> Granted {
     let Some(header) = shared::header() else {
-        unavailable("dpnoise is not in shared_preload_libraries");
+        unavailable_with(
+            "dpnoise is not in shared_preload_libraries",
+            Some("Add dpnoise to shared_preload_libraries in postgresql.conf and restart the server."),
+        );
     };
+    if unsafe { pg_sys::RecoveryInProgress() } {
+        // A standby cannot write the ledger, and a release is never made
+        // without its charge committed first.
+        unavailable_with(
+            "this server is a standby, and releases are charged, so they run, on the primary only",
+            Some("Run the query on the primary server."),
+        );
+    }
     let (database, index) = unsafe { (pg_sys::MyDatabaseId, (*pg_sys::MyProc).pgprocno as usize) };
     let Some(slot) = header.slot(index) else {
         unavailable("this process has no request slot");
@@ -172,57 +187,125 @@ fn wait_until_done(slot: &mut Slot, database: pg_sys::Oid) {
     }
 }
 
+/// Grouping sets a call site remembers having paid for; past this many,
+/// every further set pays again (never less than the model asks).
+const REMEMBERED_SETS: usize = 16;
+
 /// What a call site has paid for in the current execution.
 #[derive(Clone, Copy, Default)]
 #[repr(C)]
 pub struct Paid {
-    /// The (ε, δ) already paid at this call site in this pass; a default
-    /// (non-strict) role's later releases here are covered by it.
+    /// The (ε, δ) paid at this call site; a default (non-strict) role's
+    /// later releases of the same set are covered by it.
     epsilon: f64,
     delta: f64,
-    covered: bool,
+    /// The top-level statement the coverage belongs to (`hooks::statement`).
+    statement: u64,
+    /// The grouping sets paid for in the current scan (`set_key`).
+    sets: [u32; REMEMBERED_SETS],
+    paid_sets: u8,
     /// A rescan callback is registered (aggregates).
     watching: bool,
 }
 
+impl Paid {
+    fn covers(&self, statement: u64, set: u32, epsilon: f64, delta: f64) -> bool {
+        self.statement == statement
+            && epsilon <= self.epsilon
+            && delta <= self.delta
+            && self.sets[..self.paid_sets as usize].contains(&set)
+    }
+
+    fn record(&mut self, statement: u64, set: u32, epsilon: f64, delta: f64) {
+        if self.statement != statement || self.epsilon != epsilon || self.delta != delta {
+            self.paid_sets = 0;
+        }
+        (self.statement, self.epsilon, self.delta) = (statement, epsilon, delta);
+        if (self.paid_sets as usize) < REMEMBERED_SETS {
+            self.sets[self.paid_sets as usize] = set;
+            self.paid_sets += 1;
+        }
+    }
+}
+
 /// Charges one release at a call site under the role's model.
 ///
-/// Default roles: the first release of a call site in an execution pays,
-/// the rest (other groups, other rows) are covered by parallel composition,
-/// unless they ask a larger ε or δ. Strict roles: every release pays.
-/// Aggregates reset the coverage when their node is rescanned (a rescan
-/// releases the same individuals again).
+/// Default roles: a call site pays once per top-level statement and per
+/// grouping set, however many groups or rows it releases (parallel
+/// composition over disjoint groups and rows), and again when its
+/// aggregate is rescanned (a rescan releases the same individuals again).
+/// That is a property of the query, not of the plan: a sorted and a hashed
+/// aggregate pay the same. Strict roles: every release pays.
 ///
 /// Call it after every parameter is checked and before any noise is drawn.
 pub unsafe fn pay(fcinfo: pg_sys::FunctionCallInfo, function: &str, mechanism: &str, epsilon: f64, delta: f64) {
     if !gucs::enforce_budget() {
         return;
     }
+    let statement = crate::hooks::statement();
+    let set = unsafe { set_key(fcinfo) };
     let paid = unsafe { crate::fmgr::call_site(fcinfo) }.paid();
-    if paid.covered && epsilon <= paid.epsilon && delta <= paid.delta {
+    if paid.covers(statement, set, epsilon, delta) {
         return;
     }
     let mechanism = format!("{function} ({mechanism})");
     let granted = charge(&Charge { mechanism: &mechanism, epsilon, delta, releases: 1 });
     if granted.strict {
-        paid.covered = false;
         return;
     }
-    *paid = Paid { epsilon, delta, covered: true, watching: paid.watching };
+    paid.record(statement, set, epsilon, delta);
     if !paid.watching {
         unsafe { watch_rescans(fcinfo, paid) };
     }
 }
 
-/// Under an aggregate, forget the coverage when the Agg node is rescanned
-/// (its ExprContext is shut down on every rescan and at the end).
-unsafe fn watch_rescans(fcinfo: pg_sys::FunctionCallInfo, paid: &mut Paid) {
+/// The grouping set an aggregate's final function is releasing: its phase
+/// and number among sorted sets, or its number among hashed ones. 0 for
+/// per-row functions and plain aggregates.
+unsafe fn set_key(fcinfo: pg_sys::FunctionCallInfo) -> u32 {
+    unsafe {
+        let Some(agg) = agg_state(fcinfo) else { return 0 };
+        let set = (*agg).current_set.max(0) as u32 & 0xffff;
+        if !(*agg).hashcontext.is_null() && (*agg).curaggcontext == (*agg).hashcontext {
+            1 << 31 | set
+        } else {
+            ((*agg).current_phase.max(0) as u32 & 0x7fff) << 16 | set
+        }
+    }
+}
+
+unsafe fn agg_state(fcinfo: pg_sys::FunctionCallInfo) -> Option<*mut pg_sys::AggState> {
     unsafe {
         let context = (*fcinfo).context;
-        if context.is_null() || (*(context as *const pg_sys::Node)).type_ != pg_sys::NodeTag::T_AggState {
-            return;
+        (!context.is_null() && (*(context as *const pg_sys::Node)).type_ == pg_sys::NodeTag::T_AggState)
+            .then_some(context as *mut pg_sys::AggState)
+    }
+}
+
+/// Under an aggregate, forget the coverage when the Agg node is rescanned.
+///
+/// A rescan shuts down the expression context of every node it restarts,
+/// but a sorted aggregate also shuts down its own between groups, so that
+/// one cannot tell a rescan from the next group. A rescan of a sorted or
+/// plain aggregate always restarts its input node, and nothing else does:
+/// the callback goes on the input's context (one is made for an input
+/// without its own, such as a Sort). A hashed aggregate resets its own
+/// context between groups without shutting it down, and may rescan its hash
+/// table without restarting its input: there the callback goes on its own.
+unsafe fn watch_rescans(fcinfo: pg_sys::FunctionCallInfo, paid: &mut Paid) {
+    unsafe {
+        let Some(agg) = agg_state(fcinfo) else { return };
+        let node = &raw mut (*agg).ss.ps;
+        let input = (*node).lefttree;
+        let watched = if (*agg).aggstrategy == pg_sys::AggStrategy::AGG_HASHED || input.is_null() {
+            node
+        } else {
+            input
+        };
+        if (*watched).ps_ExprContext.is_null() {
+            pg_sys::ExecAssignExprContext((*node).state, watched);
         }
-        let econtext = (*(context as *mut pg_sys::AggState)).ss.ps.ps_ExprContext;
+        let econtext = (*watched).ps_ExprContext;
         if econtext.is_null() {
             return;
         }
@@ -235,7 +318,7 @@ unsafe fn watch_rescans(fcinfo: pg_sys::FunctionCallInfo, paid: &mut Paid) {
 unsafe extern "C-unwind" fn rescanned(arg: pg_sys::Datum) {
     let paid = arg.cast_mut_ptr::<Paid>();
     unsafe {
-        (*paid).covered = false;
+        (*paid).paid_sets = 0;
         (*paid).watching = false;
     }
 }
