@@ -39,6 +39,10 @@ if [ $status -ne 0 ]; then
   cat "$OUT/regression.diffs" 2>/dev/null || true
   exit $status
 fi
+echo "== reinstall under a running server"
+bash scripts/reinstall_test.sh "$DATA" "$PORT"
+echo "== upgrade from every earlier version"
+bash scripts/upgrade_test.sh "$PORT"
 echo "== budget: crashes and concurrency"
 bash scripts/budget_system.sh "$DATA" "$PORT"
-echo "suites: 4 passed, 0 failed"
+echo "suites: 6 passed, 0 failed"

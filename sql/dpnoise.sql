@@ -554,6 +554,74 @@ LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
 $$;
 COMMENT ON FUNCTION dp_budget_remaining() IS 'What the calling role may still spend (0, 0 without a budget).';
 
+-- Comments: every object of the extension says what it is (\df+, \dT+, \dv+).
+COMMENT ON AGGREGATE dp_sum(double precision, double precision, double precision, double precision) IS
+    'Noisy sum of values clamped to [lower, upper] at epsilon (delta 0); mechanism auto picks the least expected loss.';
+COMMENT ON AGGREGATE dp_sum(double precision, double precision, double precision, double precision, double precision) IS
+    'Noisy sum of values clamped to [lower, upper] at (epsilon, delta); mechanism auto picks the least expected loss.';
+COMMENT ON AGGREGATE dp_sum(double precision, double precision, double precision, double precision, double precision, text) IS
+    'Noisy sum of values clamped to [lower, upper] at (epsilon, delta) with the named mechanism (or auto).';
+COMMENT ON AGGREGATE dp_sum(bigint, double precision, bigint, bigint) IS
+    'Noisy sum of bigint values clamped to [lower, upper] at epsilon (delta 0); mechanism auto picks the least expected loss.';
+COMMENT ON AGGREGATE dp_sum(bigint, double precision, bigint, bigint, double precision) IS
+    'Noisy sum of bigint values clamped to [lower, upper] at (epsilon, delta); mechanism auto picks the least expected loss.';
+COMMENT ON AGGREGATE dp_sum(bigint, double precision, bigint, bigint, double precision, text) IS
+    'Noisy sum of bigint values clamped to [lower, upper] at (epsilon, delta) with the named mechanism (or auto).';
+COMMENT ON FUNCTION dp_accuracy(text, double precision, double precision, text, double precision, double precision) IS
+    'Exact error of a mechanism before spending: mean |error|, standard deviation, half-width of the confidence interval. Spends nothing.';
+COMMENT ON FUNCTION dp_accuracy_multi(double precision, double precision[], double precision[]) IS
+    'Exact figures of box noise before spending: per-component variances, inner half-widths, volumes holding 90/95/99 %. Spends nothing.';
+COMMENT ON FUNCTION dp_noise_box(double precision[], double precision, double precision[], double precision[]) IS
+    'values plus box noise (Soria-Comas & Domingo-Ferrer, Theorem 13) for per-component sensitivities: one charge of epsilon.';
+COMMENT ON FUNCTION dp_noise_l1_staircase(double precision[], double precision, double precision) IS
+    'Two values plus Geng''s two-dimensional staircase noise for an L1 sensitivity: one charge of epsilon.';
+COMMENT ON FUNCTION dp_prior_uniform(double precision, double precision) IS 'A prior uniform on [lower, upper], for dp_refine.';
+COMMENT ON FUNCTION dp_prior_histogram(double precision[], double precision[]) IS
+    'A piecewise uniform prior: weights[i] on [edges[i], edges[i+1]), normalised; for dp_refine.';
+COMMENT ON FUNCTION dp_prior_normal(double precision, double precision, double precision, double precision) IS
+    'A normal prior (mean, sd) truncated to [lower, upper], for dp_refine.';
+COMMENT ON FUNCTION dp_prior_categorical(text[], double precision[]) IS
+    'A prior over a finite set of categories with their probabilities (normalised), for dp_refine on text.';
+COMMENT ON FUNCTION dp_refine(double precision, dp_prior, double precision, boolean) IS
+    'A draw from the prior sharpened around value (knowledge refinement, Soria-Comas & Domingo-Ferrer) at epsilon; NULL value: NULL, nothing charged.';
+COMMENT ON FUNCTION dp_refine(text, dp_prior, double precision, boolean) IS
+    'A category drawn from a categorical prior sharpened towards value at epsilon; with a numeric prior, a constant value is read as a number.';
+COMMENT ON FUNCTION dp_prior_in(cstring) IS 'Input function of dp_prior: its JSON text form, checked like the constructors.';
+COMMENT ON FUNCTION dp_prior_out(dp_prior) IS 'Output function of dp_prior: its JSON text form.';
+COMMENT ON TYPE dp_prior IS 'A prior over a query''s answer, for dp_refine; text form JSON ({"kind":"histogram","edges":[0,120],"weights":[1]}).';
+COMMENT ON SCHEMA dpnoise IS 'dpnoise''s budget and ledger: superusers only.';
+COMMENT ON TABLE dpnoise.budget IS 'What each role was granted (epsilon, delta) and whether it is strict; written by the dp_budget_* functions.';
+COMMENT ON TABLE dpnoise.spent IS 'What each role has spent; written by the ledger worker only.';
+COMMENT ON TABLE dpnoise.global_cap IS 'An optional cap on what all roles together may spend in this database.';
+COMMENT ON TABLE dpnoise.ledger IS 'One row per charge, committed before the release it pays for.';
+COMMENT ON SEQUENCE dpnoise.ledger_id_seq IS 'Numbers the ledger''s charges.';
+COMMENT ON TABLE dpnoise.charge_lock IS 'Never holds a row: the ledger workers lock it to charge one batch at a time.';
+COMMENT ON FUNCTION dpnoise.charge_batch(oid[], numeric[], numeric[], bigint[], text[], text[], integer[]) IS
+    'Charges a batch of releases; called by the ledger worker only.';
+COMMENT ON FUNCTION dpnoise.amount(text, double precision, double precision) IS 'Checks a granted amount and returns it as the exact decimal written.';
+COMMENT ON FUNCTION dpnoise.existing_role(regrole) IS 'Checks that a role exists (42704 otherwise).';
+COMMENT ON VIEW dp_budgets IS 'Every role''s budget: granted, spent and remaining epsilon and delta. Superusers only.';
+COMMENT ON VIEW dp_my_budget IS 'The calling role''s own budget row.';
+COMMENT ON VIEW dp_my_ledger IS 'The calling role''s own charges.';
+-- Support functions: named after the aggregates they serve, from the catalog.
+DO $$
+DECLARE
+    f record;
+BEGIN
+    FOR f IN
+        SELECT s.fn, string_agg(DISTINCT a.aggfnoid::regproc::text, ', ') AS aggregates, min(s.role) AS role
+        FROM pg_catalog.pg_aggregate a,
+             LATERAL (VALUES (a.aggtransfn, 'transition'), (a.aggfinalfn, 'final'), (a.aggcombinefn, 'combine'),
+                             (a.aggserialfn, 'serialize'), (a.aggdeserialfn, 'deserialize')) s(fn, role)
+        JOIN pg_catalog.pg_depend d ON d.objid = s.fn AND d.classid = 'pg_catalog.pg_proc'::regclass AND d.deptype = 'e'
+        JOIN pg_catalog.pg_extension x ON x.oid = d.refobjid AND x.extname = 'dpnoise'
+        GROUP BY s.fn
+    LOOP
+        EXECUTE format('COMMENT ON FUNCTION %s IS %L', f.fn::regprocedure,
+                       format('Support function (%s) of %s; not for direct use (revoked from PUBLIC).', f.role, f.aggregates));
+    END LOOP;
+END $$;
+
 -- Without dpnoise in shared_preload_libraries nothing can be charged, so
 -- every release would fail: say so now, with the fix.
 DO $$

@@ -70,12 +70,12 @@ SELECT outcome('SELECT g, dp_count(0.01) FROM t CROSS JOIN generate_series(1, 10
 RESET ROLE;
 SELECT spent('strict_analyst') AS strict_role_paid, (SELECT epsilon_remaining FROM dp_budgets WHERE role = 'strict_analyst'::regrole);
 
--- A larger ε later at the same per-row call site is charged again.
+-- An ε that varies by row is refused before anything is charged.
 SELECT spent('analyst') AS before \gset
 SET ROLE analyst;
 SELECT count(dp_laplace(5, e, 1.0)) FROM (VALUES (0.01), (0.02), (0.01)) v(e);
 RESET ROLE;
-SELECT spent('analyst') - :before AS growing_epsilon_paid;
+SELECT spent('analyst') - :before AS varying_epsilon_refused_and_free;
 
 -- Re-executions pay again: a prepared statement, a SQL function body,
 -- a correlated subquery (the aggregate is rescanned per outer row).
