@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# What the ledger says where it cannot charge: on a hot standby, and without
+# shared_preload_libraries. Usage: ledger_system.sh DATADIR PORT (a primary
+# started by lib.sh's start_server, with dpnoise installed). Uses PORT+1 and
+# PORT+2 for a standby and an unpreloaded server, both removed afterwards.
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+DATA=$1 PORT=$2
+DB=dpnoise_ledger_system
+psql_at() { local port=$1; shift; "$PG_BIN/psql" -X -q -h 127.0.0.1 -p "$port" -U postgres -At "$@"; }
+fail() { echo "FAIL: $*"; exit 1; }
+# The SQLSTATE, message and hint of a statement that must fail.
+refusal() {
+  "$PG_BIN/psql" -X -q -h 127.0.0.1 -p "$1" -U postgres -d "$2" -v VERBOSITY=verbose -c "$3" 2>&1 || true
+}
+
+psql_at "$PORT" -d postgres -c "DROP DATABASE IF EXISTS $DB WITH (FORCE)" -c "CREATE DATABASE $DB"
+psql_at "$PORT" -d $DB -c "CREATE EXTENSION dpnoise" -c "SELECT dp_budget_grant('postgres', 10)" >/dev/null
+
+# A hot standby: every release refused with ZB002, saying to use the primary.
+STANDBY=${TMPDIR:-/tmp}/dpnoise-standby-$PORT
+rm -rf "$STANDBY"
+mkdir -p "$STANDBY" && chown postgres:postgres "$STANDBY" && chmod 700 "$STANDBY"
+as_postgres "$PG_BIN/pg_basebackup" -h 127.0.0.1 -p "$PORT" -U postgres -D "$STANDBY" -R -X stream -c fast 2>/dev/null
+cat >>"$STANDBY/postgresql.conf" <<CONF
+port = $((PORT + 1))
+unix_socket_directories = '$STANDBY'
+CONF
+as_postgres "$PG_BIN/pg_ctl" -D "$STANDBY" -l "$STANDBY/server.log" -w start >/dev/null
+trap 'as_postgres "$PG_BIN/pg_ctl" -D "$STANDBY" -m fast -w stop >/dev/null 2>&1 || true; rm -rf "$STANDBY"' EXIT
+[ "$(psql_at $((PORT + 1)) -d $DB -c 'SELECT pg_is_in_recovery()')" = t ] || fail "the standby is not in recovery"
+out=$(refusal $((PORT + 1)) $DB "SELECT dp_count(1.0) FROM generate_series(1, 10)")
+echo "$out" | grep -q "ZB002" && echo "$out" | grep -q "standby" && echo "$out" | grep -q "HINT:.*primary" \
+  || fail "a release on a standby: $out"
+echo "standby: releases refused with ZB002, pointing to the primary"
+as_postgres "$PG_BIN/pg_ctl" -D "$STANDBY" -m fast -w stop >/dev/null
+rm -rf "$STANDBY"
+
+# No shared_preload_libraries: CREATE EXTENSION warns, a release says how to fix it.
+BARE=${TMPDIR:-/tmp}/dpnoise-bare-$PORT
+rm -rf "$BARE"
+mkdir -p "$BARE" && chown postgres:postgres "$BARE" && chmod 700 "$BARE"
+as_postgres "$PG_BIN/initdb" -D "$BARE" --auth=trust -U postgres >/dev/null
+cat >>"$BARE/postgresql.conf" <<CONF
+listen_addresses = '127.0.0.1'
+port = $((PORT + 2))
+unix_socket_directories = '$BARE'
+CONF
+as_postgres "$PG_BIN/pg_ctl" -D "$BARE" -l "$BARE/server.log" -w start >/dev/null
+trap 'as_postgres "$PG_BIN/pg_ctl" -D "$BARE" -m fast -w stop >/dev/null 2>&1 || true; rm -rf "$BARE"' EXIT
+out=$("$PG_BIN/psql" -X -q -h 127.0.0.1 -p $((PORT + 2)) -U postgres -d postgres -c "CREATE EXTENSION dpnoise" 2>&1)
+echo "$out" | grep -q "WARNING:.*shared_preload_libraries" || fail "CREATE EXTENSION without the preload: $out"
+out=$(refusal $((PORT + 2)) postgres "SELECT dp_count(1.0) FROM generate_series(1, 10)")
+echo "$out" | grep -q "ZB002" && echo "$out" | grep -q "HINT:.*shared_preload_libraries" || fail "a release without the preload: $out"
+echo "no preload: CREATE EXTENSION warns; releases refused with ZB002 and the fix"
+psql_at "$PORT" -d postgres -c "DROP DATABASE $DB WITH (FORCE)"
