@@ -53,4 +53,41 @@ echo "$out" | grep -q "WARNING:.*shared_preload_libraries" || fail "CREATE EXTEN
 out=$(refusal $((PORT + 2)) postgres "SELECT dp_count(1.0) FROM generate_series(1, 10)")
 echo "$out" | grep -q "ZB002" && echo "$out" | grep -q "HINT:.*shared_preload_libraries" || fail "a release without the preload: $out"
 echo "no preload: CREATE EXTENSION warns; releases refused with ZB002 and the fix"
+
+# Parallel queries holding every free background-worker slot (4: the
+# logical replication launcher, the ledger pool of 2, one more): a release is
+# still charged, by a ledger worker reserved when the server started.
+cat >>"$BARE/postgresql.conf" <<CONF
+shared_preload_libraries = 'dpnoise'
+max_worker_processes = 4
+CONF
+as_postgres "$PG_BIN/pg_ctl" -D "$BARE" -l "$BARE/server.log" -w restart >/dev/null
+psql_at $((PORT + 2)) -d postgres -c "DROP EXTENSION dpnoise" -c "CREATE EXTENSION dpnoise" \
+  -c "SELECT dp_budget_grant('postgres', 10)" -c "CREATE TABLE big AS SELECT i FROM generate_series(1, 600) i" \
+  -c "ALTER TABLE big SET (parallel_workers = 8)" >/dev/null
+# Three sessions asking 8 parallel workers each take every free slot.
+holders=()
+for _ in 1 2 3; do
+  psql_at $((PORT + 2)) -d postgres -c "SET parallel_setup_cost = 0" -c "SET parallel_tuple_cost = 0" \
+    -c "SET min_parallel_table_scan_size = 0" -c "SET max_parallel_workers_per_gather = 8" \
+    -c "SELECT count(*) FROM big WHERE pg_sleep(0.01) IS NULL" >/dev/null &
+  holders+=($!)
+done
+for _ in $(seq 1 50); do
+  busy=$(psql_at $((PORT + 2)) -d postgres -c "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'parallel worker'")
+  [ "$busy" -ge 1 ] && break
+  sleep 0.1
+done
+# Until every holder is running (each took what slots were left).
+for _ in $(seq 1 50); do
+  running=$(psql_at $((PORT + 2)) -d postgres -c "SELECT count(*) FROM pg_stat_activity WHERE query LIKE '%pg_sleep(0.01)%' AND backend_type = 'client backend' AND state = 'active' AND pid <> pg_backend_pid()")
+  [ "$running" -ge 3 ] && break
+  sleep 0.1
+done
+busy=$(psql_at $((PORT + 2)) -d postgres -c "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'parallel worker'")
+[ "$busy" -ge 1 ] || fail "the parallel query did not take the free worker slot"
+out=$(refusal $((PORT + 2)) postgres "SELECT dp_count(1.0) IS NOT NULL AS released FROM generate_series(1, 10)")
+wait "${holders[@]}"
+echo "$out" | grep -q "^ t" || fail "a release while parallel workers hold every free slot: $out"
+echo "worker slots: $busy parallel workers hold every free slot, and a release is still charged"
 psql_at "$PORT" -d postgres -c "DROP DATABASE $DB WITH (FORCE)"

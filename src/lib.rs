@@ -28,7 +28,7 @@ pgrx::extension_sql_file!("../sql/dpnoise.sql", name = "dpnoise_sql", finalize);
 #[pg_guard]
 pub extern "C-unwind" fn _PG_init() {
     gucs::init();
-    budget::init_shared_memory();
+    budget::init();
     hooks::init();
 }
 

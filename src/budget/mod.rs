@@ -16,9 +16,14 @@ pub mod worker;
 use crate::errors::{raise_sqlstate, BUDGET_EXHAUSTED, LEDGER_UNAVAILABLE};
 use crate::gucs;
 use pgrx::pg_sys;
-use shared::{Outcome, Slot, WorkerState, DONE, FREE, PENDING, TAKEN};
+use shared::{Outcome, Slot, WorkerState, DONE, FREE, MAX_DATABASES, PENDING, TAKEN};
 
-pub use shared::init as init_shared_memory;
+
+/// Registers the pool of ledger workers; only from shared_preload_libraries.
+pub fn init() {
+    shared::init();
+    worker::register_pool();
+}
 
 
 /// One charge request: `releases` releases at (ε, δ) each.
@@ -120,24 +125,35 @@ fn fill(slot: &mut Slot, request: &Charge, database: pg_sys::Oid) {
     slot.message.set("");
 }
 
-/// Wakes the database's worker, or starts one.
+/// Wakes the database's worker, or gives the database an idle pool
+/// worker, or starts a dynamic one. With every pool worker busy for other
+/// databases and no free slot, the request waits (the requester retries
+/// every 200 ms) rather than fail.
 fn wake_worker(database: pg_sys::Oid) {
     let header = shared::header().expect("checked by charge");
     let start = header.locked(|h| {
         let now = unsafe { pg_sys::GetCurrentTimestamp() };
-        if let Some(w) = h.workers.iter_mut().find(|w| w.state != WorkerState::Empty && w.database == database) {
+        if let Some(i) = h.workers.iter().position(|w| w.serves(database)) {
+            let w = &mut h.workers[i];
             match w.state {
                 WorkerState::Running => unsafe { pg_sys::SetLatch(w.latch) },
-                // A worker that has not come up in 10 s never will: replace it.
-                _ if now - w.since > 10_000_000 => {
+                // A dynamic worker that has not come up in 10 s never will: replace it.
+                _ if i >= shared::POOL && now - w.since > 10_000_000 => {
                     w.since = now;
-                    return Some(index_of(h, database));
+                    return Some(Some(i));
                 }
                 _ => {}
             }
             return None;
         }
-        let Some(free) = h.workers.iter().position(|w| w.state == WorkerState::Empty) else {
+        if let Some(w) = h.workers[..shared::POOL].iter_mut().find(|w| w.state == WorkerState::Idle) {
+            w.database = database;
+            w.state = WorkerState::Starting;
+            w.since = now;
+            unsafe { pg_sys::SetLatch(w.latch) };
+            return None;
+        }
+        let Some(free) = (shared::POOL..MAX_DATABASES).find(|&i| h.workers[i].state == WorkerState::Empty) else {
             return Some(None);
         };
         let w = &mut h.workers[free];
@@ -148,21 +164,25 @@ fn wake_worker(database: pg_sys::Oid) {
         w.since = now;
         Some(Some(free))
     });
+    let pool_running = worker::pool_registered;
     match start {
         None => {}
+        Some(None) if pool_running() => {}
         Some(None) => unavailable("more databases are charging at once than dpnoise has ledger workers for (16)"),
         Some(Some(entry)) => {
             if !worker::launch(entry) {
                 header.locked(|h| h.workers[entry].state = WorkerState::Empty);
-                unavailable("no background worker slot is free to start the ledger worker (raise max_worker_processes)");
+                if !pool_running() {
+                    unavailable_with(
+                        "no background worker slot is free to start the ledger worker, and its pool did not start",
+                        Some("Raise max_worker_processes (dpnoise reserves 2 ledger workers at server start)."),
+                    );
+                }
             }
         }
     }
 }
 
-fn index_of(h: &shared::Header, database: pg_sys::Oid) -> Option<usize> {
-    h.workers.iter().position(|w| w.state != WorkerState::Empty && w.database == database)
-}
 
 /// Waits on this process's latch until the slot is DONE (or FREE),
 /// restarting the worker if it went away while the request was pending.

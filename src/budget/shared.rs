@@ -7,6 +7,10 @@ use std::ffi::CStr;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 pub const MAX_DATABASES: usize = 16;
+/// Ledger workers registered when the server starts (entries 0..POOL of
+/// the worker table): their slots are reserved then, so a release never
+/// depends on a free background-worker slot at the moment it is charged.
+pub const POOL: usize = 2;
 
 /// A slot's life: FREE → PENDING (requester) → TAKEN (worker) → DONE
 /// (worker, after its commit) → the requester reads it and may reuse it.
@@ -73,6 +77,8 @@ pub enum WorkerState {
     Empty = 0,
     Starting = 1,
     Running = 2,
+    /// A pool worker waiting, connected to no database, to be given one.
+    Idle = 3,
 }
 
 #[repr(C)]
@@ -84,6 +90,13 @@ pub struct WorkerEntry {
     /// When a Starting entry was claimed; a worker that never comes up is
     /// replaced after a while.
     pub since: pg_sys::TimestampTz,
+}
+
+impl WorkerEntry {
+    /// Serves (or is starting to serve) `database`.
+    pub fn serves(&self, database: pg_sys::Oid) -> bool {
+        matches!(self.state, WorkerState::Starting | WorkerState::Running) && self.database == database
+    }
 }
 
 #[repr(C)]

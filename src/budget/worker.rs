@@ -8,6 +8,7 @@ use pgrx::pg_sys;
 use pgrx::{PgBuiltInOids, PgOid};
 use pgrx::prelude::*;
 use std::panic::AssertUnwindSafe;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 /// Requests charged per transaction at most (one commit, one WAL flush).
@@ -15,6 +16,64 @@ const BATCH: usize = 64;
 /// An idle worker exits after this long, so it never holds its database
 /// open for long (DROP DATABASE waits for connected processes).
 const IDLE_EXIT: Duration = Duration::from_secs(2);
+
+/// The pool was registered at server start (in the postmaster, so every
+/// backend forked from it knows).
+static POOL_REGISTERED: AtomicBool = AtomicBool::new(false);
+
+pub fn pool_registered() -> bool {
+    POOL_REGISTERED.load(Ordering::Relaxed)
+}
+
+/// Registers the pool's workers (entries 0..POOL); only while the server
+/// starts, when their slots can be reserved.
+pub fn register_pool() {
+    if !unsafe { pg_sys::process_shared_preload_libraries_in_progress } {
+        return;
+    }
+    for entry in 0..shared::POOL {
+        BackgroundWorkerBuilder::new("dpnoise ledger pool")
+            .set_type("dpnoise ledger")
+            .set_library("dpnoise")
+            .set_function("dpnoise_ledger_pool_main")
+            .enable_spi_access()
+            .set_argument(Some(pg_sys::Datum::from(entry)))
+            .set_restart_time(Some(Duration::from_secs(1)))
+            .load();
+    }
+    POOL_REGISTERED.store(true, Ordering::Relaxed);
+}
+
+/// A pool worker: waits, connected to no database, until a requester gives
+/// it one; then serves that database like a dynamic worker, and when idle
+/// exits with code 1 so the postmaster starts it again, unconnected.
+#[pg_guard]
+#[unsafe(no_mangle)]
+pub extern "C-unwind" fn dpnoise_ledger_pool_main(arg: pg_sys::Datum) {
+    let entry = arg.value();
+    let header = shared::header().expect("the ledger worker needs dpnoise preloaded");
+    BackgroundWorker::attach_signal_handlers(SignalWakeFlags::SIGHUP | SignalWakeFlags::SIGTERM);
+    let database = loop {
+        let assigned = header.locked(|h| {
+            let w = &mut h.workers[entry];
+            if w.state == WorkerState::Starting {
+                return Some(w.database);
+            }
+            w.state = WorkerState::Idle;
+            w.latch = unsafe { pg_sys::MyLatch };
+            w.pid = unsafe { pg_sys::MyProcPid };
+            None
+        });
+        if let Some(database) = assigned {
+            break database;
+        }
+        if !BackgroundWorker::wait_latch(Some(Duration::from_secs(1))) {
+            return;
+        }
+    };
+    serve(entry, database);
+    unsafe { pg_sys::proc_exit(1) };
+}
 
 /// Starts the worker for workers[entry]; false if no worker slot is free.
 pub fn launch(entry: usize) -> bool {
@@ -50,6 +109,12 @@ pub extern "C-unwind" fn dpnoise_ledger_main(arg: pg_sys::Datum) {
     let header = shared::header().expect("the ledger worker needs dpnoise preloaded");
     let database = header.locked(|h| h.workers[entry].database);
     BackgroundWorker::attach_signal_handlers(SignalWakeFlags::SIGHUP | SignalWakeFlags::SIGTERM);
+    serve(entry, database);
+}
+
+/// Connects to `database` and charges its requests until idle.
+fn serve(entry: usize, database: pg_sys::Oid) {
+    let header = shared::header().expect("preloaded");
     BackgroundWorker::connect_worker_to_spi_by_oid(Some(database), None);
     unsafe { pg_sys::before_shmem_exit(Some(on_exit), pg_sys::Datum::from(entry)) };
     header.locked(|h| {
