@@ -67,6 +67,29 @@ BEGIN
     RETURN QUERY SELECT g[k], st[k], re[k], rd[k] FROM generate_subscripts(requesters, 1) k ORDER BY k;
 END $$;
 
+-- dp_prior gets a binary form (drivers' binary mode, COPY … (FORMAT binary)).
+CREATE FUNCTION "dp_prior_send"("prior" dp_prior) RETURNS bytea
+IMMUTABLE STRICT PARALLEL SAFE LANGUAGE c AS 'MODULE_PATHNAME', 'dp_prior_send_wrapper';
+CREATE FUNCTION "dp_prior_recv"("buffer" internal) RETURNS dp_prior
+IMMUTABLE STRICT PARALLEL SAFE LANGUAGE c AS 'MODULE_PATHNAME', 'dp_prior_recv_wrapper';
+ALTER TYPE dp_prior SET (SEND = dp_prior_send, RECEIVE = dp_prior_recv);
+COMMENT ON FUNCTION dp_prior_send(dp_prior) IS 'Binary output function of dp_prior: a version byte, then its JSON text.';
+COMMENT ON FUNCTION dp_prior_recv(internal) IS 'Binary input function of dp_prior, checked like the text input.';
+
+-- dp_budgets names dropped roles (dp_my_budget is its SELECT *).
+CREATE OR REPLACE VIEW dp_budgets AS
+SELECT b.role, b.strict,
+       b.epsilon AS epsilon_granted, coalesce(p.epsilon, 0) AS epsilon_spent,
+       b.epsilon - coalesce(p.epsilon, 0) AS epsilon_remaining,
+       b.delta AS delta_granted, coalesce(p.delta, 0) AS delta_spent,
+       b.delta - coalesce(p.delta, 0) AS delta_remaining,
+       -- A dropped role's budget and charges stay; its name does not.
+       coalesce(r.rolname::text, 'dropped role ' || b.role::oid) AS role_name
+FROM dpnoise.budget b LEFT JOIN dpnoise.spent p ON p.role = b.role
+LEFT JOIN pg_catalog.pg_roles r ON r.oid = b.role;
+CREATE OR REPLACE VIEW dp_my_budget WITH (security_barrier) AS
+SELECT * FROM dp_budgets WHERE role = (SELECT r.oid FROM pg_catalog.pg_roles r WHERE r.rolname = current_user)::regrole;
+
 -- Comments: every object of the extension says what it is (\df+, \dT+, \dv+).
 COMMENT ON AGGREGATE dp_sum(double precision, double precision, double precision, double precision) IS
     'Noisy sum of values clamped to [lower, upper] at epsilon (delta 0); mechanism auto picks the least expected loss.';

@@ -532,8 +532,11 @@ SELECT b.role, b.strict,
        b.epsilon AS epsilon_granted, coalesce(p.epsilon, 0) AS epsilon_spent,
        b.epsilon - coalesce(p.epsilon, 0) AS epsilon_remaining,
        b.delta AS delta_granted, coalesce(p.delta, 0) AS delta_spent,
-       b.delta - coalesce(p.delta, 0) AS delta_remaining
-FROM dpnoise.budget b LEFT JOIN dpnoise.spent p ON p.role = b.role;
+       b.delta - coalesce(p.delta, 0) AS delta_remaining,
+       -- A dropped role's budget and charges stay; its name does not.
+       coalesce(r.rolname::text, 'dropped role ' || b.role::oid) AS role_name
+FROM dpnoise.budget b LEFT JOIN dpnoise.spent p ON p.role = b.role
+LEFT JOIN pg_catalog.pg_roles r ON r.oid = b.role;
 
 -- What an analyst sees: their own row and their own charges. Charges go to
 -- current_user (the role SET ROLE chose; SECURITY DEFINER functions do not
@@ -588,6 +591,9 @@ COMMENT ON FUNCTION dp_refine(text, dp_prior, double precision, boolean) IS
     'A category drawn from a categorical prior sharpened towards value at epsilon; with a numeric prior, a constant value is read as a number.';
 COMMENT ON FUNCTION dp_prior_in(cstring) IS 'Input function of dp_prior: its JSON text form, checked like the constructors.';
 COMMENT ON FUNCTION dp_prior_out(dp_prior) IS 'Output function of dp_prior: its JSON text form.';
+ALTER TYPE dp_prior SET (SEND = dp_prior_send, RECEIVE = dp_prior_recv);
+COMMENT ON FUNCTION dp_prior_send(dp_prior) IS 'Binary output function of dp_prior: a version byte, then its JSON text.';
+COMMENT ON FUNCTION dp_prior_recv(internal) IS 'Binary input function of dp_prior, checked like the text input.';
 COMMENT ON TYPE dp_prior IS 'A prior over a query''s answer, for dp_refine; text form JSON ({"kind":"histogram","edges":[0,120],"weights":[1]}).';
 COMMENT ON SCHEMA dpnoise IS 'dpnoise''s budget and ledger: superusers only.';
 COMMENT ON TABLE dpnoise.budget IS 'What each role was granted (epsilon, delta) and whether it is strict; written by the dp_budget_* functions.';

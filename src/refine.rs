@@ -48,8 +48,22 @@ impl InOutFuncs for dp_prior {
     /// JSON, checked as the constructors check it: malformed text is 22P02,
     /// an invalid prior 22023.
     fn input(input: &core::ffi::CStr) -> Self {
-        let text = input.to_string_lossy();
-        let prior: dp_prior = serde_json::from_str(&text).unwrap_or_else(|e| {
+        dp_prior::parse(&input.to_string_lossy())
+    }
+
+    fn output(&self, buffer: &mut pgrx::StringInfo) {
+        buffer.push_str(&serde_json::to_string(self).expect("a prior serialises"));
+    }
+}
+
+/// The binary form's version: a byte before the JSON text, as jsonb does,
+/// so the form can change without breaking old readers' errors.
+const BINARY_VERSION: u8 = 1;
+
+impl dp_prior {
+    /// Parses and checks a prior's JSON, as the text input does.
+    fn parse(text: &str) -> dp_prior {
+        let prior: dp_prior = serde_json::from_str(text).unwrap_or_else(|e| {
             ereport!(
                 ERROR,
                 PgSqlErrorCode::ERRCODE_INVALID_TEXT_REPRESENTATION,
@@ -60,10 +74,38 @@ impl InOutFuncs for dp_prior {
         prior.to_core();
         prior
     }
+}
 
-    fn output(&self, buffer: &mut pgrx::StringInfo) {
-        buffer.push_str(&serde_json::to_string(self).expect("a prior serialises"));
+/// dp_prior's binary output (psycopg's and JDBC's binary mode, COPY …
+/// (FORMAT binary)): a version byte, then the JSON text.
+#[pg_extern(immutable, strict, parallel_safe)]
+fn dp_prior_send(prior: dp_prior) -> Vec<u8> {
+    let mut out = vec![BINARY_VERSION];
+    out.extend(serde_json::to_vec(&prior).expect("a prior serialises"));
+    out
+}
+
+/// dp_prior's binary input: the inverse of `dp_prior_send`, checked as the
+/// text input is.
+#[pg_extern(immutable, strict, parallel_safe)]
+fn dp_prior_recv(mut buffer: pgrx::Internal) -> dp_prior {
+    let buffer = unsafe { buffer.get_mut::<pg_sys::StringInfoData>() }
+        .unwrap_or_else(|| errors::null_parameter("buffer"));
+    let start = buffer.cursor as usize;
+    let end = buffer.len as usize;
+    let bytes = unsafe { std::slice::from_raw_parts(buffer.data.add(start) as *const u8, end - start) };
+    buffer.cursor = buffer.len;
+    if bytes.first() != Some(&BINARY_VERSION) {
+        ereport!(
+            ERROR,
+            PgSqlErrorCode::ERRCODE_INVALID_BINARY_REPRESENTATION,
+            "unsupported dp_prior binary version"
+        );
     }
+    let text = std::str::from_utf8(&bytes[1..]).unwrap_or_else(|_| {
+        ereport!(ERROR, PgSqlErrorCode::ERRCODE_INVALID_BINARY_REPRESENTATION, "dp_prior binary form is not UTF-8");
+    });
+    dp_prior::parse(text)
 }
 
 /// An array argument without NULL elements.

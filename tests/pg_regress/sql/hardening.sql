@@ -194,3 +194,24 @@ SELECT pg_describe_object(d.classid, d.objid, 0) AS uncommented
 FROM pg_depend d JOIN pg_extension x ON x.oid = d.refobjid AND x.extname = 'dpnoise'
 WHERE d.deptype = 'e' AND obj_description(d.objid, d.classid::regclass::name) IS NULL
 ORDER BY 1;
+
+-- dp_prior has a binary form (drivers' binary mode): a round trip through
+-- COPY … (FORMAT binary) gives the priors back, checked again on the way in.
+CREATE TABLE priors AS
+SELECT dp_prior_uniform(0, 120) AS p UNION ALL SELECT dp_prior_categorical(ARRAY['a', 'b'], ARRAY[1, 3])
+UNION ALL SELECT dp_prior_normal(50, 10, 0, 100);
+COPY priors TO '/tmp/dpnoise_regress_priors.bin' (FORMAT binary);
+CREATE TABLE priors_back (p dp_prior);
+COPY priors_back FROM '/tmp/dpnoise_regress_priors.bin' (FORMAT binary);
+SELECT count(*) AS round_tripped FROM priors_back b JOIN priors a ON a.p::text = b.p::text;
+-- Untyped parameters, as drivers send them: dp_refine reads a number for a numeric prior.
+PREPARE refine_untyped AS SELECT dp_refine($1, $2, $3) IS NOT NULL AS released;
+EXECUTE refine_untyped('42', '{"kind":"histogram","edges":[0,120],"weights":[1]}', '1.0');
+DEALLOCATE refine_untyped;
+
+-- A dropped role's budget stays, named as a dropped role.
+CREATE ROLE short_lived;
+SELECT dp_budget_grant('short_lived', 1.0);
+DROP ROLE short_lived;
+SELECT role_name ~ '^dropped role \d+$' AS named_dropped, epsilon_granted FROM dp_budgets
+WHERE role_name LIKE 'dropped role %';
