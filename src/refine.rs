@@ -200,6 +200,8 @@ fn dp_refine_numeric(
         // Depends on the data; raised before the charge, like a sum's NaN.
         errors::nan_value("dp_refine");
     }
+    // ±Infinity is clamped to the prior's range, as any value outside it is.
+    let value = if value.is_infinite() { f64::MAX.copysign(value) } else { value };
     unsafe { crate::budget::pay(fcinfo, "dp_refine", "refinement", epsilon.unwrap_or(0.0), 0.0) };
     Some(with_rng(|rng| r.sample_numeric(rng, value)).or_raise())
 }

@@ -75,9 +75,10 @@ BEGIN
         FOR i IN 0 .. cardinality(f.types) LOOP
             FOREACH v IN ARRAY CASE
                 WHEN i = 0 THEN ARRAY['sample']
-                WHEN f.types[i] IN ('double precision'::regtype) THEN ARRAY['NULL', '1e308', '-1e308', '5e-324', '0', '-1']
+                WHEN f.types[i] IN ('double precision'::regtype) THEN ARRAY['NULL', '1e308', '-1e308', '5e-324', '0', '-1', 'NaN', 'Infinity']
                 WHEN f.types[i] IN ('bigint'::regtype) THEN ARRAY['NULL', '9223372036854775807', '-9223372036854775808', '0']
-                WHEN f.types[i] IN ('double precision[]'::regtype) THEN ARRAY['NULL', '{1e308,1e308}', '{}', '{NULL}']
+                WHEN f.types[i] IN ('double precision[]'::regtype) THEN ARRAY['NULL', '{1e308,1e308}', '{}', '{NULL}', '{NaN}', '{-1,1}']
+                WHEN f.types[i] IN ('text'::regtype) THEN ARRAY['NULL', 'bogus', '', 'ci=2', 'gamma=-1']
                 ELSE ARRAY['NULL'] END
             LOOP
                 CONTINUE WHEN i = 0 AND cardinality(f.types) > 0 AND v <> 'sample';
