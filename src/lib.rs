@@ -25,8 +25,17 @@ mod sum;
 
 pgrx::extension_sql_file!("../sql/dpnoise.sql", name = "dpnoise_sql", finalize);
 
+/// PostgreSQL's CHECK_FOR_INTERRUPTS: a flag read, and when a cancel or a
+/// timeout is pending, its error (which unwinds out of the core's loop).
+fn check_for_interrupts() {
+    pgrx::check_for_interrupts!();
+}
+
 #[pg_guard]
 pub extern "C-unwind" fn _PG_init() {
+    // The core's long loops (γ searches, figure sums, samplers' retries)
+    // call this: a cancel or a statement timeout ends them within a moment.
+    dpnoise_core::interrupt::set_check(check_for_interrupts);
     gucs::init();
     budget::init();
     hooks::init();

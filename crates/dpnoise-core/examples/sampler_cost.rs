@@ -14,8 +14,16 @@ impl<R: RngCore> RngCore for Counting<R> {
     fn fill_bytes(&mut self, d: &mut [u8]) { self.0.fill_bytes(d) }
 }
 
+/// What PostgreSQL's CHECK_FOR_INTERRUPTS costs when nothing is pending: a flag read.
+static PENDING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
 fn main() {
     const N: u64 = 2_000_000;
+    dpnoise_core::interrupt::set_check(|| {
+        if PENDING.load(std::sync::atomic::Ordering::Relaxed) {
+            panic!("cancelled");
+        }
+    });
     let mut raw = ChaCha20Rng::seed_from_u64(1);
     let t0 = Instant::now();
     let mut acc = 0u64;

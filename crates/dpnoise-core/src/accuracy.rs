@@ -103,21 +103,38 @@ impl StepLaw {
 
     /// The smallest whole h with P(|X| ≤ h) ≥ confidence, by bisection.
     pub fn ci_half_width_in_steps(&self, confidence: f64) -> f64 {
-        let mut hi = self.period;
-        while self.mass_within(hi) < confidence {
-            hi *= 2.0;
-        }
-        let mut lo = -1.0; // mass_within(lo) < confidence, as h = −1 holds nothing
-        while hi - lo > 1.0 {
-            let mid = ((lo + hi) / 2.0).floor();
-            if self.mass_within(mid) >= confidence {
-                hi = mid;
-            } else {
-                lo = mid;
-            }
-        }
-        hi
+        half_width_by_bisection(self.period, confidence, |h| self.mass_within(h))
     }
+}
+
+/// The smallest whole h ≥ 0 with `mass_within(h)` ≥ confidence: doubling
+/// from `start`, then bisection. Both loops are bounded: the doubling stops
+/// at the largest float (the figure is then infinite), and the bisection
+/// stops when no whole number lies strictly between its ends (above 2^53
+/// the floats are themselves whole numbers, and the figure is exact to the
+/// float resolution), so at most ~2100 steps in all.
+pub(crate) fn half_width_by_bisection(start: f64, confidence: f64, mass_within: impl Fn(f64) -> f64) -> f64 {
+    let mut hi = start.max(1.0);
+    while mass_within(hi) < confidence {
+        crate::interrupt::check();
+        if hi > f64::MAX / 2.0 {
+            return f64::INFINITY;
+        }
+        hi *= 2.0;
+    }
+    let mut lo = -1.0; // h = −1 holds nothing
+    while hi - lo > 1.0 {
+        let mid = ((lo + hi) / 2.0).floor();
+        if mid <= lo || mid >= hi {
+            break;
+        }
+        if mid >= 0.0 && mass_within(mid) >= confidence {
+            hi = mid;
+        } else {
+            lo = mid;
+        }
+    }
+    hi
 }
 
 /// Any lattice noise's law, in steps: what accuracy figures are computed from.
@@ -220,20 +237,7 @@ impl Law {
         if let Law::Step(s) = self {
             return s.ci_half_width_in_steps(confidence);
         }
-        let mut hi = 1.0;
-        while self.mass_within(hi) < confidence {
-            hi *= 2.0;
-        }
-        let mut lo = -1.0;
-        while hi - lo > 1.0 {
-            let mid = ((lo + hi) / 2.0).floor();
-            if mid >= 0.0 && self.mass_within(mid) >= confidence {
-                hi = mid;
-            } else {
-                lo = mid;
-            }
-        }
-        hi
+        half_width_by_bisection(1.0, confidence, |h| self.mass_within(h))
     }
 }
 

@@ -74,7 +74,12 @@ impl TruncatedLaplace {
             epsilon: eps,
             decay,
         };
+        let mut widened = 0u32;
         while noise.delta() > delta {
+            widened += 1;
+            if widened % 4096 == 0 {
+                crate::interrupt::check();
+            }
             noise.limit += noise.limit / 1_000_000 + 1;
         }
         Ok(noise)
@@ -111,6 +116,7 @@ impl TruncatedLaplace {
             let negative = rng.bit();
             // Zero would be reached from both signs: keep it from one only.
             if negative && magnitude == 0 {
+                crate::interrupt::check();
                 continue;
             }
             let m = magnitude as i128;
@@ -249,13 +255,13 @@ impl DiscreteGaussian {
         loop {
             let y = discrete_laplace(rng, 1, t);
             let magnitude = y.unsigned_abs();
-            if magnitude > self.reach {
-                continue;
+            if magnitude <= self.reach {
+                let (num, den) = self.exponent(magnitude);
+                if bernoulli_exp_neg(rng, num, den) {
+                    return y;
+                }
             }
-            let (num, den) = self.exponent(magnitude);
-            if bernoulli_exp_neg(rng, num, den) {
-                return y;
-            }
+            crate::interrupt::check();
         }
     }
 }
@@ -371,6 +377,7 @@ pub fn gaussian_sigma_in_steps(epsilon: f64, delta: f64, steps: u128) -> f64 {
     };
     let (mut lo, mut hi) = (continuous / 2.0, continuous);
     while !fits(hi) {
+        crate::interrupt::check();
         lo = hi;
         hi *= 1.25;
     }

@@ -10,6 +10,7 @@ pub mod approximate;
 pub mod audit;
 pub mod calibration;
 pub mod entropy;
+pub mod interrupt;
 pub mod lattice;
 pub mod mechanism;
 pub mod multivariate;

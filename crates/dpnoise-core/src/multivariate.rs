@@ -17,8 +17,13 @@ use crate::Error;
 pub const MAX_COMPONENTS: usize = 16;
 /// Inner half-widths are at least D/1024 (see `BoxNoise::new`).
 pub const MIN_INNER_DIVISOR: u128 = 1024;
-/// Shells summed for the exact figures; ε below ~1e-4 would need more.
-const MAX_SHELLS: usize = 2_000_000;
+/// The smallest ε box noise takes: its exact figures and its default inner
+/// half-widths sum over about 40/ε shells per evaluation, some thirty
+/// evaluations (at 1e-3, over half a second for 8 components).
+pub const MIN_EPSILON: f64 = 0.01;
+/// The most tuples a box-noise draw may expect to try (`expected_tries`):
+/// about a microsecond each for 16 components, so at most ~0.1 s a draw.
+pub const MAX_EXPECTED_TRIES: f64 = 65_536.0;
 
 /// One component of box noise, in lattice steps.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -45,6 +50,10 @@ pub struct BoxNoise {
 
 impl BoxNoise {
     pub fn new(epsilon: Epsilon, components: Vec<BoxComponent>) -> Result<BoxNoise, Error> {
+        // Compared as Epsilon::new reads it: 0.001 itself is accepted.
+        if epsilon.value() < crate::rational::at_most_decimal(MIN_EPSILON) {
+            return Err(Error::invalid("epsilon", "at least 0.01 for box noise", epsilon.value()));
+        }
         if components.is_empty() || components.len() > MAX_COMPONENTS {
             return Err(Error::invalid("sensitivities", "an array of 1 to 16 elements", components.len()));
         }
@@ -95,13 +104,14 @@ impl BoxNoise {
             if bernoulli_exp_neg(rng, s * excess, t) {
                 return point;
             }
+            crate::interrupt::check();
         }
     }
 
-    /// The exact figures of the law sampled, in lattice steps.
-    pub fn figures(&self) -> Result<BoxFigures, Error> {
+    /// e^(−εi)·|S_i| for the shells up to where it is negligible against
+    /// the total, and their sum: the target law's normaliser, in points.
+    fn shell_masses(&self) -> (Vec<f64>, f64) {
         let eps = self.epsilon.value();
-        let d = self.components.len();
         let volume = |shell: f64| -> f64 {
             if shell < 0.0 {
                 0.0
@@ -109,54 +119,79 @@ impl BoxNoise {
                 self.components.iter().map(|c| c.width(shell)).product()
             }
         };
-        // Shells up to where e^(−εi)·|S_i| is negligible against the total.
         let mut shell_mass = Vec::new();
         let mut total = 0.0;
-        for i in 0..MAX_SHELLS {
+        // MIN_EPSILON bounds the count: about (41 + 15·ln i)/ε shells for 16 components.
+        for i in 0.. {
+            if i % 4096 == 0 {
+                crate::interrupt::check();
+            }
             let m = (-eps * i as f64).exp() * (volume(i as f64) - volume(i as f64 - 1.0));
             total += m;
             shell_mass.push(m);
             if i > 2 && m < 1e-18 * total {
                 break;
             }
-            if i + 1 == MAX_SHELLS {
-                return Err(Error::invalid("epsilon", "at least about 1e-4 for multivariate figures", eps));
-            }
         }
+        (shell_mass, total)
+    }
+
+    /// The expected number of tuples `sample` draws before it keeps one:
+    /// the proposal's normaliser (the product of the components' 1-D ones)
+    /// over the target's. It grows quickly with the number of components.
+    pub fn expected_tries(&self) -> f64 {
+        let d = self.components.len() as f64;
+        let ratio = (-self.epsilon.value() / d).exp();
+        let proposal: f64 = self
+            .components
+            .iter()
+            .map(|c| (2 * c.inner + 1) as f64 + 2.0 * c.steps as f64 * ratio / -(-self.epsilon.value() / d).exp_m1())
+            .product();
+        proposal / self.shell_masses().1
+    }
+
+    /// The exact figures of the law sampled, in lattice steps.
+    pub fn figures(&self) -> Result<BoxFigures, Error> {
+        let eps = self.epsilon.value();
+        let d = self.components.len();
+        let (shell_mass, total) = self.shell_masses();
         let shells = shell_mass.len();
-        let mut variances = Vec::with_capacity(d);
-        for c in 0..d {
-            let others = |i: f64| -> f64 {
-                if i < 0.0 {
-                    0.0
-                } else {
-                    self.components.iter().enumerate().filter(|(j, _)| *j != c).map(|(_, k)| k.width(i)).product()
-                }
-            };
-            // tail_after[i] = Σ_{m > i} e^(−εm)·N(m), N(m) the other
-            // components' points whose largest shell is exactly m.
-            let mut tail_after = vec![0.0; shells];
-            let mut acc = 0.0;
-            for m in (0..shells).rev() {
-                tail_after[m] = acc;
-                acc += (-eps * m as f64).exp() * (others(m as f64) - others(m as f64 - 1.0));
+        // One pass from the last shell down, all components at once (O(shells·d)):
+        // for component c, P(x_c) on its shell i is e^(−εi)·N_c(i) + T_c(i),
+        // N_c(i) the other components' points in B_i (the box's volume over
+        // c's width) and T_c(i) = Σ_{m > i} e^(−εm)·(N_c(m) − N_c(m − 1)).
+        let squares = |n: f64| n * (n + 1.0) * (2.0 * n + 1.0) / 6.0;
+        let fill = |shell: f64, out: &mut Vec<f64>| -> f64 {
+            out.clear();
+            out.extend(self.components.iter().map(|c| if shell < 0.0 { 0.0 } else { c.width(shell) }));
+            out.iter().product()
+        };
+        let (mut width, mut width_before) = (Vec::with_capacity(d), Vec::with_capacity(d));
+        let mut tail = vec![0.0; d];
+        let mut second = vec![0.0; d];
+        for i in (0..shells).rev() {
+            if i % 4096 == 0 {
+                crate::interrupt::check();
             }
-            let comp = self.components[c];
-            let (z, step) = (comp.inner as f64, comp.steps as f64);
-            let squares = |n: f64| n * (n + 1.0) * (2.0 * n + 1.0) / 6.0;
-            let mut second = 0.0;
-            for i in 0..shells {
-                // P(x_c) for x_c in this component's shell i.
-                let p = (-eps * i as f64).exp() * others(i as f64) + tail_after[i];
+            let shell = i as f64;
+            let volume = fill(shell, &mut width);
+            let volume_before = fill(shell - 1.0, &mut width_before);
+            let weight = (-eps * shell).exp();
+            for (c, comp) in self.components.iter().enumerate() {
+                let others = volume / width[c];
+                let others_before = if i == 0 { 0.0 } else { volume_before / width_before[c] };
+                let p = weight * others + tail[c];
+                let (z, step) = (comp.inner as f64, comp.steps as f64);
                 let q = if i == 0 {
                     2.0 * squares(z)
                 } else {
-                    2.0 * (squares(z + i as f64 * step) - squares(z + (i - 1) as f64 * step))
+                    2.0 * (squares(z + shell * step) - squares(z + (shell - 1.0) * step))
                 };
-                second += p * q;
+                second[c] += p * q;
+                tail[c] += weight * (others - others_before);
             }
-            variances.push(second / total);
         }
+        let variances = second.iter().map(|s| s / total).collect();
         Ok(BoxFigures { variances, shell_mass, total })
     }
 }
@@ -221,6 +256,7 @@ fn sample_component<E: Entropy>(rng: &mut E, c: &BoxComponent, s: u128, t: u128)
         // A uniform slot of the largest block, kept when the shell has it.
         let slot = uniform_below(rng, block);
         if slot >= size {
+            crate::interrupt::check();
             continue;
         }
         let x = if shell == 0 {
@@ -250,7 +286,7 @@ pub fn default_inner_fraction(epsilon: Epsilon, steps: &[u128]) -> Result<f64, E
         let f = BoxNoise::new(epsilon, comps)?.figures()?;
         Ok(f.variances.iter().zip(steps).map(|(v, d)| v / (*d as f64 * *d as f64)).sum())
     };
-    let grid: Vec<f64> = (0..=20).map(|i| i as f64 / 20.0).collect();
+    let grid: Vec<f64> = (0..=10).map(|i| i as f64 / 10.0).collect();
     let mut costs = Vec::with_capacity(grid.len());
     for &g in &grid {
         costs.push(cost(g)?);
@@ -258,9 +294,12 @@ pub fn default_inner_fraction(epsilon: Epsilon, steps: &[u128]) -> Result<f64, E
     let at = (0..grid.len()).min_by(|a, b| costs[*a].total_cmp(&costs[*b])).expect("grid");
     // The grid evaluated every τ's figures, so none fails here.
     let (lo, hi) = (grid[at.saturating_sub(1)], grid[(at + 1).min(grid.len() - 1)]);
-    let mid = crate::staircase::golden_section_min(lo, hi, 30, |t| cost(t).unwrap_or(f64::INFINITY));
+    let mid = crate::staircase::golden_section_min(lo, hi, 20, |t| cost(t).unwrap_or(f64::INFINITY));
     Ok(if cost(mid)? <= costs[at] { mid } else { grid[at] })
 }
+
+/// The smallest acceptance rate of the L1 staircase's sampler (see `L1Staircase::new`).
+pub const MIN_L1_ACCEPTANCE: f64 = 1.0 / 2048.0;
 
 /// Geng's two-dimensional staircase for an L1 sensitivity of D steps: the
 /// weight of a point depends on r = ‖x‖₁ only, b^k for r in [kD, kD + γD)
@@ -281,6 +320,14 @@ impl L1Staircase {
         if !(0.0..=1.0).contains(&gamma) {
             return Err(Error::invalid("gamma", "in [0, 1]", gamma));
         }
+        // A try is kept with probability about γ²/2 + b(1 − γ²)/2 (mostly in
+        // block 0, where the radius r is kept with probability r/D, and the
+        // outer part of the block with b): at large ε (b tiny, optimal γ
+        // near 0) a draw would try almost forever. γ is raised so that this
+        // is at least 2^-11 (γ ≥ 2^-5 as b → 0); any γ is ε-DP, and the
+        // noise is then at most D/32 or so, far below the sensitivity.
+        let b = (-epsilon.value()).exp();
+        let gamma = gamma.max(((MIN_L1_ACCEPTANCE * 2.0 - b).max(0.0) / (1.0 - b)).sqrt()).min(1.0);
         let inner = ((gamma * steps as f64).round() as u128).min(steps);
         Ok(L1Staircase { epsilon, period: steps, inner })
     }
@@ -299,13 +346,11 @@ impl L1Staircase {
             let j = uniform_below(rng, d);
             let r = k * d + j;
             let count = if r == 0 { 1 } else { 4 * r };
-            if !bernoulli_ratio(rng, count, 4 * (k + 1) * d) {
-                continue;
+            let kept = bernoulli_ratio(rng, count, 4 * (k + 1) * d) && (j < self.inner || bernoulli_exp_neg(rng, s, t));
+            if kept {
+                break r;
             }
-            if j >= self.inner && !bernoulli_exp_neg(rng, s, t) {
-                continue;
-            }
-            break r;
+            crate::interrupt::check();
         };
         if r == 0 {
             return (0, 0);
@@ -336,21 +381,36 @@ impl L1Staircase {
 
 /// The γ minimising E‖X‖₁ for the continuous 2-D L1 staircase at ε (period
 /// 1, density ∝ r·w(r) along the radius), by golden-section search.
+///
+/// Block k contributes b^k·(∫_k^{k+γ} + b∫_{k+γ}^{k+1}) r^n dr, a polynomial
+/// in k: A·k² + B·k + C for n = 2 and A·k + B/2 for n = 1, with
+/// A = γ + b(1 − γ), B = γ² + b(1 − γ²), C = (γ³ + b(1 − γ³))/3. The sums
+/// over k are the closed forms Σb^k = 1/(1 − b), Σk·b^k = b/(1 − b)²,
+/// Σk²·b^k = b(1 + b)/(1 − b)³, so the cost does not grow as ε shrinks
+/// (summing block by block took minutes at ε = 1e-6).
 pub fn l1_staircase_gamma(epsilon: f64) -> f64 {
     let b = (-epsilon).exp();
+    let omb = -(-epsilon).exp_m1();
+    let (s0, s1, s2) = (1.0 / omb, b / (omb * omb), b * (1.0 + b) / (omb * omb * omb));
     let mean_radius = |gamma: f64| {
-        let blocks = (60.0 / epsilon).ceil() as usize + 2;
-        let (mut num, mut den) = (0.0, 0.0);
-        for k in 0..blocks {
-            let k = k as f64;
-            let bk = b.powf(k);
-            let int = |a: f64, c: f64, n: i32| (c.powi(n + 1) - a.powi(n + 1)) / (n + 1) as f64;
-            num += bk * (int(k, k + gamma, 2) + b * int(k + gamma, k + 1.0, 2));
-            den += bk * (int(k, k + gamma, 1) + b * int(k + gamma, k + 1.0, 1));
-        }
-        num / den
+        let a = gamma + b * (1.0 - gamma);
+        let bb = gamma * gamma + b * (1.0 - gamma * gamma);
+        let c = (gamma.powi(3) + b * (1.0 - gamma.powi(3))) / 3.0;
+        (a * s2 + bb * s1 + c * s0) / (a * s1 + bb / 2.0 * s0)
     };
     crate::staircase::golden_section_min(0.0, 1.0, 60, mean_radius)
+}
+
+/// Refuses box noise whose draws would take too long (`MAX_EXPECTED_TRIES`).
+fn check_tries(noise: &BoxNoise) -> Result<(), Error> {
+    if noise.expected_tries() > MAX_EXPECTED_TRIES {
+        return Err(Error::invalid(
+            "sensitivities",
+            "few enough components for box noise to be drawn in well under a second at this epsilon (release a large vector in groups, or pass larger inner half-widths)",
+            format!("{} components", noise.components.len()),
+        ));
+    }
+    Ok(())
 }
 
 /// Box noise for sensitivities and inner half-widths in the query's units:
@@ -412,6 +472,10 @@ impl BoxPlan {
                 .map(|((zj, l), d)| ((zj / l.granularity()).round() as u128).min(*d))
                 .collect(),
             None => {
+                // The widest S_0 draws fastest: if even it needs too many
+                // tries, refuse before searching τ.
+                let widest = steps.iter().map(|&d| BoxComponent { steps: d, inner: d }).collect();
+                check_tries(&BoxNoise::new(epsilon, widest)?)?;
                 let tau = default_inner_fraction(epsilon, &steps)?;
                 steps.iter().map(|d| ((tau * *d as f64).round() as u128).min(*d)).collect()
             }
@@ -419,6 +483,7 @@ impl BoxPlan {
         let components: Vec<BoxComponent> =
             steps.iter().zip(&inner_steps).map(|(&steps, &inner)| BoxComponent { steps, inner }).collect();
         let noise = BoxNoise::new(epsilon, components)?;
+        check_tries(&noise)?;
         let inner = noise.components.iter().zip(&lattices).map(|(c, l)| c.inner as f64 * l.granularity()).collect();
         Ok(BoxPlan { noise, lattices, inner })
     }

@@ -21,6 +21,7 @@ pub fn uniform_below<E: Entropy>(rng: &mut E, n: u128) -> u128 {
         if x < n {
             return x;
         }
+        crate::interrupt::check();
     }
 }
 
@@ -64,6 +65,7 @@ pub fn bernoulli_exp_neg<E: Entropy>(rng: &mut E, p: u128, q: u128) -> bool {
         if !bernoulli_exp_neg_unit(rng, 1, 1) {
             return false;
         }
+        crate::interrupt::check();
     }
     bernoulli_exp_neg_unit(rng, p % q, q)
 }
@@ -107,10 +109,12 @@ pub fn geometric_exp<E: Entropy>(rng: &mut E, s: u128, t: u128) -> u128 {
         if bernoulli_exp_neg(rng, u, t) {
             break u;
         }
+        crate::interrupt::check();
     };
     let mut v: u128 = 0;
     while bernoulli_exp_neg_unit(rng, 1, 1) {
         v += 1;
+        crate::interrupt::check();
     }
     let x = t
         .checked_mul(v)
@@ -131,6 +135,7 @@ pub fn discrete_laplace<E: Entropy>(rng: &mut E, s: u128, t: u128) -> i128 {
         let negative = rng.bit();
         // Zero would be reached from both signs: keep it from one only.
         if negative && y == 0 {
+            crate::interrupt::check();
             continue;
         }
         let y = i128::try_from(y).expect("discrete Laplace draw overflow");

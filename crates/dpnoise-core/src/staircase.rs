@@ -101,7 +101,13 @@ fn interval_gamma(epsilon: f64, confidence: f64) -> f64 {
     let mut grid: Vec<f64> = (0..=GRID).map(|i| i as f64 / GRID as f64).collect();
     grid.extend((0..GRID).map(|i| 10f64.powf(-8.0 + 8.0 * i as f64 / GRID as f64)));
     grid.sort_by(f64::total_cmp);
-    let widths: Vec<f64> = grid.iter().map(|g| width(*g)).collect();
+    let widths: Vec<f64> = grid
+        .iter()
+        .map(|g| {
+            crate::interrupt::check();
+            width(*g)
+        })
+        .collect();
     let at = (0..grid.len()).min_by(|a, b| widths[*a].total_cmp(&widths[*b])).expect("grid is not empty");
     let best = grid[at];
     let mid = golden_section_min(grid[at.saturating_sub(1)], grid[(at + 1).min(grid.len() - 1)], 60, width);
@@ -110,15 +116,22 @@ fn interval_gamma(epsilon: f64, confidence: f64) -> f64 {
     gamma
 }
 
-/// The minimiser of a unimodal `f` on [lo, hi], by golden-section search.
+/// The minimiser of a unimodal `f` on [lo, hi], by golden-section search:
+/// one new evaluation per iteration (the other inner point is kept).
 pub(crate) fn golden_section_min(mut lo: f64, mut hi: f64, iterations: usize, f: impl Fn(f64) -> f64) -> f64 {
     let phi = (5f64.sqrt() - 1.0) / 2.0;
+    let (mut a, mut b) = (hi - phi * (hi - lo), lo + phi * (hi - lo));
+    let (mut fa, mut fb) = (f(a), f(b));
     for _ in 0..iterations {
-        let (a, b) = (hi - phi * (hi - lo), lo + phi * (hi - lo));
-        if f(a) <= f(b) {
-            hi = b;
+        crate::interrupt::check();
+        if fa <= fb {
+            (hi, b, fb) = (b, a, fa);
+            a = hi - phi * (hi - lo);
+            fa = f(a);
         } else {
-            lo = a;
+            (lo, a, fa) = (a, b, fb);
+            b = lo + phi * (hi - lo);
+            fb = f(b);
         }
     }
     0.5 * (lo + hi)
@@ -177,6 +190,7 @@ impl LatticeNoise for Staircase {
                 if self.inner == 0 || j < self.inner || bernoulli_exp_neg(rng, s, t) {
                     break j;
                 }
+                crate::interrupt::check();
             };
             let magnitude = block
                 .checked_mul(self.period)
@@ -186,6 +200,7 @@ impl LatticeNoise for Staircase {
             let negative = rng.bit();
             // Zero would be reached from both signs: keep it from one only.
             if negative && magnitude == 0 {
+                crate::interrupt::check();
                 continue;
             }
             return if negative { -magnitude } else { magnitude };
