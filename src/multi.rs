@@ -14,13 +14,15 @@ use pgrx::prelude::*;
 use pgrx::{FromDatum, IntoDatum};
 use std::cell::RefCell;
 
-/// A float8[] parameter: not NULL, no NULL or non-finite elements.
+/// A float8[] parameter: not NULL, no NULL or non-finite elements. For
+/// `values` (the data) the message does not show the element.
 fn finite_array(name: &'static str, items: Option<Vec<Option<f64>>>) -> Vec<f64> {
     let items = items.unwrap_or_else(|| errors::null_parameter(name));
     items
         .into_iter()
         .map(|v| match v {
             Some(x) if x.is_finite() => x,
+            Some(_) if name == "values" => errors::raise(Error::invalid_data(name, "finite numbers")),
             Some(x) => errors::raise(Error::invalid(name, "finite numbers", x)),
             None => errors::raise(Error::invalid(name, "free of NULL elements", "NULL")),
         })
@@ -70,14 +72,11 @@ fn value_plan(epsilon: Option<f64>, sensitivities: Option<Vec<Option<f64>>>, inn
     (e, cached_plan(key, || BoxPlan::new(eps, &s, z.as_deref()).or_raise()))
 }
 
-/// Refuses a values array whose length is not the number of components.
+/// Refuses a values array whose length is not the number of components
+/// (the message does not show the length: it comes from the data).
 fn check_length(values: usize, components: usize) {
     if values != components {
-        errors::raise(Error::invalid(
-            "values",
-            "an array as long as the sensitivities (or bounds)",
-            format!("{values} elements for {components}"),
-        ));
+        errors::raise(Error::invalid_data("values", "an array as long as the sensitivities (or bounds)"));
     }
 }
 

@@ -71,9 +71,7 @@ impl Lattice {
 
     /// The same rounding from the float's bits, for every finite input.
     fn round_exact(&self, x: f64) -> Result<i128, Error> {
-        let d = Dyadic::from_f64(x).ok_or_else(|| {
-            Error::invalid("value", "a finite number", x)
-        })?;
+        let d = Dyadic::from_f64(x).ok_or_else(|| Error::invalid_data("value", "a finite number"))?;
         if d.mantissa == 0 {
             return Ok(0);
         }
@@ -85,7 +83,7 @@ impl Lattice {
         let shift = d.exponent - self.k;
         if shift >= 0 {
             if d.floor_log2() - self.k >= LIMIT_LOG2 {
-                return Err(self.too_large(x));
+                return Err(self.too_large());
             }
             Ok(m << shift)
         } else {
@@ -115,7 +113,7 @@ impl Lattice {
         let shift = d.exponent - self.k;
         if shift >= 0 {
             if d.floor_log2() - self.k >= LIMIT_LOG2 {
-                return Err(self.too_large(x));
+                return Err(self.too_large());
             }
             Ok((d.mantissa as u128) << shift)
         } else {
@@ -155,10 +153,12 @@ impl Lattice {
         self.release(1)
     }
 
-    fn too_large(&self, x: f64) -> Error {
+    /// The value is not shown: it may come from the data.
+    fn too_large(&self) -> Error {
         Error::OutOfRange(format!(
-            "value {x:e} is too large for the lattice of granularity 2^{}",
-            self.k
+            "a value is too large for the lattice of granularity 2^{} (its magnitude must be below 2^{})",
+            self.k,
+            self.k + LIMIT_LOG2
         ))
     }
 }

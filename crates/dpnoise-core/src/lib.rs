@@ -53,4 +53,16 @@ impl Error {
             got: got.to_string(),
         }
     }
+
+    /// A value read from the data that cannot be used: the message never
+    /// shows it (an analyst could read a row through an error otherwise).
+    pub fn invalid_data(name: &'static str, allowed: &'static str) -> Self {
+        Error::invalid(name, allowed, DATA_NOT_SHOWN)
+    }
+}
+
+/// What an error says instead of a value read from the data.
+pub const DATA_NOT_SHOWN: &str = "a value from the data (not shown)";
+
+impl Error {
 }

@@ -251,7 +251,9 @@ impl Refinement {
     /// The cell of a numeric true value, clamped to the prior's range.
     fn cell_of(&self, value: f64) -> Result<usize, Error> {
         let (lo, hi) = self.prior.range().ok_or_else(|| Error::invalid("prior", "numeric for a numeric value", "categorical"))?;
-        finite("value", value)?;
+        if !value.is_finite() {
+            return Err(Error::invalid_data("value", "a finite number"));
+        }
         let x = value.clamp(lo, hi);
         Ok((((x - lo) / (hi - lo)) * GRID_CELLS as f64).floor().min((GRID_CELLS - 1) as f64) as usize)
     }
@@ -338,7 +340,7 @@ impl Refinement {
         let t = values
             .iter()
             .position(|v| v == value)
-            .ok_or_else(|| Error::invalid("value", "one of the prior's categories", format!("'{value}'")))?;
+            .ok_or_else(|| Error::invalid_data("value", "one of the prior's categories"))?;
         let total = self.total();
         let wt = self.weights[t] as u128;
         // In units of 1/(2^32·total): the true category's boosted mass…

@@ -216,3 +216,14 @@ SELECT dp_budget_grant('short_lived', 1.0);
 DROP ROLE short_lived;
 SELECT role_name ~ '^dropped role \d+$' AS named_dropped, epsilon_granted FROM dp_budgets
 WHERE role_name LIKE 'dropped role %';
+
+-- No error message shows a value read from a table.
+CREATE TABLE secret AS SELECT 73456.78::float8 AS salary, 'Zebulon'::text AS name;
+SELECT left(o, 5) AS sqlstate, o ~ '(7345|7\.345|Zebulon)' AS shows_the_value
+FROM (VALUES (outcome('SELECT dp_laplace(salary * 1e30, 1, 1) FROM secret')),
+             (outcome('SELECT dp_staircase(salary * 1e30, 1, 1) FROM secret')),
+             (outcome('SELECT dp_noise(salary * 1e30, 1, 1) FROM secret')),
+             (outcome($$SELECT dp_refine(name, dp_prior_categorical(ARRAY['a', 'b'], ARRAY[1, 1]), 1.0) FROM secret$$)),
+             (outcome($$SELECT dp_noise_box(ARRAY[salary * 'Infinity'::float8], 1, ARRAY[1.0]) FROM secret$$)),
+             (outcome('SELECT dp_noise_box(ARRAY[salary, salary], 1, ARRAY[1.0]) FROM secret')),
+             (outcome('SELECT dp_noise_l1_staircase(ARRAY[salary * 1e30, 0], 1, 1) FROM secret'))) v(o);
