@@ -18,13 +18,11 @@ use crate::gucs;
 use pgrx::pg_sys;
 use shared::{Outcome, Slot, WorkerState, DONE, FREE, MAX_DATABASES, PENDING, TAKEN};
 
-
 /// Registers the pool of ledger workers; only from shared_preload_libraries.
 pub fn init() {
     shared::init();
     worker::register_pool();
 }
-
 
 /// One charge request: `releases` releases at (ε, δ) each.
 pub struct Charge<'a> {
@@ -164,15 +162,14 @@ fn wake_worker(database: pg_sys::Oid) {
         w.since = now;
         Some(Some(free))
     });
-    let pool_running = worker::pool_registered;
     match start {
         None => {}
-        Some(None) if pool_running() => {}
+        Some(None) if worker::pool_registered() => {}
         Some(None) => unavailable("more databases are charging at once than dpnoise has ledger workers for (16)"),
         Some(Some(entry)) => {
             if !worker::launch(entry) {
                 header.locked(|h| h.workers[entry].state = WorkerState::Empty);
-                if !pool_running() {
+                if !worker::pool_registered() {
                     unavailable_with(
                         "no background worker slot is free to start the ledger worker, and its pool did not start",
                         Some("Raise max_worker_processes (dpnoise reserves 2 ledger workers at server start)."),
@@ -182,7 +179,6 @@ fn wake_worker(database: pg_sys::Oid) {
         }
     }
 }
-
 
 /// Waits on this process's latch until the slot is DONE (or FREE),
 /// restarting the worker if it went away while the request was pending.
