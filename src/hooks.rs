@@ -55,8 +55,35 @@ unsafe extern "C-unwind" {
 static mut DEPTH: u32 = 0;
 /// Bumped when a top-level statement starts.
 static mut STATEMENT: u64 = 1;
-/// DEPTH when each open subtransaction began, to restore on its abort.
-static mut SUBTRANSACTION_DEPTHS: Vec<(pg_sys::SubTransactionId, u32)> = Vec::new();
+/// The queries being run, innermost last (ExecutorRun and ExecutorFinish).
+static mut RUNNING: Vec<*mut pg_sys::QueryDesc> = Vec::new();
+/// DEPTH and RUNNING's length when each open subtransaction began, to
+/// restore on its abort.
+static mut SUBTRANSACTION_DEPTHS: Vec<(pg_sys::SubTransactionId, u32, usize)> = Vec::new();
+
+/// The plan of the innermost query being run, if any: where a per-row
+/// function evaluated now finds the node that evaluates it.
+pub fn running_plan() -> Option<*mut pg_sys::PlanState> {
+    unsafe {
+        let query = *(*(&raw const RUNNING)).last()?;
+        let plan = (*query).planstate;
+        (!plan.is_null()).then_some(plan)
+    }
+}
+
+unsafe fn enter_run(query: *mut pg_sys::QueryDesc) {
+    unsafe {
+        DEPTH += 1;
+        (*(&raw mut RUNNING)).push(query);
+    }
+}
+
+unsafe fn leave_run() {
+    unsafe {
+        DEPTH = DEPTH.saturating_sub(1);
+        (*(&raw mut RUNNING)).pop();
+    }
+}
 
 /// The identity of the running top-level statement (never 0).
 pub fn statement() -> u64 {
@@ -100,6 +127,7 @@ unsafe extern "C-unwind" fn transaction_ended(event: pg_sys::XactEvent::Type, _a
     if matches!(event, pg_sys::XactEvent::XACT_EVENT_ABORT | pg_sys::XactEvent::XACT_EVENT_PARALLEL_ABORT) {
         unsafe {
             DEPTH = 0;
+            (*(&raw mut RUNNING)).clear();
             (*(&raw mut SUBTRANSACTION_DEPTHS)).clear();
         }
     }
@@ -116,12 +144,14 @@ unsafe extern "C-unwind" fn subtransaction_event(
 ) {
     unsafe {
         let depths = &mut *(&raw mut SUBTRANSACTION_DEPTHS);
+        let running = &mut *(&raw mut RUNNING);
         match event {
-            pg_sys::SubXactEvent::SUBXACT_EVENT_START_SUB => depths.push((id, DEPTH)),
+            pg_sys::SubXactEvent::SUBXACT_EVENT_START_SUB => depths.push((id, DEPTH, running.len())),
             pg_sys::SubXactEvent::SUBXACT_EVENT_ABORT_SUB | pg_sys::SubXactEvent::SUBXACT_EVENT_COMMIT_SUB => {
-                if let Some(at) = depths.iter().rposition(|(s, _)| *s == id) {
+                if let Some(at) = depths.iter().rposition(|(s, _, _)| *s == id) {
                     if event == pg_sys::SubXactEvent::SUBXACT_EVENT_ABORT_SUB {
                         DEPTH = depths[at].1;
+                        running.truncate(depths[at].2);
                     }
                     depths.truncate(at);
                 }
@@ -148,23 +178,23 @@ unsafe extern "C-unwind" fn executor_run(
     execute_once: bool,
 ) {
     unsafe {
-        DEPTH += 1;
+        enter_run(query);
         match PREV_EXECUTOR_RUN {
             Some(prev) => prev(query, direction, count, execute_once),
             None => raw_standard_executor_run(query, direction, count, execute_once),
         }
-        DEPTH = DEPTH.saturating_sub(1);
+        leave_run();
     }
 }
 
 unsafe extern "C-unwind" fn executor_finish(query: *mut pg_sys::QueryDesc) {
     unsafe {
-        DEPTH += 1;
+        enter_run(query);
         match PREV_EXECUTOR_FINISH {
             Some(prev) => prev(query),
             None => raw_standard_executor_finish(query),
         }
-        DEPTH = DEPTH.saturating_sub(1);
+        leave_run();
     }
 }
 

@@ -10,6 +10,7 @@
 //! [`charge`] is the one entry point; final functions and per-row functions
 //! reach it through [`pay`], which applies the charging model of the role.
 
+mod nodes;
 mod shared;
 pub mod worker;
 
@@ -298,7 +299,14 @@ unsafe fn agg_state(fcinfo: pg_sys::FunctionCallInfo) -> Option<*mut pg_sys::Agg
     }
 }
 
-/// Under an aggregate, forget the coverage when the Agg node is rescanned.
+/// Forget the coverage when the call site's plan node is rescanned: a
+/// rescan releases the same individuals again.
+///
+/// An aggregate's node is its Agg. A per-row function's is the node whose
+/// target list or quals hold its call, found once in the running query's
+/// plan (a function in a correlated subquery is rescanned with it); a call
+/// evaluated outside any plan (a PL/pgSQL expression) has none, and pays
+/// once per statement.
 ///
 /// A rescan shuts down the expression context of every node it restarts,
 /// but a sorted aggregate also shuts down its own between groups, so that
@@ -310,14 +318,20 @@ unsafe fn agg_state(fcinfo: pg_sys::FunctionCallInfo) -> Option<*mut pg_sys::Agg
 /// table without restarting its input: there the callback goes on its own.
 unsafe fn watch_rescans(fcinfo: pg_sys::FunctionCallInfo, paid: &mut Paid) {
     unsafe {
-        let Some(agg) = agg_state(fcinfo) else { return };
-        let node = &raw mut (*agg).ss.ps;
-        let input = (*node).lefttree;
-        let watched = if (*agg).aggstrategy == pg_sys::AggStrategy::AGG_HASHED || input.is_null() {
-            node
-        } else {
-            input
+        let node = match agg_state(fcinfo) {
+            Some(agg) => &raw mut (*agg).ss.ps,
+            None => {
+                let expr = (*(*fcinfo).flinfo).fn_expr;
+                let Some(node) = crate::hooks::running_plan().and_then(|root| node_evaluating(root, expr)) else {
+                    return;
+                };
+                node
+            }
         };
+        let input = (*node).lefttree;
+        let hashed = (*node).type_ == pg_sys::NodeTag::T_AggState
+            && (*(node as *mut pg_sys::AggState)).aggstrategy == pg_sys::AggStrategy::AGG_HASHED;
+        let watched = if (*node).type_ != pg_sys::NodeTag::T_AggState || hashed || input.is_null() { node } else { input };
         if (*watched).ps_ExprContext.is_null() {
             pg_sys::ExecAssignExprContext((*node).state, watched);
         }
@@ -330,6 +344,20 @@ unsafe fn watch_rescans(fcinfo: pg_sys::FunctionCallInfo, paid: &mut Paid) {
     }
 }
 
+/// The node of the plan under `root` whose target list or quals hold `expr`.
+unsafe fn node_evaluating(root: *mut pg_sys::PlanState, expr: *mut pg_sys::Node) -> Option<*mut pg_sys::PlanState> {
+    unsafe {
+        if root.is_null() || expr.is_null() {
+            return None;
+        }
+        let plan = (*root).plan;
+        let holds = |list: *mut pg_sys::List| !list.is_null() && nodes::contains_pointer(list.cast(), expr);
+        if !plan.is_null() && (holds((*plan).targetlist) || holds((*plan).qual)) {
+            return Some(root);
+        }
+        nodes::children(root).into_iter().find_map(|child| node_evaluating(child, expr))
+    }
+}
 #[pgrx::pg_guard]
 unsafe extern "C-unwind" fn rescanned(arg: pg_sys::Datum) {
     let paid = arg.cast_mut_ptr::<Paid>();

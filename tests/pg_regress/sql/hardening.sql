@@ -135,6 +135,13 @@ SELECT charged_by('SELECT dp_count(1.0) FROM days GROUP BY GROUPING SETS ((day),
 RESET enable_hashagg;
 -- A rescanned aggregate releases everyone again, and pays again: once per outer row.
 SELECT charged_by('SELECT (SELECT dp_count(1.0) FROM days WHERE day = g) FROM generate_series(1, 3) g') AS rescanned_three_times;
+-- So does a per-row function in a rescanned subquery: the same rows
+-- released again with fresh noise pay again (correlated: once per outer row;
+-- uncorrelated, or behind a Materialize, once).
+SELECT charged_by('SELECT (SELECT max(dp_laplace(d.v, 1, 1)) FROM days d WHERE d.day = u.g) FROM (VALUES (1), (1), (1)) u(g)') AS per_row_rescanned_three_times;
+SELECT charged_by('SELECT (SELECT max(dp_laplace(d.v, 1, 1)) FROM days d) FROM (VALUES (1), (1), (1)) u(g)') AS per_row_uncorrelated_once;
+SELECT charged_by('SELECT * FROM (VALUES (1), (2)) u(g), LATERAL (SELECT dp_laplace(d.v, 1, 1) FROM days d WHERE d.day = u.g LIMIT 1) l') AS per_row_lateral_twice;
+SELECT charged_by('SELECT day, dp_laplace(count(*), 1, 1) FROM days GROUP BY day') AS per_row_over_groups_once;
 -- The ledger rows of the sorted plan: one per call site.
 SET enable_hashagg = off;
 SELECT charges() AS before \gset
