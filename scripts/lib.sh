@@ -52,6 +52,15 @@ install_extension() {
   done
 }
 
+# Gives the installed dpnoise.so a fresh inode with the same contents, so
+# that a tool which then rewrites it in place (`cargo pgrx test` installs
+# that way) writes a file no running server has mapped.
+detach_library() {
+  local lib
+  lib=$("$PG_CONFIG" --pkglibdir)/dpnoise.so
+  if [ -f "$lib" ]; then place_file "$lib" "$lib"; fi
+}
+
 # place_file SRC DEST: copies SRC next to DEST, then renames it over DEST.
 place_file() {
   local tmp

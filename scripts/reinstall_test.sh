@@ -25,6 +25,13 @@ lib=$("$PG_CONFIG" --pkglibdir)/dpnoise.so
 staged="$REPO/target/release/dpnoise-pg15$lib"
 other=$(mktemp)
 head -c 4096 "$staged" >"$other"
+# First, while the servers still map the installed file: a tool that
+# rewrites the library in place (cargo pgrx test) is safe once
+# detach_library has given the file a fresh inode.
+detach_library
+cat "$other" >"$lib"
+sleep 0.2
+cat "$staged" >"$lib"
 for _ in $(seq 15); do
   place_file "$other" "$lib"
   sleep 0.1
@@ -40,4 +47,4 @@ if [ $status -ne 0 ] || [ "$crashes" -ne 0 ]; then
   cat "$DATA"/reinstall.*
   exit 1
 fi
-echo "reinstall: 30 installs of dpnoise.so under $(cat "$DATA"/reinstall.1 "$DATA"/reinstall.2 | paste -sd+ | bc) running releases, no crash"
+echo "reinstall: 30 installs of dpnoise.so, and one in place after detach_library, under $(cat "$DATA"/reinstall.1 "$DATA"/reinstall.2 | paste -sd+ | bc) running releases, no crash"

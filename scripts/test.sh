@@ -20,6 +20,8 @@ echo "== backend: cargo pgrx test pg15"
 rm -rf "$PGRX_DATA"
 mkdir -p "$PGRX_DATA"
 chown postgres:postgres "$PGRX_DATA"
+# cargo pgrx test rewrites dpnoise.so in place: detach running servers' copy first.
+detach_library
 cargo pgrx test pg15 --runas postgres --pgdata "$PGRX_DATA"
 rm -rf "$PGRX_DATA"
 

@@ -31,6 +31,18 @@ SELECT outcome('SELECT dp_noise_box(ARRAY[x], x + 1, ARRAY[1.0]) FROM t');
 SELECT outcome('SELECT dp_refine(x, dp_prior_uniform(0, x + 1), 1.0) FROM t');
 SELECT outcome($$SELECT dp_laplace(0, current_setting('server_version_num')::float8 / 1e5, 1)$$);
 SELECT charges() - :before AS charged_by_refusals;
+-- The same as a role of its own with a budget, which is charged nothing.
+CREATE ROLE hardening_analyst;
+GRANT SELECT ON t TO hardening_analyst;
+GRANT EXECUTE ON FUNCTION outcome(text) TO hardening_analyst;
+SELECT dp_budget_grant('hardening_analyst', 10);
+SET ROLE hardening_analyst;
+SELECT outcome('SELECT dp_laplace(0, x + 1, 1) FROM t');
+SELECT outcome('SELECT dp_sum(x, (SELECT max(x) FROM t), 0, 10) FROM t');
+SELECT outcome('SELECT dp_count(x / 10 + 0.5) FROM t GROUP BY x');
+SELECT outcome('SELECT dp_refine(x, dp_prior_uniform(0, (SELECT max(x) FROM t)), 1.0) FROM t');
+RESET ROLE;
+SELECT coalesce(sum(epsilon), 0) AS analyst_charged FROM dpnoise.ledger WHERE role = 'hardening_analyst'::regrole;
 -- Constants, query parameters and immutable expressions of them are fine.
 PREPARE q(float8, numeric) AS SELECT dp_laplace(0, $1, $2::float8 * 2) IS NOT NULL, dp_count($1 / 2) >= -1e9 FROM t LIMIT 1;
 EXECUTE q(1.0, 1);
