@@ -64,6 +64,7 @@ static mut SUBTRANSACTION_DEPTHS: Vec<(pg_sys::SubTransactionId, u32, usize)> = 
 /// The plan of the innermost query being run, if any: where a per-row
 /// function evaluated now finds the node that evaluates it.
 pub fn running_plan() -> Option<*mut pg_sys::PlanState> {
+    // SAFETY: the statics are touched only on the backend's one thread.
     unsafe {
         let query = *(*(&raw const RUNNING)).last()?;
         let plan = (*query).planstate;
@@ -72,6 +73,7 @@ pub fn running_plan() -> Option<*mut pg_sys::PlanState> {
 }
 
 unsafe fn enter_run(query: *mut pg_sys::QueryDesc) {
+    // SAFETY: the statics are touched only on the backend's one thread.
     unsafe {
         DEPTH += 1;
         (*(&raw mut RUNNING)).push(query);
@@ -79,6 +81,7 @@ unsafe fn enter_run(query: *mut pg_sys::QueryDesc) {
 }
 
 unsafe fn leave_run() {
+    // SAFETY: the statics are touched only on the backend's one thread.
     unsafe {
         DEPTH = DEPTH.saturating_sub(1);
         (*(&raw mut RUNNING)).pop();
@@ -87,10 +90,12 @@ unsafe fn leave_run() {
 
 /// The identity of the running top-level statement (never 0).
 pub fn statement() -> u64 {
+    // SAFETY: read on the backend's one thread.
     unsafe { STATEMENT }
 }
 
 unsafe fn begin_statement_if_top_level() {
+    // SAFETY: the hooks are installed once, in _PG_init, before any query runs; prev hooks are kept to be chained.
     unsafe {
         if DEPTH == 0 {
             STATEMENT += 1;
@@ -105,6 +110,7 @@ static mut PREV_PROCESS_UTILITY: pg_sys::ProcessUtility_hook_type = None;
 static mut PREV_PLANNER: pg_sys::planner_hook_type = None;
 
 pub fn init() {
+    // SAFETY: PostgreSQL calls transaction callbacks on the backend's thread; the statics are ours.
     unsafe {
         PREV_EXECUTOR_START = pg_sys::ExecutorStart_hook;
         pg_sys::ExecutorStart_hook = Some(executor_start);
@@ -125,6 +131,7 @@ pub fn init() {
 #[pg_guard]
 unsafe extern "C-unwind" fn transaction_ended(event: pg_sys::XactEvent::Type, _arg: *mut std::ffi::c_void) {
     if matches!(event, pg_sys::XactEvent::XACT_EVENT_ABORT | pg_sys::XactEvent::XACT_EVENT_PARALLEL_ABORT) {
+        // SAFETY: PostgreSQL calls subtransaction callbacks on the backend's thread; the statics are ours.
         unsafe {
             DEPTH = 0;
             (*(&raw mut RUNNING)).clear();
@@ -142,6 +149,7 @@ unsafe extern "C-unwind" fn subtransaction_event(
     _parent: pg_sys::SubTransactionId,
     _arg: *mut std::ffi::c_void,
 ) {
+    // SAFETY: called by PostgreSQL with a live QueryDesc; nothing here needs dropping if the call below raises an error.
     unsafe {
         let depths = &mut *(&raw mut SUBTRANSACTION_DEPTHS);
         let running = &mut *(&raw mut RUNNING);
@@ -162,6 +170,7 @@ unsafe extern "C-unwind" fn subtransaction_event(
 }
 
 unsafe extern "C-unwind" fn executor_start(query: *mut pg_sys::QueryDesc, eflags: i32) {
+    // SAFETY: as executor_start; leave_run is skipped by an error, and the transaction callbacks repair it.
     unsafe {
         begin_statement_if_top_level();
         match PREV_EXECUTOR_START {
@@ -177,6 +186,7 @@ unsafe extern "C-unwind" fn executor_run(
     count: u64,
     execute_once: bool,
 ) {
+    // SAFETY: as executor_run.
     unsafe {
         enter_run(query);
         match PREV_EXECUTOR_RUN {
@@ -188,6 +198,7 @@ unsafe extern "C-unwind" fn executor_run(
 }
 
 unsafe extern "C-unwind" fn executor_finish(query: *mut pg_sys::QueryDesc) {
+    // SAFETY: called by PostgreSQL with a live PlannedStmt; the DropStmt cast follows its node tag.
     unsafe {
         enter_run(query);
         match PREV_EXECUTOR_FINISH {
@@ -209,6 +220,7 @@ unsafe extern "C-unwind" fn process_utility(
     dest: *mut pg_sys::DestReceiver,
     qc: *mut pg_sys::QueryCompletion,
 ) {
+    // SAFETY: called by PostgreSQL with a live Query; the planner's result is a live PlannedStmt.
     unsafe {
         let statement = (*pstmt).utilityStmt;
         let tag = if statement.is_null() { pg_sys::NodeTag::T_Invalid } else { (*statement).type_ };
@@ -234,6 +246,7 @@ unsafe extern "C-unwind" fn planner(
     cursor_options: i32,
     bound_params: pg_sys::ParamListInfo,
 ) -> *mut pg_sys::PlannedStmt {
+    // SAFETY: as planner.
     unsafe {
         // Checked before planning, which rewrites the tree in place.
         let scroll = cursor_options as u32 & pg_sys::CURSOR_OPT_SCROLL != 0 && has_volatile(parse);
@@ -250,6 +263,7 @@ unsafe extern "C-unwind" fn planner(
 
 #[pg_guard]
 unsafe extern "C-unwind" fn has_volatile(parse: *mut pg_sys::Query) -> bool {
+    // SAFETY: parse is the live Query the planner hook was given.
     unsafe { pg_sys::contain_volatile_functions(parse as *mut pg_sys::Node) }
 }
 
@@ -257,6 +271,7 @@ unsafe extern "C-unwind" fn has_volatile(parse: *mut pg_sys::Query) -> bool {
 /// cursor moving back returns the rows it released, not new draws.
 #[pg_guard]
 unsafe extern "C-unwind" fn materialize(planned: *mut pg_sys::PlannedStmt) {
+    // SAFETY: planned is the live PlannedStmt the planner returned; its plan tree is replaced whole.
     unsafe {
         let top = (*planned).planTree;
         if !top.is_null() && (*top).type_ != pg_sys::NodeTag::T_Material {
@@ -269,6 +284,7 @@ unsafe extern "C-unwind" fn materialize(planned: *mut pg_sys::PlannedStmt) {
 /// a superuser set `dpnoise.drop_ledger` (docs/budget.md).
 #[pg_guard]
 unsafe extern "C-unwind" fn guard_ledger(drop: *mut pg_sys::DropStmt) {
+    // SAFETY: drop is the live DropStmt ProcessUtility was given; its objects are String nodes for extensions.
     unsafe {
         if (*drop).removeType != pg_sys::ObjectType::OBJECT_EXTENSION || gucs::drop_ledger() {
             return;

@@ -15,6 +15,7 @@ use pgrx::pg_sys;
 /// Whether `node` (a planned expression) is built only from constants,
 /// query parameters and immutable functions.
 pub unsafe fn is_fixed(node: *mut pg_sys::Node) -> bool {
+    // SAFETY: node is a live planned expression (or NULL, handled first).
     unsafe {
         node.is_null()
             || !(pg_sys::contain_var_clause(node)
@@ -29,6 +30,7 @@ pub unsafe fn is_fixed(node: *mut pg_sys::Node) -> bool {
 /// (a scalar subquery's result, a correlated outer value), an aggregate or
 /// a window function.
 unsafe fn forbidden(node: *mut pg_sys::Node) -> bool {
+    // SAFETY: node is a live, non-NULL expression node: its tag says which struct it is.
     unsafe {
         match (*node).type_ {
             pg_sys::NodeTag::T_Param => (*(node as *mut pg_sys::Param)).paramkind != pg_sys::ParamKind::PARAM_EXTERN,
@@ -41,6 +43,7 @@ unsafe fn forbidden(node: *mut pg_sys::Node) -> bool {
 
 #[pgrx::pg_guard]
 unsafe extern "C-unwind" fn forbidden_walker(node: *mut pg_sys::Node, context: *mut std::ffi::c_void) -> bool {
+    // SAFETY: PostgreSQL's walker passes live nodes or NULL.
     unsafe {
         if node.is_null() {
             return false;
@@ -54,6 +57,7 @@ unsafe extern "C-unwind" fn forbidden_walker(node: *mut pg_sys::Node, context: *
 /// the call's expression (`fn_expr`). A call without one (from C code) is
 /// refused too: nothing could vouch for its parameters.
 pub unsafe fn require_fixed_call(fcinfo: pg_sys::FunctionCallInfo, data: usize, function: &str) {
+    // SAFETY: fcinfo is the live call PostgreSQL made; fn_expr is its live expression node or NULL.
     unsafe {
         let site = crate::fmgr::call_site(fcinfo);
         if site.checked {
@@ -77,6 +81,7 @@ pub unsafe fn require_fixed_call(fcinfo: pg_sys::FunctionCallInfo, data: usize, 
 /// Refuses unless the elements of `args` from index `data` on are fixed;
 /// `entries`: the list holds TargetEntry nodes (an Aggref's arguments).
 pub unsafe fn require_fixed_list(args: *mut pg_sys::List, data: usize, entries: bool, function: &str) {
+    // SAFETY: args is a live List (or NULL) of expression nodes, or of TargetEntry nodes when `entries`.
     unsafe {
         let n = if args.is_null() { 0 } else { (*args).length as usize };
         for i in data..n {

@@ -89,10 +89,12 @@ fn dp_prior_send(prior: dp_prior) -> Vec<u8> {
 /// text input is.
 #[pg_extern(immutable, strict, parallel_safe)]
 fn dp_prior_recv(mut buffer: pgrx::Internal) -> dp_prior {
+    // SAFETY: PostgreSQL calls a type's receive function with a live StringInfo.
     let buffer = unsafe { buffer.get_mut::<pg_sys::StringInfoData>() }
         .unwrap_or_else(|| errors::null_parameter("buffer"));
     let start = buffer.cursor as usize;
     let end = buffer.len as usize;
+    // SAFETY: data[cursor..len] is the message's unread part.
     let bytes = unsafe { std::slice::from_raw_parts(buffer.data.add(start) as *const u8, end - start) };
     buffer.cursor = buffer.len;
     if bytes.first() != Some(&BINARY_VERSION) {
@@ -252,6 +254,7 @@ fn dp_refine_text(
 /// Whether the call's first argument is a constant or a query parameter
 /// (typed by the user, so it may be parsed and echoed), not data.
 unsafe fn first_argument_is_fixed(fcinfo: pg_sys::FunctionCallInfo) -> bool {
+    // SAFETY: fcinfo is this live call; fn_expr is its FuncExpr or NULL, checked first.
     unsafe {
         let flinfo = (*fcinfo).flinfo;
         if flinfo.is_null() || (*flinfo).fn_expr.is_null() || (*(*flinfo).fn_expr).type_ != pg_sys::NodeTag::T_FuncExpr {

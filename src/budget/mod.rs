@@ -63,6 +63,7 @@ pub fn charge(request: &Charge) -> Granted {
             Some("Add dpnoise to shared_preload_libraries in postgresql.conf and restart the server."),
         );
     };
+    // SAFETY: a plain query of the server's state.
     if unsafe { pg_sys::RecoveryInProgress() } {
         // A standby cannot write the ledger, and a release is never made
         // without its charge committed first.
@@ -260,6 +261,7 @@ pub unsafe fn pay(fcinfo: pg_sys::FunctionCallInfo, function: &str, mechanism: &
         return;
     }
     let statement = crate::hooks::statement();
+    // SAFETY: fcinfo is the live call of a final or per-row function.
     let set = unsafe { set_key(fcinfo) };
     let paid = unsafe { crate::fmgr::call_site(fcinfo) }.paid();
     if paid.covers(statement, set, epsilon, delta) {
@@ -280,6 +282,7 @@ pub unsafe fn pay(fcinfo: pg_sys::FunctionCallInfo, function: &str, mechanism: &
 /// and number among sorted sets, or its number among hashed ones. 0 for
 /// per-row functions and plain aggregates.
 unsafe fn set_key(fcinfo: pg_sys::FunctionCallInfo) -> u32 {
+    // SAFETY: fcinfo's context, when an AggState, is the live node running this final function.
     unsafe {
         let Some(agg) = agg_state(fcinfo) else { return 0 };
         let set = (*agg).current_set.max(0) as u32 & 0xffff;
@@ -292,6 +295,7 @@ unsafe fn set_key(fcinfo: pg_sys::FunctionCallInfo) -> u32 {
 }
 
 unsafe fn agg_state(fcinfo: pg_sys::FunctionCallInfo) -> Option<*mut pg_sys::AggState> {
+    // SAFETY: a live fcinfo; the context's tag is checked before the cast.
     unsafe {
         let context = (*fcinfo).context;
         (!context.is_null() && (*(context as *const pg_sys::Node)).type_ == pg_sys::NodeTag::T_AggState)
@@ -317,6 +321,7 @@ unsafe fn agg_state(fcinfo: pg_sys::FunctionCallInfo) -> Option<*mut pg_sys::Agg
 /// context between groups without shutting it down, and may rescan its hash
 /// table without restarting its input: there the callback goes on its own.
 unsafe fn watch_rescans(fcinfo: pg_sys::FunctionCallInfo, paid: &mut Paid) {
+    // SAFETY: the nodes are the running query's live PlanStates; the callback's Paid lives in the call site's memory, as long as the query.
     unsafe {
         let node = match agg_state(fcinfo) {
             Some(agg) => &raw mut (*agg).ss.ps,
@@ -346,6 +351,7 @@ unsafe fn watch_rescans(fcinfo: pg_sys::FunctionCallInfo, paid: &mut Paid) {
 
 /// The node of the plan under `root` whose target list or quals hold `expr`.
 unsafe fn node_evaluating(root: *mut pg_sys::PlanState, expr: *mut pg_sys::Node) -> Option<*mut pg_sys::PlanState> {
+    // SAFETY: root and its children are live PlanStates of the innermost running query.
     unsafe {
         if root.is_null() || expr.is_null() {
             return None;
@@ -361,6 +367,7 @@ unsafe fn node_evaluating(root: *mut pg_sys::PlanState, expr: *mut pg_sys::Node)
 #[pgrx::pg_guard]
 unsafe extern "C-unwind" fn rescanned(arg: pg_sys::Datum) {
     let paid = arg.cast_mut_ptr::<Paid>();
+    // SAFETY: PostgreSQL passes the live Paid registered in watch_rescans, before that memory is freed.
     unsafe {
         (*paid).paid_sets = 0;
         (*paid).watching = false;

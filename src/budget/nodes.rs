@@ -6,6 +6,7 @@ use pgrx::pg_sys;
 /// The plan nodes under `node`: outer and inner, init plans and subplans,
 /// and the members of appends and subquery scans.
 pub unsafe fn children(node: *mut pg_sys::PlanState) -> Vec<*mut pg_sys::PlanState> {
+    // SAFETY: node is a live PlanState of the running query; its tag says which struct it is, and its arrays have the lengths it records.
     unsafe {
         let mut out = vec![(*node).lefttree, (*node).righttree];
         for list in [(*node).initPlan, (*node).subPlan] {
@@ -39,11 +40,13 @@ pub unsafe fn children(node: *mut pg_sys::PlanState) -> Vec<*mut pg_sys::PlanSta
 
 /// Whether the expression tree `tree` holds the node `target` itself.
 pub unsafe fn contains_pointer(tree: *mut pg_sys::Node, target: *mut pg_sys::Node) -> bool {
+    // SAFETY: tree and target are live nodes of the running query's plan.
     unsafe { walk(tree, target.cast()) }
 }
 
 #[pgrx::pg_guard]
 unsafe extern "C-unwind" fn walk(node: *mut pg_sys::Node, target: *mut std::ffi::c_void) -> bool {
+    // SAFETY: PostgreSQL's walker passes live nodes or NULL.
     unsafe {
         !node.is_null()
             && (node.cast() == target || pg_sys::expression_tree_walker(node, Some(walk), target))

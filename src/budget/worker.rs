@@ -28,6 +28,7 @@ pub fn pool_registered() -> bool {
 /// Registers the pool's workers (entries 0..POOL); only while the server
 /// starts, when their slots can be reserved.
 pub fn register_pool() {
+    // SAFETY: a plain read of the server's state.
     if !unsafe { pg_sys::process_shared_preload_libraries_in_progress } {
         return;
     }
@@ -72,6 +73,7 @@ pub extern "C-unwind" fn dpnoise_ledger_pool_main(arg: pg_sys::Datum) {
         }
     };
     serve(entry, database);
+    // SAFETY: a worker exits this way; the exit callbacks free its entry.
     unsafe { pg_sys::proc_exit(1) };
 }
 
