@@ -47,4 +47,4 @@ if [ $status -ne 0 ] || [ "$crashes" -ne 0 ]; then
   cat "$DATA"/reinstall.*
   exit 1
 fi
-echo "reinstall: 30 installs of dpnoise.so, and one in place after detach_library, under $(cat "$DATA"/reinstall.1 "$DATA"/reinstall.2 | paste -sd+ | bc) running releases, no crash"
+echo "reinstall: 30 installs of dpnoise.so, and one in place after detach_library, under $(($(cat "$DATA"/reinstall.1) + $(cat "$DATA"/reinstall.2))) running releases, no crash"
