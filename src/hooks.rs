@@ -173,6 +173,7 @@ unsafe extern "C-unwind" fn executor_start(query: *mut pg_sys::QueryDesc, eflags
     // SAFETY: as executor_start; leave_run is skipped by an error, and the transaction callbacks repair it.
     unsafe {
         begin_statement_if_top_level();
+        check_parameters(query);
         match PREV_EXECUTOR_START {
             Some(prev) => prev(query, eflags),
             None => raw_standard_executor_start(query, eflags),
@@ -259,6 +260,14 @@ unsafe extern "C-unwind" fn planner(
         }
         planned
     }
+}
+
+/// Refuses a statement whose dpnoise calls have privacy parameters that are
+/// not fixed, before anything runs or is charged (`parameters::check_plan`).
+#[pg_guard]
+unsafe extern "C-unwind" fn check_parameters(query: *mut pg_sys::QueryDesc) {
+    // SAFETY: PostgreSQL passes a live QueryDesc to ExecutorStart.
+    unsafe { crate::parameters::check_plan((*query).plannedstmt) }
 }
 
 #[pg_guard]

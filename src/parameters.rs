@@ -81,17 +81,148 @@ pub unsafe fn require_fixed_call(fcinfo: pg_sys::FunctionCallInfo, data: usize, 
 /// Refuses unless the elements of `args` from index `data` on are fixed;
 /// `entries`: the list holds TargetEntry nodes (an Aggref's arguments).
 pub unsafe fn require_fixed_list(args: *mut pg_sys::List, data: usize, entries: bool, function: &str) {
+    if !unsafe { all_fixed(args, data, entries) } {
+        errors::varying_parameter(function);
+    }
+}
+
+/// Whether the elements of `args` from index `data` on are fixed.
+unsafe fn all_fixed(args: *mut pg_sys::List, data: usize, entries: bool) -> bool {
     // SAFETY: args is a live List (or NULL) of expression nodes, or of TargetEntry nodes when `entries`.
     unsafe {
         let n = if args.is_null() { 0 } else { (*args).length as usize };
-        for i in data..n {
+        (data..n).all(|i| {
             let mut node = (*(*args).elements.add(i)).ptr_value as *mut pg_sys::Node;
             if entries && !node.is_null() {
                 node = (*(node as *mut pg_sys::TargetEntry)).expr.cast();
             }
-            if !is_fixed(node) {
-                errors::varying_parameter(function);
+            is_fixed(node)
+        })
+    }
+}
+
+/// Which arguments of a dpnoise function are privacy parameters, by name:
+/// all but the first (the value released), or all of them for the forms of
+/// `dp_count` that take no value. None for functions that release nothing.
+fn privacy_arguments(name: &str, arg_types: &[pg_sys::Oid]) -> Option<usize> {
+    match name {
+        "dp_count" if arg_types.len() == 2 && arg_types[1] == pg_sys::FLOAT8OID => Some(1),
+        "dp_count" => Some(0),
+        "dp_sum" | "dp_sum_laplace" | "dp_sum_staircase" | "dp_sum_multi" | "dp_avg" | "dp_laplace" | "dp_staircase"
+        | "dp_noise" | "dp_noise_box" | "dp_noise_l1_staircase" | "dp_refine" => Some(1),
+        _ => None,
+    }
+}
+
+thread_local! {
+    /// Function OID → the first privacy argument, for dpnoise's releasing
+    /// functions (None for every other function), looked up once each.
+    static RELEASING: std::cell::RefCell<std::collections::HashMap<pg_sys::Oid, Option<(String, usize)>>> =
+        std::cell::RefCell::new(std::collections::HashMap::new());
+}
+
+/// Refuses a statement, before it runs, if any dpnoise call in its plan has
+/// a privacy parameter that is not fixed: so no call site of the statement
+/// can be charged before another's refusal (final functions run one after
+/// another). The per-call checks stay, for calls outside any plan.
+pub unsafe fn check_plan(stmt: *mut pg_sys::PlannedStmt) {
+    unsafe {
+        if stmt.is_null() {
+            return;
+        }
+        let mut plans = vec![(*stmt).planTree];
+        let subplans = (*stmt).subplans;
+        let n = if subplans.is_null() { 0 } else { (*subplans).length as usize };
+        plans.extend((0..n).map(|i| (*(*subplans).elements.add(i)).ptr_value as *mut pg_sys::Plan));
+        // The walker stops at the first call found unfixed and names it; the
+        // error is raised here, not inside PostgreSQL's walker.
+        let mut unfixed: Option<String> = None;
+        let found = &raw mut unfixed;
+        while let Some(plan) = plans.pop() {
+            if plan.is_null() {
+                continue;
+            }
+            for list in [(*plan).targetlist, (*plan).qual] {
+                if !list.is_null() && pg_sys::expression_tree_walker(list.cast(), Some(check_call), found.cast()) {
+                    errors::varying_parameter(unfixed.as_deref().unwrap_or("a dpnoise function"));
+                }
+            }
+            plans.push((*plan).lefttree);
+            plans.push((*plan).righttree);
+            match (*plan).type_ {
+                pg_sys::NodeTag::T_Append => plans.extend(list_plans((*(plan as *mut pg_sys::Append)).appendplans)),
+                pg_sys::NodeTag::T_MergeAppend => plans.extend(list_plans((*(plan as *mut pg_sys::MergeAppend)).mergeplans)),
+                pg_sys::NodeTag::T_SubqueryScan => plans.push((*(plan as *mut pg_sys::SubqueryScan)).subplan),
+                _ => {}
             }
         }
+    }
+}
+
+unsafe fn list_plans(list: *mut pg_sys::List) -> Vec<*mut pg_sys::Plan> {
+    unsafe {
+        let n = if list.is_null() { 0 } else { (*list).length as usize };
+        (0..n).map(|i| (*(*list).elements.add(i)).ptr_value as *mut pg_sys::Plan).collect()
+    }
+}
+
+/// The releasing dpnoise function `funcid` is, and its first privacy argument.
+unsafe fn releasing(funcid: pg_sys::Oid, arg_types: &[pg_sys::Oid]) -> Option<(String, usize)> {
+    let cached = RELEASING.with(|r| r.borrow().get(&funcid).cloned());
+    if let Some(known) = cached {
+        return known;
+    }
+    let found = unsafe {
+        let extension = pg_sys::get_extension_oid(c"dpnoise".as_ptr(), true);
+        if extension == pg_sys::InvalidOid || pg_sys::getExtensionOfObject(pg_sys::ProcedureRelationId, funcid) != extension {
+            None
+        } else {
+            let name = pg_sys::get_func_name(funcid);
+            let name = if name.is_null() { String::new() } else { std::ffi::CStr::from_ptr(name).to_string_lossy().into_owned() };
+            privacy_arguments(&name, arg_types).map(|first| (name, first))
+        }
+    };
+    RELEASING.with(|r| r.borrow_mut().insert(funcid, found.clone()));
+    found
+}
+
+#[pgrx::pg_guard]
+unsafe extern "C-unwind" fn check_call(node: *mut pg_sys::Node, context: *mut std::ffi::c_void) -> bool {
+    unsafe {
+        if node.is_null() {
+            return false;
+        }
+        match (*node).type_ {
+            // A combining Aggref's arguments are the partial results; the
+            // partial Aggref below it, with the call's own arguments, is checked.
+            pg_sys::NodeTag::T_Aggref if (*(node as *mut pg_sys::Aggref)).aggsplit & pg_sys::AGGSPLITOP_COMBINE == 0 => {
+                let aggref = node as *mut pg_sys::Aggref;
+                let types = oid_list((*aggref).aggargtypes);
+                if let Some((name, first)) = releasing((*aggref).aggfnoid, &types) {
+                    if !all_fixed((*aggref).args, first, true) {
+                        *(context as *mut Option<String>) = Some(name);
+                        return true;
+                    }
+                }
+            }
+            pg_sys::NodeTag::T_FuncExpr => {
+                let call = node as *mut pg_sys::FuncExpr;
+                if let Some((name, first)) = releasing((*call).funcid, &[]) {
+                    if !all_fixed((*call).args, first, false) {
+                        *(context as *mut Option<String>) = Some(name);
+                        return true;
+                    }
+                }
+            }
+            _ => {}
+        }
+        pg_sys::expression_tree_walker(node, Some(check_call), context)
+    }
+}
+
+unsafe fn oid_list(list: *mut pg_sys::List) -> Vec<pg_sys::Oid> {
+    unsafe {
+        let n = if list.is_null() { 0 } else { (*list).length as usize };
+        (0..n).map(|i| (*(*list).elements.add(i)).oid_value).collect()
     }
 }

@@ -41,6 +41,10 @@ SELECT outcome('SELECT dp_laplace(0, x + 1, 1) FROM t');
 SELECT outcome('SELECT dp_sum(x, (SELECT max(x) FROM t), 0, 10) FROM t');
 SELECT outcome('SELECT dp_count(x / 10 + 0.5) FROM t GROUP BY x');
 SELECT outcome('SELECT dp_refine(x, dp_prior_uniform(0, (SELECT max(x) FROM t)), 1.0) FROM t');
+-- A statement is checked whole before it runs: a valid call site is not
+-- charged before another one's refusal.
+SELECT outcome('SELECT dp_count(1.0) FROM t GROUP BY x HAVING dp_count(x / 10 + 0.5) > 0');
+SELECT outcome('SELECT (SELECT dp_laplace(1, 1, 1)), (SELECT dp_sum(x, (SELECT max(x) FROM t), 0, 1) FROM t)');
 RESET ROLE;
 SELECT coalesce(sum(epsilon), 0) AS analyst_charged FROM dpnoise.ledger WHERE role = 'hardening_analyst'::regrole;
 -- Constants, query parameters and immutable expressions of them are fine.
