@@ -53,6 +53,10 @@ unsafe extern "C-unwind" {
 
 /// How deep inside executor runs and utility commands this backend is.
 static mut DEPTH: u32 = 0;
+/// Set while a cursor declared with neither SCROLL nor NO SCROLL is being
+/// opened: PostgreSQL lets it scroll when its plan can run backwards, which
+/// would evaluate its expressions again; the planner materialises it.
+static mut IMPLICIT_SCROLL: bool = false;
 /// Bumped when a top-level statement starts.
 static mut STATEMENT: u64 = 1;
 /// The queries being run, innermost last (ExecutorRun and ExecutorFinish).
@@ -134,6 +138,7 @@ unsafe extern "C-unwind" fn transaction_ended(event: pg_sys::XactEvent::Type, _a
         // SAFETY: PostgreSQL calls subtransaction callbacks on the backend's thread; the statics are ours.
         unsafe {
             DEPTH = 0;
+            IMPLICIT_SCROLL = false;
             (*(&raw mut RUNNING)).clear();
             (*(&raw mut SUBTRANSACTION_DEPTHS)).clear();
         }
@@ -232,11 +237,15 @@ unsafe extern "C-unwind" fn process_utility(
         if tag == pg_sys::NodeTag::T_DropStmt {
             guard_ledger(statement as *mut pg_sys::DropStmt);
         }
+        let scroll_flags = (pg_sys::CURSOR_OPT_SCROLL | pg_sys::CURSOR_OPT_NO_SCROLL) as i32;
+        IMPLICIT_SCROLL = tag == pg_sys::NodeTag::T_DeclareCursorStmt
+            && (*(statement as *mut pg_sys::DeclareCursorStmt)).options & scroll_flags == 0;
         DEPTH += 1;
         match PREV_PROCESS_UTILITY {
             Some(prev) => prev(pstmt, query_string, read_only_tree, context, params, query_env, dest, qc),
             None => raw_standard_process_utility(pstmt, query_string, read_only_tree, context, params, query_env, dest, qc),
         }
+        IMPLICIT_SCROLL = false;
         DEPTH = DEPTH.saturating_sub(1);
     }
 }
@@ -250,7 +259,9 @@ unsafe extern "C-unwind" fn planner(
     // SAFETY: as planner.
     unsafe {
         // Checked before planning, which rewrites the tree in place.
-        let scroll = cursor_options as u32 & pg_sys::CURSOR_OPT_SCROLL != 0 && has_volatile(parse);
+        check_query_parameters(parse);
+        let implicit = std::mem::replace(&mut *(&raw mut IMPLICIT_SCROLL), false);
+        let scroll = (implicit || cursor_options as u32 & pg_sys::CURSOR_OPT_SCROLL != 0) && has_volatile(parse);
         let planned = match PREV_PLANNER {
             Some(prev) => prev(parse, query_string, cursor_options, bound_params),
             None => raw_standard_planner(parse, query_string, cursor_options, bound_params),
@@ -268,6 +279,14 @@ unsafe extern "C-unwind" fn planner(
 unsafe extern "C-unwind" fn check_parameters(query: *mut pg_sys::QueryDesc) {
     // SAFETY: PostgreSQL passes a live QueryDesc to ExecutorStart.
     unsafe { crate::parameters::check_plan((*query).plannedstmt) }
+}
+
+/// Refuses a query whose dpnoise calls take privacy parameters from
+/// functions outside pg_catalog, before the planner folds them away.
+#[pg_guard]
+unsafe extern "C-unwind" fn check_query_parameters(parse: *mut pg_sys::Query) {
+    // SAFETY: parse is the live Query the planner hook was given.
+    unsafe { crate::parameters::check_query(parse) }
 }
 
 #[pg_guard]

@@ -28,7 +28,10 @@ pub unsafe fn is_fixed(node: *mut pg_sys::Node) -> bool {
 
 /// A node that is never fixed on its own: a parameter set by the executor
 /// (a scalar subquery's result, a correlated outer value), an aggregate or
-/// a window function.
+/// a window function, or a call of a function outside pg_catalog. A
+/// function any role can write may be labelled IMMUTABLE and still read a
+/// table; the planner then runs it once and leaves its result as a
+/// constant, so it is refused here, in the query before planning.
 unsafe fn forbidden(node: *mut pg_sys::Node) -> bool {
     // SAFETY: node is a live, non-NULL expression node: its tag says which struct it is.
     unsafe {
@@ -36,8 +39,30 @@ unsafe fn forbidden(node: *mut pg_sys::Node) -> bool {
             pg_sys::NodeTag::T_Param => (*(node as *mut pg_sys::Param)).paramkind != pg_sys::ParamKind::PARAM_EXTERN,
             pg_sys::NodeTag::T_Aggref | pg_sys::NodeTag::T_WindowFunc | pg_sys::NodeTag::T_GroupingFunc => true,
             pg_sys::NodeTag::T_SubLink | pg_sys::NodeTag::T_SubPlan | pg_sys::NodeTag::T_AlternativeSubPlan => true,
+            pg_sys::NodeTag::T_FuncExpr => untrusted((*(node as *mut pg_sys::FuncExpr)).funcid),
+            // DistinctExpr and NullIfExpr are OpExprs by another tag.
+            pg_sys::NodeTag::T_OpExpr | pg_sys::NodeTag::T_DistinctExpr | pg_sys::NodeTag::T_NullIfExpr => {
+                untrusted((*(node as *mut pg_sys::OpExpr)).opfuncid)
+            }
+            pg_sys::NodeTag::T_ScalarArrayOpExpr => untrusted((*(node as *mut pg_sys::ScalarArrayOpExpr)).opfuncid),
             _ => false,
         }
+    }
+}
+
+/// A function that is neither one of PostgreSQL's own (pg_catalog) nor
+/// dpnoise's (its prior constructors).
+unsafe fn untrusted(function: pg_sys::Oid) -> bool {
+    // SAFETY: catalog lookups by OID; an unknown OID gives InvalidOid.
+    unsafe {
+        if function == pg_sys::InvalidOid {
+            return true;
+        }
+        if pg_sys::get_func_namespace(function) == pg_sys::Oid::from(pg_sys::PG_CATALOG_NAMESPACE) {
+            return false;
+        }
+        let extension = pg_sys::get_extension_oid(c"dpnoise".as_ptr(), true);
+        extension == pg_sys::InvalidOid || pg_sys::getExtensionOfObject(pg_sys::ProcedureRelationId, function) != extension
     }
 }
 
@@ -84,6 +109,54 @@ pub unsafe fn require_fixed_list(args: *mut pg_sys::List, data: usize, entries: 
     if !unsafe { all_fixed(args, data, entries) } {
         errors::varying_parameter(function);
     }
+}
+
+/// What a plan or query walk looks for, and the first call it found.
+struct Search {
+    /// Before planning: only calls of functions outside pg_catalog and
+    /// dpnoise (columns may still be constants folded in by the planner,
+    /// as from a CTE of constants); after: everything `is_fixed` refuses.
+    functions_only: bool,
+    found: Option<String>,
+}
+
+/// Whether the elements of `args` from index `data` on pass `search`.
+unsafe fn arguments_pass(args: *mut pg_sys::List, data: usize, entries: bool, search: &Search) -> bool {
+    if !search.functions_only {
+        return unsafe { all_fixed(args, data, entries) };
+    }
+    // SAFETY: args is a live List (or NULL) of expression nodes, or of TargetEntry nodes when `entries`.
+    unsafe {
+        let n = if args.is_null() { 0 } else { (*args).length as usize };
+        (data..n).all(|i| {
+            let mut node = (*(*args).elements.add(i)).ptr_value as *mut pg_sys::Node;
+            if entries && !node.is_null() {
+                node = (*(node as *mut pg_sys::TargetEntry)).expr.cast();
+            }
+            node.is_null() || !(calls_untrusted(node) || pg_sys::expression_tree_walker(node, Some(untrusted_walker), std::ptr::null_mut()))
+        })
+    }
+}
+
+/// A call of a function outside pg_catalog and dpnoise.
+unsafe fn calls_untrusted(node: *mut pg_sys::Node) -> bool {
+    // SAFETY: node is a live, non-NULL expression node.
+    unsafe {
+        match (*node).type_ {
+            pg_sys::NodeTag::T_FuncExpr
+            | pg_sys::NodeTag::T_OpExpr
+            | pg_sys::NodeTag::T_DistinctExpr
+            | pg_sys::NodeTag::T_NullIfExpr
+            | pg_sys::NodeTag::T_ScalarArrayOpExpr => forbidden(node),
+            _ => false,
+        }
+    }
+}
+
+#[pgrx::pg_guard]
+unsafe extern "C-unwind" fn untrusted_walker(node: *mut pg_sys::Node, context: *mut std::ffi::c_void) -> bool {
+    // SAFETY: PostgreSQL's walker passes live nodes or NULL.
+    unsafe { !node.is_null() && (calls_untrusted(node) || pg_sys::expression_tree_walker(node, Some(untrusted_walker), context)) }
 }
 
 /// Whether the elements of `args` from index `data` on are fixed.
@@ -136,15 +209,15 @@ pub unsafe fn check_plan(stmt: *mut pg_sys::PlannedStmt) {
         plans.extend((0..n).map(|i| (*(*subplans).elements.add(i)).ptr_value as *mut pg_sys::Plan));
         // The walker stops at the first call found unfixed and names it; the
         // error is raised here, not inside PostgreSQL's walker.
-        let mut unfixed: Option<String> = None;
-        let found = &raw mut unfixed;
+        let mut search = Search { functions_only: false, found: None };
+        let found = &raw mut search;
         while let Some(plan) = plans.pop() {
             if plan.is_null() {
                 continue;
             }
             for list in [(*plan).targetlist, (*plan).qual] {
                 if !list.is_null() && pg_sys::expression_tree_walker(list.cast(), Some(check_call), found.cast()) {
-                    errors::varying_parameter(unfixed.as_deref().unwrap_or("a dpnoise function"));
+                    errors::varying_parameter(search.found.as_deref().unwrap_or("a dpnoise function"));
                 }
             }
             plans.push((*plan).lefttree);
@@ -155,6 +228,22 @@ pub unsafe fn check_plan(stmt: *mut pg_sys::PlannedStmt) {
                 pg_sys::NodeTag::T_SubqueryScan => plans.push((*(plan as *mut pg_sys::SubqueryScan)).subplan),
                 _ => {}
             }
+        }
+    }
+}
+
+/// The same check on a query before it is planned, when a function's call
+/// is still a call (the planner would fold an IMMUTABLE one into a constant).
+pub unsafe fn check_query(query: *mut pg_sys::Query) {
+    // SAFETY: query is the live Query the planner was given.
+    unsafe {
+        if query.is_null() {
+            return;
+        }
+        let mut search = Search { functions_only: true, found: None };
+        let found = &raw mut search;
+        if pg_sys::query_tree_walker(query, Some(check_call), found.cast(), 0) {
+            errors::varying_parameter(search.found.as_deref().unwrap_or("a dpnoise function"));
         }
     }
 }
@@ -192,6 +281,9 @@ unsafe extern "C-unwind" fn check_call(node: *mut pg_sys::Node, context: *mut st
         if node.is_null() {
             return false;
         }
+        if (*node).type_ == pg_sys::NodeTag::T_Query {
+            return pg_sys::query_tree_walker(node as *mut pg_sys::Query, Some(check_call), context, 0);
+        }
         match (*node).type_ {
             // A combining Aggref's arguments are the partial results; the
             // partial Aggref below it, with the call's own arguments, is checked.
@@ -199,8 +291,8 @@ unsafe extern "C-unwind" fn check_call(node: *mut pg_sys::Node, context: *mut st
                 let aggref = node as *mut pg_sys::Aggref;
                 let types = oid_list((*aggref).aggargtypes);
                 if let Some((name, first)) = releasing((*aggref).aggfnoid, &types) {
-                    if !all_fixed((*aggref).args, first, true) {
-                        *(context as *mut Option<String>) = Some(name);
+                    if !arguments_pass((*aggref).args, first, true, &*(context as *mut Search)) {
+                        (*(context as *mut Search)).found = Some(name);
                         return true;
                     }
                 }
@@ -208,8 +300,8 @@ unsafe extern "C-unwind" fn check_call(node: *mut pg_sys::Node, context: *mut st
             pg_sys::NodeTag::T_FuncExpr => {
                 let call = node as *mut pg_sys::FuncExpr;
                 if let Some((name, first)) = releasing((*call).funcid, &[]) {
-                    if !all_fixed((*call).args, first, false) {
-                        *(context as *mut Option<String>) = Some(name);
+                    if !arguments_pass((*call).args, first, false, &*(context as *mut Search)) {
+                        (*(context as *mut Search)).found = Some(name);
                         return true;
                     }
                 }

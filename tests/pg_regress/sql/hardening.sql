@@ -35,12 +35,19 @@ SELECT charges() - :before AS charged_by_refusals;
 CREATE ROLE hardening_analyst;
 GRANT SELECT ON t TO hardening_analyst;
 GRANT EXECUTE ON FUNCTION outcome(text) TO hardening_analyst;
+GRANT CREATE ON SCHEMA public TO hardening_analyst;
 SELECT dp_budget_grant('hardening_analyst', 10);
 SET ROLE hardening_analyst;
 SELECT outcome('SELECT dp_laplace(0, x + 1, 1) FROM t');
 SELECT outcome('SELECT dp_sum(x, (SELECT max(x) FROM t), 0, 10) FROM t');
 SELECT outcome('SELECT dp_count(x / 10 + 0.5) FROM t GROUP BY x');
 SELECT outcome('SELECT dp_refine(x, dp_prior_uniform(0, (SELECT max(x) FROM t)), 1.0) FROM t');
+-- A function of one's own, labelled IMMUTABLE, that reads the table: the
+-- planner would fold it into a constant, so it is refused before planning.
+CREATE FUNCTION hardening_leak() RETURNS float8 IMMUTABLE LANGUAGE sql AS 'SELECT (SELECT x FROM public.t WHERE i = 3)';
+SELECT outcome('SELECT dp_count(hardening_leak() + 5000) FROM t');
+SELECT outcome('SELECT dp_sum(x, 1.0, 0, hardening_leak()) FROM t');
+SELECT outcome($$SELECT dp_count(1, 'x' || hardening_leak()) FROM t$$);
 -- A statement is checked whole before it runs: a valid call site is not
 -- charged before another one's refusal.
 SELECT outcome('SELECT dp_count(1.0) FROM t GROUP BY x HAVING dp_count(x / 10 + 0.5) > 0');
@@ -195,6 +202,15 @@ FETCH ABSOLUTE 3 FROM c \gset first_
 MOVE FORWARD 5 IN c;
 FETCH ABSOLUTE 3 FROM c \gset again_
 SELECT :first_noisy = :again_noisy AS same_release;
+COMMIT;
+
+-- So does a cursor declared without SCROLL whose plan could run backwards.
+BEGIN;
+DECLARE c2 CURSOR FOR SELECT i, dp_laplace(v, 1, 1) AS noisy FROM days ORDER BY i;
+FETCH ABSOLUTE 3 FROM c2 \gset first_
+MOVE BACKWARD 2 IN c2;
+FETCH ABSOLUTE 3 FROM c2 \gset again_
+SELECT :first_noisy = :again_noisy AS same_release_without_scroll;
 COMMIT;
 
 -- An advisory lock any role can take no longer blocks releases.
