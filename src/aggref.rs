@@ -122,7 +122,7 @@ pub unsafe fn aggregate_arguments<const N: usize>(
 /// only the evaluated values. Checked once per call site.
 pub unsafe fn require_fixed_arguments(fcinfo: pg_sys::FunctionCallInfo, data: usize, aggregate: &str) {
     unsafe {
-        let site = crate::fmgr::call_site(fcinfo);
+        let site = crate::call_site::call_site(fcinfo);
         if site.checked {
             return;
         }

@@ -6,9 +6,9 @@
 
 use crate::aggref::{aggregate_arguments, argument_count, f64_parameter, text_parameter};
 use crate::errors::OrRaise;
-use crate::fmgr::{arg_datum, arg_is_null, call_site_cache, i64_datum, refuse_window, v1_function};
-use crate::rng::with_rng;
-use dpnoise_core::{Choice, Epsilon, Loss, Mechanism, Plan, Shape};
+use crate::fmgr::{arg_datum, arg_is_null, i64_datum, refuse_window, v1_function};
+use crate::release::{release_i64, site_plan};
+use dpnoise_core::{Choice, Delta, Epsilon, Loss, Mechanism, Request, Shape};
 use pgrx::pg_sys;
 
 // dp_count(epsilon [, mechanism]): every row counts.
@@ -33,14 +33,17 @@ unsafe fn release(
 ) -> pg_sys::Datum {
     let count = unsafe { arg_datum(fcinfo, 0) }.value() as i64;
     let requested = f64_parameter(epsilon, "epsilon");
-    let epsilon = Epsilon::new(requested).or_raise();
-    let plan = *unsafe {
-        call_site_cache(fcinfo, [requested.to_bits(), delta.to_bits(), choice_key(choice), 0, 0], || {
-            Plan::new(choice, epsilon, delta, Loss::Variance, Shape::Count).or_raise()
+    let key = [requested.to_bits(), delta.to_bits(), choice_key(choice), 0, 0];
+    let plan = unsafe {
+        site_plan(fcinfo, key, || Request {
+            choice,
+            epsilon: Epsilon::new(requested).or_raise(),
+            delta: Delta::new(delta).or_raise(),
+            loss: Loss::Variance,
+            shape: Shape::Count,
         })
     };
-    unsafe { crate::budget::pay(fcinfo, "dp_count", plan.mechanism.name(), requested, delta) };
-    i64_datum(with_rng(|rng| plan.calibration.release_integer(&plan.noise, rng, count as i128)).or_raise())
+    unsafe { release_i64(fcinfo, "dp_count", &plan, (requested, delta), count as i128) }
 }
 
 /// A cache key for a mechanism choice.

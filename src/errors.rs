@@ -7,6 +7,14 @@ pub fn raise(err: dpnoise_core::Error) -> ! {
     let code = match err {
         dpnoise_core::Error::InvalidParameter { .. } => PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
         dpnoise_core::Error::OutOfRange(_) => PgSqlErrorCode::ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE,
+        dpnoise_core::Error::NoiseTooLarge(_) => {
+            ereport!(
+                ERROR,
+                PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+                err.to_string(),
+                "The noise's scale, max(|lower|, |upper|)/epsilon, must be below 2^62: narrow the bounds, raise epsilon, or sum float8 values."
+            );
+        }
     };
     ereport!(ERROR, code, err.to_string());
 }

@@ -11,6 +11,7 @@ use pgrx::prelude::*;
 
 mod aggref;
 mod budget;
+mod call_site;
 mod count;
 mod errors;
 mod fmgr;
@@ -18,6 +19,8 @@ mod gucs;
 mod hooks;
 mod multi;
 mod parameters;
+mod plans;
+mod release;
 mod rng;
 mod refine;
 mod row_noise;

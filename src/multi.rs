@@ -7,12 +7,11 @@ use crate::errors::{self, OrRaise};
 use crate::fmgr::{arg_datum, arg_is_null, refuse_window, required_f64, return_null, v1_function};
 use crate::rng::with_rng;
 use dpnoise_core::lattice::Lattice;
-use dpnoise_core::multivariate::{l1_staircase_gamma, BoxPlan, L1Staircase, MAX_COMPONENTS};
-use dpnoise_core::{Epsilon, Error};
+use dpnoise_core::multivariate::{BoxPlan, MAX_COMPONENTS};
+use dpnoise_core::{Epsilon, Error, Sensitivity};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 use pgrx::{FromDatum, IntoDatum};
-use std::cell::RefCell;
 
 /// A float8[] parameter: not NULL, no NULL or non-finite elements. For
 /// `values` (the data) the message does not show the element.
@@ -34,56 +33,12 @@ fn epsilon_of(epsilon: Option<f64>) -> (f64, Epsilon) {
     (e, Epsilon::new(e).or_raise())
 }
 
-/// The last box plan built in this backend, by its exact parameters:
-/// choosing the default z takes milliseconds, so rows and groups reuse it.
-struct LastPlan {
-    key: Vec<u64>,
-    plan: BoxPlan,
-}
-
-thread_local! {
-    static LAST: RefCell<Option<LastPlan>> = const { RefCell::new(None) };
-}
-
-fn cached_plan(key: Vec<u64>, build: impl FnOnce() -> BoxPlan) -> BoxPlan {
-    if let Some(plan) = LAST.with(|l| l.borrow().as_ref().filter(|l| l.key == key).map(|l| l.plan.clone())) {
-        return plan;
-    }
-    let plan = build();
-    LAST.with(|l| *l.borrow_mut() = Some(LastPlan { key, plan: plan.clone() }));
-    plan
-}
-
-fn bits_key(tag: u64, epsilon: f64, arrays: &[&[f64]]) -> Vec<u64> {
-    let mut key = vec![tag, epsilon.to_bits()];
-    for a in arrays {
-        key.push(a.len() as u64);
-        key.extend(a.iter().map(|x| x.to_bits()));
-    }
-    key
-}
-
 /// The box plan of per-row noise: sensitivities and inner in units.
 fn value_plan(epsilon: Option<f64>, sensitivities: Option<Vec<Option<f64>>>, inner: Option<Vec<Option<f64>>>) -> (f64, BoxPlan) {
     let (e, eps) = epsilon_of(epsilon);
     let s = finite_array("sensitivities", sensitivities);
     let z = inner.map(|z| finite_array("inner", Some(z)));
-    let key = bits_key(1 + u64::from(z.is_some()), e, &[&s, z.as_deref().unwrap_or(&[])]);
-    (e, cached_plan(key, || BoxPlan::new(eps, &s, z.as_deref()).or_raise()))
-}
-
-/// Refuses a values array whose length is not the number of components
-/// (the message does not show the length: it comes from the data).
-fn check_length(values: usize, components: usize) {
-    if values != components {
-        errors::raise(Error::invalid_data("values", "an array as long as the sensitivities (or bounds)"));
-    }
-}
-
-/// values rounded onto each component's lattice; lengths must agree.
-fn lattice_values(values: Vec<f64>, lattices: &[Lattice]) -> Vec<i128> {
-    check_length(values.len(), lattices.len());
-    values.iter().zip(lattices).map(|(v, l)| l.round(*v).or_raise()).collect()
+    (e, crate::plans::box_values(eps, &s, z.as_deref()))
 }
 
 /// values plus box noise (Soria-Comas & Domingo-Ferrer, Theorem 13) for the
@@ -100,10 +55,9 @@ fn dp_noise_box(
     unsafe { crate::parameters::require_fixed_call(fcinfo, 1, "dp_noise_box") };
     let (e, plan) = value_plan(epsilon, sensitivities, inner);
     let values = values.map(|v| finite_array("values", Some(v)))?;
-    let exact = lattice_values(values, &plan.lattices);
+    let exact = plan.round(&values).or_raise();
     unsafe { crate::budget::pay(fcinfo, "dp_noise_box", "box", e, 0.0) };
-    let noise = with_rng(|rng| plan.noise.sample(rng));
-    Some(exact.iter().zip(&noise).zip(&plan.lattices).map(|((x, n), l)| l.release(x + n)).collect())
+    Some(with_rng(|rng| plan.release(rng, &exact)))
 }
 
 /// Two values plus Geng's two-dimensional L1 staircase noise (γ for the least
@@ -118,19 +72,11 @@ fn dp_noise_l1_staircase(
     unsafe { crate::parameters::require_fixed_call(fcinfo, 1, "dp_noise_l1_staircase") };
     let (e, eps) = epsilon_of(epsilon);
     let s = sensitivity.unwrap_or_else(|| errors::null_parameter("sensitivity"));
-    if !(s.is_finite() && s > 0.0) {
-        errors::raise(Error::invalid("sensitivity", "a finite number > 0", s));
-    }
-    let lattice = Lattice::for_noise(s / e, s).or_raise();
-    // Each component rounds on its own: the L1 distance of two rounded
-    // points is at most ⌈Δ/g⌉ + 1 steps.
-    let steps = lattice.steps_ceil(s).or_raise() + 1;
-    let noise = L1Staircase::new(eps, steps, l1_staircase_gamma(eps.value())).or_raise();
+    let plan = crate::plans::l1(eps, Sensitivity::new(s).or_raise());
     let values = values.map(|v| finite_array("values", Some(v)))?;
-    let exact = lattice_values(values, &[lattice, lattice]);
+    let exact = plan.round(&values).or_raise();
     unsafe { crate::budget::pay(fcinfo, "dp_noise_l1_staircase", "l1 staircase", e, 0.0) };
-    let (x, y) = with_rng(|rng| noise.sample(rng));
-    Some(vec![lattice.release(exact[0] + x), lattice.release(exact[1] + y)])
+    Some(with_rng(|rng| plan.release(rng, exact)).to_vec())
 }
 
 /// The exact figures of box noise before spending anything: each
@@ -190,27 +136,9 @@ fn bounds_key(bounds: &[f64]) -> u64 {
     bounds.iter().fold(0xcbf29ce484222325u64, |h, b| (h ^ b.to_bits()).wrapping_mul(0x100000001b3))
 }
 
-/// The plan of a sum: lattices for noise of scale b_j/ε, sensitivity the
-/// rounded bound in steps (values are clamped to [−b_j, b_j]).
+/// The plan of a sum: values are clamped to [−b_j, b_j] (`BoxPlan::for_sums`).
 fn sum_plan(epsilon: f64, bounds: &[f64]) -> BoxPlan {
-    let key = bits_key(3, epsilon, &[bounds]);
-    cached_plan(key, || {
-        let eps = Epsilon::new(epsilon).or_raise();
-        if bounds.is_empty() || bounds.len() > MAX_COMPONENTS {
-            errors::raise(Error::invalid("bounds", "an array of 1 to 16 elements", bounds.len()));
-        }
-        let mut lattices = Vec::new();
-        let mut steps = Vec::new();
-        for &b in bounds {
-            if !(b.is_finite() && b > 0.0) {
-                errors::raise(Error::invalid("bounds", "finite numbers > 0", b));
-            }
-            let lattice = Lattice::for_noise(b / eps.value(), b).or_raise();
-            steps.push(lattice.round(b).or_raise().unsigned_abs());
-            lattices.push(lattice);
-        }
-        BoxPlan::on_lattices(eps, lattices, steps, None).or_raise()
-    })
+    crate::plans::box_sums(Epsilon::new(epsilon).or_raise(), bounds)
 }
 
 unsafe fn array_arg(datum: pg_sys::Datum, name: &'static str) -> Vec<f64> {
@@ -264,7 +192,9 @@ v1_function!(pg_finfo_dp_sum_multi_step, dp_sum_multi_step, |fcinfo| {
         if !arg_is_null(fcinfo, 1) {
             let s = &mut *state;
             let values = array_arg(arg_datum(fcinfo, 1), "values");
-            check_length(values.len(), s.components as usize);
+            if values.len() != s.components as usize {
+                errors::raise(Error::invalid_data("values", "an array as long as the sensitivities (or bounds)"));
+            }
             for (j, v) in values.iter().enumerate() {
                 let b = s.bound[j];
                 let steps = Lattice { k: s.lattice_k[j] }.round(v.clamp(-b, b)).or_raise();
@@ -296,9 +226,7 @@ v1_function!(pg_finfo_dp_sum_multi_final, dp_sum_multi_final, |fcinfo| {
             (0..bounds.len()).map(|j| s.sum(j)).collect()
         };
         crate::budget::pay(fcinfo, "dp_sum_multi", "box", epsilon, 0.0);
-        let noise = with_rng(|rng| plan.noise.sample(rng));
-        let released: Vec<f64> = sums.iter().zip(&noise).zip(&plan.lattices).map(|((x, n), l)| l.release(x + n)).collect();
-        released.into_datum().unwrap_or_else(|| return_null(fcinfo))
+        with_rng(|rng| plan.release(rng, &sums)).into_datum().unwrap_or_else(|| return_null(fcinfo))
     }
 });
 

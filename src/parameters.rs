@@ -84,7 +84,7 @@ unsafe extern "C-unwind" fn forbidden_walker(node: *mut pg_sys::Node, context: *
 pub unsafe fn require_fixed_call(fcinfo: pg_sys::FunctionCallInfo, data: usize, function: &str) {
     // SAFETY: fcinfo is the live call PostgreSQL made; fn_expr is its live expression node or NULL.
     unsafe {
-        let site = crate::fmgr::call_site(fcinfo);
+        let site = crate::call_site::call_site(fcinfo);
         if site.checked {
             return;
         }

@@ -14,6 +14,7 @@ mod nodes;
 mod shared;
 pub mod worker;
 
+use crate::call_site::Paid;
 use crate::errors::{raise_sqlstate, BUDGET_EXHAUSTED, LEDGER_UNAVAILABLE};
 use crate::gucs;
 use pgrx::pg_sys;
@@ -205,47 +206,6 @@ fn wait_until_done(slot: &mut Slot, database: pg_sys::Oid) {
     }
 }
 
-/// Grouping sets a call site remembers having paid for; past this many,
-/// every further set pays again (never less than the model asks).
-const REMEMBERED_SETS: usize = 16;
-
-/// What a call site has paid for in the current execution.
-#[derive(Clone, Copy, Default)]
-#[repr(C)]
-pub struct Paid {
-    /// The (ε, δ) paid at this call site; a default (non-strict) role's
-    /// later releases of the same set are covered by it.
-    epsilon: f64,
-    delta: f64,
-    /// The top-level statement the coverage belongs to (`hooks::statement`).
-    statement: u64,
-    /// The grouping sets paid for in the current scan (`set_key`).
-    sets: [u32; REMEMBERED_SETS],
-    paid_sets: u8,
-    /// A rescan callback is registered (aggregates).
-    watching: bool,
-}
-
-impl Paid {
-    fn covers(&self, statement: u64, set: u32, epsilon: f64, delta: f64) -> bool {
-        self.statement == statement
-            && epsilon <= self.epsilon
-            && delta <= self.delta
-            && self.sets[..self.paid_sets as usize].contains(&set)
-    }
-
-    fn record(&mut self, statement: u64, set: u32, epsilon: f64, delta: f64) {
-        if self.statement != statement || self.epsilon != epsilon || self.delta != delta {
-            self.paid_sets = 0;
-        }
-        (self.statement, self.epsilon, self.delta) = (statement, epsilon, delta);
-        if (self.paid_sets as usize) < REMEMBERED_SETS {
-            self.sets[self.paid_sets as usize] = set;
-            self.paid_sets += 1;
-        }
-    }
-}
-
 /// Charges one release at a call site under the role's model.
 ///
 /// Default roles: a call site pays once per top-level statement and per
@@ -263,7 +223,7 @@ pub unsafe fn pay(fcinfo: pg_sys::FunctionCallInfo, function: &str, mechanism: &
     let statement = crate::hooks::statement();
     // SAFETY: fcinfo is the live call of a final or per-row function.
     let set = unsafe { set_key(fcinfo) };
-    let paid = unsafe { crate::fmgr::call_site(fcinfo) }.paid();
+    let paid = unsafe { crate::call_site::call_site(fcinfo) }.paid();
     if paid.covers(statement, set, epsilon, delta) {
         return;
     }
@@ -273,7 +233,7 @@ pub unsafe fn pay(fcinfo: pg_sys::FunctionCallInfo, function: &str, mechanism: &
         return;
     }
     paid.record(statement, set, epsilon, delta);
-    if !paid.watching {
+    if !paid.watching() {
         unsafe { watch_rescans(fcinfo, paid) };
     }
 }
@@ -345,7 +305,7 @@ unsafe fn watch_rescans(fcinfo: pg_sys::FunctionCallInfo, paid: &mut Paid) {
             return;
         }
         pg_sys::RegisterExprContextCallback(econtext, Some(rescanned), pg_sys::Datum::from(paid as *mut Paid));
-        paid.watching = true;
+        paid.set_watching(true);
     }
 }
 
@@ -368,8 +328,5 @@ unsafe fn node_evaluating(root: *mut pg_sys::PlanState, expr: *mut pg_sys::Node)
 unsafe extern "C-unwind" fn rescanned(arg: pg_sys::Datum) {
     let paid = arg.cast_mut_ptr::<Paid>();
     // SAFETY: PostgreSQL passes the live Paid registered in watch_rescans, before that memory is freed.
-    unsafe {
-        (*paid).paid_sets = 0;
-        (*paid).watching = false;
-    }
+    unsafe { (*paid).forget() };
 }

@@ -4,7 +4,7 @@
 //! - error.csv: exact E|X|, standard deviation and 95 % half-width over ε;
 //! - ratios.csv: empirical variance and mean |X| of 10^6 draws, staircase over Laplace.
 use dpnoise_core::refine::{Prior, Query, Refinement, GRID_CELLS};
-use dpnoise_core::{BitPool, Calibration, Epsilon, LatticeNoise, Loss, Mechanism, Noise};
+use dpnoise_core::{BitPool, Calibration, Delta, Epsilon, LatticeNoise, Loss, Mechanism, Noise};
 use rand_chacha::rand_core::SeedableRng;
 use rand_chacha::ChaCha20Rng;
 use std::fmt::Write as _;
@@ -12,7 +12,7 @@ use std::fmt::Write as _;
 fn noise(e: f64, mechanism: Mechanism, loss: Loss) -> (Calibration, Noise) {
     let eps = Epsilon::new(e).unwrap();
     let cal = Calibration::value(eps, 1.0).unwrap();
-    (cal, Noise::new(mechanism, eps, 0.0, cal.steps, loss).unwrap())
+    (cal, Noise::new(mechanism, eps, Delta::ZERO, cal.steps, loss).unwrap())
 }
 
 fn main() {
@@ -101,7 +101,7 @@ fn main() {
         let eps = Epsilon::new(e).unwrap();
         let cal = Calibration::value(eps, 1.2).unwrap();
         let mae = |mech, loss| {
-            let n = Noise::new(mech, eps, 0.0, cal.steps, loss).unwrap();
+            let n = Noise::new(mech, eps, Delta::ZERO, cal.steps, loss).unwrap();
             n.law().accuracy_in_steps(0.95).scaled(cal.lattice.granularity()).mean_abs_error
         };
         let refined = |prior: Prior| {

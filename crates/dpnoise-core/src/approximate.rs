@@ -7,21 +7,14 @@
 //! computed in floating point (the truncation bound, σ), the parameter is
 //! rounded in the private direction and the result re-checked.
 
+use crate::accuracy::Law;
 use crate::entropy::Entropy;
+use crate::laplace::decay_denominator;
+use crate::noise::LatticeNoise;
+use crate::params::{Delta, Mechanism};
 use crate::rational::{Dyadic, Epsilon};
 use crate::sampler::{bernoulli_exp_neg, discrete_laplace, geometric_exp, uniform_below};
 use crate::Error;
-use std::cell::RefCell;
-use std::collections::HashMap;
-
-/// Checks δ for a mechanism that needs one: a finite number in (0, 1).
-pub fn check_delta(delta: f64) -> Result<f64, Error> {
-    if delta > 0.0 && delta < 1.0 {
-        Ok(delta)
-    } else {
-        Err(Error::invalid("delta", "in (0, 1) for this mechanism", delta))
-    }
-}
 
 /// Lattice integers stay far below i128's range.
 const LIMIT: f64 = 1.2676506002282294e30; // 2^100
@@ -47,9 +40,10 @@ pub struct TruncatedLaplace {
 }
 
 impl TruncatedLaplace {
-    pub fn new(epsilon: Epsilon, steps: u128, delta: f64) -> Result<TruncatedLaplace, Error> {
-        check_delta(delta)?;
-        let t = crate::mechanism::decay_denominator(epsilon, steps)?;
+    pub fn new(epsilon: Epsilon, steps: u128, delta: Delta) -> Result<TruncatedLaplace, Error> {
+        Mechanism::TruncatedLaplace.check_delta(delta)?;
+        let delta = delta.value();
+        let t = decay_denominator(epsilon, steps)?;
         let eps = epsilon.value();
         let decay = eps / steps as f64;
         // δ(A) = y(e^ε − 1)/(1 + b − 2y) with y = b^(A+1), b = e^(−ε/D), so
@@ -106,8 +100,11 @@ impl TruncatedLaplace {
         (ln_y + ln_expm1).exp() / (1.0 + b - 2.0 * ln_y.exp())
     }
 
+}
+
+impl LatticeNoise for TruncatedLaplace {
     #[inline]
-    pub fn sample<E: Entropy>(&self, rng: &mut E) -> i128 {
+    fn sample<E: Entropy>(&self, rng: &mut E) -> i128 {
         // A geometric draw modulo A + 1 is the geometric truncated to
         // {0, …, A} (memorylessness), so no draw is wasted on the tail.
         let modulus = self.limit + 1;
@@ -123,6 +120,10 @@ impl TruncatedLaplace {
             return if negative { -m } else { m };
         }
     }
+
+    fn law(&self) -> Law {
+        Law::TruncatedGeometric { decay: self.decay, limit: self.limit as f64 }
+    }
 }
 
 /// Uniform noise on the lattice points −H … H − 1, H = ⌈D/(2δ)⌉ (Geng's
@@ -134,8 +135,9 @@ pub struct Uniform {
 }
 
 impl Uniform {
-    pub fn new(steps: u128, delta: f64) -> Result<Uniform, Error> {
-        check_delta(delta)?;
+    pub fn new(steps: u128, delta: Delta) -> Result<Uniform, Error> {
+        Mechanism::Uniform.check_delta(delta)?;
+        let delta = delta.value();
         if steps == 0 {
             return Err(Error::invalid("sensitivity", "> 0", 0));
         }
@@ -158,9 +160,16 @@ impl Uniform {
         self.half
     }
 
+}
+
+impl LatticeNoise for Uniform {
     #[inline]
-    pub fn sample<E: Entropy>(&self, rng: &mut E) -> i128 {
+    fn sample<E: Entropy>(&self, rng: &mut E) -> i128 {
         uniform_below(rng, 2 * self.half) as i128 - self.half as i128
+    }
+
+    fn law(&self) -> Law {
+        Law::Uniform { half: self.half as f64 }
     }
 }
 
@@ -249,8 +258,11 @@ impl DiscreteGaussian {
         }
     }
 
+}
+
+impl LatticeNoise for DiscreteGaussian {
     #[inline]
-    pub fn sample<E: Entropy>(&self, rng: &mut E) -> i128 {
+    fn sample<E: Entropy>(&self, rng: &mut E) -> i128 {
         let t = 1u128 << self.a;
         loop {
             let y = discrete_laplace(rng, 1, t);
@@ -263,6 +275,10 @@ impl DiscreteGaussian {
             }
             crate::interrupt::check();
         }
+    }
+
+    fn law(&self) -> Law {
+        Law::Gaussian { variance: self.variance() }
     }
 }
 
@@ -289,21 +305,6 @@ pub fn gaussian_delta(sigma: f64, epsilon: f64) -> f64 {
 /// The analytic Gaussian mechanism's σ for sensitivity 1: the smallest σ
 /// with `gaussian_delta(σ, ε) ≤ δ`, by bisection to float resolution.
 pub fn analytic_gaussian_sigma(epsilon: f64, delta: f64) -> f64 {
-    // A plan asks twice (for the lattice, then for σ in steps): keep the last.
-    let key = (epsilon.to_bits(), delta.to_bits());
-    if let Some(sigma) = LAST_SIGMA.with(|l| l.get().filter(|(k, _)| *k == key).map(|(_, s)| s)) {
-        return sigma;
-    }
-    let sigma = search_gaussian_sigma(epsilon, delta);
-    LAST_SIGMA.with(|l| l.set(Some((key, sigma))));
-    sigma
-}
-
-thread_local! {
-    static LAST_SIGMA: std::cell::Cell<Option<((u64, u64), f64)>> = const { std::cell::Cell::new(None) };
-}
-
-fn search_gaussian_sigma(epsilon: f64, delta: f64) -> f64 {
     let (mut lo, mut hi) = (1e-6f64, 1.0f64);
     while gaussian_delta(hi, epsilon) > delta {
         lo = hi;
@@ -349,25 +350,20 @@ pub fn discrete_gaussian_delta(variance: f64, steps: u128, epsilon: f64) -> f64 
     excess / total
 }
 
-thread_local! {
-    /// σ (in steps) of discretely calibrated Gaussians, by (ε, δ, D).
-    static DISCRETE_SIGMA: RefCell<HashMap<(u64, u64, u128), f64>> = RefCell::new(HashMap::new());
-}
-
 /// The Gaussian noise, in steps, for sensitivity D at (ε, δ): σ = D·σ₁(ε, δ)
 /// raised by one part in 2^20, or, on coarse lattices, the smallest σ whose
 /// exact discrete δ is at most δ. The raise covers the float calibration and
 /// the lattice: the discrete Gaussian's δ exceeds the continuous one's by
 /// O(1/σ²) relative (4·10⁻⁹ at σ = 4096 steps), which a σ larger by 10⁻⁶
 /// more than pays for (tests/approximate.rs checks it past the switch).
-pub fn gaussian_sigma_in_steps(epsilon: f64, delta: f64, steps: u128) -> f64 {
-    let continuous = analytic_gaussian_sigma(epsilon, delta) * steps as f64 * (1.0 + 2f64.powi(-20));
+/// `sigma1` is `analytic_gaussian_sigma(ε, δ)`, computed once by the caller.
+/// The discrete search costs up to a few tenths of a second: the SQL layer
+/// keeps the plans it computed (the core keeps no state).
+pub fn gaussian_sigma_in_steps(epsilon: Epsilon, delta: Delta, steps: u128, sigma1: f64) -> f64 {
+    let (epsilon, delta) = (epsilon.value(), delta.value());
+    let continuous = sigma1 * steps as f64 * (1.0 + 2f64.powi(-20));
     if continuous >= DISCRETE_CALIBRATION_BELOW {
         return continuous;
-    }
-    let key = (epsilon.to_bits(), delta.to_bits(), steps);
-    if let Some(s) = DISCRETE_SIGMA.with(|c| c.borrow().get(&key).copied()) {
-        return s;
     }
     let fits = |s: f64| {
         // The σ the sampler really uses is σ² rounded up: check that one.
@@ -389,7 +385,6 @@ pub fn gaussian_sigma_in_steps(epsilon: f64, delta: f64, steps: u128) -> f64 {
             lo = mid;
         }
     }
-    DISCRETE_SIGMA.with(|c| c.borrow_mut().insert(key, hi));
     hi
 }
 
@@ -397,22 +392,26 @@ pub fn gaussian_sigma_in_steps(epsilon: f64, delta: f64, steps: u128) -> f64 {
 mod tests {
     use super::*;
 
+    fn d(delta: f64) -> Delta {
+        Delta::new(delta).unwrap()
+    }
+
     #[test]
     fn uniform_half_width_is_an_exact_ceiling() {
-        assert_eq!(Uniform::new(1, 0.5).unwrap().half(), 1);
-        assert_eq!(Uniform::new(1, 0.25).unwrap().half(), 2);
-        assert_eq!(Uniform::new(3, 0.1).unwrap().half(), 15); // 3/0.2 = 14.99…: 0.1 is above 1/10
+        assert_eq!(Uniform::new(1, d(0.5)).unwrap().half(), 1);
+        assert_eq!(Uniform::new(1, d(0.25)).unwrap().half(), 2);
+        assert_eq!(Uniform::new(3, d(0.1)).unwrap().half(), 15); // 3/0.2 = 14.99…: 0.1 is above 1/10
         // The float 1e-6 is just below 10^-6, so 2^20/(2δ) is just above 524288000000.
-        assert_eq!(Uniform::new(1 << 20, 1e-6).unwrap().half(), 524_288_000_001);
-        assert_eq!(Uniform::new(5, 0.75).unwrap().half(), 4); // ⌈5/1.5⌉
-        assert!(Uniform::new(1, 0.0).is_err() && Uniform::new(1, 1.0).is_err());
+        assert_eq!(Uniform::new(1 << 20, d(1e-6)).unwrap().half(), 524_288_000_001);
+        assert_eq!(Uniform::new(5, d(0.75)).unwrap().half(), 4); // ⌈5/1.5⌉
+        assert!(Uniform::new(1, Delta::ZERO).is_err() && Delta::new(1.0).is_err());
     }
 
     #[test]
     fn truncation_bound_is_the_smallest_that_pays_delta() {
         for (eps, steps, delta) in [(1.0, 1u128, 1e-3), (1.0, 16, 1e-6), (1.0, 1 << 20, 1e-5), (1.0, 1 << 40, 0.01), (1000.0, 1 << 40, 1e-6)] {
             let e = Epsilon::new(eps).unwrap();
-            let tl = TruncatedLaplace::new(e, steps, delta).unwrap();
+            let tl = TruncatedLaplace::new(e, steps, d(delta)).unwrap();
             assert!(tl.delta() <= delta);
             let mut tighter = tl;
             tighter.limit -= (tl.limit / 100_000).max(3).min(tl.limit - 1);

@@ -3,9 +3,35 @@
 
 use crate::entropy::Entropy;
 use crate::lattice::Lattice;
-use crate::mechanism::LatticeNoise;
+use crate::noise::LatticeNoise;
+use crate::params::{Bounds, IntegerBounds, Sensitivity};
 use crate::rational::Epsilon;
 use crate::Error;
+
+/// What is released: sets the sensitivity and the lattice.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Shape {
+    /// A count: the unit lattice, sensitivity one.
+    Count,
+    /// One value of sensitivity Δ, noised as it is (per-row functions).
+    Value(Sensitivity),
+    /// A sum of float8 values clamped to [lower, upper].
+    Sum(Bounds),
+    /// A sum of int8 values clamped to [lower, upper], released as int8.
+    SumInteger(IntegerBounds),
+}
+
+impl Shape {
+    /// How far one individual can move the answer, in the query's units.
+    pub fn sensitivity(self) -> f64 {
+        match self {
+            Shape::Count => 1.0,
+            Shape::Value(s) => s.value(),
+            Shape::Sum(b) => b.width(),
+            Shape::SumInteger(b) => b.width(),
+        }
+    }
+}
 
 /// A lattice, and the query's sensitivity measured on it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -17,54 +43,51 @@ pub struct Calibration {
 
 impl Calibration {
     /// A count: the unit lattice, sensitivity one.
-    pub const COUNT: Calibration = Calibration {
-        lattice: Lattice::UNIT,
-        steps: 1,
-    };
+    pub const COUNT: Calibration = Calibration { lattice: Lattice::UNIT, steps: 1 };
 
-    /// One value of sensitivity Δ, noised as it is (per-row functions), for
-    /// the Laplace family. Rounding a and b can move them ⌈|a − b|/g⌉ steps
-    /// apart, so D = ⌈Δ/g⌉.
+    /// One value of sensitivity Δ, for the Laplace family (noise of scale Δ/ε).
     pub fn value(epsilon: Epsilon, sensitivity: f64) -> Result<Calibration, Error> {
-        Calibration::for_shape(crate::plan::Shape::Value(sensitivity), 1.0 / epsilon.value())
+        Calibration::for_shape(Shape::Value(Sensitivity::new(sensitivity)?), 1.0 / epsilon.value())
     }
 
-    /// A sum of values clamped to [lower, upper], each rounded to the lattice:
-    /// one individual added or removed moves the lattice sum by at most
-    /// max(|round(lower)|, |round(upper)|) steps.
+    /// A float8 sum clamped to [lower, upper], for the Laplace family.
     pub fn sum(epsilon: Epsilon, lower: f64, upper: f64) -> Result<Calibration, Error> {
-        Calibration::for_shape(crate::plan::Shape::Sum(lower, upper), 1.0 / epsilon.value())
+        Calibration::for_shape(Shape::Sum(Bounds::new(lower, upper)?), 1.0 / epsilon.value())
     }
 
-    /// As `sum`, for bigint values: the lattice is never finer than the integers.
+    /// A bigint sum clamped to [lower, upper], for the Laplace family.
     pub fn sum_integer(epsilon: Epsilon, lower: i64, upper: i64) -> Result<Calibration, Error> {
-        Calibration::for_shape(crate::plan::Shape::SumInteger(lower, upper), 1.0 / epsilon.value())
+        Calibration::for_shape(Shape::SumInteger(IntegerBounds::new(lower, upper)?), 1.0 / epsilon.value())
     }
 
-    /// The lattice and sensitivity for `shape`, with noise of scale
-    /// `ratio`·Δ (Δ the shape's sensitivity).
-    pub fn for_shape(shape: crate::plan::Shape, ratio: f64) -> Result<Calibration, Error> {
-        use crate::plan::Shape;
+    /// The lattice and sensitivity in steps for `shape`, with noise of
+    /// scale `ratio`·Δ (Δ the shape's sensitivity).
+    ///
+    /// - One value: rounding a and b can move them ⌈|a − b|/g⌉ steps apart,
+    ///   so D = ⌈Δ/g⌉.
+    /// - A sum of values clamped to [lower, upper], each rounded to the
+    ///   lattice: one individual added or removed moves the lattice sum by at
+    ///   most max(|round(lower)|, |round(upper)|) steps.
+    /// - A bigint sum: the same, on a lattice never finer than the integers.
+    pub fn for_shape(shape: Shape, ratio: f64) -> Result<Calibration, Error> {
         if !(ratio.is_finite() && ratio > 0.0) {
             return Err(Error::OutOfRange(format!("noise scale ratio {ratio} is not usable")));
         }
+        let width = shape.sensitivity();
         match shape {
             Shape::Count => Ok(Calibration::COUNT),
-            Shape::Value(sensitivity) => {
-                check_sensitivity(sensitivity)?;
-                let lattice = Lattice::for_noise(sensitivity * ratio, sensitivity)?;
-                Ok(Calibration { lattice, steps: lattice.steps_ceil(sensitivity)? })
-            }
-            Shape::Sum(lower, upper) => {
-                let width = check_bounds(lower, upper)?;
+            Shape::Value(_) => {
                 let lattice = Lattice::for_noise(width * ratio, width)?;
-                let steps = lattice.round(lower)?.unsigned_abs().max(lattice.round(upper)?.unsigned_abs());
+                Ok(Calibration { lattice, steps: lattice.steps_ceil(width)? })
+            }
+            Shape::Sum(b) => {
+                let lattice = Lattice::for_noise(width * ratio, width)?;
+                let steps = lattice.round(b.lower())?.unsigned_abs().max(lattice.round(b.upper())?.unsigned_abs());
                 Ok(Calibration { lattice, steps })
             }
-            Shape::SumInteger(lower, upper) => {
-                let width = check_bounds(lower as f64, upper as f64)?;
+            Shape::SumInteger(b) => {
                 let lattice = Lattice::for_integer_noise(width * ratio, width)?;
-                let steps = lattice.round_integer(lower).unsigned_abs().max(lattice.round_integer(upper).unsigned_abs());
+                let steps = lattice.round_integer(b.lower()).unsigned_abs().max(lattice.round_integer(b.upper()).unsigned_abs());
                 Ok(Calibration { lattice, steps })
             }
         }
@@ -85,32 +108,6 @@ impl Calibration {
     ) -> Result<i64, Error> {
         self.lattice.release_integer(true_steps + noise.sample(rng))
     }
-}
-
-fn check_sensitivity(sensitivity: f64) -> Result<(), Error> {
-    if sensitivity.is_finite() && sensitivity > 0.0 {
-        Ok(())
-    } else {
-        Err(Error::invalid("sensitivity", "a finite number > 0", sensitivity))
-    }
-}
-
-/// Checks lower ≤ upper, both finite and not both zero; returns max(|lower|, |upper|).
-fn check_bounds(lower: f64, upper: f64) -> Result<f64, Error> {
-    if !lower.is_finite() {
-        return Err(Error::invalid("lower", "a finite number", lower));
-    }
-    if !upper.is_finite() {
-        return Err(Error::invalid("upper", "a finite number", upper));
-    }
-    if lower > upper {
-        return Err(Error::invalid("lower", "at most upper", format!("{lower} > {upper}")));
-    }
-    let width = lower.abs().max(upper.abs());
-    if width == 0.0 {
-        return Err(Error::invalid("upper", "non-zero when lower is zero", upper));
-    }
-    Ok(width)
 }
 
 #[cfg(test)]

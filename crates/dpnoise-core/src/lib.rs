@@ -3,31 +3,69 @@
 //! Everything that touches a release is integer arithmetic on uniform random
 //! bits: see `../shared/MECHANISMS.md` §1–2. Floats appear only when a public
 //! parameter is turned into an exact rational or when a lattice integer is
-//! converted to float8 at the very end.
+//! converted to float8 at the very end. This crate knows nothing of
+//! PostgreSQL and holds no state between calls.
+//!
+//! # From a query to a released float
+//!
+//! ```text
+//! f64 ε, δ, bounds, texts      what the SQL layer reads from a call
+//!   │  Epsilon::new, Delta::new, Sensitivity::new, Bounds::new,
+//!   │  IntegerBounds::new, Choice::parse, Loss::parse    (checked once, here)
+//!   ▼
+//! Shape (Count | Value | Sum | SumInteger)               calibration.rs
+//!   │  Plan::new(choice, ε, δ, loss, shape)              plan.rs
+//!   │    ├ scale_ratio(mechanism, ε, δ)                   mechanism.rs
+//!   │    ├ Calibration::for_shape → Lattice + D steps     calibration.rs, lattice.rs
+//!   │    └ Noise::with_scale → Laplace | Staircase |      laplace.rs, staircase.rs,
+//!   │        TruncatedLaplace | Uniform | DiscreteGaussian  approximate.rs
+//!   │      ('auto': every mechanism, ranked by its exact Law's loss: accuracy.rs)
+//!   ▼
+//! Plan { mechanism, calibration, noise }   (Average: two plans at ε/2)
+//!   │  Lattice::round(value) → exact i128 answer in steps
+//!   │  Plan::release(rng, steps) = answer + LatticeNoise::sample   noise.rs
+//!   ▼                                      (samplers: sampler.rs, bits: entropy.rs)
+//! f64 / i64 on the lattice                 Lattice::release
+//! ```
+//!
+//! Vectors take the same road through `multivariate::BoxPlan` (box noise)
+//! and `multivariate::L1Staircase`; knowledge refinement through
+//! `refine::Refinement`.
+
+#![forbid(unsafe_code)]
 
 pub mod accuracy;
 pub mod approximate;
+#[cfg(feature = "audit")]
 pub mod audit;
 pub mod calibration;
 pub mod entropy;
 pub mod interrupt;
+pub mod laplace;
 pub mod lattice;
 pub mod mechanism;
 pub mod multivariate;
+pub mod noise;
+pub mod params;
 pub mod plan;
 pub mod rational;
 pub mod refine;
 pub mod sampler;
 pub mod staircase;
 
-pub use calibration::Calibration;
+pub use accuracy::{Accuracy, Law, StepLaw};
+pub use calibration::{Calibration, Shape};
 pub use entropy::{BitPool, Entropy};
+pub use laplace::Laplace;
 pub use lattice::Lattice;
-pub use mechanism::{Choice, Laplace, LatticeNoise, Mechanism, Noise};
+pub use mechanism::Noise;
+pub use noise::LatticeNoise;
+pub use params::{Bounds, Choice, Delta, IntegerBounds, Mechanism, Sensitivity, MECHANISMS};
+pub use plan::{Average, Plan, Request};
 pub use rational::Epsilon;
 pub use staircase::{Loss, Staircase};
-pub use accuracy::{Accuracy, Law, StepLaw};
-pub use plan::{Plan, Shape};
+
+use std::borrow::Cow;
 
 /// Why a privacy parameter or a value was refused. The SQL layer maps each
 /// variant to a fixed SQLSTATE.
@@ -37,21 +75,20 @@ pub enum Error {
     #[error("{name} must be {allowed}, got {got}")]
     InvalidParameter {
         name: &'static str,
-        allowed: &'static str,
+        allowed: Cow<'static, str>,
         got: String,
     },
     /// A value that does not fit the lattice's integer range (SQLSTATE 22003).
     #[error("{0}")]
     OutOfRange(String),
+    /// Parameters whose noise would not fit the result type (SQLSTATE 22023).
+    #[error("{0}")]
+    NoiseTooLarge(String),
 }
 
 impl Error {
-    pub fn invalid(name: &'static str, allowed: &'static str, got: impl ToString) -> Self {
-        Error::InvalidParameter {
-            name,
-            allowed,
-            got: got.to_string(),
-        }
+    pub fn invalid(name: &'static str, allowed: impl Into<Cow<'static, str>>, got: impl ToString) -> Self {
+        Error::InvalidParameter { name, allowed: allowed.into(), got: got.to_string() }
     }
 
     /// A value read from the data that cannot be used: the message never
@@ -63,6 +100,3 @@ impl Error {
 
 /// What an error says instead of a value read from the data.
 pub const DATA_NOT_SHOWN: &str = "a value from the data (not shown)";
-
-impl Error {
-}

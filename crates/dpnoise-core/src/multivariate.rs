@@ -9,6 +9,8 @@
 //! shell, so the loss is at most ε (the paper's proof, unchanged on Z^d).
 
 use crate::entropy::Entropy;
+use crate::lattice::Lattice;
+use crate::params::Sensitivity;
 use crate::rational::Epsilon;
 use crate::sampler::{bernoulli_exp_neg, bernoulli_ratio, geometric_exp, uniform_below};
 use crate::Error;
@@ -401,6 +403,39 @@ pub fn l1_staircase_gamma(epsilon: f64) -> f64 {
     crate::staircase::golden_section_min(0.0, 1.0, 60, mean_radius)
 }
 
+/// Two values with an L1 sensitivity Δ (`dp_noise_l1_staircase`): one
+/// lattice for both (scale Δ/ε), and the 2-D staircase (γ for the least
+/// E‖X‖₁) for D = ⌈Δ/g⌉ + 1 steps: each component rounds on its own, so
+/// the L1 distance of two rounded points is at most ⌈Δ/g⌉ + 1 steps.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct L1Plan {
+    pub lattice: Lattice,
+    pub noise: L1Staircase,
+}
+
+impl L1Plan {
+    pub fn new(epsilon: Epsilon, sensitivity: Sensitivity) -> Result<L1Plan, Error> {
+        let s = sensitivity.value();
+        let lattice = Lattice::for_noise(s / epsilon.value(), s)?;
+        let steps = lattice.steps_ceil(s)? + 1;
+        let noise = L1Staircase::new(epsilon, steps, l1_staircase_gamma(epsilon.value()))?;
+        Ok(L1Plan { lattice, noise })
+    }
+
+    /// Both values rounded onto the lattice.
+    pub fn round(&self, values: &[f64]) -> Result<[i128; 2], Error> {
+        match values {
+            [x, y] => Ok([self.lattice.round(*x)?, self.lattice.round(*y)?]),
+            _ => Err(Error::invalid_data("values", "an array as long as the sensitivities (or bounds)")),
+        }
+    }
+
+    pub fn release<E: Entropy>(&self, rng: &mut E, [x, y]: [i128; 2]) -> [f64; 2] {
+        let (nx, ny) = self.noise.sample(rng);
+        [self.lattice.release(x + nx), self.lattice.release(y + ny)]
+    }
+}
+
 /// Refuses box noise whose draws would take too long (`MAX_EXPECTED_TRIES`).
 fn check_tries(noise: &BoxNoise) -> Result<(), Error> {
     if noise.expected_tries() > MAX_EXPECTED_TRIES {
@@ -419,7 +454,7 @@ fn check_tries(noise: &BoxNoise) -> Result<(), Error> {
 /// free to round). Without `inner`, z_j = τ·s_j by `default_inner_fraction`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct BoxPlan {
-    pub lattices: Vec<crate::lattice::Lattice>,
+    pub lattices: Vec<Lattice>,
     pub noise: BoxNoise,
     /// The z_j used, in the query's units.
     pub inner: Vec<f64>,
@@ -450,7 +485,7 @@ impl BoxPlan {
             if !(s.is_finite() && s > 0.0) {
                 return Err(Error::invalid("sensitivities", "finite numbers > 0", s));
             }
-            let lattice = crate::lattice::Lattice::for_noise(s / epsilon.value(), s)?;
+            let lattice = Lattice::for_noise(s / epsilon.value(), s)?;
             steps.push(lattice.steps_ceil(s)?);
             lattices.push(lattice);
         }
@@ -460,7 +495,7 @@ impl BoxPlan {
     /// As `new`, on lattices and sensitivities (in steps) already chosen.
     pub fn on_lattices(
         epsilon: Epsilon,
-        lattices: Vec<crate::lattice::Lattice>,
+        lattices: Vec<Lattice>,
         steps: Vec<u128>,
         inner: Option<&[f64]>,
     ) -> Result<BoxPlan, Error> {
@@ -486,6 +521,41 @@ impl BoxPlan {
         check_tries(&noise)?;
         let inner = noise.components.iter().zip(&lattices).map(|(c, l)| c.inner as f64 * l.granularity()).collect();
         Ok(BoxPlan { noise, lattices, inner })
+    }
+
+    /// Component-wise sums of vectors clamped to [−b_j, b_j] (`dp_sum_multi`):
+    /// lattices for noise of scale b_j/ε, sensitivity the rounded bound in steps.
+    pub fn for_sums(epsilon: Epsilon, bounds: &[f64]) -> Result<BoxPlan, Error> {
+        if bounds.is_empty() || bounds.len() > MAX_COMPONENTS {
+            return Err(Error::invalid("bounds", "an array of 1 to 16 elements", bounds.len()));
+        }
+        let mut lattices = Vec::with_capacity(bounds.len());
+        let mut steps = Vec::with_capacity(bounds.len());
+        for &b in bounds {
+            if !(b.is_finite() && b > 0.0) {
+                return Err(Error::invalid("bounds", "finite numbers > 0", b));
+            }
+            let lattice = Lattice::for_noise(b / epsilon.value(), b)?;
+            steps.push(lattice.round(b)?.unsigned_abs());
+            lattices.push(lattice);
+        }
+        BoxPlan::on_lattices(epsilon, lattices, steps, None)
+    }
+
+    /// `values` rounded onto each component's lattice. A length other than
+    /// the number of components is refused without showing it (it comes
+    /// from the data).
+    pub fn round(&self, values: &[f64]) -> Result<Vec<i128>, Error> {
+        if values.len() != self.lattices.len() {
+            return Err(Error::invalid_data("values", "an array as long as the sensitivities (or bounds)"));
+        }
+        values.iter().zip(&self.lattices).map(|(v, l)| l.round(*v)).collect()
+    }
+
+    /// The release of exact answers in steps: one draw of the box noise.
+    pub fn release<E: Entropy>(&self, rng: &mut E, exact: &[i128]) -> Vec<f64> {
+        let noise = self.noise.sample(rng);
+        exact.iter().zip(&noise).zip(&self.lattices).map(|((x, n), l)| l.release(x + n)).collect()
     }
 
     /// Per-component variances and the volumes of the smallest box regions

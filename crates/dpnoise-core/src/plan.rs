@@ -1,25 +1,35 @@
-//! From a query's privacy parameters to the noise it gets: the named
-//! mechanism, or for `'auto'` the one whose exact expected loss (the same
-//! figures `dp_accuracy` reports) is smallest.
+//! From a query's privacy parameters to the noise it gets, and the release:
+//! the one path every univariate release takes (aggregate or per row).
+//! The plan fixes the mechanism (the named one, or for `'auto'` the one
+//! whose exact expected loss is smallest), the lattice, the sensitivity in
+//! steps and the noise; `release` adds one draw to the exact answer.
 
 use crate::accuracy::Accuracy;
-use crate::calibration::Calibration;
-use crate::mechanism::{Choice, LatticeNoise, Mechanism, Noise, MECHANISMS};
+use crate::calibration::{Calibration, Shape};
+use crate::entropy::Entropy;
+use crate::mechanism::{scale_ratio, Noise};
+use crate::noise::LatticeNoise;
+use crate::params::{Bounds, Choice, Delta, Mechanism, MECHANISMS};
 use crate::rational::Epsilon;
 use crate::staircase::Loss;
 use crate::Error;
 
-/// What is released: sets the sensitivity and the lattice.
+/// Everything a univariate release is planned from, each part already
+/// checked: two equal requests give the same plan (the SQL layer keeps
+/// plans by request).
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Shape {
-    /// A count: the unit lattice, sensitivity one.
-    Count,
-    /// One value of sensitivity Δ.
-    Value(f64),
-    /// A sum of float8 values clamped to [lower, upper].
-    Sum(f64, f64),
-    /// A sum of int8 values clamped to [lower, upper], released as int8.
-    SumInteger(i64, i64),
+pub struct Request {
+    pub choice: Choice,
+    pub epsilon: Epsilon,
+    pub delta: Delta,
+    pub loss: Loss,
+    pub shape: Shape,
+}
+
+impl Request {
+    pub fn plan(&self) -> Result<Plan, Error> {
+        Plan::new(self.choice, self.epsilon, self.delta, self.loss, self.shape)
+    }
 }
 
 /// A release's mechanism, lattice and noise.
@@ -33,33 +43,32 @@ pub struct Plan {
 impl Plan {
     /// The plan for `choice` at (ε, δ); `loss` is what `'auto'` minimises
     /// (and the staircase's γ).
-    pub fn new(choice: Choice, epsilon: Epsilon, delta: f64, loss: Loss, shape: Shape) -> Result<Plan, Error> {
-        if !(delta.is_finite() && (0.0..1.0).contains(&delta)) {
-            return Err(Error::invalid("delta", "a number in [0, 1)", delta));
-        }
+    pub fn new(choice: Choice, epsilon: Epsilon, delta: Delta, loss: Loss, shape: Shape) -> Result<Plan, Error> {
         match choice {
             Choice::Fixed(mechanism) => Plan::fixed(mechanism, epsilon, delta, loss, shape),
             Choice::Auto => Plan::least_noisy(epsilon, delta, loss, shape),
         }
     }
 
-    fn fixed(mechanism: Mechanism, epsilon: Epsilon, delta: f64, loss: Loss, shape: Shape) -> Result<Plan, Error> {
+    fn fixed(mechanism: Mechanism, epsilon: Epsilon, delta: Delta, loss: Loss, shape: Shape) -> Result<Plan, Error> {
         mechanism.check_delta(delta)?;
-        let calibration = Calibration::for_shape(shape, mechanism.scale_ratio(epsilon, delta))?;
-        let noise = Noise::new(mechanism, epsilon, delta, calibration.steps, loss)?;
+        let ratio = scale_ratio(mechanism, epsilon, delta);
+        check_integer_noise(shape, ratio, epsilon)?;
+        let calibration = Calibration::for_shape(shape, ratio)?;
+        let noise = Noise::with_scale(mechanism, epsilon, delta, calibration.steps, loss, ratio)?;
         Ok(Plan { mechanism, calibration, noise })
     }
 
     /// Every mechanism that can serve (ε, δ) (pure ones at δ = 0), ranked by
     /// the exact loss of the law each would sample; ties go to the earlier.
-    fn least_noisy(epsilon: Epsilon, delta: f64, loss: Loss, shape: Shape) -> Result<Plan, Error> {
+    fn least_noisy(epsilon: Epsilon, delta: Delta, loss: Loss, shape: Shape) -> Result<Plan, Error> {
         let mut best: Option<(f64, Plan)> = None;
         let mut first_error = None;
         for mechanism in MECHANISMS {
-            if mechanism.needs_delta() && delta == 0.0 {
+            if mechanism.needs_delta() && delta.is_zero() {
                 continue;
             }
-            let own_delta = if mechanism.needs_delta() { delta } else { 0.0 };
+            let own_delta = if mechanism.needs_delta() { delta } else { Delta::ZERO };
             match Plan::fixed(mechanism, epsilon, own_delta, loss, shape) {
                 Ok(plan) => {
                     let score = objective(loss, &plan.accuracy(confidence_of(loss)));
@@ -75,20 +84,66 @@ impl Plan {
         best.map(|(_, plan)| plan).ok_or_else(|| first_error.expect("some mechanism was tried"))
     }
 
-    /// An average's two releases, each at exactly ε/2 (`Epsilon::half`):
-    /// a staircase sum clamped to [lower, upper] and a geometric count.
-    /// The transition (which picks the sum's lattice on the first row) and
-    /// the final function both derive it here, so they cannot disagree.
-    pub fn average(epsilon: Epsilon, lower: f64, upper: f64) -> Result<(Plan, Plan), Error> {
+    /// An average's two releases, each at exactly ε/2 (`Epsilon::half`).
+    pub fn average(epsilon: Epsilon, bounds: Bounds) -> Result<Average, Error> {
         let half = epsilon.half();
-        let sum = Plan::fixed(Mechanism::Staircase, half, 0.0, Loss::Variance, Shape::Sum(lower, upper))?;
-        let count = Plan::fixed(Mechanism::Laplace, half, 0.0, Loss::Variance, Shape::Count)?;
-        Ok((sum, count))
+        let sum = Plan::fixed(Mechanism::Staircase, half, Delta::ZERO, Loss::Variance, Shape::Sum(bounds))?;
+        let count = Plan::fixed(Mechanism::Laplace, half, Delta::ZERO, Loss::Variance, Shape::Count)?;
+        Ok(Average { sum, count, bounds })
     }
 
     /// The exact error of this plan's noise, in the query's units.
     pub fn accuracy(&self, confidence: f64) -> Accuracy {
         self.noise.law().accuracy_in_steps(confidence).scaled(self.calibration.lattice.granularity())
+    }
+
+    /// The float8 release of an exact answer of `true_steps` lattice steps.
+    #[inline]
+    pub fn release<E: Entropy>(&self, rng: &mut E, true_steps: i128) -> f64 {
+        self.calibration.release(&self.noise, rng, true_steps)
+    }
+
+    /// The int8 release of an exact answer of `true_steps` lattice steps.
+    #[inline]
+    pub fn release_integer<E: Entropy>(&self, rng: &mut E, true_steps: i128) -> Result<i64, Error> {
+        self.calibration.release_integer(&self.noise, rng, true_steps)
+    }
+}
+
+/// Noise of scale s exceeds 2^63 in magnitude with probability about
+/// e^(−2^63/s) for the Laplace family: at s ≥ 2^62 more than one bigint
+/// release in eight would not fit, whatever the data. Refused up front.
+fn check_integer_noise(shape: Shape, ratio: f64, epsilon: Epsilon) -> Result<(), Error> {
+    if let Shape::SumInteger(b) = shape {
+        if b.width() * ratio >= 2f64.powi(62) {
+            return Err(Error::NoiseTooLarge(format!(
+                "a bigint sum with bounds [{}, {}] at epsilon = {} has noise too large for bigint",
+                b.lower(),
+                b.upper(),
+                epsilon.value()
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// `dp_avg`: a staircase sum over a geometric count, each at ε/2. The
+/// transition (which picks the sum's lattice on the first row) and the
+/// final function both derive it from `Plan::average`, so they agree.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Average {
+    pub sum: Plan,
+    pub count: Plan,
+    pub bounds: Bounds,
+}
+
+impl Average {
+    /// The noisy sum over the noisy count (floored at one), clamped to the
+    /// bounds: post-processing of two releases, so ε/2 + ε/2.
+    pub fn release<E: Entropy>(&self, rng: &mut E, sum_steps: i128, count: i64) -> f64 {
+        let noisy_sum = self.sum.release(rng, sum_steps);
+        let noisy_count = self.count.release(rng, i128::from(count));
+        self.bounds.clamp(noisy_sum / noisy_count.max(1.0))
     }
 }
 

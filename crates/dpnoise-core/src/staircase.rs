@@ -4,12 +4,10 @@
 
 use crate::accuracy::StepLaw;
 use crate::entropy::Entropy;
-use crate::mechanism::LatticeNoise;
+use crate::noise::LatticeNoise;
 use crate::rational::Epsilon;
 use crate::sampler::{bernoulli_exp_neg, geometric_exp, uniform_below};
 use crate::Error;
-use std::cell::RefCell;
-use std::collections::HashMap;
 
 /// What the user wants the noise to be small in; it picks γ.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -78,19 +76,11 @@ pub fn check_confidence(c: f64) -> Result<(), Error> {
     }
 }
 
-thread_local! {
-    /// γ for the 'ci' loss, by (ε, confidence): a search costs about a millisecond.
-    static INTERVAL_GAMMA: RefCell<HashMap<(u64, u64), f64>> = RefCell::new(HashMap::new());
-}
-
 /// The γ minimising the symmetric interval that holds `confidence`, for the
 /// continuous staircase (approximated with 2^32 steps per Δ): a grid, then
-/// golden-section search around the grid's best point.
+/// golden-section search around the grid's best point. It costs about a
+/// millisecond: the SQL layer keeps the plans it computed.
 fn interval_gamma(epsilon: f64, confidence: f64) -> f64 {
-    let key = (epsilon.to_bits(), confidence.to_bits());
-    if let Some(g) = INTERVAL_GAMMA.with(|c| c.borrow().get(&key).copied()) {
-        return g;
-    }
     let period = 2f64.powi(32);
     let width = |gamma: f64| {
         StepLaw { decay: epsilon, period, inner: (gamma * period).round() }.ci_half_width_in_steps(confidence)
@@ -111,9 +101,11 @@ fn interval_gamma(epsilon: f64, confidence: f64) -> f64 {
     let at = (0..grid.len()).min_by(|a, b| widths[*a].total_cmp(&widths[*b])).expect("grid is not empty");
     let best = grid[at];
     let mid = golden_section_min(grid[at.saturating_sub(1)], grid[(at + 1).min(grid.len() - 1)], 60, width);
-    let gamma = if width(mid) <= width(best) { mid } else { best };
-    INTERVAL_GAMMA.with(|c| c.borrow_mut().insert(key, gamma));
-    gamma
+    if width(mid) <= width(best) {
+        mid
+    } else {
+        best
+    }
 }
 
 /// The minimiser of a unimodal `f` on [lo, hi], by golden-section search:

@@ -9,13 +9,21 @@ use dpnoise_core::approximate::{
 };
 use dpnoise_core::audit::{chi_square, delta_audit, histogram};
 use dpnoise_core::plan::{confidence_of, objective};
-use dpnoise_core::{BitPool, Choice, Epsilon, Law, LatticeNoise, Loss, Mechanism, Noise, Plan, Shape};
+use dpnoise_core::{BitPool, Choice, Delta, Epsilon, Law, LatticeNoise, Loss, Mechanism, Noise, Plan, Sensitivity, Shape};
 use rand_chacha::rand_core::SeedableRng;
 use rand_chacha::ChaCha20Rng;
 
 const ALPHA: f64 = 1e-6;
 /// Standard errors of margin: a correct mechanism fails about once in 10^6 runs.
 const Z: f64 = 5.0;
+
+fn d(delta: f64) -> Delta {
+    Delta::new(delta).unwrap()
+}
+
+fn value(sensitivity: f64) -> Shape {
+    Shape::Value(Sensitivity::new(sensitivity).unwrap())
+}
 
 fn rng(seed: u64) -> BitPool<ChaCha20Rng> {
     BitPool::new(ChaCha20Rng::seed_from_u64(seed))
@@ -45,7 +53,7 @@ fn truncated_laplace_stays_within_its_bound_and_matches_the_integrals() {
     // ≈ 2.9λ, so draws reach the bound often and a bound off by a step shows.
     let (eps, delta) = (1.0, 0.05);
     let e = Epsilon::new(eps).unwrap();
-    let plan = Plan::new(Choice::Fixed(Mechanism::TruncatedLaplace), e, delta, Loss::Variance, Shape::Value(1.0)).unwrap();
+    let plan = Plan::new(Choice::Fixed(Mechanism::TruncatedLaplace), e, d(delta), Loss::Variance, value(1.0)).unwrap();
     let Noise::TruncatedLaplace(tl) = plan.noise else { panic!("not a truncated Laplacian") };
     let g = plan.calibration.lattice.granularity();
     let mut r = rng(11);
@@ -82,7 +90,7 @@ fn truncated_laplace_stays_within_its_bound_and_matches_the_integrals() {
 fn truncated_laplace_holds_its_bound_at_small_delta() {
     // δ = 1e-6 on a short lattice: A ≈ 13.8 D; 10^7 draws never pass it.
     let e = Epsilon::new(0.5).unwrap();
-    let tl = TruncatedLaplace::new(e, 4, 1e-6).unwrap();
+    let tl = TruncatedLaplace::new(e, 4, d(1e-6)).unwrap();
     let mut r = rng(12);
     let max = (0..10_000_000).map(|_| tl.sample(&mut r).unsigned_abs()).max().unwrap();
     assert!(max <= tl.limit() && tl.delta() <= 1e-6, "{max} > {}", tl.limit());
@@ -121,7 +129,7 @@ fn discrete_gaussian_matches_its_pmf_and_rejects_a_wrong_sigma() {
 #[test]
 fn uniform_matches_its_pmf_and_range() {
     let mut r = rng(14);
-    let u = Uniform::new(3, 0.05).unwrap(); // H = 30: −30 … 29
+    let u = Uniform::new(3, d(0.05)).unwrap(); // H = 30: −30 … 29
     assert_eq!(u.half(), 30);
     let law = Law::Uniform { half: 30.0 };
     let h = histogram(1_000_000, || u.sample(&mut r));
@@ -141,7 +149,7 @@ fn discrete_gaussian_calibration_pays_delta_on_the_lattice() {
         let s1 = analytic_gaussian_sigma(eps, delta);
         let past_switch = (DISCRETE_CALIBRATION_BELOW / s1).ceil() as u128 + 1;
         for steps in [1u128, 2, 7, 64, past_switch, 2 * past_switch] {
-            let sigma = gaussian_sigma_in_steps(eps, delta, steps);
+            let sigma = gaussian_sigma_in_steps(Epsilon::new(eps).unwrap(), d(delta), steps, s1);
             let g = DiscreteGaussian::with_sigma(sigma).unwrap();
             let got = discrete_gaussian_delta(g.variance(), steps, eps);
             assert!(got <= delta, "ε = {eps}, δ = {delta}, D = {steps}: δ = {got}");
@@ -171,12 +179,12 @@ fn every_mechanism_passes_the_delta_audit_and_a_short_truncation_fails_it() {
     let e = Epsilon::new(eps).unwrap();
     for mechanism in [Mechanism::TruncatedLaplace, Mechanism::Uniform, Mechanism::Gaussian, Mechanism::Laplace] {
         let own_delta = if mechanism.needs_delta() { delta } else { 0.0 };
-        let noise = Noise::new(mechanism, e, own_delta, 4, Loss::Variance).unwrap();
+        let noise = Noise::new(mechanism, e, d(own_delta), 4, Loss::Variance).unwrap();
         let worst = audit(&|r| noise.sample(r), eps, 20);
         assert!(worst <= own_delta, "{mechanism:?}: δ̂ = {worst} > {own_delta}");
     }
     // Negative control: A halved pays δ ≈ 0.06, not 0.01; the audit sees it.
-    let tl = TruncatedLaplace::new(e, 4, delta).unwrap();
+    let tl = TruncatedLaplace::new(e, 4, d(delta)).unwrap();
     let short = tl.with_limit(tl.limit() / 2);
     assert!(short.delta() > 3.0 * delta);
     let worst = audit(&|r| short.sample(r), eps, 30);
@@ -191,9 +199,9 @@ fn auto_picks_the_least_exact_loss() {
     for eps in [0.001, 0.01, 0.1, 0.5, 1.0, 2.0, 5.0, 10.0, 1000.0] {
         for delta in [0.0, 1e-9, 1e-6, 1e-3, 0.1] {
             for loss in [Loss::Variance, Loss::MeanAbsolute, Loss::Interval(0.95)] {
-                for shape in [Shape::Value(1.0), Shape::Count] {
+                for shape in [value(1.0), Shape::Count] {
                     let e = Epsilon::new(eps).unwrap();
-                    let auto = Plan::new(Choice::Auto, e, delta, loss, shape).unwrap();
+                    let auto = Plan::new(Choice::Auto, e, d(delta), loss, shape).unwrap();
                     let mut best: Option<(f64, Mechanism)> = None;
                     for m in [
                         Mechanism::Laplace,
@@ -206,7 +214,7 @@ fn auto_picks_the_least_exact_loss() {
                         if m.needs_delta() && delta == 0.0 {
                             continue;
                         }
-                        let plan = Plan::new(Choice::Fixed(m), e, own, loss, shape).unwrap();
+                        let plan = Plan::new(Choice::Fixed(m), e, d(own), loss, shape).unwrap();
                         let score = objective(loss, &plan.accuracy(confidence_of(loss)));
                         if best.is_none_or(|(s, _)| score < s) {
                             best = Some((score, m));
@@ -232,7 +240,7 @@ fn truncated_laplace_beats_the_gaussian_as_the_seed_paper_claims() {
     for delta in [1e-6, 1e-3] {
         for eps in [0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0] {
             let e = Epsilon::new(eps).unwrap();
-            let figures = |m| Plan::new(Choice::Fixed(m), e, delta, Loss::Variance, Shape::Value(1.0)).unwrap().accuracy(0.95);
+            let figures = |m| Plan::new(Choice::Fixed(m), e, d(delta), Loss::Variance, value(1.0)).unwrap().accuracy(0.95);
             let (tl, g) = (figures(Mechanism::TruncatedLaplace), figures(Mechanism::Gaussian));
             assert!(tl.mean_abs_error < g.mean_abs_error, "ε = {eps}, δ = {delta}: E|X| {tl:?} vs {g:?}");
             assert!(tl.std_dev < g.std_dev, "ε = {eps}, δ = {delta}: σ {tl:?} vs {g:?}");
@@ -243,12 +251,12 @@ fn truncated_laplace_beats_the_gaussian_as_the_seed_paper_claims() {
 #[test]
 fn delta_is_refused_where_it_does_not_belong() {
     let e = Epsilon::new(1.0).unwrap();
-    let plan = |m, d| Plan::new(Choice::Fixed(m), e, d, Loss::Variance, Shape::Count);
+    let plan = |m, delta| Plan::new(Choice::Fixed(m), e, d(delta), Loss::Variance, Shape::Count);
     assert!(plan(Mechanism::Gaussian, 0.0).unwrap_err().to_string().contains("'laplace', 'staircase' or 'auto'"));
     assert!(plan(Mechanism::Laplace, 1e-6).unwrap_err().to_string().contains("'truncated_laplace', 'uniform', 'gaussian' or 'auto'"));
+    // δ itself is checked once, where it is built.
     for bad in [-1e-6, 1.0, f64::NAN, f64::INFINITY] {
-        assert!(plan(Mechanism::Gaussian, bad).is_err(), "{bad}");
-        assert!(Plan::new(Choice::Auto, e, bad, Loss::Variance, Shape::Count).is_err(), "{bad}");
+        assert!(Delta::new(bad).is_err(), "{bad}");
     }
     assert!(Choice::parse("gauss").is_err() && Choice::parse(" AUTO ").is_ok());
 }

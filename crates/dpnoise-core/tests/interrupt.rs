@@ -4,7 +4,7 @@
 //! Negative control: with no pending interrupt they all finish.
 
 use dpnoise_core::multivariate::{l1_staircase_gamma, BoxPlan};
-use dpnoise_core::{Choice, Epsilon, Loss, Plan, Shape};
+use dpnoise_core::{Choice, Delta, Epsilon, Loss, Plan, Sensitivity, Shape};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
@@ -25,7 +25,7 @@ fn long_computations() -> Vec<(&'static str, Box<dyn Fn()>)> {
             plan.accuracy(&[0.95]).unwrap();
         })),
         ("the staircase's γ for the shortest interval", Box::new(|| {
-            let plan = Plan::new(Choice::parse("staircase").unwrap(), Epsilon::new(0.3).unwrap(), 0.0, Loss::Interval(0.97), Shape::Value(1.0));
+            let plan = Plan::new(Choice::parse("staircase").unwrap(), Epsilon::new(0.3).unwrap(), Delta::ZERO, Loss::Interval(0.97), Shape::Value(Sensitivity::new(1.0).unwrap()));
             plan.unwrap().accuracy(0.97);
         })),
         ("the 2-D staircase's γ", Box::new(|| {

@@ -10,7 +10,9 @@
 
 use dpnoise_core::multivariate::{l1_staircase_gamma, BoxPlan, L1Staircase};
 use dpnoise_core::plan::confidence_of;
-use dpnoise_core::{BitPool, Calibration, Choice, Epsilon, Lattice, LatticeNoise, Loss, Plan, Shape};
+use dpnoise_core::{
+    BitPool, Bounds, Calibration, Choice, Delta, Epsilon, IntegerBounds, Lattice, Loss, Plan, Sensitivity, Shape,
+};
 use rand_chacha::rand_core::SeedableRng;
 use rand_chacha::ChaCha20Rng;
 use std::sync::mpsc;
@@ -70,11 +72,11 @@ fn every_accepted_parameter_set_is_fast() {
                 for delta in [0.0, 1e-12, 1e-6, 0.1] {
                     let mut shapes = vec![Shape::Count];
                     for &s in &SENSITIVITIES {
-                        shapes.push(Shape::Value(s));
-                        shapes.push(Shape::Sum(-s, s));
+                        shapes.push(Shape::Value(Sensitivity::new(s).unwrap()));
+                        shapes.push(Shape::Sum(Bounds::new(-s, s).unwrap()));
                         if s >= 1.0 {
                             let b = s.min(9e18) as i64;
-                            shapes.push(Shape::SumInteger(-b, b));
+                            shapes.push(Shape::SumInteger(IntegerBounds::new(-b, b).unwrap()));
                         }
                     }
                     for shape in shapes {
@@ -84,7 +86,7 @@ fn every_accepted_parameter_set_is_fast() {
                             else {
                                 return;
                             };
-                            if let Ok(plan) = Plan::new(choice, eps, delta, loss, shape) {
+                            if let Ok(plan) = Plan::new(choice, eps, Delta::new(delta).unwrap(), loss, shape) {
                                 let _ = plan.accuracy(confidence_of(loss));
                                 let _ = plan.calibration.release(&plan.noise, &mut rng(), 0);
                             }
@@ -131,7 +133,7 @@ fn every_accepted_parameter_set_is_fast() {
     for &e in &EPSILONS {
         sweep.run(format!("count ε={e:e}"), move || {
             let eps = Epsilon::new(e).unwrap();
-            let plan = Plan::new(Choice::Auto, eps, 0.0, Loss::Variance, Shape::Count).unwrap();
+            let plan = Plan::new(Choice::Auto, eps, Delta::ZERO, Loss::Variance, Shape::Count).unwrap();
             let _ = Calibration::COUNT.release_integer(&plan.noise, &mut rng(), 0);
         });
     }

@@ -1,0 +1,111 @@
+//! The backend's one bounded cache of plans, by what they were planned
+//! from. A call site keeps its own last plan (`call_site::call_site_cache`);
+//! this cache serves the next execution of the same query, and other call
+//! sites with the same parameters, without planning again ('auto', the
+//! 'ci' loss's γ, a coarse Gaussian's σ and box noise's default z cost from
+//! microseconds to a few tenths of a second). It holds at most `CAPACITY`
+//! plans, the least recently used going first, so a long-lived backend
+//! cannot grow it without bound. The core keeps no state of its own.
+
+use crate::errors::OrRaise;
+use dpnoise_core::multivariate::{BoxPlan, L1Plan};
+use dpnoise_core::{Average, Bounds, Epsilon, Plan, Request, Sensitivity};
+use std::cell::RefCell;
+
+/// How many plans a backend keeps.
+const CAPACITY: usize = 64;
+
+/// What a plan is built from: two equal keys give equal plans.
+#[derive(Clone, PartialEq)]
+enum Key {
+    Plan(Request),
+    Average(Epsilon, Bounds),
+    /// Box noise by ε, sensitivities and inner half-widths (the sums' form
+    /// has no inner: `None`).
+    BoxValues(Epsilon, Vec<u64>, Option<Vec<u64>>),
+    BoxSums(Epsilon, Vec<u64>),
+    L1(Epsilon, Sensitivity),
+}
+
+#[derive(Clone)]
+enum Value {
+    Plan(Plan),
+    Average(Average),
+    Box(BoxPlan),
+    L1(L1Plan),
+}
+
+thread_local! {
+    /// Most recently used last.
+    static PLANS: RefCell<Vec<(Key, Value)>> = const { RefCell::new(Vec::new()) };
+}
+
+/// The cached value for `key`, or `build`'s (raised if it fails: nothing is kept then).
+fn cached(key: Key, build: impl FnOnce() -> Result<Value, dpnoise_core::Error>) -> Value {
+    let hit = PLANS.with(|plans| {
+        let mut plans = plans.borrow_mut();
+        let at = plans.iter().position(|(k, _)| *k == key)?;
+        let entry = plans.remove(at);
+        let value = entry.1.clone();
+        plans.push(entry);
+        Some(value)
+    });
+    if let Some(value) = hit {
+        return value;
+    }
+    // Built outside the borrow: planning may raise (or be cancelled).
+    let value = build().or_raise();
+    PLANS.with(|plans| {
+        let mut plans = plans.borrow_mut();
+        if plans.len() >= CAPACITY {
+            plans.remove(0);
+        }
+        plans.push((key, value.clone()));
+    });
+    value
+}
+
+fn bits(values: &[f64]) -> Vec<u64> {
+    values.iter().map(|x| x.to_bits()).collect()
+}
+
+/// The plan of a univariate release.
+pub fn plan(request: Request) -> Plan {
+    match cached(Key::Plan(request), || request.plan().map(Value::Plan)) {
+        Value::Plan(plan) => plan,
+        _ => unreachable!("a plan key holds a plan"),
+    }
+}
+
+/// The two plans of an average.
+pub fn average(epsilon: Epsilon, bounds: Bounds) -> Average {
+    match cached(Key::Average(epsilon, bounds), || Plan::average(epsilon, bounds).map(Value::Average)) {
+        Value::Average(average) => average,
+        _ => unreachable!("an average key holds an average"),
+    }
+}
+
+/// Box noise for values with per-component sensitivities (and inner half-widths).
+pub fn box_values(epsilon: Epsilon, sensitivities: &[f64], inner: Option<&[f64]>) -> BoxPlan {
+    let key = Key::BoxValues(epsilon, bits(sensitivities), inner.map(bits));
+    match cached(key, || BoxPlan::new(epsilon, sensitivities, inner).map(Value::Box)) {
+        Value::Box(plan) => plan,
+        _ => unreachable!("a box key holds a box plan"),
+    }
+}
+
+/// Box noise for sums clamped to [−b_j, b_j].
+pub fn box_sums(epsilon: Epsilon, bounds: &[f64]) -> BoxPlan {
+    match cached(Key::BoxSums(epsilon, bits(bounds)), || BoxPlan::for_sums(epsilon, bounds).map(Value::Box)) {
+        Value::Box(plan) => plan,
+        _ => unreachable!("a box key holds a box plan"),
+    }
+}
+
+/// The 2-D L1 staircase for an L1 sensitivity.
+pub fn l1(epsilon: Epsilon, sensitivity: Sensitivity) -> L1Plan {
+    match cached(Key::L1(epsilon, sensitivity), || L1Plan::new(epsilon, sensitivity).map(Value::L1)) {
+        Value::L1(plan) => plan,
+        _ => unreachable!("an L1 key holds an L1 plan"),
+    }
+}

@@ -1,0 +1,58 @@
+//! The SQL layer's one release path: every function that releases reads
+//! its arguments, gets its plan here (the call site's, else the backend's
+//! plan cache, else the core plans it), pays, and draws. The core decides
+//! lattice, sensitivity, mechanism and noise; nothing here computes them.
+
+use crate::call_site::call_site_cache;
+use crate::errors::OrRaise;
+use crate::fmgr::{f64_datum, i64_datum};
+use crate::rng::with_rng;
+use dpnoise_core::{Plan, Request};
+use pgrx::pg_sys;
+
+/// The plan for `request()`, kept at the call site under `key` (the raw
+/// bits of the call's parameters; texts by `text_fingerprint`): a call site
+/// plans once per parameter set, not once per row or group.
+///
+/// # Safety
+/// `fcinfo` is the live call of a dpnoise function.
+#[inline]
+pub unsafe fn site_plan(fcinfo: pg_sys::FunctionCallInfo, key: [u64; 5], request: impl FnOnce() -> Request) -> Plan {
+    // SAFETY: the caller's contract; Plan is plain data.
+    *unsafe { call_site_cache(fcinfo, key, || crate::plans::plan(request())) }
+}
+
+/// Pays for one release at (`epsilon`, `delta`) as the user wrote them, then
+/// releases `true_steps` with `plan`'s noise as float8.
+///
+/// # Safety
+/// `fcinfo` is the live call of a final or per-row function.
+#[inline]
+pub unsafe fn release_f64(
+    fcinfo: pg_sys::FunctionCallInfo,
+    function: &str,
+    plan: &Plan,
+    (epsilon, delta): (f64, f64),
+    true_steps: i128,
+) -> pg_sys::Datum {
+    // SAFETY: the caller's contract.
+    unsafe { crate::budget::pay(fcinfo, function, plan.mechanism.name(), epsilon, delta) };
+    f64_datum(with_rng(|rng| plan.release(rng, true_steps)))
+}
+
+/// As `release_f64`, released as int8.
+///
+/// # Safety
+/// `fcinfo` is the live call of a final or per-row function.
+#[inline]
+pub unsafe fn release_i64(
+    fcinfo: pg_sys::FunctionCallInfo,
+    function: &str,
+    plan: &Plan,
+    (epsilon, delta): (f64, f64),
+    true_steps: i128,
+) -> pg_sys::Datum {
+    // SAFETY: the caller's contract.
+    unsafe { crate::budget::pay(fcinfo, function, plan.mechanism.name(), epsilon, delta) };
+    i64_datum(with_rng(|rng| plan.release_integer(rng, true_steps)).or_raise())
+}
