@@ -11,6 +11,8 @@ use crate::release::{release_i64, site_plan};
 use dpnoise_core::{Choice, Delta, Epsilon, Loss, Mechanism, Request, Shape};
 use pgrx::pg_sys;
 
+pgrx::extension_sql_file!("count.sql", name = "count_sql");
+
 // dp_count(epsilon [, mechanism]): every row counts.
 v1_function!(pg_finfo_dp_count_step, dp_count_step, |fcinfo| {
     let count = unsafe { arg_datum(fcinfo, 0) }.value() as i64;

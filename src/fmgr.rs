@@ -156,3 +156,34 @@ pub unsafe fn combine_states<T: Copy>(
         pg_sys::Datum::from(a)
     }
 }
+
+/// Whether every `SSPACE = n` in `sql` says `size`: each aggregate's
+/// declared state size must be its state's real size (the planner sizes
+/// hash aggregation by it). Used in `const` assertions, so a state that
+/// grows or shrinks without its SQL fails the build.
+pub const fn every_sspace_is(sql: &str, size: usize) -> bool {
+    let bytes = sql.as_bytes();
+    let key = b"SSPACE = ";
+    let mut i = 0;
+    let mut found = false;
+    while i + key.len() <= bytes.len() {
+        let mut j = 0;
+        while j < key.len() && bytes[i + j] == key[j] {
+            j += 1;
+        }
+        if j == key.len() {
+            let mut at = i + key.len();
+            let mut n = 0usize;
+            while at < bytes.len() && bytes[at].is_ascii_digit() {
+                n = n * 10 + (bytes[at] - b'0') as usize;
+                at += 1;
+            }
+            if n != size {
+                return false;
+            }
+            found = true;
+        }
+        i += 1;
+    }
+    found
+}

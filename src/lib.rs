@@ -2,7 +2,7 @@
 //!
 //! This crate is the SQL surface only: the mechanisms, samplers and their
 //! math live in `dpnoise-core`. Hot paths (aggregate transitions, per-row
-//! noise) are plain V1 C functions declared in `sql/dpnoise.sql`, so a row
+//! noise) are plain V1 C functions declared in each module's `.sql` file, so a row
 //! costs what PostgreSQL's own `count` and `sum` cost.
 
 use pgrx::prelude::*;
@@ -26,7 +26,8 @@ mod refine;
 mod row_noise;
 mod sum;
 
-pgrx::extension_sql_file!("../sql/dpnoise.sql", name = "dpnoise_sql", finalize);
+// Each feature's hand-written SQL sits beside its module; this runs last.
+pgrx::extension_sql_file!("finalize.sql", name = "finalize", finalize);
 
 /// PostgreSQL's CHECK_FOR_INTERRUPTS: a flag read, and when a cancel or a
 /// timeout is pending, its error (which unwinds out of the core's loop).

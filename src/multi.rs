@@ -13,6 +13,13 @@ use pgrx::pg_sys;
 use pgrx::prelude::*;
 use pgrx::{FromDatum, IntoDatum};
 
+pgrx::extension_sql_file!(
+    "multi.sql",
+    name = "multi_sql",
+    requires = [dp_accuracy_multi, dp_noise_box, dp_noise_l1_staircase]
+);
+const _: () = assert!(crate::fmgr::every_sspace_is(include_str!("multi.sql"), std::mem::size_of::<MultiState>()));
+
 /// A float8[] parameter: not NULL, no NULL or non-finite elements. For
 /// `values` (the data) the message does not show the element.
 fn finite_array(name: &'static str, items: Option<Vec<Option<f64>>>) -> Vec<f64> {

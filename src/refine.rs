@@ -12,6 +12,22 @@ use serde::{Deserialize, Serialize};
 use std::cell::RefCell;
 use std::rc::Rc;
 
+pgrx::extension_sql_file!(
+    "refine.sql",
+    name = "refine_sql",
+    requires = [
+        dp_prior,
+        dp_prior_send,
+        dp_prior_recv,
+        dp_prior_uniform,
+        dp_prior_histogram,
+        dp_prior_normal,
+        dp_prior_categorical,
+        dp_refine_numeric,
+        dp_refine_text
+    ]
+);
+
 /// A prior over a query's answer, as the user believes it. Its text form is
 /// JSON; a prior typed in as text is checked again when it is used.
 #[derive(PostgresType, Serialize, Deserialize, Debug, Clone, PartialEq)]

@@ -13,6 +13,8 @@ use dpnoise_core::{Choice, Delta, Epsilon, Loss, Mechanism, Plan, Request, Sensi
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 
+pgrx::extension_sql_file!("row_noise.sql", name = "row_noise_sql", requires = [dp_accuracy]);
+
 /// Noises argument 0 with (ε, sensitivity) from arguments 1 and 2 and the
 /// rest of the request from `request`: NULL stays NULL (nothing is
 /// released), parameters must be given. `key` tells call sites with

@@ -19,6 +19,9 @@ use dpnoise_core::{
 };
 use pgrx::pg_sys;
 
+pgrx::extension_sql_file!("sum.sql", name = "sum_sql");
+const _: () = assert!(crate::fmgr::every_sspace_is(include_str!("sum.sql"), std::mem::size_of::<SumState>()));
+
 /// The transition state: the parameters every row must share, the lattice
 /// they chose, the exact lattice sum and the number of values summed.
 #[repr(C)]

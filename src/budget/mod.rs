@@ -20,6 +20,9 @@ use crate::gucs;
 use pgrx::pg_sys;
 use shared::{Outcome, Slot, WorkerState, DONE, FREE, MAX_DATABASES, PENDING, TAKEN};
 
+// The budget's schema, tables, functions and views.
+pgrx::extension_sql_file!("schema.sql", name = "budget_sql");
+
 /// Registers the pool of ledger workers; only from shared_preload_libraries.
 pub fn init() {
     shared::init();

@@ -1,0 +1,256 @@
+-- The privacy budget -------------------------------------------------------
+-- docs/budget.md explains the design. In short: a release asks the ledger
+-- worker (a background worker per database) to charge it; the worker
+-- commits the charge in its own transaction, synchronously, before the
+-- release is computed. The caller's ROLLBACK cannot undo that commit.
+-- Amounts are numeric: the exact decimals the user wrote.
+CREATE SCHEMA dpnoise;
+REVOKE ALL ON SCHEMA dpnoise FROM PUBLIC;
+
+-- Granted amounts, written by dp_budget_grant and friends only.
+CREATE TABLE dpnoise.budget (
+    role    regrole PRIMARY KEY,
+    epsilon numeric NOT NULL CHECK (epsilon >= 0),
+    delta   numeric NOT NULL CHECK (delta >= 0),
+    strict  boolean NOT NULL DEFAULT false
+);
+-- Spent amounts, written by the ledger worker only (never by a grant, so a
+-- session that grants and then releases in one transaction cannot make the
+-- worker wait for its own row lock).
+CREATE TABLE dpnoise.spent (
+    role    regrole PRIMARY KEY,
+    epsilon numeric NOT NULL DEFAULT 0,
+    delta   numeric NOT NULL DEFAULT 0
+);
+-- An optional cap on what all roles together may spend in this database.
+CREATE TABLE dpnoise.global_cap (
+    singleton boolean PRIMARY KEY DEFAULT true CHECK (singleton),
+    epsilon   numeric NOT NULL CHECK (epsilon >= 0),
+    delta     numeric NOT NULL CHECK (delta >= 0)
+);
+-- Never holds a row: charge_batch locks it so that two ledger workers of one
+-- database never interleave. No role but a superuser can take this lock,
+-- where an advisory lock could be taken (and held) by any role.
+CREATE TABLE dpnoise.charge_lock ();
+-- One row per charge.
+CREATE TABLE dpnoise.ledger (
+    id         bigserial PRIMARY KEY,
+    role       regrole NOT NULL,
+    charged_at timestamptz NOT NULL,
+    statement  text,
+    mechanism  text NOT NULL,
+    epsilon    numeric NOT NULL,
+    delta      numeric NOT NULL,
+    releases   bigint NOT NULL,
+    pid        integer NOT NULL
+);
+CREATE INDEX ON dpnoise.ledger (role, id);
+SELECT pg_catalog.pg_extension_config_dump('dpnoise.budget', '');
+SELECT pg_catalog.pg_extension_config_dump('dpnoise.spent', '');
+SELECT pg_catalog.pg_extension_config_dump('dpnoise.global_cap', '');
+SELECT pg_catalog.pg_extension_config_dump('dpnoise.ledger', '');
+SELECT pg_catalog.pg_extension_config_dump('dpnoise.ledger_id_seq', '');
+
+-- Called by the ledger worker (as the bootstrap superuser) once per batch
+-- of requests, in request order; it answers each only after the commit.
+-- Request i asks releases[i] releases at (epsilons[i], deltas[i]) each; it
+-- is granted if what remains of its role's budget (and of the global cap,
+-- if any) covers it. Only the worker writes dpnoise.spent, and the lock on
+-- dpnoise.charge_lock keeps even two workers of one database from interleaving,
+-- so reading then updating cannot race.
+CREATE FUNCTION dpnoise.charge_batch(
+    requesters oid[], epsilons numeric[], deltas numeric[], releases bigint[],
+    mechanisms text[], statements text[], pids integer[])
+RETURNS TABLE (granted boolean, is_strict boolean, remaining_epsilon numeric, remaining_delta numeric)
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    roles oid[];
+    left_epsilon numeric[];
+    left_delta numeric[];
+    strict_of boolean[];
+    capped boolean;
+    cap_epsilon numeric;
+    cap_delta numeric;
+    g boolean[] := '{}';
+    st boolean[] := '{}';
+    re numeric[] := '{}';
+    rd numeric[] := '{}';
+    cost_epsilon numeric;
+    cost_delta numeric;
+    j integer;
+BEGIN
+    LOCK TABLE dpnoise.charge_lock IN EXCLUSIVE MODE;
+    SELECT array_agg(x.r ORDER BY x.r), array_agg(b.epsilon - p.epsilon ORDER BY x.r),
+           array_agg(b.delta - p.delta ORDER BY x.r), array_agg(b.strict ORDER BY x.r)
+    INTO roles, left_epsilon, left_delta, strict_of
+    FROM (SELECT DISTINCT unnest(requesters) AS r) x
+    LEFT JOIN dpnoise.budget b ON b.role = x.r
+    LEFT JOIN dpnoise.spent p ON p.role = x.r;
+    SELECT c.epsilon - (SELECT sum(s.epsilon) FROM dpnoise.spent s), c.delta - (SELECT sum(s.delta) FROM dpnoise.spent s)
+    INTO cap_epsilon, cap_delta FROM dpnoise.global_cap c;
+    capped := FOUND;
+    FOR i IN 1 .. cardinality(requesters) LOOP
+        j := array_position(roles, requesters[i]);
+        IF left_epsilon[j] IS NULL THEN
+            -- No budget (never granted, or revoked).
+            g[i] := false; st[i] := false; re[i] := 0; rd[i] := 0;
+            CONTINUE;
+        END IF;
+        cost_epsilon := epsilons[i] * releases[i];
+        cost_delta := deltas[i] * releases[i];
+        st[i] := strict_of[j];
+        g[i] := cost_epsilon <= left_epsilon[j] AND cost_delta <= left_delta[j]
+                AND (NOT capped OR (cost_epsilon <= cap_epsilon AND cost_delta <= cap_delta));
+        IF g[i] THEN
+            left_epsilon[j] := left_epsilon[j] - cost_epsilon;
+            left_delta[j] := left_delta[j] - cost_delta;
+            cap_epsilon := cap_epsilon - cost_epsilon;
+            cap_delta := cap_delta - cost_delta;
+        END IF;
+        re[i] := CASE WHEN capped THEN least(left_epsilon[j], cap_epsilon) ELSE left_epsilon[j] END;
+        rd[i] := CASE WHEN capped THEN least(left_delta[j], cap_delta) ELSE left_delta[j] END;
+    END LOOP;
+    UPDATE dpnoise.spent p SET epsilon = p.epsilon + c.e, delta = p.delta + c.d
+    FROM (SELECT requesters[k] AS r, sum(epsilons[k] * releases[k]) AS e, sum(deltas[k] * releases[k]) AS d
+          FROM generate_subscripts(requesters, 1) k WHERE g[k] GROUP BY 1) c
+    WHERE p.role = c.r;
+    INSERT INTO dpnoise.ledger (role, charged_at, statement, mechanism, epsilon, delta, releases, pid)
+    SELECT requesters[k], clock_timestamp(), statements[k], mechanisms[k], epsilons[k], deltas[k], releases[k], pids[k]
+    FROM generate_subscripts(requesters, 1) k WHERE g[k] ORDER BY k;
+    RETURN QUERY SELECT g[k], st[k], re[k], rd[k] FROM generate_subscripts(requesters, 1) k ORDER BY k;
+END $$;
+
+-- Checks a granted amount: finite, not negative, not NULL (SQLSTATE 22023).
+CREATE FUNCTION dpnoise.amount(name text, value double precision, upper double precision) RETURNS numeric
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp SET extra_float_digits = 1 AS $$
+BEGIN
+    IF value IS NULL OR value = 'NaN'::float8 OR value = 'Infinity'::float8 OR value < 0 OR value > upper THEN
+        RAISE EXCEPTION '% must be %, got %', name,
+            CASE WHEN upper IS NULL THEN 'a finite number >= 0' ELSE format('a number in [0, %s]', upper) END,
+            coalesce(value::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    -- float8 text is the shortest decimal that reads back: 0.1, not 0.1000000000000000055.
+    RETURN value::text::numeric;
+END $$;
+
+CREATE FUNCTION dpnoise.existing_role(role regrole) RETURNS regrole
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    IF role IS NULL THEN
+        RAISE EXCEPTION 'role must not be NULL' USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles r WHERE r.oid = role) THEN
+        RAISE EXCEPTION 'role with OID % does not exist', role::oid USING ERRCODE = 'undefined_object';
+    END IF;
+    RETURN role;
+END $$;
+
+CREATE FUNCTION dp_budget_grant(role regrole, epsilon double precision, delta double precision DEFAULT 0)
+RETURNS void LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    r regrole := dpnoise.existing_role($1);
+    e numeric := dpnoise.amount('epsilon', $2, NULL);
+    d numeric := dpnoise.amount('delta', $3, 1);
+BEGIN
+    INSERT INTO dpnoise.spent AS p (role) VALUES (r) ON CONFLICT DO NOTHING;
+    -- A new budget starts at what was already spent: it adds e to what remains.
+    INSERT INTO dpnoise.budget AS b (role, epsilon, delta)
+    SELECT r, p.epsilon + e, p.delta + d FROM dpnoise.spent p WHERE p.role = r
+    ON CONFLICT ON CONSTRAINT budget_pkey DO UPDATE SET epsilon = b.epsilon + e, delta = b.delta + d;
+END $$;
+COMMENT ON FUNCTION dp_budget_grant(regrole, double precision, double precision) IS
+    'Adds epsilon and delta to what a role may still spend. Superusers, and roles granted EXECUTE on it.';
+
+CREATE FUNCTION dp_budget_revoke(role regrole) RETURNS void
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    DELETE FROM dpnoise.budget b WHERE b.role = dpnoise.existing_role($1);
+END $$;
+COMMENT ON FUNCTION dp_budget_revoke(regrole) IS
+    'Removes a role''s budget: every later release by it is refused. What it spent stays in the ledger.';
+
+CREATE FUNCTION dp_budget_set_strict(role regrole, strict boolean DEFAULT true) RETURNS void
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    IF $2 IS NULL THEN
+        RAISE EXCEPTION 'strict must not be NULL' USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    UPDATE dpnoise.budget b SET strict = $2 WHERE b.role = dpnoise.existing_role($1);
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'role % has no budget', $1 USING ERRCODE = 'invalid_parameter_value',
+            HINT = 'Grant one first with dp_budget_grant.';
+    END IF;
+END $$;
+COMMENT ON FUNCTION dp_budget_set_strict(regrole, boolean) IS
+    'Strict roles pay for every group and every row released, assuming nothing about who is in them.';
+
+CREATE FUNCTION dp_budget_set_global(epsilon double precision, delta double precision DEFAULT 0) RETURNS void
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    IF $1 IS NULL THEN
+        DELETE FROM dpnoise.global_cap;
+        RETURN;
+    END IF;
+    INSERT INTO dpnoise.global_cap AS g (epsilon, delta)
+    VALUES (dpnoise.amount('epsilon', $1, NULL), dpnoise.amount('delta', $2, 1))
+    ON CONFLICT (singleton) DO UPDATE SET epsilon = excluded.epsilon, delta = excluded.delta;
+END $$;
+COMMENT ON FUNCTION dp_budget_set_global(double precision, double precision) IS
+    'Caps what all roles together may spend in this database (NULL removes the cap).';
+
+REVOKE EXECUTE ON FUNCTION dpnoise.charge_batch(oid[], numeric[], numeric[], bigint[], text[], text[], integer[]),
+    dpnoise.amount(text, double precision, double precision),
+    dpnoise.existing_role(regrole),
+    dp_budget_grant(regrole, double precision, double precision),
+    dp_budget_revoke(regrole),
+    dp_budget_set_strict(regrole, boolean),
+    dp_budget_set_global(double precision, double precision)
+FROM PUBLIC;
+
+-- What the DBA sees: every role's budget.
+CREATE VIEW dp_budgets AS
+SELECT b.role, b.strict,
+       b.epsilon AS epsilon_granted, coalesce(p.epsilon, 0) AS epsilon_spent,
+       b.epsilon - coalesce(p.epsilon, 0) AS epsilon_remaining,
+       b.delta AS delta_granted, coalesce(p.delta, 0) AS delta_spent,
+       b.delta - coalesce(p.delta, 0) AS delta_remaining,
+       -- A dropped role's budget and charges stay; its name does not.
+       coalesce(r.rolname::text, 'dropped role ' || b.role::oid) AS role_name
+FROM dpnoise.budget b LEFT JOIN dpnoise.spent p ON p.role = b.role
+LEFT JOIN pg_catalog.pg_roles r ON r.oid = b.role;
+
+-- What an analyst sees: their own row and their own charges. Charges go to
+-- current_user (the role SET ROLE chose; SECURITY DEFINER functions do not
+-- change who pays). security_barrier keeps leaky functions in a caller's
+-- WHERE clause from seeing other roles' rows.
+CREATE VIEW dp_my_budget WITH (security_barrier) AS
+SELECT * FROM dp_budgets WHERE role = (SELECT r.oid FROM pg_catalog.pg_roles r WHERE r.rolname = current_user)::regrole;
+CREATE VIEW dp_my_ledger WITH (security_barrier) AS
+SELECT l.id, l.charged_at, l.statement, l.mechanism, l.epsilon, l.delta, l.releases
+FROM dpnoise.ledger l
+WHERE l.role = (SELECT r.oid FROM pg_catalog.pg_roles r WHERE r.rolname = current_user)::regrole;
+GRANT SELECT ON dp_my_budget, dp_my_ledger TO PUBLIC;
+
+CREATE FUNCTION dp_budget_remaining(OUT epsilon double precision, OUT delta double precision)
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT coalesce((SELECT m.epsilon_remaining FROM @extschema@.dp_my_budget m), 0)::float8,
+           coalesce((SELECT m.delta_remaining FROM @extschema@.dp_my_budget m), 0)::float8
+$$;
+COMMENT ON FUNCTION dp_budget_remaining() IS 'What the calling role may still spend (0, 0 without a budget).';
+
+
+COMMENT ON SCHEMA dpnoise IS 'dpnoise''s budget and ledger: superusers only.';
+COMMENT ON TABLE dpnoise.budget IS 'What each role was granted (epsilon, delta) and whether it is strict; written by the dp_budget_* functions.';
+COMMENT ON TABLE dpnoise.spent IS 'What each role has spent; written by the ledger worker only.';
+COMMENT ON TABLE dpnoise.global_cap IS 'An optional cap on what all roles together may spend in this database.';
+COMMENT ON TABLE dpnoise.ledger IS 'One row per charge, committed before the release it pays for.';
+COMMENT ON SEQUENCE dpnoise.ledger_id_seq IS 'Numbers the ledger''s charges.';
+COMMENT ON TABLE dpnoise.charge_lock IS 'Never holds a row: the ledger workers lock it to charge one batch at a time.';
+COMMENT ON FUNCTION dpnoise.charge_batch(oid[], numeric[], numeric[], bigint[], text[], text[], integer[]) IS
+    'Charges a batch of releases; called by the ledger worker only.';
+COMMENT ON FUNCTION dpnoise.amount(text, double precision, double precision) IS 'Checks a granted amount and returns it as the exact decimal written.';
+COMMENT ON FUNCTION dpnoise.existing_role(regrole) IS 'Checks that a role exists (42704 otherwise).';
+COMMENT ON VIEW dp_budgets IS 'Every role''s budget: granted, spent and remaining epsilon and delta. Superusers only.';
+COMMENT ON VIEW dp_my_budget IS 'The calling role''s own budget row.';
+COMMENT ON VIEW dp_my_ledger IS 'The calling role''s own charges.';
