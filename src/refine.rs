@@ -28,35 +28,24 @@ pgrx::extension_sql_file!(
     ]
 );
 
-/// A prior over a query's answer, as the user believes it. Its text form is
-/// JSON; a prior typed in as text is checked again when it is used.
+/// A prior over a query's answer, as the user believes it: the core's
+/// `Prior` (which carries the serde form), wrapped as a PostgreSQL type. Its
+/// text form is JSON; a prior typed in as text is checked again when it is used.
 #[derive(PostgresType, Serialize, Deserialize, Debug, Clone, PartialEq)]
 #[inoutfuncs]
-#[serde(tag = "kind", rename_all = "lowercase")]
+#[serde(transparent)]
 #[allow(non_camel_case_types)]
-pub enum dp_prior {
-    Histogram { edges: Vec<f64>, weights: Vec<f64> },
-    Normal { mean: f64, sd: f64, lower: f64, upper: f64 },
-    Categorical { values: Vec<String>, probs: Vec<f64> },
-}
+pub struct dp_prior(Prior);
 
 impl dp_prior {
+    /// The prior, checked (a prior typed in as text may be invalid).
     fn to_core(&self) -> Prior {
-        let p = match self.clone() {
-            dp_prior::Histogram { edges, weights } => Prior::Histogram { edges, weights },
-            dp_prior::Normal { mean, sd, lower, upper } => Prior::Normal { mean, sd, lower, upper },
-            dp_prior::Categorical { values, probs } => Prior::Categorical { values, probs },
-        };
-        p.validate().or_raise();
-        p
+        self.0.validate().or_raise();
+        self.0.clone()
     }
 
     fn from_core(p: Prior) -> dp_prior {
-        match p {
-            Prior::Histogram { edges, weights } => dp_prior::Histogram { edges, weights },
-            Prior::Normal { mean, sd, lower, upper } => dp_prior::Normal { mean, sd, lower, upper },
-            Prior::Categorical { values, probs } => dp_prior::Categorical { values, probs },
-        }
+        dp_prior(p)
     }
 }
 
@@ -209,7 +198,7 @@ fn dp_refine_numeric(
     fcinfo: pg_sys::FunctionCallInfo,
 ) -> Option<f64> {
     unsafe { crate::parameters::require_fixed_call(fcinfo, 1, "dp_refine") };
-    if matches!(prior, Some(dp_prior::Categorical { .. })) {
+    if matches!(prior, Some(dp_prior(Prior::Categorical { .. }))) {
         refuse("a categorical prior needs a text value", "Pass the value as text, or use a numeric prior.");
     }
     let r = refinement(prior, epsilon, individual);
@@ -238,7 +227,7 @@ fn dp_refine_text(
 ) -> Option<String> {
     unsafe { crate::parameters::require_fixed_call(fcinfo, 1, "dp_refine") };
     let categories = match &prior {
-        Some(dp_prior::Categorical { values, .. }) => Some(values.clone()),
+        Some(dp_prior(Prior::Categorical { values, .. })) => Some(values.clone()),
         _ => None,
     };
     let Some(categories) = categories else {

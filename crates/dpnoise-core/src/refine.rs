@@ -24,8 +24,12 @@ const ONE: u128 = 1 << 32;
 /// The largest boost (and smallest damping) factor: 2^20.
 const MAX_FACTOR: f64 = 1_048_576.0;
 
-/// A prior as the user sends it.
+/// A prior as the user sends it. With the `serde` feature its form is
+/// `{"kind": "histogram", "edges": [...], "weights": [...]}` (the SQL
+/// layer's `dp_prior` text form).
 #[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(tag = "kind", rename_all = "lowercase"))]
 pub enum Prior {
     /// Piecewise uniform: `weights[i]` on [edges[i], edges[i+1]).
     Histogram { edges: Vec<f64>, weights: Vec<f64> },
