@@ -18,7 +18,7 @@ use crate::call_site::Paid;
 use crate::errors::{raise_sqlstate, BUDGET_EXHAUSTED, LEDGER_UNAVAILABLE};
 use crate::gucs;
 use pgrx::pg_sys;
-use shared::{Outcome, Slot, WorkerState, DONE, FREE, MAX_DATABASES, PENDING, TAKEN};
+use shared::{Outcome, Slot, SlotRef, WorkerState, DONE, FREE, MAX_DATABASES, PENDING, TAKEN};
 
 // The budget's schema, tables, functions and views.
 pgrx::extension_sql_file!("schema.sql", name = "budget_sql");
@@ -61,7 +61,7 @@ fn unavailable_with(message: &str, hint: Option<&str>) -> ! {
 /// when the ledger cannot be reached; either way nothing was charged
 /// (or, if the worker died after committing, charged and not released).
 pub fn charge(request: &Charge) -> Granted {
-    let Some(header) = shared::header() else {
+    let Some(mailbox) = shared::mailbox() else {
         unavailable_with(
             "dpnoise is not in shared_preload_libraries",
             Some("Add dpnoise to shared_preload_libraries in postgresql.conf and restart the server."),
@@ -76,21 +76,27 @@ pub fn charge(request: &Charge) -> Granted {
             Some("Run the query on the primary server."),
         );
     }
+    // SAFETY: MyProc is this backend's PGPROC, set before any query runs.
     let (database, index) = unsafe { (pg_sys::MyDatabaseId, (*pg_sys::MyProc).pgprocno as usize) };
-    let Some(slot) = header.slot(index) else {
+    let Some(slot) = mailbox.slot(index) else {
         unavailable("this process has no request slot");
     };
     // A request this process abandoned (cancelled while waiting) is still
     // owed an answer; the slot is ours again once it is DONE.
     wait_until_done(slot, database);
-    fill(slot, request, database);
+    // The slot is this process's own (its PGPROC's) and DONE or FREE: ours to fill.
+    slot.with(|s| fill(s, request, database));
     slot.store(PENDING);
     wake_worker(database);
     wait_until_done(slot, database);
-    let outcome = slot.outcome;
+    // DONE: the worker has let go of it; ours to read.
+    let (outcome, strict, remaining_epsilon, remaining_delta, message) = slot.with(|s| {
+        let text = |t: &shared::Text<64>| t.get().to_owned();
+        (s.outcome, s.strict, text(&s.remaining_epsilon), text(&s.remaining_delta), s.message.get().to_owned())
+    });
     slot.store(FREE);
     match outcome {
-        Outcome::Granted => Granted { strict: slot.strict },
+        Outcome::Granted => Granted { strict },
         Outcome::Refused => raise_sqlstate(
             BUDGET_EXHAUSTED,
             format!(
@@ -99,12 +105,12 @@ pub fn charge(request: &Charge) -> Granted {
                 dpnoise_core::rational::decimal(request.epsilon),
                 dpnoise_core::rational::decimal(request.delta),
                 if request.releases == 1 { String::new() } else { format!(" for each of {} releases", request.releases) },
-                slot.remaining_epsilon.get(),
-                slot.remaining_delta.get()
+                remaining_epsilon,
+                remaining_delta
             ),
             Some("Nothing was released. A DBA grants budget with dp_budget_grant(role, epsilon, delta).".into()),
         ),
-        Outcome::Failed => unavailable(slot.message.get()),
+        Outcome::Failed => unavailable(&message),
     }
 }
 
@@ -134,8 +140,8 @@ fn fill(slot: &mut Slot, request: &Charge, database: pg_sys::Oid) {
 /// databases and no free slot, the request waits (the requester retries
 /// every 200 ms) rather than fail.
 fn wake_worker(database: pg_sys::Oid) {
-    let header = shared::header().expect("checked by charge");
-    let start = header.locked(|h| {
+    let mailbox = shared::mailbox().expect("checked by charge");
+    let start = mailbox.locked(|h| {
         let now = unsafe { pg_sys::GetCurrentTimestamp() };
         if let Some(i) = h.workers.iter().position(|w| w.serves(database)) {
             let w = &mut h.workers[i];
@@ -174,7 +180,7 @@ fn wake_worker(database: pg_sys::Oid) {
         Some(None) => unavailable("more databases are charging at once than dpnoise has ledger workers for (16)"),
         Some(Some(entry)) => {
             if !worker::launch(entry) {
-                header.locked(|h| h.workers[entry].state = WorkerState::Empty);
+                mailbox.locked(|h| h.workers[entry].state = WorkerState::Empty);
                 if !worker::pool_registered() {
                     unavailable_with(
                         "no background worker slot is free to start the ledger worker, and its pool did not start",
@@ -188,7 +194,7 @@ fn wake_worker(database: pg_sys::Oid) {
 
 /// Waits on this process's latch until the slot is DONE (or FREE),
 /// restarting the worker if it went away while the request was pending.
-fn wait_until_done(slot: &mut Slot, database: pg_sys::Oid) {
+fn wait_until_done(slot: SlotRef, database: pg_sys::Oid) {
     loop {
         let state = slot.load();
         if state == DONE || state == FREE {
@@ -205,7 +211,7 @@ fn wait_until_done(slot: &mut Slot, database: pg_sys::Oid) {
             // we asked: make sure one is running and has been told.
             wake_worker(database);
         }
-        debug_assert!(slot.load() != TAKEN || slot.taker != 0);
+        debug_assert!(slot.load() != TAKEN || slot.with(|s| s.taker) != 0);
     }
 }
 

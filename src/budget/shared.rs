@@ -108,17 +108,23 @@ pub struct Header {
 
 const NAME: &CStr = c"dpnoise ledger";
 
+// The hooks' state: written only in the postmaster while it loads the
+// library (init) and sets up shared memory (startup), before any backend
+// or worker is forked; only read afterwards. Each process has its own copy.
 static mut SHARED: *mut Header = std::ptr::null_mut();
 static mut PREV_REQUEST: pg_sys::shmem_request_hook_type = None;
 static mut PREV_STARTUP: pg_sys::shmem_startup_hook_type = None;
 
 fn size() -> usize {
+    // SAFETY: MaxBackends is set before shmem_request_hook runs and never changes afterwards.
     let slots = unsafe { pg_sys::MaxBackends } as usize;
     std::mem::size_of::<Header>() + slots * std::mem::size_of::<Slot>()
 }
 
 /// Installs the hooks; only from `shared_preload_libraries`.
 pub fn init() {
+    // SAFETY: _PG_init runs in the postmaster (single-threaded) while it
+    // loads shared_preload_libraries, the only time these hooks may be set.
     unsafe {
         if !pg_sys::process_shared_preload_libraries_in_progress {
             return;
@@ -132,6 +138,8 @@ pub fn init() {
 
 #[pgrx::pg_guard]
 unsafe extern "C-unwind" fn request() {
+    // SAFETY: called by the postmaster at shmem_request time, the one point
+    // where add-in shared memory and LWLock tranches may be requested.
     unsafe {
         if let Some(prev) = PREV_REQUEST {
             prev();
@@ -143,6 +151,9 @@ unsafe extern "C-unwind" fn request() {
 
 #[pgrx::pg_guard]
 unsafe extern "C-unwind" fn startup() {
+    // SAFETY: called once per process that attaches shared memory; AddinShmemInitLock
+    // (MainLWLockArray[21]) serialises the first initialisation; the struct is
+    // size() bytes as requested, zeroed before use, and published only then.
     unsafe {
         if let Some(prev) = PREV_STARTUP {
             prev();
@@ -161,58 +172,120 @@ unsafe extern "C-unwind" fn startup() {
     }
 }
 
-/// The mailbox, or None when dpnoise was not preloaded.
-pub fn header() -> Option<&'static mut Header> {
-    unsafe { SHARED.as_mut() }
+/// The one way to the mailbox in shared memory, which other processes
+/// write at the same time. The worker table is reached only under the
+/// mailbox's lock (`locked`, after pgrx's `PgLwLock`); a slot only through
+/// `SlotRef`, whose state is atomic and whose other fields are lent for
+/// the length of one closure to the process that owns the slot by the
+/// protocol (FREE/DONE: its requester; TAKEN: the worker that took it).
+/// Nothing hands out a `&mut` that outlives its closure.
+#[derive(Clone, Copy)]
+pub struct Mailbox {
+    header: *mut Header,
 }
 
-impl Header {
-    pub fn slot(&mut self, index: usize) -> Option<&mut Slot> {
-        if index >= self.slot_count {
-            return None;
-        }
-        unsafe {
-            let first = (self as *mut Header).add(1) as *mut Slot;
-            Some(&mut *first.add(index))
-        }
+/// The mailbox, or None when dpnoise was not preloaded.
+pub fn mailbox() -> Option<Mailbox> {
+    // SAFETY: SHARED is written only before this process runs queries (see above).
+    let header = unsafe { SHARED };
+    (!header.is_null()).then_some(Mailbox { header })
+}
+
+/// What `Mailbox::locked` lends: the worker table, and the slots.
+pub struct Locked<'a> {
+    pub workers: &'a mut [WorkerEntry; MAX_DATABASES],
+    mailbox: Mailbox,
+}
+
+impl Locked<'_> {
+    pub fn slots(&self) -> impl Iterator<Item = SlotRef> {
+        self.mailbox.slots()
+    }
+}
+
+impl Mailbox {
+    fn slot_count(&self) -> usize {
+        // SAFETY: slot_count is written once, before the mailbox is published, then only read.
+        unsafe { (*self.header).slot_count }
     }
 
-    pub fn slots(&mut self) -> impl Iterator<Item = &mut Slot> {
-        let first = unsafe { (self as *mut Header).add(1) as *mut Slot };
-        (0..self.slot_count).map(move |i| unsafe { &mut *first.add(i) })
+    /// The request slot of PGPROC number `index`.
+    pub fn slot(&self, index: usize) -> Option<SlotRef> {
+        // SAFETY: the slots follow the header, slot_count of them (see size()).
+        (index < self.slot_count()).then(|| SlotRef { slot: unsafe { (self.header.add(1) as *mut Slot).add(index) } })
     }
 
-    /// Runs `f` holding the mailbox lock exclusively.
-    pub fn locked<T>(&mut self, f: impl FnOnce(&mut Header) -> T) -> T {
+    pub fn slots(&self) -> impl Iterator<Item = SlotRef> {
+        let mailbox = *self;
+        (0..self.slot_count()).filter_map(move |i| mailbox.slot(i))
+    }
+
+    /// Runs `f` holding the mailbox's lock exclusively: the worker table is
+    /// lent to it, and to no one else in any process meanwhile. An error
+    /// raised in `f` releases the lock (PostgreSQL releases every LWLock on
+    /// error recovery).
+    pub fn locked<T>(&self, f: impl FnOnce(&mut Locked) -> T) -> T {
+        // SAFETY: the lock is the tranche's LWLock set up in startup(); while it
+        // is held exclusively no other process reads or writes the worker table,
+        // and this process lends it to `f` only.
         unsafe {
-            pg_sys::LWLockAcquire(self.lock, pg_sys::LWLockMode::LW_EXCLUSIVE);
-            let out = f(self);
-            pg_sys::LWLockRelease(self.lock);
+            pg_sys::LWLockAcquire((*self.header).lock, pg_sys::LWLockMode::LW_EXCLUSIVE);
+            let mut locked = Locked { workers: &mut (*self.header).workers, mailbox: *self };
+            let out = f(&mut locked);
+            pg_sys::LWLockRelease((*self.header).lock);
             out
         }
     }
 }
 
-impl Slot {
+/// One request slot in shared memory.
+#[derive(Clone, Copy)]
+pub struct SlotRef {
+    slot: *mut Slot,
+}
+
+impl SlotRef {
+    fn state(&self) -> &AtomicU32 {
+        // SAFETY: the slot lies in shared memory mapped for the life of the
+        // process; the state is an atomic, safe to share between processes.
+        unsafe { &(*self.slot).state }
+    }
+
     pub fn load(&self) -> u32 {
-        self.state.load(Ordering::Acquire)
+        self.state().load(Ordering::Acquire)
     }
 
     pub fn store(&self, state: u32) {
-        self.state.store(state, Ordering::Release)
+        self.state().store(state, Ordering::Release)
     }
 
     /// PENDING → TAKEN, for the worker that wins it.
     pub fn take(&self) -> bool {
-        self.state.compare_exchange(PENDING, TAKEN, Ordering::AcqRel, Ordering::Acquire).is_ok()
+        self.state().compare_exchange(PENDING, TAKEN, Ordering::AcqRel, Ordering::Acquire).is_ok()
+    }
+
+    /// Lends the slot's fields to `f`. The caller owns the slot by the
+    /// protocol: its requester while it is FREE or DONE, the worker that
+    /// took it while it is TAKEN (or any process under the mailbox's lock
+    /// failing a dead worker's slots, which no one else then touches), and
+    /// `f` does not reach the same slot again.
+    pub fn with<T>(&self, f: impl FnOnce(&mut Slot) -> T) -> T {
+        // SAFETY: the ownership above makes this the only reference to the
+        // slot's fields in any process for the length of `f`.
+        f(unsafe { &mut *self.slot })
     }
 
     /// Publishes the outcome and wakes the requester.
-    pub fn finish(&mut self, outcome: Outcome) {
-        self.outcome = outcome;
+    pub fn finish(&self, outcome: Outcome) {
+        let requester = self.with(|s| {
+            s.outcome = outcome;
+            s.requester
+        });
         self.store(DONE);
-        if !self.requester.is_null() {
-            unsafe { pg_sys::SetLatch(self.requester) };
+        if !requester.is_null() {
+            // SAFETY: the requester's latch is its PGPROC's, which lives as long
+            // as shared memory; setting a latch of an exited process is harmless.
+            unsafe { pg_sys::SetLatch(requester) };
         }
     }
 }

@@ -52,10 +52,10 @@ pub fn register_pool() {
 #[unsafe(no_mangle)]
 pub extern "C-unwind" fn dpnoise_ledger_pool_main(arg: pg_sys::Datum) {
     let entry = arg.value();
-    let header = shared::header().expect("the ledger worker needs dpnoise preloaded");
+    let mailbox = shared::mailbox().expect("the ledger worker needs dpnoise preloaded");
     BackgroundWorker::attach_signal_handlers(SignalWakeFlags::SIGHUP | SignalWakeFlags::SIGTERM);
     let database = loop {
-        let assigned = header.locked(|h| {
+        let assigned = mailbox.locked(|h| {
             let w = &mut h.workers[entry];
             if w.state == WorkerState::Starting {
                 return Some(w.database);
@@ -108,18 +108,18 @@ struct Reply {
 #[unsafe(no_mangle)]
 pub extern "C-unwind" fn dpnoise_ledger_main(arg: pg_sys::Datum) {
     let entry = arg.value();
-    let header = shared::header().expect("the ledger worker needs dpnoise preloaded");
-    let database = header.locked(|h| h.workers[entry].database);
+    let mailbox = shared::mailbox().expect("the ledger worker needs dpnoise preloaded");
+    let database = mailbox.locked(|h| h.workers[entry].database);
     BackgroundWorker::attach_signal_handlers(SignalWakeFlags::SIGHUP | SignalWakeFlags::SIGTERM);
     serve(entry, database);
 }
 
 /// Connects to `database` and charges its requests until idle.
 fn serve(entry: usize, database: pg_sys::Oid) {
-    let header = shared::header().expect("preloaded");
+    let mailbox = shared::mailbox().expect("preloaded");
     BackgroundWorker::connect_worker_to_spi_by_oid(Some(database), None);
     unsafe { pg_sys::before_shmem_exit(Some(on_exit), pg_sys::Datum::from(entry)) };
-    header.locked(|h| {
+    mailbox.locked(|h| {
         let w = &mut h.workers[entry];
         if w.database == database && w.state != WorkerState::Empty {
             w.state = WorkerState::Running;
@@ -161,15 +161,18 @@ fn serve(entry: usize, database: pg_sys::Oid) {
 
 /// Takes up to BATCH pending requests of this database.
 fn take_batch(database: pg_sys::Oid) -> Vec<usize> {
-    let header = shared::header().expect("preloaded");
+    let mailbox = shared::mailbox().expect("preloaded");
     let me = unsafe { pg_sys::MyProcPid };
     let mut batch = Vec::new();
-    for (i, slot) in header.slots().enumerate() {
+    for (i, slot) in mailbox.slots().enumerate() {
         if batch.len() == BATCH {
             break;
         }
-        if slot.load() == PENDING && slot.database == database && slot.take() {
-            slot.taker = me;
+        // A PENDING slot's fields are written before its state (Release) and
+        // not touched again by its requester until DONE: reading them is safe.
+        if slot.load() == PENDING && slot.with(|s| s.database) == database && slot.take() {
+            // TAKEN by this worker: ours until it is finished.
+            slot.with(|s| s.taker = me);
             batch.push(i);
         }
     }
@@ -179,19 +182,21 @@ fn take_batch(database: pg_sys::Oid) -> Vec<usize> {
 /// Charges a batch in one transaction (one call of dpnoise.charge_batch,
 /// one commit, one WAL flush); answers after the commit.
 fn charge_batch(batch: &[usize]) {
-    let header = shared::header().expect("preloaded");
+    let mailbox = shared::mailbox().expect("preloaded");
     let mut roles = Vec::with_capacity(batch.len());
     let (mut epsilons, mut deltas, mut mechanisms, mut statements) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let (mut releases, mut pids) = (Vec::new(), Vec::new());
     for &i in batch {
-        let slot = header.slot(i).expect("taken index");
-        roles.push(i64::from(u32::from(slot.role)));
-        epsilons.push(slot.epsilon.get().to_owned());
-        deltas.push(slot.delta.get().to_owned());
-        releases.push(slot.releases);
-        mechanisms.push(slot.mechanism.get().to_owned());
-        statements.push(slot.statement.get().to_owned());
-        pids.push(slot.pid);
+        // TAKEN by this worker (take_batch): ours until it is finished.
+        mailbox.slot(i).expect("taken index").with(|slot| {
+            roles.push(i64::from(u32::from(slot.role)));
+            epsilons.push(slot.epsilon.get().to_owned());
+            deltas.push(slot.delta.get().to_owned());
+            releases.push(slot.releases);
+            mechanisms.push(slot.mechanism.get().to_owned());
+            statements.push(slot.statement.get().to_owned());
+            pids.push(slot.pid);
+        });
     }
     let replies: Vec<Reply> = BackgroundWorker::transaction(AssertUnwindSafe(|| {
         Spi::connect_mut(|client| {
@@ -236,10 +241,12 @@ fn charge_batch(batch: &[usize]) {
     assert_eq!(replies.len(), batch.len(), "one answer per request");
     // Committed (and flushed: synchronous_commit is on): now answer.
     for (&i, reply) in batch.iter().zip(replies) {
-        let slot = header.slot(i).expect("taken index");
-        slot.strict = reply.strict;
-        slot.remaining_epsilon.set(&reply.remaining_epsilon);
-        slot.remaining_delta.set(&reply.remaining_delta);
+        let slot = mailbox.slot(i).expect("taken index");
+        slot.with(|s| {
+            s.strict = reply.strict;
+            s.remaining_epsilon.set(&reply.remaining_epsilon);
+            s.remaining_delta.set(&reply.remaining_delta);
+        });
         slot.finish(if reply.granted { Outcome::Granted } else { Outcome::Refused });
     }
 }
@@ -248,9 +255,9 @@ fn charge_batch(batch: &[usize]) {
 /// requesters take to find their worker: a request that arrives after this
 /// sees no worker and starts a new one.
 fn retire(entry: usize, database: pg_sys::Oid) -> bool {
-    let header = shared::header().expect("preloaded");
-    header.locked(|h| {
-        let pending = h.slots().any(|s| s.load() == PENDING && s.database == database);
+    let mailbox = shared::mailbox().expect("preloaded");
+    mailbox.locked(|h| {
+        let pending = h.slots().any(|s| s.load() == PENDING && s.with(|s| s.database) == database);
         if pending {
             return false;
         }
@@ -267,12 +274,13 @@ fn retire(entry: usize, database: pg_sys::Oid) -> bool {
 #[pg_guard]
 unsafe extern "C-unwind" fn on_exit(_code: i32, arg: pg_sys::Datum) {
     let entry = arg.value();
-    let Some(header) = shared::header() else { return };
+    let Some(mailbox) = shared::mailbox() else { return };
     let me = unsafe { pg_sys::MyProcPid };
-    header.locked(|h| {
+    mailbox.locked(|h| {
         for slot in h.slots() {
-            if slot.load() == TAKEN && slot.taker == me {
-                slot.message.set("the ledger worker stopped before answering (see the server log)");
+            // TAKEN by this (exiting) worker: still ours.
+            if slot.load() == TAKEN && slot.with(|s| s.taker) == me {
+                slot.with(|s| s.message.set("the ledger worker stopped before answering (see the server log)"));
                 slot.finish(Outcome::Failed);
             }
         }
