@@ -79,8 +79,16 @@ impl CallSite {
     }
 }
 
-/// This call site's state, created on first use.
+/// This call site's state, created on first use (zeroed: nothing paid,
+/// nothing cached).
+///
+/// # Safety
+/// `fcinfo` is a live call of a dpnoise function (whose `fn_extra` only
+/// this module sets). The reference must not outlive the call, and no
+/// other reference to the same call site may be held meanwhile.
 pub unsafe fn call_site<'a>(fcinfo: pg_sys::FunctionCallInfo) -> &'a mut CallSite {
+    // SAFETY: the caller's contract; fn_extra is null or the CallSite made here,
+    // in fn_mcxt, which lives as long as this execution of the query.
     unsafe {
         let flinfo = (*fcinfo).flinfo;
         if (*flinfo).fn_extra.is_null() {
@@ -94,23 +102,25 @@ pub unsafe fn call_site<'a>(fcinfo: pg_sys::FunctionCallInfo) -> &'a mut CallSit
 /// Per-call-site calibration cache, keyed by the raw bits of the privacy
 /// parameters (texts by `text_fingerprint`: a collision could only swap one
 /// mechanism for another at the same exact ε, δ and sensitivity, which
-/// costs accuracy, never privacy). The reference lives as long as the call site.
+/// costs accuracy, never privacy).
+///
+/// # Safety
+/// `fcinfo` is a live call of a dpnoise function, and every use of one call
+/// site's cache is with the same `T`.
 #[inline]
-pub unsafe fn call_site_cache<'a, T: Copy>(
-    fcinfo: pg_sys::FunctionCallInfo,
-    key: [u64; 5],
-    build: impl FnOnce() -> T,
-) -> &'a T {
+pub unsafe fn call_site_cache<T: Copy>(fcinfo: pg_sys::FunctionCallInfo, key: [u64; 5], build: impl FnOnce() -> T) -> T {
     #[derive(Clone, Copy)]
     struct Entry<T> {
         key: [u64; 5],
         value: T,
     }
+    // SAFETY: the caller's contract; the entry is allocated (aligned by hand) in
+    // fn_mcxt on first use and only ever holds an Entry<T>.
     unsafe {
         let site = call_site(fcinfo);
         let slot = site.cache as *mut Entry<T>;
         if !slot.is_null() && (*slot).key == key {
-            return &(*slot).value;
+            return (*slot).value;
         }
         let value = build();
         let slot = if slot.is_null() {
@@ -125,7 +135,7 @@ pub unsafe fn call_site_cache<'a, T: Copy>(
             slot
         };
         slot.write(Entry { key, value });
-        &(*slot).value
+        value
     }
 }
 

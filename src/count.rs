@@ -15,27 +15,34 @@ pgrx::extension_sql_file!("count.sql", name = "count_sql");
 
 // dp_count(epsilon [, mechanism]): every row counts.
 v1_function!(pg_finfo_dp_count_step, dp_count_step, |fcinfo| {
+    // SAFETY: argument 0 of a final function is the int8 state (SQL: STYPE = bigint, INITCOND 0), never NULL.
     let count = unsafe { arg_datum(fcinfo, 0) }.value() as i64;
     i64_datum(count + 1)
 });
 
 // dp_count(value, epsilon): rows whose value is not NULL count.
 v1_function!(pg_finfo_dp_count_value_step, dp_count_value_step, |fcinfo| {
+    // SAFETY: argument 0 of a final function is the int8 state (SQL: STYPE = bigint, INITCOND 0), never NULL.
     let count = unsafe { arg_datum(fcinfo, 0) }.value() as i64;
     i64_datum(count + i64::from(!unsafe { arg_is_null(fcinfo, 1) }))
 });
 
 /// Releases `count` with the mechanism chosen at (ε, δ). Geometric noise is
 /// the discrete staircase for sensitivity 1 (see the README).
+///
+/// # Safety
+/// `fcinfo` is the live call of one of dp_count's final functions.
 unsafe fn release(
     fcinfo: pg_sys::FunctionCallInfo,
     epsilon: Option<pg_sys::Datum>,
     delta: f64,
     choice: Choice,
 ) -> pg_sys::Datum {
+    // SAFETY: argument 0 of a final function is the int8 state (SQL: STYPE = bigint, INITCOND 0), never NULL.
     let count = unsafe { arg_datum(fcinfo, 0) }.value() as i64;
     let requested = f64_parameter(epsilon, "epsilon");
     let key = [requested.to_bits(), delta.to_bits(), choice_key(choice), 0, 0];
+    // SAFETY: fcinfo is the live final call (this function's contract).
     let plan = unsafe {
         site_plan(fcinfo, key, || Request {
             choice,
@@ -45,6 +52,7 @@ unsafe fn release(
             shape: Shape::Count,
         })
     };
+    // SAFETY: as above.
     unsafe { release_i64(fcinfo, "dp_count", &plan, (requested, delta), count as i128) }
 }
 
@@ -58,30 +66,24 @@ fn choice_key(choice: Choice) -> u64 {
 
 // dp_count(epsilon) and dp_count(value, epsilon): ε is the last argument.
 v1_function!(pg_finfo_dp_count_final, dp_count_final, |fcinfo| {
-    unsafe {
-        refuse_window(fcinfo, "dp_count");
-        let last = argument_count(fcinfo).max(1) - 1;
-        let [epsilon] = aggregate_arguments(fcinfo, [last], "dp_count");
-        release(fcinfo, epsilon, 0.0, Choice::Fixed(Mechanism::Laplace))
-    }
+    refuse_window(fcinfo, "dp_count");
+    let last = argument_count(fcinfo).max(1) - 1;
+    let [epsilon] = aggregate_arguments(fcinfo, [last], "dp_count");
+    release(fcinfo, epsilon, 0.0, Choice::Fixed(Mechanism::Laplace))
 });
 
 // dp_count(epsilon, mechanism): pure ε-DP.
 v1_function!(pg_finfo_dp_count_mechanism_final, dp_count_mechanism_final, |fcinfo| {
-    unsafe {
-        refuse_window(fcinfo, "dp_count");
-        let [epsilon, mechanism] = aggregate_arguments(fcinfo, [0, 1], "dp_count");
-        let choice = Choice::parse(&text_parameter(mechanism, "mechanism")).or_raise();
-        release(fcinfo, epsilon, 0.0, choice)
-    }
+    refuse_window(fcinfo, "dp_count");
+    let [epsilon, mechanism] = aggregate_arguments(fcinfo, [0, 1], "dp_count");
+    let choice = Choice::parse(&text_parameter(mechanism, "mechanism")).or_raise();
+    release(fcinfo, epsilon, 0.0, choice)
 });
 
 // dp_count(epsilon, delta, mechanism).
 v1_function!(pg_finfo_dp_count_delta_final, dp_count_delta_final, |fcinfo| {
-    unsafe {
-        refuse_window(fcinfo, "dp_count");
-        let [epsilon, delta, mechanism] = aggregate_arguments(fcinfo, [0, 1, 2], "dp_count");
-        let choice = Choice::parse(&text_parameter(mechanism, "mechanism")).or_raise();
-        release(fcinfo, epsilon, f64_parameter(delta, "delta"), choice)
-    }
+    refuse_window(fcinfo, "dp_count");
+    let [epsilon, delta, mechanism] = aggregate_arguments(fcinfo, [0, 1, 2], "dp_count");
+    let choice = Choice::parse(&text_parameter(mechanism, "mechanism")).or_raise();
+    release(fcinfo, epsilon, f64_parameter(delta, "delta"), choice)
 });

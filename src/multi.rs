@@ -59,10 +59,12 @@ fn dp_noise_box(
     inner: default!(Option<Vec<Option<f64>>>, "NULL"),
     fcinfo: pg_sys::FunctionCallInfo,
 ) -> Option<Vec<f64>> {
+    // SAFETY: fcinfo is the live call pgrx passes to this function.
     unsafe { crate::parameters::require_fixed_call(fcinfo, 1, "dp_noise_box") };
     let (e, plan) = value_plan(epsilon, sensitivities, inner);
     let values = values.map(|v| finite_array("values", Some(v)))?;
     let exact = plan.round(&values).or_raise();
+    // SAFETY: fcinfo is the live call pgrx passes to this function.
     unsafe { crate::budget::pay(fcinfo, "dp_noise_box", "box", e, 0.0) };
     Some(with_rng(|rng| plan.release(rng, &exact)))
 }
@@ -76,12 +78,14 @@ fn dp_noise_l1_staircase(
     sensitivity: Option<f64>,
     fcinfo: pg_sys::FunctionCallInfo,
 ) -> Option<Vec<f64>> {
+    // SAFETY: fcinfo is the live call pgrx passes to this function.
     unsafe { crate::parameters::require_fixed_call(fcinfo, 1, "dp_noise_l1_staircase") };
     let (e, eps) = epsilon_of(epsilon);
     let s = sensitivity.unwrap_or_else(|| errors::null_parameter("sensitivity"));
     let plan = crate::plans::l1(eps, Sensitivity::new(s).or_raise());
     let values = values.map(|v| finite_array("values", Some(v)))?;
     let exact = plan.round(&values).or_raise();
+    // SAFETY: fcinfo is the live call pgrx passes to this function.
     unsafe { crate::budget::pay(fcinfo, "dp_noise_l1_staircase", "l1 staircase", e, 0.0) };
     Some(with_rng(|rng| plan.release(rng, exact)).to_vec())
 }
@@ -148,112 +152,119 @@ fn sum_plan(epsilon: f64, bounds: &[f64]) -> BoxPlan {
     crate::plans::box_sums(Epsilon::new(epsilon).or_raise(), bounds)
 }
 
+/// A float8[] argument, checked by `finite_array`.
+///
+/// # Safety
+/// `datum` is a non-NULL float8[] datum.
 unsafe fn array_arg(datum: pg_sys::Datum, name: &'static str) -> Vec<f64> {
+    // SAFETY: the caller passes a non-NULL float8[] datum (its contract).
     finite_array(name, unsafe { <Vec<Option<f64>> as FromDatum>::from_datum(datum, false) })
 }
 
+/// The state in argument `i`, or null.
+///
+/// # Safety
+/// `fcinfo` is a live call whose argument `i` is NULL or a `MultiState` this module made.
 unsafe fn state_arg(fcinfo: pg_sys::FunctionCallInfo, i: usize) -> *mut MultiState {
+    // SAFETY: the caller's contract: argument i is NULL or a MultiState this module made.
     unsafe { if arg_is_null(fcinfo, i) { std::ptr::null_mut() } else { arg_datum(fcinfo, i).cast_mut_ptr() } }
 }
 
+/// # Safety
+/// `fcinfo` is a live aggregate support call.
 unsafe fn new_state(fcinfo: pg_sys::FunctionCallInfo, init: MultiState) -> *mut MultiState {
+    // SAFETY: the caller's contract: a live aggregate call.
     unsafe { crate::fmgr::new_state(fcinfo, "dp_sum_multi", init) }
 }
 
 // One row: each component clamped to [−b_j, b_j], rounded, added.
 v1_function!(pg_finfo_dp_sum_multi_step, dp_sum_multi_step, |fcinfo| {
-    unsafe {
-        let epsilon = required_f64(fcinfo, 2, "epsilon");
-        if arg_is_null(fcinfo, 3) {
-            errors::null_parameter("bounds");
-        }
-        let bounds_datum = arg_datum(fcinfo, 3);
-        let mut state = state_arg(fcinfo, 0);
-        if state.is_null() {
-            refuse_window(fcinfo, "dp_sum_multi");
-            crate::aggref::require_fixed_arguments(fcinfo, 1, "dp_sum_multi");
-            let bounds = array_arg(bounds_datum, "bounds");
-            let plan = sum_plan(epsilon, &bounds);
-            let mut init = MultiState {
-                epsilon: epsilon.to_bits(),
-                bounds: bounds_key(&bounds),
-                bounds_datum: bounds_datum.value(),
-                bound: [0.0; MAX_COMPONENTS],
-                components: bounds.len() as u32,
-                lattice_k: [0; MAX_COMPONENTS],
-                sums: [[0; 2]; MAX_COMPONENTS],
-            };
-            for (j, l) in plan.lattices.iter().enumerate() {
-                init.lattice_k[j] = l.k;
-                init.bound[j] = bounds[j];
-            }
-            state = new_state(fcinfo, init);
-        } else if (*state).epsilon != epsilon.to_bits() {
-            errors::varying_parameter("dp_sum_multi");
-        } else if (*state).bounds_datum != bounds_datum.value() {
-            if bounds_key(&array_arg(bounds_datum, "bounds")) != (*state).bounds {
-                errors::varying_parameter("dp_sum_multi");
-            }
-            (*state).bounds_datum = bounds_datum.value();
-        }
-        if !arg_is_null(fcinfo, 1) {
-            let s = &mut *state;
-            let values = array_arg(arg_datum(fcinfo, 1), "values");
-            if values.len() != s.components as usize {
-                errors::raise(Error::invalid_data("values", "an array as long as the sensitivities (or bounds)"));
-            }
-            for (j, v) in values.iter().enumerate() {
-                let b = s.bound[j];
-                let steps = Lattice { k: s.lattice_k[j] }.round(v.clamp(-b, b)).or_raise();
-                s.add(j, steps);
-            }
-        }
-        pg_sys::Datum::from(state)
+    let epsilon = required_f64(fcinfo, 2, "epsilon");
+    if arg_is_null(fcinfo, 3) {
+        errors::null_parameter("bounds");
     }
+    let bounds_datum = arg_datum(fcinfo, 3);
+    let mut state = state_arg(fcinfo, 0);
+    if state.is_null() {
+        refuse_window(fcinfo, "dp_sum_multi");
+        crate::aggref::require_fixed_arguments(fcinfo, 1, "dp_sum_multi");
+        let bounds = array_arg(bounds_datum, "bounds");
+        let plan = sum_plan(epsilon, &bounds);
+        let mut init = MultiState {
+            epsilon: epsilon.to_bits(),
+            bounds: bounds_key(&bounds),
+            bounds_datum: bounds_datum.value(),
+            bound: [0.0; MAX_COMPONENTS],
+            components: bounds.len() as u32,
+            lattice_k: [0; MAX_COMPONENTS],
+            sums: [[0; 2]; MAX_COMPONENTS],
+        };
+        for (j, l) in plan.lattices.iter().enumerate() {
+            init.lattice_k[j] = l.k;
+            init.bound[j] = bounds[j];
+        }
+        state = new_state(fcinfo, init);
+    } else if (*state).epsilon != epsilon.to_bits() {
+        errors::varying_parameter("dp_sum_multi");
+    } else if (*state).bounds_datum != bounds_datum.value() {
+        if bounds_key(&array_arg(bounds_datum, "bounds")) != (*state).bounds {
+            errors::varying_parameter("dp_sum_multi");
+        }
+        (*state).bounds_datum = bounds_datum.value();
+    }
+    if !arg_is_null(fcinfo, 1) {
+        let s = &mut *state;
+        let values = array_arg(arg_datum(fcinfo, 1), "values");
+        if values.len() != s.components as usize {
+            errors::raise(Error::invalid_data("values", "an array as long as the sensitivities (or bounds)"));
+        }
+        for (j, v) in values.iter().enumerate() {
+            let b = s.bound[j];
+            let steps = Lattice { k: s.lattice_k[j] }.round(v.clamp(-b, b)).or_raise();
+            s.add(j, steps);
+        }
+    }
+    pg_sys::Datum::from(state)
 });
 
 v1_function!(pg_finfo_dp_sum_multi_final, dp_sum_multi_final, |fcinfo| {
-    unsafe {
-        refuse_window(fcinfo, "dp_sum_multi");
-        let [e, b] = aggregate_arguments(fcinfo, [1, 2], "dp_sum_multi");
-        let epsilon = f64_parameter(e, "epsilon");
-        let bounds = array_arg(b.unwrap_or_else(|| errors::null_parameter("bounds")), "bounds");
-        let plan = sum_plan(epsilon, &bounds);
-        let state = state_arg(fcinfo, 0);
-        let sums: Vec<i128> = if state.is_null() {
-            vec![0; bounds.len()]
-        } else {
-            let s = &*state;
-            if s.epsilon != epsilon.to_bits() || s.bounds != bounds_key(&bounds) {
-                errors::varying_parameter("dp_sum_multi");
-            }
-            if plan.lattices.iter().enumerate().any(|(j, l)| s.lattice_k[j] != l.k) {
-                pgrx::error!("dp_sum_multi: the sum was accumulated on another lattice (internal error)");
-            }
-            (0..bounds.len()).map(|j| s.sum(j)).collect()
-        };
-        crate::budget::pay(fcinfo, "dp_sum_multi", "box", epsilon, 0.0);
-        with_rng(|rng| plan.release(rng, &sums)).into_datum().unwrap_or_else(|| return_null(fcinfo))
-    }
+    refuse_window(fcinfo, "dp_sum_multi");
+    let [e, b] = aggregate_arguments(fcinfo, [1, 2], "dp_sum_multi");
+    let epsilon = f64_parameter(e, "epsilon");
+    let bounds = array_arg(b.unwrap_or_else(|| errors::null_parameter("bounds")), "bounds");
+    let plan = sum_plan(epsilon, &bounds);
+    let state = state_arg(fcinfo, 0);
+    let sums: Vec<i128> = if state.is_null() {
+        vec![0; bounds.len()]
+    } else {
+        let s = &*state;
+        if s.epsilon != epsilon.to_bits() || s.bounds != bounds_key(&bounds) {
+            errors::varying_parameter("dp_sum_multi");
+        }
+        if plan.lattices.iter().enumerate().any(|(j, l)| s.lattice_k[j] != l.k) {
+            pgrx::error!("dp_sum_multi: the sum was accumulated on another lattice (internal error)");
+        }
+        (0..bounds.len()).map(|j| s.sum(j)).collect()
+    };
+    crate::budget::pay(fcinfo, "dp_sum_multi", "box", epsilon, 0.0);
+    with_rng(|rng| plan.release(rng, &sums)).into_datum().unwrap_or_else(|| return_null(fcinfo))
 });
 
 v1_function!(pg_finfo_dp_sum_multi_combine, dp_sum_multi_combine, |fcinfo| {
-    unsafe {
-        crate::fmgr::combine_states::<MultiState>(fcinfo, "dp_sum_multi", |a, b| {
-            if a.epsilon != b.epsilon || a.bounds != b.bounds || a.lattice_k != b.lattice_k {
-                errors::varying_parameter("dp_sum_multi");
-            }
-            for j in 0..a.components as usize {
-                a.add(j, b.sum(j));
-            }
-        })
-    }
+    crate::fmgr::combine_states::<MultiState>(fcinfo, "dp_sum_multi", |a, b| {
+        if a.epsilon != b.epsilon || a.bounds != b.bounds || a.lattice_k != b.lattice_k {
+            errors::varying_parameter("dp_sum_multi");
+        }
+        for j in 0..a.components as usize {
+            a.add(j, b.sum(j));
+        }
+    })
 });
 
 v1_function!(pg_finfo_dp_sum_multi_serialize, dp_sum_multi_serialize, |fcinfo| {
-    unsafe { crate::fmgr::serialize_state::<MultiState>(fcinfo) }
+    crate::fmgr::serialize_state::<MultiState>(fcinfo)
 });
 
 v1_function!(pg_finfo_dp_sum_multi_deserialize, dp_sum_multi_deserialize, |fcinfo| {
-    unsafe { crate::fmgr::deserialize_state::<MultiState>(fcinfo, "dp_sum_multi") }
+    crate::fmgr::deserialize_state::<MultiState>(fcinfo, "dp_sum_multi")
 });

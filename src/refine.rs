@@ -197,6 +197,7 @@ fn dp_refine_numeric(
     individual: default!(Option<bool>, false),
     fcinfo: pg_sys::FunctionCallInfo,
 ) -> Option<f64> {
+    // SAFETY: fcinfo is the live call pgrx passes to this function.
     unsafe { crate::parameters::require_fixed_call(fcinfo, 1, "dp_refine") };
     if matches!(prior, Some(dp_prior(Prior::Categorical { .. }))) {
         refuse("a categorical prior needs a text value", "Pass the value as text, or use a numeric prior.");
@@ -209,6 +210,7 @@ fn dp_refine_numeric(
     }
     // ±Infinity is clamped to the prior's range, as any value outside it is.
     let value = if value.is_infinite() { f64::MAX.copysign(value) } else { value };
+    // SAFETY: fcinfo is the live call pgrx passes to this function.
     unsafe { crate::budget::pay(fcinfo, "dp_refine", "refinement", epsilon.unwrap_or(0.0), 0.0) };
     Some(with_rng(|rng| r.sample_numeric(rng, value)).or_raise())
 }
@@ -225,12 +227,14 @@ fn dp_refine_text(
     individual: default!(Option<bool>, false),
     fcinfo: pg_sys::FunctionCallInfo,
 ) -> Option<String> {
+    // SAFETY: fcinfo is the live call pgrx passes to this function.
     unsafe { crate::parameters::require_fixed_call(fcinfo, 1, "dp_refine") };
     let categories = match &prior {
         Some(dp_prior(Prior::Categorical { values, .. })) => Some(values.clone()),
         _ => None,
     };
     let Some(categories) = categories else {
+        // SAFETY: fcinfo is the live call pgrx passes to this function.
         let typed = unsafe { first_argument_is_fixed(fcinfo) };
         if !typed {
             refuse(
@@ -252,12 +256,16 @@ fn dp_refine_text(
         // before the charge.
         refuse("the value is not one of the prior's categories", "Give the prior every category the column can hold.");
     }
+    // SAFETY: fcinfo is the live call pgrx passes to this function.
     unsafe { crate::budget::pay(fcinfo, "dp_refine", "refinement", epsilon.unwrap_or(0.0), 0.0) };
     Some(with_rng(|rng| r.sample_categorical(rng, value).map(str::to_owned)).or_raise())
 }
 
 /// Whether the call's first argument is a constant or a query parameter
 /// (typed by the user, so it may be parsed and echoed), not data.
+///
+/// # Safety
+/// `fcinfo` is a live call.
 unsafe fn first_argument_is_fixed(fcinfo: pg_sys::FunctionCallInfo) -> bool {
     // SAFETY: fcinfo is this live call; fn_expr is its FuncExpr or NULL, checked first.
     unsafe {

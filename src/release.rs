@@ -19,7 +19,7 @@ use pgrx::pg_sys;
 #[inline]
 pub unsafe fn site_plan(fcinfo: pg_sys::FunctionCallInfo, key: [u64; 5], request: impl FnOnce() -> Request) -> Plan {
     // SAFETY: the caller's contract; Plan is plain data.
-    *unsafe { call_site_cache(fcinfo, key, || crate::plans::plan(request())) }
+    unsafe { call_site_cache(fcinfo, key, || crate::plans::plan(request())) }
 }
 
 /// Pays for one release at (`epsilon`, `delta`) as the user wrote them, then

@@ -66,34 +66,30 @@ unsafe fn text_arg<'a>(fcinfo: pg_sys::FunctionCallInfo, i: usize, name: &str) -
 }
 
 v1_function!(pg_finfo_dp_laplace, dp_laplace, |fcinfo| {
-    unsafe { release_value(fcinfo, "dp_laplace", 0.0, [0, 0], || (Choice::Fixed(Mechanism::Laplace), Loss::Variance)) }
+    release_value(fcinfo, "dp_laplace", 0.0, [0, 0], || (Choice::Fixed(Mechanism::Laplace), Loss::Variance))
 });
 
 // dp_staircase(value, epsilon, sensitivity [, loss]): the loss text is read
 // per row only to key the cache; it is parsed when the key changes.
 v1_function!(pg_finfo_dp_staircase, dp_staircase, |fcinfo| {
-    unsafe {
-        crate::parameters::require_fixed_call(fcinfo, 1, "dp_staircase");
-        let text = if (*fcinfo).nargs > 3 { Some(text_arg(fcinfo, 3, "loss")) } else { None };
-        let key = text.map_or(0, text_fingerprint);
-        release_value(fcinfo, "dp_staircase", 0.0, [key, 0], || {
-            (Choice::Fixed(Mechanism::Staircase), text.map_or(Ok(Loss::Variance), Loss::parse).or_raise())
-        })
-    }
+    crate::parameters::require_fixed_call(fcinfo, 1, "dp_staircase");
+    let text = if (*fcinfo).nargs > 3 { Some(text_arg(fcinfo, 3, "loss")) } else { None };
+    let key = text.map_or(0, text_fingerprint);
+    release_value(fcinfo, "dp_staircase", 0.0, [key, 0], || {
+        (Choice::Fixed(Mechanism::Staircase), text.map_or(Ok(Loss::Variance), Loss::parse).or_raise())
+    })
 });
 
 // dp_noise(value, epsilon, sensitivity, delta, mechanism, loss): any
 // mechanism, or 'auto', per row; the texts are read per row only to key the cache.
 v1_function!(pg_finfo_dp_noise, dp_noise, |fcinfo| {
-    unsafe {
-        crate::parameters::require_fixed_call(fcinfo, 1, "dp_noise");
-        let delta = required_f64(fcinfo, 3, "delta");
-        let (mechanism, loss) = (text_arg(fcinfo, 4, "mechanism"), text_arg(fcinfo, 5, "loss"));
-        let key = text_fingerprint(mechanism).rotate_left(32) ^ text_fingerprint(loss);
-        release_value(fcinfo, "dp_noise", delta, [key, delta.to_bits()], || {
-            (Choice::parse(mechanism).or_raise(), Loss::parse(loss).or_raise())
-        })
-    }
+    crate::parameters::require_fixed_call(fcinfo, 1, "dp_noise");
+    let delta = required_f64(fcinfo, 3, "delta");
+    let (mechanism, loss) = (text_arg(fcinfo, 4, "mechanism"), text_arg(fcinfo, 5, "loss"));
+    let key = text_fingerprint(mechanism).rotate_left(32) ^ text_fingerprint(loss);
+    release_value(fcinfo, "dp_noise", delta, [key, delta.to_bits()], || {
+        (Choice::parse(mechanism).or_raise(), Loss::parse(loss).or_raise())
+    })
 });
 
 /// The exact error of a mechanism before spending anything: E|X|, the

@@ -235,7 +235,7 @@ unsafe fn sum_call<T: SumValue>(fcinfo: pg_sys::FunctionCallInfo, kind: Kind) ->
             delta.to_bits(),
             fingerprint(&mechanism).rotate_left(32) ^ fingerprint(&loss),
         ];
-        let plan = *call_site_cache(fcinfo, key, || {
+        let plan = call_site_cache(fcinfo, key, || {
             let eps = Epsilon::new(epsilon).or_raise();
             let bounds = if kind == Kind::Staircase { T::symmetric(upper) } else { T::bounds(lower, upper) };
             if kind == Kind::Average {
@@ -350,55 +350,53 @@ unsafe fn release<T: SumValue>(fcinfo: pg_sys::FunctionCallInfo, kind: Kind) -> 
 }
 
 // The transitions: float8 and int8 values.
-v1_function!(pg_finfo_dp_sum_step, dp_sum_step, |fcinfo| { unsafe { accumulate::<f64>(fcinfo, Kind::Sum) } });
-v1_function!(pg_finfo_dp_sum_int_step, dp_sum_int_step, |fcinfo| { unsafe { accumulate::<i64>(fcinfo, Kind::Sum) } });
+v1_function!(pg_finfo_dp_sum_step, dp_sum_step, |fcinfo| { accumulate::<f64>(fcinfo, Kind::Sum) });
+v1_function!(pg_finfo_dp_sum_int_step, dp_sum_int_step, |fcinfo| { accumulate::<i64>(fcinfo, Kind::Sum) });
 v1_function!(pg_finfo_dp_sum_laplace_step, dp_sum_laplace_step, |fcinfo| {
-    unsafe { accumulate::<f64>(fcinfo, Kind::Laplace) }
+    accumulate::<f64>(fcinfo, Kind::Laplace)
 });
 v1_function!(pg_finfo_dp_sum_laplace_int_step, dp_sum_laplace_int_step, |fcinfo| {
-    unsafe { accumulate::<i64>(fcinfo, Kind::Laplace) }
+    accumulate::<i64>(fcinfo, Kind::Laplace)
 });
 v1_function!(pg_finfo_dp_sum_staircase_step, dp_sum_staircase_step, |fcinfo| {
-    unsafe { accumulate::<f64>(fcinfo, Kind::Staircase) }
+    accumulate::<f64>(fcinfo, Kind::Staircase)
 });
 v1_function!(pg_finfo_dp_sum_staircase_int_step, dp_sum_staircase_int_step, |fcinfo| {
-    unsafe { accumulate::<i64>(fcinfo, Kind::Staircase) }
+    accumulate::<i64>(fcinfo, Kind::Staircase)
 });
-v1_function!(pg_finfo_dp_avg_step, dp_avg_step, |fcinfo| { unsafe { accumulate::<f64>(fcinfo, Kind::Average) } });
+v1_function!(pg_finfo_dp_avg_step, dp_avg_step, |fcinfo| { accumulate::<f64>(fcinfo, Kind::Average) });
 
 // The final functions.
-v1_function!(pg_finfo_dp_sum_final, dp_sum_final, |fcinfo| { unsafe { release::<f64>(fcinfo, Kind::Sum) } });
-v1_function!(pg_finfo_dp_sum_int_final, dp_sum_int_final, |fcinfo| { unsafe { release::<i64>(fcinfo, Kind::Sum) } });
+v1_function!(pg_finfo_dp_sum_final, dp_sum_final, |fcinfo| { release::<f64>(fcinfo, Kind::Sum) });
+v1_function!(pg_finfo_dp_sum_int_final, dp_sum_int_final, |fcinfo| { release::<i64>(fcinfo, Kind::Sum) });
 v1_function!(pg_finfo_dp_sum_laplace_final, dp_sum_laplace_final, |fcinfo| {
-    unsafe { release::<f64>(fcinfo, Kind::Laplace) }
+    release::<f64>(fcinfo, Kind::Laplace)
 });
 v1_function!(pg_finfo_dp_sum_laplace_int_final, dp_sum_laplace_int_final, |fcinfo| {
-    unsafe { release::<i64>(fcinfo, Kind::Laplace) }
+    release::<i64>(fcinfo, Kind::Laplace)
 });
 v1_function!(pg_finfo_dp_sum_staircase_final, dp_sum_staircase_final, |fcinfo| {
-    unsafe { release::<f64>(fcinfo, Kind::Staircase) }
+    release::<f64>(fcinfo, Kind::Staircase)
 });
 v1_function!(pg_finfo_dp_sum_staircase_int_final, dp_sum_staircase_int_final, |fcinfo| {
-    unsafe { release::<i64>(fcinfo, Kind::Staircase) }
+    release::<i64>(fcinfo, Kind::Staircase)
 });
-v1_function!(pg_finfo_dp_avg_final, dp_avg_final, |fcinfo| { unsafe { release::<f64>(fcinfo, Kind::Average) } });
+v1_function!(pg_finfo_dp_avg_final, dp_avg_final, |fcinfo| { release::<f64>(fcinfo, Kind::Average) });
 
 // Combine two partial states (parallel workers, partitions).
 v1_function!(pg_finfo_dp_sum_combine, dp_sum_combine, |fcinfo| {
-    unsafe {
-        crate::fmgr::combine_states::<SumState>(fcinfo, "a dpnoise sum", |a, b| {
-            if a.params != b.params || a.lattice_k != b.lattice_k {
-                errors::varying_parameter("a dpnoise sum");
-            }
-            a.add(b.sum(), b.count);
-        })
-    }
+    crate::fmgr::combine_states::<SumState>(fcinfo, "a dpnoise sum", |a, b| {
+        if a.params != b.params || a.lattice_k != b.lattice_k {
+            errors::varying_parameter("a dpnoise sum");
+        }
+        a.add(b.sum(), b.count);
+    })
 });
 
 v1_function!(pg_finfo_dp_sum_serialize, dp_sum_serialize, |fcinfo| {
-    unsafe { crate::fmgr::serialize_state::<SumState>(fcinfo) }
+    crate::fmgr::serialize_state::<SumState>(fcinfo)
 });
 
 v1_function!(pg_finfo_dp_sum_deserialize, dp_sum_deserialize, |fcinfo| {
-    unsafe { crate::fmgr::deserialize_state::<SumState>(fcinfo, "a dpnoise sum") }
+    crate::fmgr::deserialize_state::<SumState>(fcinfo, "a dpnoise sum")
 });

@@ -115,6 +115,7 @@ pub fn charge(request: &Charge) -> Granted {
 }
 
 fn fill(slot: &mut Slot, request: &Charge, database: pg_sys::Oid) {
+    // SAFETY: plain reads of this backend's identity and latch, set before any query runs.
     unsafe {
         slot.database = database;
         slot.role = pg_sys::GetOuterUserId();
@@ -127,7 +128,9 @@ fn fill(slot: &mut Slot, request: &Charge, database: pg_sys::Oid) {
     slot.epsilon.set(&dpnoise_core::rational::decimal(request.epsilon));
     slot.delta.set(&dpnoise_core::rational::decimal(request.delta));
     slot.mechanism.set(request.mechanism);
+    // SAFETY: debug_query_string is this backend's current statement text (or null), valid while it runs.
     let statement = unsafe { pg_sys::debug_query_string };
+    // SAFETY: a non-null debug_query_string is a NUL-terminated string.
     let statement = if statement.is_null() { "" } else { unsafe { std::ffi::CStr::from_ptr(statement) }.to_str().unwrap_or("") };
     slot.statement.set(statement);
     slot.remaining_epsilon.set("");
@@ -142,10 +145,12 @@ fn fill(slot: &mut Slot, request: &Charge, database: pg_sys::Oid) {
 fn wake_worker(database: pg_sys::Oid) {
     let mailbox = shared::mailbox().expect("checked by charge");
     let start = mailbox.locked(|h| {
+        // SAFETY: a plain clock read.
         let now = unsafe { pg_sys::GetCurrentTimestamp() };
         if let Some(i) = h.workers.iter().position(|w| w.serves(database)) {
             let w = &mut h.workers[i];
             match w.state {
+                // SAFETY: a Running entry's latch is its worker's PGPROC latch, in shared memory for the server's life; read under the mailbox lock.
                 WorkerState::Running => unsafe { pg_sys::SetLatch(w.latch) },
                 // A dynamic worker that has not come up in 10 s never will: replace it.
                 _ if i >= shared::POOL && now - w.since > 10_000_000 => {
@@ -160,6 +165,7 @@ fn wake_worker(database: pg_sys::Oid) {
             w.database = database;
             w.state = WorkerState::Starting;
             w.since = now;
+            // SAFETY: as above: an Idle pool worker's latch, read under the mailbox lock.
             unsafe { pg_sys::SetLatch(w.latch) };
             return None;
         }
@@ -200,6 +206,8 @@ fn wait_until_done(slot: SlotRef, database: pg_sys::Oid) {
         if state == DONE || state == FREE {
             return;
         }
+        // SAFETY: MyLatch is this process's own latch; waiting on it and checking for
+        // interrupts is what a backend does between statements' work.
         unsafe {
             let flags = pg_sys::WL_LATCH_SET | pg_sys::WL_TIMEOUT | pg_sys::WL_EXIT_ON_PM_DEATH;
             pg_sys::WaitLatch(pg_sys::MyLatch, flags as i32, 200, pg_sys::PG_WAIT_EXTENSION);
@@ -225,6 +233,9 @@ fn wait_until_done(slot: SlotRef, database: pg_sys::Oid) {
 /// aggregate pay the same. Strict roles: every release pays.
 ///
 /// Call it after every parameter is checked and before any noise is drawn.
+///
+/// # Safety
+/// `fcinfo` is the live call of a dpnoise final or per-row function.
 pub unsafe fn pay(fcinfo: pg_sys::FunctionCallInfo, function: &str, mechanism: &str, epsilon: f64, delta: f64) {
     if !gucs::enforce_budget() {
         return;
@@ -232,6 +243,7 @@ pub unsafe fn pay(fcinfo: pg_sys::FunctionCallInfo, function: &str, mechanism: &
     let statement = crate::hooks::statement();
     // SAFETY: fcinfo is the live call of a final or per-row function.
     let set = unsafe { set_key(fcinfo) };
+    // SAFETY: fcinfo is the live call (this function's contract); the reference is dropped before it returns.
     let paid = unsafe { crate::call_site::call_site(fcinfo) }.paid();
     if paid.covers(statement, set, epsilon, delta) {
         return;
@@ -243,6 +255,7 @@ pub unsafe fn pay(fcinfo: pg_sys::FunctionCallInfo, function: &str, mechanism: &
     }
     paid.record(statement, set, epsilon, delta);
     if !paid.watching() {
+        // SAFETY: fcinfo is the live call; paid lives in the call site, in fn_mcxt, as long as the query.
         unsafe { watch_rescans(fcinfo, paid) };
     }
 }
@@ -250,6 +263,9 @@ pub unsafe fn pay(fcinfo: pg_sys::FunctionCallInfo, function: &str, mechanism: &
 /// The grouping set an aggregate's final function is releasing: its phase
 /// and number among sorted sets, or its number among hashed ones. 0 for
 /// per-row functions and plain aggregates.
+///
+/// # Safety
+/// `fcinfo` is a live call.
 unsafe fn set_key(fcinfo: pg_sys::FunctionCallInfo) -> u32 {
     // SAFETY: fcinfo's context, when an AggState, is the live node running this final function.
     unsafe {
@@ -263,6 +279,10 @@ unsafe fn set_key(fcinfo: pg_sys::FunctionCallInfo) -> u32 {
     }
 }
 
+/// The Agg node running this call, if an aggregate runs it.
+///
+/// # Safety
+/// `fcinfo` is a live call.
 unsafe fn agg_state(fcinfo: pg_sys::FunctionCallInfo) -> Option<*mut pg_sys::AggState> {
     // SAFETY: a live fcinfo; the context's tag is checked before the cast.
     unsafe {
@@ -289,6 +309,10 @@ unsafe fn agg_state(fcinfo: pg_sys::FunctionCallInfo) -> Option<*mut pg_sys::Agg
 /// without its own, such as a Sort). A hashed aggregate resets its own
 /// context between groups without shutting it down, and may rescan its hash
 /// table without restarting its input: there the callback goes on its own.
+///
+/// # Safety
+/// `fcinfo` is a live call; `paid` is its call site's, which outlives the
+/// query's expression contexts (both are freed when the execution ends).
 unsafe fn watch_rescans(fcinfo: pg_sys::FunctionCallInfo, paid: &mut Paid) {
     // SAFETY: the nodes are the running query's live PlanStates; the callback's Paid lives in the call site's memory, as long as the query.
     unsafe {
@@ -319,6 +343,9 @@ unsafe fn watch_rescans(fcinfo: pg_sys::FunctionCallInfo, paid: &mut Paid) {
 }
 
 /// The node of the plan under `root` whose target list or quals hold `expr`.
+///
+/// # Safety
+/// `root` is null or a live PlanState tree; `expr` is null or a live node.
 unsafe fn node_evaluating(root: *mut pg_sys::PlanState, expr: *mut pg_sys::Node) -> Option<*mut pg_sys::PlanState> {
     // SAFETY: root and its children are live PlanStates of the innermost running query.
     unsafe {
