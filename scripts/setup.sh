@@ -17,6 +17,12 @@ if [ ${#need_pkgs[@]} -gt 0 ]; then
   apt-get install -y -q --no-install-recommends "${need_pkgs[@]}"
 fi
 
+# scripts/lint.sh runs clippy.
+if ! cargo clippy --version >/dev/null 2>&1; then
+  echo "setup: rustup component add clippy"
+  rustup component add clippy
+fi
+
 if ! cargo pgrx --version 2>/dev/null | grep -q " ${PGRX_VERSION}\$"; then
   echo "setup: installing cargo-pgrx ${PGRX_VERSION} (about 7 minutes)"
   cargo install cargo-pgrx --version "${PGRX_VERSION}" --locked

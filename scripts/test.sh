@@ -12,6 +12,9 @@ cd "$REPO"
 
 bash scripts/setup.sh
 
+echo "== lint: unsafe code documented (clippy, # Safety sections)"
+bash scripts/lint.sh
+
 echo "== core: cargo test --release -p dpnoise-core"
 cargo test --release -p dpnoise-core
 
@@ -49,4 +52,4 @@ echo "== ledger: standby and missing preload"
 bash scripts/ledger_system.sh "$DATA" "$PORT"
 echo "== budget: crashes and concurrency"
 bash scripts/budget_system.sh "$DATA" "$PORT"
-echo "suites: 7 passed, 0 failed"
+echo "suites: 8 passed, 0 failed"

@@ -12,11 +12,21 @@ use crate::errors;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 
+/// A node's tag.
+///
+/// # Safety
+/// `node` points to a live PostgreSQL node.
 unsafe fn tag(node: *const std::ffi::c_void) -> pg_sys::NodeTag {
+    // SAFETY: the caller's contract: every node starts with its NodeTag.
     unsafe { (*(node as *const pg_sys::Node)).type_ }
 }
 
+/// The `n`th pointer of a List, or null past its end.
+///
+/// # Safety
+/// `list` is null or a live pointer List.
 unsafe fn nth<T>(list: *mut pg_sys::List, n: usize) -> *mut T {
+    // SAFETY: the caller's contract; n is checked against the list's length.
     unsafe {
         if list.is_null() || n >= (*list).length as usize {
             return std::ptr::null_mut();
@@ -34,7 +44,11 @@ fn lost(aggregate: &str) -> ! {
 }
 
 /// The plan node whose output an OUTER_VAR of `plan` refers to.
+///
+/// # Safety
+/// `plan` is a live Plan node.
 unsafe fn outer_child(plan: *mut pg_sys::Plan) -> *mut pg_sys::Plan {
+    // SAFETY: the caller's contract; the casts follow the node's own tag.
     unsafe {
         match (*plan).type_ {
             pg_sys::NodeTag::T_Append => nth((*(plan as *mut pg_sys::Append)).appendplans, 0),
@@ -45,7 +59,13 @@ unsafe fn outer_child(plan: *mut pg_sys::Plan) -> *mut pg_sys::Plan {
 }
 
 /// The argument list (of TargetEntry) as the user wrote it.
+///
+/// # Safety
+/// `fcinfo` is a live aggregate support call.
 unsafe fn original_arguments(fcinfo: pg_sys::FunctionCallInfo, aggregate: &str) -> *mut pg_sys::List {
+    // SAFETY: the caller's contract: AggGetAggref returns the running Aggref (or
+    // null); fcinfo->context, once its tag is checked, is the running AggState,
+    // whose plan tree is live for the whole execution.
     unsafe {
         let aggref = pg_sys::AggGetAggref(fcinfo);
         if aggref.is_null() {
@@ -88,11 +108,17 @@ unsafe fn original_arguments(fcinfo: pg_sys::FunctionCallInfo, aggregate: &str) 
 }
 
 /// Evaluates the arguments at `indices` of this aggregate call; `None` is NULL.
+///
+/// # Safety
+/// `fcinfo` is a live transition or final call of `aggregate`.
 pub unsafe fn aggregate_arguments<const N: usize>(
     fcinfo: pg_sys::FunctionCallInfo,
     indices: [usize; N],
     aggregate: &str,
 ) -> [Option<pg_sys::Datum>; N] {
+    // SAFETY: the caller's contract; an index past the arguments gives a null entry,
+    // refused; only a Const or a fixed expression is evaluated, in the AggState's
+    // own expression context.
     unsafe {
         let args = original_arguments(fcinfo, aggregate);
         let context = (*fcinfo).context as *mut pg_sys::AggState;
@@ -120,7 +146,11 @@ pub unsafe fn aggregate_arguments<const N: usize>(
 /// Refuses an aggregate call whose privacy parameters (every argument but
 /// the first `data`) are not fixed; for transition functions, which see
 /// only the evaluated values. Checked once per call site.
+///
+/// # Safety
+/// `fcinfo` is a live transition call of `aggregate`.
 pub unsafe fn require_fixed_arguments(fcinfo: pg_sys::FunctionCallInfo, data: usize, aggregate: &str) {
+    // SAFETY: the caller's contract; the call site reference is dropped before returning.
     unsafe {
         let site = crate::call_site::call_site(fcinfo);
         if site.checked {
@@ -149,8 +179,12 @@ pub fn i64_parameter(value: Option<pg_sys::Datum>, name: &str) -> i64 {
 }
 
 /// A text parameter of the call that must not be NULL.
-pub fn text_parameter(value: Option<pg_sys::Datum>, name: &str) -> String {
+///
+/// # Safety
+/// `value` is what `aggregate_arguments` gave for an argument declared text.
+pub unsafe fn text_parameter(value: Option<pg_sys::Datum>, name: &str) -> String {
     match value {
+        // SAFETY: the caller's contract: a non-NULL text datum.
         Some(d) => unsafe { <String as pgrx::FromDatum>::from_datum(d, false) }.unwrap_or_default(),
         None => errors::null_parameter(name),
     }
@@ -158,7 +192,11 @@ pub fn text_parameter(value: Option<pg_sys::Datum>, name: &str) -> String {
 
 /// How many arguments the user passed: `aggargtypes` lists them even in a
 /// combining Aggref, whose own `args` hold the partial result.
+///
+/// # Safety
+/// `fcinfo` is a live aggregate support call.
 pub unsafe fn argument_count(fcinfo: pg_sys::FunctionCallInfo) -> usize {
+    // SAFETY: the caller's contract; AggGetAggref gives the running Aggref or null.
     unsafe {
         let aggref = pg_sys::AggGetAggref(fcinfo);
         if aggref.is_null() || (*aggref).aggargtypes.is_null() {

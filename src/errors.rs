@@ -105,10 +105,13 @@ pub fn raise_sqlstate(code: &str, message: String, hint: Option<String>) -> ! {
     let sqlerrcode = six(b[0]) | six(b[1]) << 6 | six(b[2]) << 12 | six(b[3]) << 18 | six(b[4]) << 24;
     let to_palloc = |s: String| {
         let c = std::ffi::CString::new(s.replace('\0', " ")).expect("no NULs");
+        // SAFETY: c is a NUL-terminated string; pstrdup copies it into the current memory context.
         unsafe { pgrx::pg_sys::pstrdup(c.as_ptr()) }
     };
     let message = to_palloc(message);
     let hint = hint.map(to_palloc);
+    // SAFETY: the errstart/errfinish protocol of ereport, with palloc'd strings
+    // passed through "%s"; errfinish at ERROR does not return.
     unsafe {
         if raw::errstart(pgrx::PgLogLevel::ERROR as i32, std::ptr::null()) {
             raw::errcode(sqlerrcode);

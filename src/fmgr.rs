@@ -19,6 +19,9 @@ macro_rules! v1_function {
             &V1
         }
 
+        /// # Safety
+        /// Called by PostgreSQL's function manager for the SQL function
+        /// declared with this symbol.
         #[pgrx::pg_guard]
         #[unsafe(no_mangle)]
         pub unsafe extern "C-unwind" fn $name(fcinfo: pgrx::pg_sys::FunctionCallInfo) -> pgrx::pg_sys::Datum {

@@ -48,6 +48,8 @@ pub fn init() {
         GucContext::Suset,
         GucFlags::default(),
     );
+    // SAFETY: called from _PG_init; SEED is a static, and the hooks are the
+    // GUC check/assign signatures PostgreSQL calls them with.
     unsafe {
         GucRegistry::define_string_guc_with_hooks(
             c"dpnoise.seed",
@@ -84,16 +86,21 @@ fn parse_seed(s: &CStr) -> Result<Option<u64>, ()> {
     text.parse::<u64>().map(Some).map_err(|_| ())
 }
 
+/// # Safety
+/// Called by PostgreSQL as dpnoise.seed's GUC check hook.
 #[pgrx::pg_guard]
 unsafe extern "C-unwind" fn check_seed(
     newval: *mut *mut std::ffi::c_char,
     _extra: *mut *mut std::ffi::c_void,
     _source: pg_sys::GucSource::Type,
 ) -> bool {
+    // SAFETY: PostgreSQL passes a valid pointer to the proposed value (a string or null).
     let value = unsafe { *newval };
+    // SAFETY: a non-null proposed value is a NUL-terminated string.
     if value.is_null() || parse_seed(unsafe { CStr::from_ptr(value) }).is_ok() {
         return true;
     }
+    // SAFETY: the GUC check-hook protocol: set the error code and a palloc'd message.
     unsafe {
         pg_sys::GUC_check_errcode(pgrx::PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE as i32);
         pg_sys::GUC_check_errmsg_string =
@@ -102,6 +109,8 @@ unsafe extern "C-unwind" fn check_seed(
     false
 }
 
+/// # Safety
+/// Called by PostgreSQL as dpnoise.seed's GUC assign hook.
 #[pgrx::pg_guard]
 unsafe extern "C-unwind" fn assign_seed(_newval: *const std::ffi::c_char, _extra: *mut std::ffi::c_void) {
     SEED_GENERATION.fetch_add(1, Ordering::Relaxed);

@@ -76,6 +76,8 @@ pub fn running_plan() -> Option<*mut pg_sys::PlanState> {
     }
 }
 
+/// # Safety
+/// `query` is the QueryDesc ExecutorRun was given; on the backend's one thread.
 unsafe fn enter_run(query: *mut pg_sys::QueryDesc) {
     // SAFETY: the statics are touched only on the backend's one thread.
     unsafe {
@@ -84,6 +86,8 @@ unsafe fn enter_run(query: *mut pg_sys::QueryDesc) {
     }
 }
 
+/// # Safety
+/// Pairs with an `enter_run` of the same executor level; on the backend's one thread.
 unsafe fn leave_run() {
     // SAFETY: the statics are touched only on the backend's one thread.
     unsafe {
@@ -98,6 +102,8 @@ pub fn statement() -> u64 {
     unsafe { STATEMENT }
 }
 
+/// # Safety
+/// On the backend's one thread, from an executor hook.
 unsafe fn begin_statement_if_top_level() {
     // SAFETY: the hooks are installed once, in _PG_init, before any query runs; prev hooks are kept to be chained.
     unsafe {
@@ -132,6 +138,9 @@ pub fn init() {
 }
 
 /// A transaction that ends (above all by an error) ends every run in it.
+///
+/// # Safety
+/// Called by PostgreSQL as a transaction callback.
 #[pg_guard]
 unsafe extern "C-unwind" fn transaction_ended(event: pg_sys::XactEvent::Type, _arg: *mut std::ffi::c_void) {
     if matches!(event, pg_sys::XactEvent::XACT_EVENT_ABORT | pg_sys::XactEvent::XACT_EVENT_PARALLEL_ABORT) {
@@ -147,6 +156,9 @@ unsafe extern "C-unwind" fn transaction_ended(event: pg_sys::XactEvent::Type, _a
 
 /// A subtransaction rolled back (a PL/pgSQL EXCEPTION block) abandons the
 /// runs that the error unwound: back to the depth it began at.
+///
+/// # Safety
+/// Called by PostgreSQL as a subtransaction callback.
 #[pg_guard]
 unsafe extern "C-unwind" fn subtransaction_event(
     event: pg_sys::SubXactEvent::Type,
@@ -174,6 +186,8 @@ unsafe extern "C-unwind" fn subtransaction_event(
     }
 }
 
+/// # Safety
+/// Called by PostgreSQL as its ExecutorStart hook.
 unsafe extern "C-unwind" fn executor_start(query: *mut pg_sys::QueryDesc, eflags: i32) {
     // SAFETY: as executor_start; leave_run is skipped by an error, and the transaction callbacks repair it.
     unsafe {
@@ -186,6 +200,8 @@ unsafe extern "C-unwind" fn executor_start(query: *mut pg_sys::QueryDesc, eflags
     }
 }
 
+/// # Safety
+/// Called by PostgreSQL as its ExecutorRun hook.
 unsafe extern "C-unwind" fn executor_run(
     query: *mut pg_sys::QueryDesc,
     direction: pg_sys::ScanDirection::Type,
@@ -203,6 +219,8 @@ unsafe extern "C-unwind" fn executor_run(
     }
 }
 
+/// # Safety
+/// Called by PostgreSQL as its ExecutorFinish hook.
 unsafe extern "C-unwind" fn executor_finish(query: *mut pg_sys::QueryDesc) {
     // SAFETY: called by PostgreSQL with a live PlannedStmt; the DropStmt cast follows its node tag.
     unsafe {
@@ -215,6 +233,8 @@ unsafe extern "C-unwind" fn executor_finish(query: *mut pg_sys::QueryDesc) {
     }
 }
 
+/// # Safety
+/// Called by PostgreSQL as its ProcessUtility hook.
 #[allow(clippy::too_many_arguments)]
 unsafe extern "C-unwind" fn process_utility(
     pstmt: *mut pg_sys::PlannedStmt,
@@ -250,6 +270,8 @@ unsafe extern "C-unwind" fn process_utility(
     }
 }
 
+/// # Safety
+/// Called by PostgreSQL as its planner hook.
 unsafe extern "C-unwind" fn planner(
     parse: *mut pg_sys::Query,
     query_string: *const c_char,
@@ -275,6 +297,9 @@ unsafe extern "C-unwind" fn planner(
 
 /// Refuses a statement whose dpnoise calls have privacy parameters that are
 /// not fixed, before anything runs or is charged (`parameters::check_plan`).
+///
+/// # Safety
+/// `query` is the live QueryDesc ExecutorStart was given.
 #[pg_guard]
 unsafe extern "C-unwind" fn check_parameters(query: *mut pg_sys::QueryDesc) {
     // SAFETY: PostgreSQL passes a live QueryDesc to ExecutorStart.
@@ -283,12 +308,17 @@ unsafe extern "C-unwind" fn check_parameters(query: *mut pg_sys::QueryDesc) {
 
 /// Refuses a query whose dpnoise calls take privacy parameters from
 /// functions outside pg_catalog, before the planner folds them away.
+///
+/// # Safety
+/// `parse` is the live Query the planner hook was given.
 #[pg_guard]
 unsafe extern "C-unwind" fn check_query_parameters(parse: *mut pg_sys::Query) {
     // SAFETY: parse is the live Query the planner hook was given.
     unsafe { crate::parameters::check_query(parse) }
 }
 
+/// # Safety
+/// `parse` is the live Query the planner hook was given.
 #[pg_guard]
 unsafe extern "C-unwind" fn has_volatile(parse: *mut pg_sys::Query) -> bool {
     // SAFETY: parse is the live Query the planner hook was given.
@@ -297,6 +327,9 @@ unsafe extern "C-unwind" fn has_volatile(parse: *mut pg_sys::Query) -> bool {
 
 /// Puts a Material node on top of a plan that has none, so that a SCROLL
 /// cursor moving back returns the rows it released, not new draws.
+///
+/// # Safety
+/// `planned` is the live PlannedStmt the planner returned.
 #[pg_guard]
 unsafe extern "C-unwind" fn materialize(planned: *mut pg_sys::PlannedStmt) {
     // SAFETY: planned is the live PlannedStmt the planner returned; its plan tree is replaced whole.
@@ -310,6 +343,9 @@ unsafe extern "C-unwind" fn materialize(planned: *mut pg_sys::PlannedStmt) {
 
 /// Refuses `DROP EXTENSION dpnoise` while the ledger holds charges, unless
 /// a superuser set `dpnoise.drop_ledger` (docs/budget.md).
+///
+/// # Safety
+/// `drop` is the live DropStmt ProcessUtility was given, inside a transaction.
 #[pg_guard]
 unsafe extern "C-unwind" fn guard_ledger(drop: *mut pg_sys::DropStmt) {
     // SAFETY: drop is the live DropStmt ProcessUtility was given; its objects are String nodes for extensions.

@@ -5,6 +5,12 @@
 //! noise) are plain V1 C functions declared in each module's `.sql` file, so a row
 //! costs what PostgreSQL's own `count` and `sum` cost.
 
+// Every unsafe operation sits in an unsafe block that says why it is sound
+// (scripts/test.sh runs clippy with these denied, and checks that every
+// unsafe fn has a `# Safety` section).
+#![deny(unsafe_op_in_unsafe_fn)]
+#![deny(clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]
+
 use pgrx::prelude::*;
 
 ::pgrx::pg_module_magic!(name, version);

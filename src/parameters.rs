@@ -14,6 +14,9 @@ use pgrx::pg_sys;
 
 /// Whether `node` (a planned expression) is built only from constants,
 /// query parameters and immutable functions.
+///
+/// # Safety
+/// `node` is null or a live expression tree; inside a transaction (it reads the catalog).
 pub unsafe fn is_fixed(node: *mut pg_sys::Node) -> bool {
     // SAFETY: node is a live planned expression (or NULL, handled first).
     unsafe {
@@ -32,6 +35,9 @@ pub unsafe fn is_fixed(node: *mut pg_sys::Node) -> bool {
 /// function any role can write may be labelled IMMUTABLE and still read a
 /// table; the planner then runs it once and leaves its result as a
 /// constant, so it is refused here, in the query before planning.
+///
+/// # Safety
+/// `node` is a live expression node; inside a transaction.
 unsafe fn forbidden(node: *mut pg_sys::Node) -> bool {
     // SAFETY: node is a live, non-NULL expression node: its tag says which struct it is.
     unsafe {
@@ -52,6 +58,9 @@ unsafe fn forbidden(node: *mut pg_sys::Node) -> bool {
 
 /// A function that is neither one of PostgreSQL's own (pg_catalog) nor
 /// dpnoise's (its prior constructors).
+///
+/// # Safety
+/// Inside a transaction (it reads the catalog).
 unsafe fn untrusted(function: pg_sys::Oid) -> bool {
     // SAFETY: catalog lookups by OID; an unknown OID gives InvalidOid.
     unsafe {
@@ -66,6 +75,8 @@ unsafe fn untrusted(function: pg_sys::Oid) -> bool {
     }
 }
 
+/// # Safety
+/// Called by `expression_tree_walker` on the nodes of a live tree.
 #[pgrx::pg_guard]
 unsafe extern "C-unwind" fn forbidden_walker(node: *mut pg_sys::Node, context: *mut std::ffi::c_void) -> bool {
     // SAFETY: PostgreSQL's walker passes live nodes or NULL.
@@ -81,6 +92,9 @@ unsafe extern "C-unwind" fn forbidden_walker(node: *mut pg_sys::Node, context: *
 /// `data` (the values it releases) is fixed. For per-row functions: reads
 /// the call's expression (`fn_expr`). A call without one (from C code) is
 /// refused too: nothing could vouch for its parameters.
+///
+/// # Safety
+/// `fcinfo` is the live call of a dpnoise per-row function.
 pub unsafe fn require_fixed_call(fcinfo: pg_sys::FunctionCallInfo, data: usize, function: &str) {
     // SAFETY: fcinfo is the live call PostgreSQL made; fn_expr is its live expression node or NULL.
     unsafe {
@@ -105,7 +119,11 @@ pub unsafe fn require_fixed_call(fcinfo: pg_sys::FunctionCallInfo, data: usize, 
 
 /// Refuses unless the elements of `args` from index `data` on are fixed;
 /// `entries`: the list holds TargetEntry nodes (an Aggref's arguments).
+///
+/// # Safety
+/// `args` is null or a live List of expressions (of TargetEntry nodes when `entries`).
 pub unsafe fn require_fixed_list(args: *mut pg_sys::List, data: usize, entries: bool, function: &str) {
+    // SAFETY: the caller's contract (a live List of the stated kind).
     if !unsafe { all_fixed(args, data, entries) } {
         errors::varying_parameter(function);
     }
@@ -121,8 +139,12 @@ struct Search {
 }
 
 /// Whether the elements of `args` from index `data` on pass `search`.
+///
+/// # Safety
+/// `args` is null or a live List of expressions (of TargetEntry nodes when `entries`).
 unsafe fn arguments_pass(args: *mut pg_sys::List, data: usize, entries: bool, search: &Search) -> bool {
     if !search.functions_only {
+        // SAFETY: the caller's contract (a live List of the stated kind).
         return unsafe { all_fixed(args, data, entries) };
     }
     // SAFETY: args is a live List (or NULL) of expression nodes, or of TargetEntry nodes when `entries`.
@@ -139,6 +161,9 @@ unsafe fn arguments_pass(args: *mut pg_sys::List, data: usize, entries: bool, se
 }
 
 /// A call of a function outside pg_catalog and dpnoise.
+///
+/// # Safety
+/// `node` is a live expression node; inside a transaction.
 unsafe fn calls_untrusted(node: *mut pg_sys::Node) -> bool {
     // SAFETY: node is a live, non-NULL expression node.
     unsafe {
@@ -153,6 +178,8 @@ unsafe fn calls_untrusted(node: *mut pg_sys::Node) -> bool {
     }
 }
 
+/// # Safety
+/// Called by `expression_tree_walker` on the nodes of a live tree.
 #[pgrx::pg_guard]
 unsafe extern "C-unwind" fn untrusted_walker(node: *mut pg_sys::Node, context: *mut std::ffi::c_void) -> bool {
     // SAFETY: PostgreSQL's walker passes live nodes or NULL.
@@ -160,6 +187,9 @@ unsafe extern "C-unwind" fn untrusted_walker(node: *mut pg_sys::Node, context: *
 }
 
 /// Whether the elements of `args` from index `data` on are fixed.
+///
+/// # Safety
+/// `args` is null or a live List of expressions (of TargetEntry nodes when `entries`).
 unsafe fn all_fixed(args: *mut pg_sys::List, data: usize, entries: bool) -> bool {
     // SAFETY: args is a live List (or NULL) of expression nodes, or of TargetEntry nodes when `entries`.
     unsafe {
@@ -198,7 +228,12 @@ thread_local! {
 /// a privacy parameter that is not fixed: so no call site of the statement
 /// can be charged before another's refusal (final functions run one after
 /// another). The per-call checks stay, for calls outside any plan.
+///
+/// # Safety
+/// `stmt` is null or the PlannedStmt ExecutorStart runs.
 pub unsafe fn check_plan(stmt: *mut pg_sys::PlannedStmt) {
+    // SAFETY: the caller's contract: stmt is null or the statement ExecutorStart runs;
+    // its plan trees and subplans are live for the whole call.
     unsafe {
         if stmt.is_null() {
             return;
@@ -234,6 +269,9 @@ pub unsafe fn check_plan(stmt: *mut pg_sys::PlannedStmt) {
 
 /// The same check on a query before it is planned, when a function's call
 /// is still a call (the planner would fold an IMMUTABLE one into a constant).
+///
+/// # Safety
+/// `query` is the live Query the planner was given.
 pub unsafe fn check_query(query: *mut pg_sys::Query) {
     // SAFETY: query is the live Query the planner was given.
     unsafe {
@@ -248,7 +286,10 @@ pub unsafe fn check_query(query: *mut pg_sys::Query) {
     }
 }
 
+/// # Safety
+/// `list` is null or a live List of Plan pointers.
 unsafe fn list_plans(list: *mut pg_sys::List) -> Vec<*mut pg_sys::Plan> {
+    // SAFETY: the caller's contract; indices stay below the list's length.
     unsafe {
         let n = if list.is_null() { 0 } else { (*list).length as usize };
         (0..n).map(|i| (*(*list).elements.add(i)).ptr_value as *mut pg_sys::Plan).collect()
@@ -256,11 +297,16 @@ unsafe fn list_plans(list: *mut pg_sys::List) -> Vec<*mut pg_sys::Plan> {
 }
 
 /// The releasing dpnoise function `funcid` is, and its first privacy argument.
+///
+/// # Safety
+/// Called inside a transaction (it reads the catalog).
 unsafe fn releasing(funcid: pg_sys::Oid, arg_types: &[pg_sys::Oid]) -> Option<(String, usize)> {
     let cached = RELEASING.with(|r| r.borrow().get(&funcid).cloned());
     if let Some(known) = cached {
         return known;
     }
+    // SAFETY: catalog lookups by OID inside a transaction; a non-null name is a
+    // NUL-terminated palloc'd string.
     let found = unsafe {
         let extension = pg_sys::get_extension_oid(c"dpnoise".as_ptr(), true);
         if extension == pg_sys::InvalidOid || pg_sys::getExtensionOfObject(pg_sys::ProcedureRelationId, funcid) != extension {
@@ -275,8 +321,13 @@ unsafe fn releasing(funcid: pg_sys::Oid, arg_types: &[pg_sys::Oid]) -> Option<(S
     found
 }
 
+/// # Safety
+/// Called by PostgreSQL's tree walkers with a `*mut Search` context.
 #[pgrx::pg_guard]
 unsafe extern "C-unwind" fn check_call(node: *mut pg_sys::Node, context: *mut std::ffi::c_void) -> bool {
+    // SAFETY: PostgreSQL's tree walkers pass live nodes of the tree being walked and
+    // the context given to them, which check_plan/check_query make a *mut Search;
+    // the casts follow the nodes' tags.
     unsafe {
         if node.is_null() {
             return false;
@@ -312,7 +363,10 @@ unsafe extern "C-unwind" fn check_call(node: *mut pg_sys::Node, context: *mut st
     }
 }
 
+/// # Safety
+/// `list` is null or a live OID List.
 unsafe fn oid_list(list: *mut pg_sys::List) -> Vec<pg_sys::Oid> {
+    // SAFETY: the caller's contract; indices stay below the list's length.
     unsafe {
         let n = if list.is_null() { 0 } else { (*list).length as usize };
         (0..n).map(|i| (*(*list).elements.add(i)).oid_value).collect()

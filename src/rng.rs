@@ -26,6 +26,7 @@ thread_local! {
 /// Runs `f` with this backend's generator.
 #[inline]
 pub fn with_rng<T>(f: impl FnOnce(&mut BackendRng) -> T) -> T {
+    // SAFETY: a plain read of this process's pid, set at process start.
     let pid = unsafe { pg_sys::MyProcPid };
     let generation = gucs::seed_generation();
     GENERATOR.with(|cell| {
@@ -48,6 +49,7 @@ fn new_generator(pid: i32) -> Generator {
             // Parallel workers can finalize groups too (partitionwise plans):
             // give each its own stream, so a fixed seed never repeats noise.
             let mut rng = ChaCha20Rng::seed_from_u64(s);
+            // SAFETY: a plain read of this process's parallel worker number (-1 in a leader).
             rng.set_stream((unsafe { pg_sys::ParallelWorkerNumber } + 1) as u64);
             rng
         }

@@ -104,6 +104,8 @@ impl SumValue for f64 {
     fn bits(self) -> u64 {
         self.to_bits()
     }
+    /// # Safety
+    /// As `SumValue` says.
     unsafe fn arg(fcinfo: pg_sys::FunctionCallInfo, i: usize) -> Option<f64> {
         // SAFETY: the caller's contract.
         unsafe { arg_f64(fcinfo, i) }
@@ -130,6 +132,8 @@ impl SumValue for f64 {
         }
         lattice.round(self.clamp(lower, upper)).or_raise()
     }
+    /// # Safety
+    /// As `SumValue` says.
     unsafe fn release(fcinfo: pg_sys::FunctionCallInfo, aggregate: &str, plan: &Plan, paid: (f64, f64), sum: i128)
         -> pg_sys::Datum {
         // SAFETY: the caller's contract.
@@ -142,6 +146,8 @@ impl SumValue for i64 {
     fn bits(self) -> u64 {
         self as u64
     }
+    /// # Safety
+    /// As `SumValue` says.
     unsafe fn arg(fcinfo: pg_sys::FunctionCallInfo, i: usize) -> Option<i64> {
         // SAFETY: the caller's contract.
         unsafe { arg_i64(fcinfo, i) }
@@ -165,6 +171,8 @@ impl SumValue for i64 {
     fn lattice_steps(self, lattice: Lattice, lower: i64, upper: i64, _aggregate: &str) -> i128 {
         lattice.round_integer(self.clamp(lower, upper))
     }
+    /// # Safety
+    /// As `SumValue` says.
     unsafe fn release(fcinfo: pg_sys::FunctionCallInfo, aggregate: &str, plan: &Plan, paid: (f64, f64), sum: i128)
         -> pg_sys::Datum {
         // SAFETY: the caller's contract.

@@ -360,6 +360,8 @@ unsafe fn node_evaluating(root: *mut pg_sys::PlanState, expr: *mut pg_sys::Node)
         nodes::children(root).into_iter().find_map(|child| node_evaluating(child, expr))
     }
 }
+/// # Safety
+/// Called by PostgreSQL as an expression-context shutdown callback, with the `Paid` registered in `watch_rescans`.
 #[pgrx::pg_guard]
 unsafe extern "C-unwind" fn rescanned(arg: pg_sys::Datum) {
     let paid = arg.cast_mut_ptr::<Paid>();

@@ -5,6 +5,9 @@ use pgrx::pg_sys;
 
 /// The plan nodes under `node`: outer and inner, init plans and subplans,
 /// and the members of appends and subquery scans.
+///
+/// # Safety
+/// `node` is a live PlanState of a running query.
 pub unsafe fn children(node: *mut pg_sys::PlanState) -> Vec<*mut pg_sys::PlanState> {
     // SAFETY: node is a live PlanState of the running query; its tag says which struct it is, and its arrays have the lengths it records.
     unsafe {
@@ -39,11 +42,16 @@ pub unsafe fn children(node: *mut pg_sys::PlanState) -> Vec<*mut pg_sys::PlanSta
 }
 
 /// Whether the expression tree `tree` holds the node `target` itself.
+///
+/// # Safety
+/// `tree` is null or a live expression tree; `target` is only compared, never read.
 pub unsafe fn contains_pointer(tree: *mut pg_sys::Node, target: *mut pg_sys::Node) -> bool {
     // SAFETY: tree and target are live nodes of the running query's plan.
     unsafe { walk(tree, target.cast()) }
 }
 
+/// # Safety
+/// Called by `expression_tree_walker` on the nodes of a live tree, with `target` as given.
 #[pgrx::pg_guard]
 unsafe extern "C-unwind" fn walk(node: *mut pg_sys::Node, target: *mut std::ffi::c_void) -> bool {
     // SAFETY: PostgreSQL's walker passes live nodes or NULL.

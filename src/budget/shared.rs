@@ -136,6 +136,8 @@ pub fn init() {
     }
 }
 
+/// # Safety
+/// Called by the postmaster as its shmem_request_hook.
 #[pgrx::pg_guard]
 unsafe extern "C-unwind" fn request() {
     // SAFETY: called by the postmaster at shmem_request time, the one point
@@ -149,6 +151,8 @@ unsafe extern "C-unwind" fn request() {
     }
 }
 
+/// # Safety
+/// Called by PostgreSQL as its shmem_startup_hook, in each process that attaches shared memory.
 #[pgrx::pg_guard]
 unsafe extern "C-unwind" fn startup() {
     // SAFETY: called once per process that attaches shared memory; AddinShmemInitLock

@@ -61,8 +61,8 @@ pub extern "C-unwind" fn dpnoise_ledger_pool_main(arg: pg_sys::Datum) {
                 return Some(w.database);
             }
             w.state = WorkerState::Idle;
-            w.latch = unsafe { pg_sys::MyLatch };
-            w.pid = unsafe { pg_sys::MyProcPid };
+            // SAFETY: plain reads of this process's latch and pid, set at process start.
+            (w.latch, w.pid) = unsafe { (pg_sys::MyLatch, pg_sys::MyProcPid) };
             None
         });
         if let Some(database) = assigned {
@@ -118,13 +118,14 @@ pub extern "C-unwind" fn dpnoise_ledger_main(arg: pg_sys::Datum) {
 fn serve(entry: usize, database: pg_sys::Oid) {
     let mailbox = shared::mailbox().expect("preloaded");
     BackgroundWorker::connect_worker_to_spi_by_oid(Some(database), None);
+    // SAFETY: registers a callback with PostgreSQL's exit machinery; on_exit has the callback's signature.
     unsafe { pg_sys::before_shmem_exit(Some(on_exit), pg_sys::Datum::from(entry)) };
     mailbox.locked(|h| {
         let w = &mut h.workers[entry];
         if w.database == database && w.state != WorkerState::Empty {
             w.state = WorkerState::Running;
-            w.latch = unsafe { pg_sys::MyLatch };
-            w.pid = unsafe { pg_sys::MyProcPid };
+            // SAFETY: plain reads of this process's latch and pid, set at process start.
+            (w.latch, w.pid) = unsafe { (pg_sys::MyLatch, pg_sys::MyProcPid) };
         }
     });
     // Session settings for every charge: durable commits (whatever the
@@ -140,6 +141,7 @@ fn serve(entry: usize, database: pg_sys::Oid) {
 
     let mut idle_since = std::time::Instant::now();
     loop {
+        // SAFETY: this process's own latch.
         unsafe { pg_sys::ResetLatch(pg_sys::MyLatch) };
         let batch: Vec<usize> = take_batch(database);
         if !batch.is_empty() {
@@ -154,6 +156,7 @@ fn serve(entry: usize, database: pg_sys::Oid) {
             return;
         }
         if BackgroundWorker::sighup_received() {
+            // SAFETY: what a background worker does on SIGHUP, outside any transaction.
             unsafe { pg_sys::ProcessConfigFile(pg_sys::GucContext::PGC_SIGHUP) };
         }
     }
@@ -162,6 +165,7 @@ fn serve(entry: usize, database: pg_sys::Oid) {
 /// Takes up to BATCH pending requests of this database.
 fn take_batch(database: pg_sys::Oid) -> Vec<usize> {
     let mailbox = shared::mailbox().expect("preloaded");
+    // SAFETY: a plain read of this process's pid.
     let me = unsafe { pg_sys::MyProcPid };
     let mut batch = Vec::new();
     for (i, slot) in mailbox.slots().enumerate() {
@@ -262,6 +266,7 @@ fn retire(entry: usize, database: pg_sys::Oid) -> bool {
             return false;
         }
         let w = &mut h.workers[entry];
+        // SAFETY: a plain read of this process's pid.
         if w.pid == unsafe { pg_sys::MyProcPid } {
             w.state = WorkerState::Empty;
         }
@@ -271,10 +276,14 @@ fn retire(entry: usize, database: pg_sys::Oid) -> bool {
 
 /// On any exit (error, SIGTERM, idle): fail what this worker took but did
 /// not answer, and free its entry. Whatever it committed stays charged.
+///
+/// # Safety
+/// Called by PostgreSQL on process exit (before_shmem_exit), with the worker table entry registered in `serve`.
 #[pg_guard]
 unsafe extern "C-unwind" fn on_exit(_code: i32, arg: pg_sys::Datum) {
     let entry = arg.value();
     let Some(mailbox) = shared::mailbox() else { return };
+    // SAFETY: a plain read of this process's pid.
     let me = unsafe { pg_sys::MyProcPid };
     mailbox.locked(|h| {
         for slot in h.slots() {
