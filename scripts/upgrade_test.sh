@@ -12,6 +12,9 @@ current=$(sed -n "s/^default_version = '\(.*\)'/\1/p" "$(/usr/lib/postgresql/15/
 FINGERPRINT=$(cat "$(dirname "$0")/../tests/catalog/fingerprint.sql")
 "${PSQL[@]}" -d postgres -c "DROP DATABASE IF EXISTS dpnoise_fresh" -c "DROP DATABASE IF EXISTS dpnoise_upgraded"
 "${PSQL[@]}" -d postgres -c "CREATE DATABASE dpnoise_fresh" -c "CREATE DATABASE dpnoise_upgraded"
+# In a database without dpnoise, DROP EXTENSION IF EXISTS must pass the
+# ledger guard (which once queried a table that is not there).
+"${PSQL[@]}" -d dpnoise_fresh -c "DROP EXTENSION IF EXISTS dpnoise"
 "${PSQL[@]}" -d dpnoise_fresh -c "CREATE EXTENSION dpnoise"
 fresh=$("${PSQL[@]}" -At -d dpnoise_fresh -c "$FINGERPRINT")
 status=0

@@ -364,13 +364,17 @@ unsafe extern "C-unwind" fn guard_ledger(drop: *mut pg_sys::DropStmt) {
         if !names_dpnoise {
             return;
         }
-        let charges = Spi::get_one::<i64>(
-            "SELECT CASE WHEN pg_catalog.to_regclass('dpnoise.ledger') IS NULL THEN 0 \
-             ELSE (SELECT pg_catalog.count(*) FROM dpnoise.ledger) END",
-        )
-        .ok()
-        .flatten()
-        .unwrap_or(0);
+        // Two queries: one naming dpnoise.ledger would fail to parse in a
+        // database without the extension (DROP EXTENSION IF EXISTS there).
+        let has_ledger = Spi::get_one::<bool>("SELECT pg_catalog.to_regclass('dpnoise.ledger') IS NOT NULL")
+            .ok()
+            .flatten()
+            .unwrap_or(false);
+        if !has_ledger {
+            return;
+        }
+        let charges =
+            Spi::get_one::<i64>("SELECT pg_catalog.count(*) FROM dpnoise.ledger").ok().flatten().unwrap_or(0);
         if charges > 0 {
             ereport!(
                 ERROR,
