@@ -2,15 +2,17 @@
 //! from. A call site keeps its own last plan (`call_site::call_site_cache`);
 //! this cache serves the next execution of the same query, and other call
 //! sites with the same parameters, without planning again ('auto', the
-//! 'ci' loss's γ, a coarse Gaussian's σ and box noise's default z cost from
-//! microseconds to a few tenths of a second). It holds at most `CAPACITY`
+//! 'ci' loss's γ, a coarse Gaussian's σ, box noise's default z and a
+//! discretised prior cost from microseconds to a few tenths of a second). It holds at most `CAPACITY`
 //! plans, the least recently used going first, so a long-lived backend
 //! cannot grow it without bound. The core keeps no state of its own.
 
 use crate::errors::OrRaise;
 use dpnoise_core::multivariate::{BoxPlan, L1Plan};
+use dpnoise_core::refine::{Prior, Query, Refinement};
 use dpnoise_core::{Average, Bounds, Epsilon, Plan, Request, Sensitivity};
 use std::cell::RefCell;
+use std::rc::Rc;
 
 /// How many plans a backend keeps.
 const CAPACITY: usize = 64;
@@ -25,6 +27,7 @@ enum Key {
     BoxValues(Epsilon, Vec<u64>, Option<Vec<u64>>),
     BoxSums(Epsilon, Vec<u64>),
     L1(Epsilon, Sensitivity),
+    Refinement(Prior, Epsilon, Query),
 }
 
 #[derive(Clone)]
@@ -33,6 +36,7 @@ enum Value {
     Average(Average),
     Box(BoxPlan),
     L1(L1Plan),
+    Refinement(Rc<Refinement>),
 }
 
 thread_local! {
@@ -107,5 +111,14 @@ pub fn l1(epsilon: Epsilon, sensitivity: Sensitivity) -> L1Plan {
     match cached(Key::L1(epsilon, sensitivity), || L1Plan::new(epsilon, sensitivity).map(Value::L1)) {
         Value::L1(plan) => plan,
         _ => unreachable!("an L1 key holds an L1 plan"),
+    }
+}
+
+/// Knowledge refinement of `prior` at ε for `query`.
+pub fn refinement(prior: Prior, epsilon: Epsilon, query: Query) -> Rc<Refinement> {
+    let key = Key::Refinement(prior.clone(), epsilon, query);
+    match cached(key, || Refinement::new(prior, epsilon, query).map(|r| Value::Refinement(Rc::new(r)))) {
+        Value::Refinement(refinement) => refinement,
+        _ => unreachable!("a refinement key holds a refinement"),
     }
 }

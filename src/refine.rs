@@ -9,7 +9,6 @@ use pgrx::pg_sys;
 use pgrx::prelude::*;
 use pgrx::InOutFuncs;
 use serde::{Deserialize, Serialize};
-use std::cell::RefCell;
 use std::rc::Rc;
 
 pgrx::extension_sql_file!(
@@ -147,38 +146,14 @@ fn dp_prior_normal(mean: f64, sd: f64, lower: f64, upper: f64) -> dp_prior {
     dp_prior::from_core(Prior::normal(mean, sd, lower, upper).or_raise())
 }
 
-/// The last refinement built in this backend: row-by-row queries reuse it
-/// instead of discretising the prior again (about 40–180 µs) for every row.
-struct LastRefinement {
-    prior: dp_prior,
-    epsilon: u64,
-    individual: bool,
-    refinement: Rc<Refinement>,
-}
-
-thread_local! {
-    static LAST: RefCell<Option<LastRefinement>> = const { RefCell::new(None) };
-}
-
+/// The refinement for (prior, ε, query), from the backend's plan cache:
+/// discretising a prior costs about 40–180 µs, so rows and groups reuse it.
 fn refinement(prior: Option<dp_prior>, epsilon: Option<f64>, individual: Option<bool>) -> Rc<Refinement> {
     let prior = prior.unwrap_or_else(|| errors::null_parameter("prior"));
     let epsilon = epsilon.unwrap_or_else(|| errors::null_parameter("epsilon"));
     let individual = individual.unwrap_or_else(|| errors::null_parameter("individual"));
-    let cached = LAST.with(|last| {
-        last.borrow()
-            .as_ref()
-            .filter(|l| l.prior == prior && l.epsilon == epsilon.to_bits() && l.individual == individual)
-            .map(|l| Rc::clone(&l.refinement))
-    });
-    if let Some(r) = cached {
-        return r;
-    }
     let query = if individual { Query::Individual } else { Query::Statistical };
-    let built = Rc::new(Refinement::new(prior.to_core(), Epsilon::new(epsilon).or_raise(), query).or_raise());
-    LAST.with(|last| {
-        *last.borrow_mut() = Some(LastRefinement { prior, epsilon: epsilon.to_bits(), individual, refinement: Rc::clone(&built) })
-    });
-    built
+    crate::plans::refinement(prior.to_core(), Epsilon::new(epsilon).or_raise(), query)
 }
 
 /// Refuses a call whose value cannot be refined with `prior` (before
