@@ -19,6 +19,25 @@ mod tests {
     }
 
     #[pg_test]
+    fn the_plan_cache_is_bounded_and_keeps_the_latest() {
+        use dpnoise_core::{Choice, Delta, Loss, Request, Shape};
+        let request = |i: u32| Request {
+            choice: Choice::Auto,
+            epsilon: Epsilon::new(0.5 + f64::from(i) / 1024.0).unwrap(),
+            delta: Delta::ZERO,
+            loss: Loss::Variance,
+            shape: Shape::Count,
+        };
+        // Four times as many distinct plans as the cache holds: it never grows past its capacity.
+        for i in 0..4 * crate::plans::capacity() as u32 {
+            let plan = crate::plans::plan(request(i));
+            assert_eq!(plan, request(i).plan().unwrap());
+            assert!(crate::plans::len() <= crate::plans::capacity(), "{} plans kept", crate::plans::len());
+        }
+        assert_eq!(crate::plans::len(), crate::plans::capacity());
+    }
+
+    #[pg_test]
     fn dp_count_noise_is_two_sided_geometric() {
         // 20 000 groups of 10 rows: each noisy count minus 10 is one noise draw.
         let draws = column::<i64>(

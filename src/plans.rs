@@ -122,3 +122,15 @@ pub fn refinement(prior: Prior, epsilon: Epsilon, query: Query) -> Rc<Refinement
         _ => unreachable!("a refinement key holds a refinement"),
     }
 }
+
+/// How many plans this backend keeps now (for tests).
+#[cfg(any(test, feature = "pg_test"))]
+pub fn len() -> usize {
+    PLANS.with(|plans| plans.borrow().len())
+}
+
+/// The capacity (for tests).
+#[cfg(any(test, feature = "pg_test"))]
+pub const fn capacity() -> usize {
+    CAPACITY
+}
