@@ -15,18 +15,23 @@ use pgrx::prelude::*;
 /// A node's tag.
 ///
 /// # Safety
-/// `node` points to a live PostgreSQL node.
+/// `node` is non-null and points to a live PostgreSQL node (any struct that
+/// begins with a `NodeTag`, as every node does).
 unsafe fn tag(node: *const std::ffi::c_void) -> pg_sys::NodeTag {
-    // SAFETY: the caller's contract: every node starts with its NodeTag.
+    // SAFETY: `node` is a live node (the caller's contract) and every node struct begins with its
+    // NodeTag, so reading `type_` through a `*const Node` stays inside the node's allocation.
     unsafe { (*(node as *const pg_sys::Node)).type_ }
 }
 
 /// The `n`th pointer of a List, or null past its end.
 ///
 /// # Safety
-/// `list` is null or a live pointer List.
+/// `list` is null or a live List of pointers (a T_List, not an integer or OID
+/// list) whose elements are `T`s.
 unsafe fn nth<T>(list: *mut pg_sys::List, n: usize) -> *mut T {
-    // SAFETY: the caller's contract; n is checked against the list's length.
+    // SAFETY: `list` is null (tested first) or a live pointer List (the caller's contract); its
+    // `elements` array holds `length` initialised cells and `n < length` is checked before the
+    // read, and `ptr_value` is the union field a pointer List stores.
     unsafe {
         if list.is_null() || n >= (*list).length as usize {
             return std::ptr::null_mut();
@@ -46,9 +51,11 @@ fn lost(aggregate: &str) -> ! {
 /// The plan node whose output an OUTER_VAR of `plan` refers to.
 ///
 /// # Safety
-/// `plan` is a live Plan node.
+/// `plan` is non-null and a live Plan node of the executing plan tree.
 unsafe fn outer_child(plan: *mut pg_sys::Plan) -> *mut pg_sys::Plan {
-    // SAFETY: the caller's contract; the casts follow the node's own tag.
+    // SAFETY: `plan` is a live Plan (the caller's contract), so its header (`type_`, `lefttree`)
+    // can be read; it is cast to Append or MergeAppend only when its tag says it is one, and
+    // their `appendplans` / `mergeplans` are pointer Lists of Plans, as `nth` requires.
     unsafe {
         match (*plan).type_ {
             pg_sys::NodeTag::T_Append => nth((*(plan as *mut pg_sys::Append)).appendplans, 0),
@@ -61,11 +68,18 @@ unsafe fn outer_child(plan: *mut pg_sys::Plan) -> *mut pg_sys::Plan {
 /// The argument list (of TargetEntry) as the user wrote it.
 ///
 /// # Safety
-/// `fcinfo` is a live aggregate support call.
+/// `fcinfo` is the live FunctionCallInfo of a call that PostgreSQL's function
+/// manager is making (for anything but an Agg node's transition or final call,
+/// the call is refused). The List returned belongs to the plan tree.
 unsafe fn original_arguments(fcinfo: pg_sys::FunctionCallInfo, aggregate: &str) -> *mut pg_sys::List {
-    // SAFETY: the caller's contract: AggGetAggref returns the running Aggref (or
-    // null); fcinfo->context, once its tag is checked, is the running AggState,
-    // whose plan tree is live for the whole execution.
+    // SAFETY: `fcinfo` is a live call (the caller's contract), and AggGetAggref reads only its
+    // `context`: it returns null (refused) unless that is an AggState running a transition or
+    // final function, and then the Aggref of that call. In the combining branch the context's tag
+    // is checked again before the cast to AggState. The Aggref, the AggState's Plan and every plan
+    // node and TargetEntry reached below belong to the executing plan tree, allocated until the
+    // executor ends this query. Each expression is non-null (loop condition) and cast only to the
+    // struct its tag names; a plan node's `targetlist` is read through the Plan header every plan
+    // node begins with; `nth` bounds-checks each index (`varattno` is 1-based, 0 is refused).
     unsafe {
         let aggref = pg_sys::AggGetAggref(fcinfo);
         if aggref.is_null() {
@@ -110,15 +124,25 @@ unsafe fn original_arguments(fcinfo: pg_sys::FunctionCallInfo, aggregate: &str) 
 /// Evaluates the arguments at `indices` of this aggregate call; `None` is NULL.
 ///
 /// # Safety
-/// `fcinfo` is a live transition or final call of `aggregate`.
+/// `fcinfo` is the live FunctionCallInfo that an Agg node passed to a
+/// transition or final function of the aggregate `aggregate`, inside the
+/// query's transaction. A by-reference value returned points into the plan
+/// (a Const) or into the per-tuple memory of the AggState's output expression
+/// context: use it within this call.
 pub unsafe fn aggregate_arguments<const N: usize>(
     fcinfo: pg_sys::FunctionCallInfo,
     indices: [usize; N],
     aggregate: &str,
 ) -> [Option<pg_sys::Datum>; N] {
-    // SAFETY: the caller's contract; an index past the arguments gives a null entry,
-    // refused; only a Const or a fixed expression is evaluated, in the AggState's
-    // own expression context.
+    // SAFETY: `fcinfo` is a live transition or final call made by an Agg node (the caller's
+    // contract), as original_arguments requires; it returns only once AggGetAggref has found an
+    // AggState in fcinfo->context, so the cast of `context` is sound, and the List of TargetEntry
+    // it returns lives in the plan tree. `nth` gives a live TargetEntry or null (an index past the
+    // arguments: refused). A Const is read through the struct its tag names. Any other expression
+    // is evaluated only after is_fixed (a live expression, inside the transaction) accepted it: no
+    // Vars, SubPlans or mutable functions. ExecInitExpr builds its ExprState in the current memory
+    // context, parented to the AggState's own PlanState, and ExecEvalExprSwitchContext runs it in
+    // the AggState's output ExprContext; both belong to the running executor.
     unsafe {
         let args = original_arguments(fcinfo, aggregate);
         let context = (*fcinfo).context as *mut pg_sys::AggState;
@@ -148,9 +172,16 @@ pub unsafe fn aggregate_arguments<const N: usize>(
 /// only the evaluated values. Checked once per call site.
 ///
 /// # Safety
-/// `fcinfo` is a live transition call of `aggregate`.
+/// `fcinfo` is the live FunctionCallInfo that an Agg node passed to a
+/// transition function of the dpnoise aggregate `aggregate` (so its `flinfo`
+/// is set, and its `fn_extra` is only ever set by `call_site`), inside the
+/// query's transaction, and the caller holds no reference to its call site.
 pub unsafe fn require_fixed_arguments(fcinfo: pg_sys::FunctionCallInfo, data: usize, aggregate: &str) {
-    // SAFETY: the caller's contract; the call site reference is dropped before returning.
+    // SAFETY: `fcinfo` is a live transition call of a dpnoise aggregate with a non-null `flinfo`
+    // (the caller's contract), which is what call_site and original_arguments require. `site` is
+    // the only reference to this call site while it lives (nothing called here reaches call_site)
+    // and it does not outlive this call. original_arguments gives a live List of TargetEntry
+    // nodes, which require_fixed_list accepts with `entries = true`, inside the transaction.
     unsafe {
         let site = crate::call_site::call_site(fcinfo);
         if site.checked {
@@ -181,10 +212,13 @@ pub fn i64_parameter(value: Option<pg_sys::Datum>, name: &str) -> i64 {
 /// A text parameter of the call that must not be NULL.
 ///
 /// # Safety
-/// `value` is what `aggregate_arguments` gave for an argument declared text.
+/// `value` is what `aggregate_arguments` returned, in this call, for an
+/// argument whose SQL type is text: `Some` holds a live (possibly toasted)
+/// text varlena.
 pub unsafe fn text_parameter(value: Option<pg_sys::Datum>, name: &str) -> String {
     match value {
-        // SAFETY: the caller's contract: a non-NULL text datum.
+        // SAFETY: `d` is a live text datum, not NULL (that is `None`), by the caller's contract;
+        // from_datum detoasts it and copies the bytes into a String, which borrows nothing from it.
         Some(d) => unsafe { <String as pgrx::FromDatum>::from_datum(d, false) }.unwrap_or_default(),
         None => errors::null_parameter(name),
     }
@@ -194,9 +228,13 @@ pub unsafe fn text_parameter(value: Option<pg_sys::Datum>, name: &str) -> String
 /// combining Aggref, whose own `args` hold the partial result.
 ///
 /// # Safety
-/// `fcinfo` is a live aggregate support call.
+/// `fcinfo` is the live FunctionCallInfo of a call that PostgreSQL's function
+/// manager is making (anything but an Agg node's transition or final call
+/// counts 0 arguments).
 pub unsafe fn argument_count(fcinfo: pg_sys::FunctionCallInfo) -> usize {
-    // SAFETY: the caller's contract; AggGetAggref gives the running Aggref or null.
+    // SAFETY: `fcinfo` is a live call (the caller's contract), and AggGetAggref reads only its
+    // `context`; a non-null result is the running Aggref, in the plan tree, whose `aggargtypes` is
+    // null (tested) or a live OID List, of which only the header's `length` is read.
     unsafe {
         let aggref = pg_sys::AggGetAggref(fcinfo);
         if aggref.is_null() || (*aggref).aggargtypes.is_null() {

@@ -82,6 +82,10 @@ mod raw {
     use std::ffi::{c_char, c_int};
     // PostgreSQL's error API, called directly: pgrx's error codes are a
     // closed enum, so a SQLSTATE of our own class cannot pass through it.
+    // SAFETY: these match the prototypes in PostgreSQL's utils/elog.h (13 and
+    // later): bool errstart(int, const char *), int errcode(int), int
+    // errmsg_internal(const char *, ...), int errhint(const char *, ...), and
+    // void errfinish(const char *, int, const char *).
     unsafe extern "C" {
         pub fn errstart(elevel: c_int, domain: *const c_char) -> bool;
         pub fn errcode(sqlerrcode: c_int) -> c_int;
@@ -105,13 +109,19 @@ pub fn raise_sqlstate(code: &str, message: String, hint: Option<String>) -> ! {
     let sqlerrcode = six(b[0]) | six(b[1]) << 6 | six(b[2]) << 12 | six(b[3]) << 18 | six(b[4]) << 24;
     let to_palloc = |s: String| {
         let c = std::ffi::CString::new(s.replace('\0', " ")).expect("no NULs");
-        // SAFETY: c is a NUL-terminated string; pstrdup copies it into the current memory context.
+        // SAFETY: `c` is a NUL-terminated CString alive across the call; pstrdup copies it into the
+        // current memory context, so the result does not depend on `c`, dropped after it.
         unsafe { pgrx::pg_sys::pstrdup(c.as_ptr()) }
     };
     let message = to_palloc(message);
     let hint = hint.map(to_palloc);
-    // SAFETY: the errstart/errfinish protocol of ereport, with palloc'd strings
-    // passed through "%s"; errfinish at ERROR does not return.
+    // SAFETY: the errstart, errcode, errmsg_internal, errhint, errfinish sequence that ereport
+    // expands to, on this process's only thread. The message and hint are live palloc'd
+    // NUL-terminated strings, passed as "%s" arguments so a '%' in them is not a format directive.
+    // errfinish at ERROR does not return: it longjmps to PostgreSQL's innermost error handler,
+    // skipping this frame and its callers' frames without running destructors; this frame owns nothing
+    // that needs one by then (the Strings and CStrings were consumed above), and the callers'
+    // side is the condition stated in this function's documentation.
     unsafe {
         if raw::errstart(pgrx::PgLogLevel::ERROR as i32, std::ptr::null()) {
             raw::errcode(sqlerrcode);

@@ -48,8 +48,10 @@ pub fn init() {
         GucContext::Suset,
         GucFlags::default(),
     );
-    // SAFETY: called from _PG_init; SEED is a static, and the hooks are the
-    // GUC check/assign signatures PostgreSQL calls them with.
+    // SAFETY: pgrx's condition for hooks is that no Rust panic escapes them into PostgreSQL:
+    // check_seed and assign_seed are #[pg_guard]. Their signatures are the string GUC check and
+    // assign hook types PostgreSQL calls them with. SEED is a static, so the setting's storage
+    // lives as long as the library; this runs once, from _PG_init, on the process's only thread.
     unsafe {
         GucRegistry::define_string_guc_with_hooks(
             c"dpnoise.seed",
@@ -87,20 +89,26 @@ fn parse_seed(s: &CStr) -> Result<Option<u64>, ()> {
 }
 
 /// # Safety
-/// Called by PostgreSQL as dpnoise.seed's GUC check hook.
+/// Only for PostgreSQL, as dpnoise.seed's check hook: `newval` is non-null
+/// and points to the proposed value, null or a NUL-terminated string.
 #[pgrx::pg_guard]
 unsafe extern "C-unwind" fn check_seed(
     newval: *mut *mut std::ffi::c_char,
     _extra: *mut *mut std::ffi::c_void,
     _source: pg_sys::GucSource::Type,
 ) -> bool {
-    // SAFETY: PostgreSQL passes a valid pointer to the proposed value (a string or null).
+    // SAFETY: `newval` is the non-null `char **` PostgreSQL passes a string check hook (the
+    // caller's contract), pointing to the proposed value.
     let value = unsafe { *newval };
-    // SAFETY: a non-null proposed value is a NUL-terminated string.
+    // SAFETY: `value` is non-null here (the `||` tested it first), and a proposed string value is
+    // NUL-terminated and allocated for the whole hook call.
     if value.is_null() || parse_seed(unsafe { CStr::from_ptr(value) }).is_ok() {
         return true;
     }
-    // SAFETY: the GUC check-hook protocol: set the error code and a palloc'd message.
+    // SAFETY: the check-hook protocol (utils/guc.h): a hook returning false may set these two
+    // globals of this process (on its only thread), which PostgreSQL reads right after the hook
+    // returns, to report the error. The message is pstrdup'd from a NUL-terminated literal into
+    // the current memory context, which outlives that report.
     unsafe {
         pg_sys::GUC_check_errcode(pgrx::PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE as i32);
         pg_sys::GUC_check_errmsg_string =
@@ -110,7 +118,7 @@ unsafe extern "C-unwind" fn check_seed(
 }
 
 /// # Safety
-/// Called by PostgreSQL as dpnoise.seed's GUC assign hook.
+/// Only for PostgreSQL, as dpnoise.seed's assign hook; neither argument is read.
 #[pgrx::pg_guard]
 unsafe extern "C-unwind" fn assign_seed(_newval: *const std::ffi::c_char, _extra: *mut std::ffi::c_void) {
     SEED_GENERATION.fetch_add(1, Ordering::Relaxed);

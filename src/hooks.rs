@@ -24,6 +24,9 @@ use std::ffi::c_char;
 // again by Rust. So the hooks below hold nothing that needs dropping, and
 // what a longjmp skips (a depth decrement) is repaired by the transaction
 // callbacks.
+// SAFETY: these match PostgreSQL's prototypes (executor/executor.h,
+// tcop/utility.h, optimizer/planner.h; 14 and later for ProcessUtility's
+// read_only_tree), argument for argument.
 unsafe extern "C-unwind" {
     #[link_name = "standard_ExecutorStart"]
     fn raw_standard_executor_start(query: *mut pg_sys::QueryDesc, eflags: i32);
@@ -68,7 +71,11 @@ static mut SUBTRANSACTION_DEPTHS: Vec<(pg_sys::SubTransactionId, u32, usize)> = 
 /// The plan of the innermost query being run, if any: where a per-row
 /// function evaluated now finds the node that evaluates it.
 pub fn running_plan() -> Option<*mut pg_sys::PlanState> {
-    // SAFETY: the statics are touched only on the backend's one thread.
+    // SAFETY: RUNNING is read on the backend's only thread while no other reference to it is live
+    // (the hooks' borrows end before they call on). Its last entry is the QueryDesc of the innermost
+    // ExecutorRun or ExecutorFinish still running: pushed on entry, popped on return, and dropped
+    // by the (sub)transaction abort callbacks when an error skips the pop. So it is live, and its
+    // `planstate` (null: None) was set by ExecutorStart.
     unsafe {
         let query = *(*(&raw const RUNNING)).last()?;
         let plan = (*query).planstate;
@@ -77,9 +84,13 @@ pub fn running_plan() -> Option<*mut pg_sys::PlanState> {
 }
 
 /// # Safety
-/// `query` is the QueryDesc ExecutorRun was given; on the backend's one thread.
+/// `query` is the live QueryDesc that ExecutorRun or ExecutorFinish was given,
+/// kept live until the matching `leave_run`; on the backend's only thread,
+/// with no reference to RUNNING held.
 unsafe fn enter_run(query: *mut pg_sys::QueryDesc) {
-    // SAFETY: the statics are touched only on the backend's one thread.
+    // SAFETY: DEPTH and RUNNING are this backend's own statics, used only on its only thread; DEPTH
+    // is updated by value, and the &mut to RUNNING lasts for the push alone, with no other reference
+    // to it live (the caller's contract).
     unsafe {
         DEPTH += 1;
         (*(&raw mut RUNNING)).push(query);
@@ -87,9 +98,12 @@ unsafe fn enter_run(query: *mut pg_sys::QueryDesc) {
 }
 
 /// # Safety
-/// Pairs with an `enter_run` of the same executor level; on the backend's one thread.
+/// Pairs with an `enter_run` of the same executor level; on the backend's
+/// only thread, with no reference to RUNNING held.
 unsafe fn leave_run() {
-    // SAFETY: the statics are touched only on the backend's one thread.
+    // SAFETY: DEPTH and RUNNING are this backend's own statics, used only on its only thread; DEPTH
+    // is updated by value, and the &mut to RUNNING lasts for the pop alone, with no other reference
+    // to it live (the caller's contract).
     unsafe {
         DEPTH = DEPTH.saturating_sub(1);
         (*(&raw mut RUNNING)).pop();
@@ -98,14 +112,16 @@ unsafe fn leave_run() {
 
 /// The identity of the running top-level statement (never 0).
 pub fn statement() -> u64 {
-    // SAFETY: read on the backend's one thread.
+    // SAFETY: a by-value read (no reference) of this backend's static, on its only thread, where
+    // the hooks that write it are not running concurrently.
     unsafe { STATEMENT }
 }
 
 /// # Safety
-/// On the backend's one thread, from an executor hook.
+/// On the backend's only thread, from an executor or utility hook.
 unsafe fn begin_statement_if_top_level() {
-    // SAFETY: the hooks are installed once, in _PG_init, before any query runs; prev hooks are kept to be chained.
+    // SAFETY: DEPTH is read and STATEMENT incremented by value, no reference taken, on the backend's
+    // only thread (the caller's contract).
     unsafe {
         if DEPTH == 0 {
             STATEMENT += 1;
@@ -120,7 +136,12 @@ static mut PREV_PROCESS_UTILITY: pg_sys::ProcessUtility_hook_type = None;
 static mut PREV_PLANNER: pg_sys::planner_hook_type = None;
 
 pub fn init() {
-    // SAFETY: PostgreSQL calls transaction callbacks on the backend's thread; the statics are ours.
+    // SAFETY: runs once, from _PG_init, on the process's only thread. Each hook global is read by
+    // value into our PREV_ static (written only here, read by our hook to chain to it) and then set
+    // to our function, whose signature is the hook type's. RegisterXactCallback and
+    // RegisterSubXactCallback store the function pointers, with a null arg our callbacks never
+    // read, in TopMemoryContext. Hooks installed while a statement already runs (the library loaded
+    // mid-query) see only the calls that start afterwards, each of which undoes its own changes.
     unsafe {
         PREV_EXECUTOR_START = pg_sys::ExecutorStart_hook;
         pg_sys::ExecutorStart_hook = Some(executor_start);
@@ -140,11 +161,15 @@ pub fn init() {
 /// A transaction that ends (above all by an error) ends every run in it.
 ///
 /// # Safety
-/// Called by PostgreSQL as a transaction callback.
+/// Only for PostgreSQL, as a transaction callback (registered in `init`), on
+/// the backend's only thread; `_arg` is never read.
 #[pg_guard]
 unsafe extern "C-unwind" fn transaction_ended(event: pg_sys::XactEvent::Type, _arg: *mut std::ffi::c_void) {
     if matches!(event, pg_sys::XactEvent::XACT_EVENT_ABORT | pg_sys::XactEvent::XACT_EVENT_PARALLEL_ABORT) {
-        // SAFETY: PostgreSQL calls subtransaction callbacks on the backend's thread; the statics are ours.
+        // SAFETY: PostgreSQL calls transaction callbacks on the backend's only thread, never while
+        // one of our borrows of these statics is live (each ends before its hook calls on). The
+        // scalars are written by value; the &mut borrows of RUNNING and SUBTRANSACTION_DEPTHS last
+        // for one clear each, which drops the aborted runs' QueryDesc pointers without reading them.
         unsafe {
             DEPTH = 0;
             IMPLICIT_SCROLL = false;
@@ -158,7 +183,8 @@ unsafe extern "C-unwind" fn transaction_ended(event: pg_sys::XactEvent::Type, _a
 /// runs that the error unwound: back to the depth it began at.
 ///
 /// # Safety
-/// Called by PostgreSQL as a subtransaction callback.
+/// Only for PostgreSQL, as a subtransaction callback (registered in `init`),
+/// on the backend's only thread; `_arg` is never read.
 #[pg_guard]
 unsafe extern "C-unwind" fn subtransaction_event(
     event: pg_sys::SubXactEvent::Type,
@@ -166,7 +192,11 @@ unsafe extern "C-unwind" fn subtransaction_event(
     _parent: pg_sys::SubTransactionId,
     _arg: *mut std::ffi::c_void,
 ) {
-    // SAFETY: called by PostgreSQL with a live QueryDesc; nothing here needs dropping if the call below raises an error.
+    // SAFETY: PostgreSQL calls subtransaction callbacks on the backend's only thread, never while
+    // one of our borrows of these statics is live (each ends before its hook calls on). So the
+    // &mut borrows of SUBTRANSACTION_DEPTHS and RUNNING, two distinct statics, are the only ones
+    // for this body, which calls nothing that could reach them; DEPTH is written by value.
+    // Truncating RUNNING drops the QueryDesc pointers of runs the error unwound without reading them.
     unsafe {
         let depths = &mut *(&raw mut SUBTRANSACTION_DEPTHS);
         let running = &mut *(&raw mut RUNNING);
@@ -187,9 +217,14 @@ unsafe extern "C-unwind" fn subtransaction_event(
 }
 
 /// # Safety
-/// Called by PostgreSQL as its ExecutorStart hook.
+/// Only for PostgreSQL, as ExecutorStart_hook: `query` is the live QueryDesc
+/// being started, inside a transaction, on the backend's only thread.
 unsafe extern "C-unwind" fn executor_start(query: *mut pg_sys::QueryDesc, eflags: i32) {
-    // SAFETY: as executor_start; leave_run is skipped by an error, and the transaction callbacks repair it.
+    // SAFETY: `query` is the live QueryDesc PostgreSQL is starting, inside a transaction (the
+    // caller's contract), as check_parameters requires; we are on the backend's only thread, as
+    // begin_statement_if_top_level requires. PREV_EXECUTOR_START, read by value, is the hook
+    // installed before ours (or None), called like standard_ExecutorStart with the arguments
+    // unchanged. An error raised below longjmps through this frame, which owns nothing to drop.
     unsafe {
         begin_statement_if_top_level();
         check_parameters(query);
@@ -201,14 +236,20 @@ unsafe extern "C-unwind" fn executor_start(query: *mut pg_sys::QueryDesc, eflags
 }
 
 /// # Safety
-/// Called by PostgreSQL as its ExecutorRun hook.
+/// Only for PostgreSQL, as ExecutorRun_hook: `query` is the live QueryDesc
+/// being run, on the backend's only thread.
 unsafe extern "C-unwind" fn executor_run(
     query: *mut pg_sys::QueryDesc,
     direction: pg_sys::ScanDirection::Type,
     count: u64,
     execute_once: bool,
 ) {
-    // SAFETY: as executor_run.
+    // SAFETY: `query` is the live QueryDesc PostgreSQL is running (the caller's contract), and
+    // stays live until this returns, when leave_run removes it; on the backend's only thread, with no
+    // borrow of RUNNING held. PREV_EXECUTOR_RUN, read by value, is the hook installed before ours
+    // (or None), called like standard_ExecutorRun with the arguments unchanged. An error below
+    // longjmps through this frame, which owns nothing to drop, skipping leave_run: the
+    // (sub)transaction abort callbacks then drop the pointer from RUNNING.
     unsafe {
         enter_run(query);
         match PREV_EXECUTOR_RUN {
@@ -220,9 +261,15 @@ unsafe extern "C-unwind" fn executor_run(
 }
 
 /// # Safety
-/// Called by PostgreSQL as its ExecutorFinish hook.
+/// Only for PostgreSQL, as ExecutorFinish_hook: `query` is the live QueryDesc
+/// being finished, on the backend's only thread.
 unsafe extern "C-unwind" fn executor_finish(query: *mut pg_sys::QueryDesc) {
-    // SAFETY: called by PostgreSQL with a live PlannedStmt; the DropStmt cast follows its node tag.
+    // SAFETY: `query` is the live QueryDesc PostgreSQL is finishing (the caller's contract), and
+    // stays live until this returns, when leave_run removes it; on the backend's only thread, with no
+    // borrow of RUNNING held. PREV_EXECUTOR_FINISH, read by value, is the hook installed before
+    // ours (or None), called like standard_ExecutorFinish with the argument unchanged. An error
+    // below longjmps through this frame, which owns nothing to drop, skipping leave_run: the
+    // (sub)transaction abort callbacks then drop the pointer from RUNNING.
     unsafe {
         enter_run(query);
         match PREV_EXECUTOR_FINISH {
@@ -234,7 +281,9 @@ unsafe extern "C-unwind" fn executor_finish(query: *mut pg_sys::QueryDesc) {
 }
 
 /// # Safety
-/// Called by PostgreSQL as its ProcessUtility hook.
+/// Only for PostgreSQL, as ProcessUtility_hook: `pstmt` is the live
+/// PlannedStmt of the utility statement, inside a transaction, on the
+/// backend's only thread; the other arguments are passed on unread.
 #[allow(clippy::too_many_arguments)]
 unsafe extern "C-unwind" fn process_utility(
     pstmt: *mut pg_sys::PlannedStmt,
@@ -246,7 +295,15 @@ unsafe extern "C-unwind" fn process_utility(
     dest: *mut pg_sys::DestReceiver,
     qc: *mut pg_sys::QueryCompletion,
 ) {
-    // SAFETY: called by PostgreSQL with a live Query; the planner's result is a live PlannedStmt.
+    // SAFETY: `pstmt` is the live PlannedStmt of the utility statement (the caller's contract); its
+    // `utilityStmt` is null (tested) or a live node, cast to DropStmt or DeclareCursorStmt only
+    // when its tag says so, and guard_ledger gets the live DropStmt inside the transaction. DEPTH
+    // and IMPLICIT_SCROLL are written by value on the backend's only thread. PREV_PROCESS_UTILITY,
+    // read by value, is the hook installed before ours (or None), called like
+    // standard_ProcessUtility with the arguments unchanged. An error below longjmps through this
+    // frame, which owns nothing to drop, skipping the two resets after the call: the (sub)transaction
+    // abort callbacks restore DEPTH, the transaction's clears IMPLICIT_SCROLL (as does the planner
+    // hook whenever it reads it).
     unsafe {
         let statement = (*pstmt).utilityStmt;
         let tag = if statement.is_null() { pg_sys::NodeTag::T_Invalid } else { (*statement).type_ };
@@ -271,14 +328,21 @@ unsafe extern "C-unwind" fn process_utility(
 }
 
 /// # Safety
-/// Called by PostgreSQL as its planner hook.
+/// Only for PostgreSQL, as planner_hook: `parse` is the live Query to plan,
+/// inside a transaction, on the backend's only thread.
 unsafe extern "C-unwind" fn planner(
     parse: *mut pg_sys::Query,
     query_string: *const c_char,
     cursor_options: i32,
     bound_params: pg_sys::ParamListInfo,
 ) -> *mut pg_sys::PlannedStmt {
-    // SAFETY: as planner.
+    // SAFETY: `parse` is the live Query PostgreSQL is planning, inside a transaction (the caller's
+    // contract), as check_query_parameters and has_volatile require; both run before planning,
+    // which rewrites it in place. The &mut to IMPLICIT_SCROLL lasts for the replace alone, on the
+    // backend's only thread. PREV_PLANNER, read by value, is the hook installed before ours (or
+    // None), called like standard_planner with the arguments unchanged; either returns a live
+    // PlannedStmt (failure is an error, never null), as materialize requires. An error below
+    // longjmps through this frame, which owns nothing to drop.
     unsafe {
         // Checked before planning, which rewrites the tree in place.
         check_query_parameters(parse);
@@ -299,10 +363,12 @@ unsafe extern "C-unwind" fn planner(
 /// not fixed, before anything runs or is charged (`parameters::check_plan`).
 ///
 /// # Safety
-/// `query` is the live QueryDesc ExecutorStart was given.
+/// `query` is the live QueryDesc ExecutorStart was given; inside a transaction.
 #[pg_guard]
 unsafe extern "C-unwind" fn check_parameters(query: *mut pg_sys::QueryDesc) {
-    // SAFETY: PostgreSQL passes a live QueryDesc to ExecutorStart.
+    // SAFETY: `query` is the live QueryDesc ExecutorStart was given (the caller's contract), so its
+    // `plannedstmt` is null or the live PlannedStmt being started, which with the caller's
+    // transaction is check_plan's contract.
     unsafe { crate::parameters::check_plan((*query).plannedstmt) }
 }
 
@@ -310,18 +376,21 @@ unsafe extern "C-unwind" fn check_parameters(query: *mut pg_sys::QueryDesc) {
 /// functions outside pg_catalog, before the planner folds them away.
 ///
 /// # Safety
-/// `parse` is the live Query the planner hook was given.
+/// `parse` is the live Query the planner hook was given; inside a transaction.
 #[pg_guard]
 unsafe extern "C-unwind" fn check_query_parameters(parse: *mut pg_sys::Query) {
-    // SAFETY: parse is the live Query the planner hook was given.
+    // SAFETY: `parse` is the live Query the planner hook was given, inside a transaction (the
+    // caller's contract), which is check_query's contract.
     unsafe { crate::parameters::check_query(parse) }
 }
 
 /// # Safety
-/// `parse` is the live Query the planner hook was given.
+/// `parse` is the live Query the planner hook was given; inside a transaction.
 #[pg_guard]
 unsafe extern "C-unwind" fn has_volatile(parse: *mut pg_sys::Query) -> bool {
-    // SAFETY: parse is the live Query the planner hook was given.
+    // SAFETY: `parse` is the live Query the planner hook was given (the caller's contract); a Query
+    // is a Node, which contain_volatile_functions walks with query_tree_walker, looking up
+    // functions' volatility in the catalog inside the caller's transaction.
     unsafe { pg_sys::contain_volatile_functions(parse as *mut pg_sys::Node) }
 }
 
@@ -329,10 +398,15 @@ unsafe extern "C-unwind" fn has_volatile(parse: *mut pg_sys::Query) -> bool {
 /// cursor moving back returns the rows it released, not new draws.
 ///
 /// # Safety
-/// `planned` is the live PlannedStmt the planner returned.
+/// `planned` is the non-null, live PlannedStmt the planner just returned, in
+/// the memory context that is still current.
 #[pg_guard]
 unsafe extern "C-unwind" fn materialize(planned: *mut pg_sys::PlannedStmt) {
-    // SAFETY: planned is the live PlannedStmt the planner returned; its plan tree is replaced whole.
+    // SAFETY: `planned` is the live PlannedStmt the planner just returned (the caller's contract);
+    // its `planTree` is null (left alone) or a live Plan, whose tag is read through the Plan
+    // header. materialize_finished_plan puts it under a new Material node, allocated in the
+    // current memory context, the one the planner built the plan in, so both live equally long;
+    // the new node replaces `planTree` whole.
     unsafe {
         let top = (*planned).planTree;
         if !top.is_null() && (*top).type_ != pg_sys::NodeTag::T_Material {
@@ -348,7 +422,10 @@ unsafe extern "C-unwind" fn materialize(planned: *mut pg_sys::PlannedStmt) {
 /// `drop` is the live DropStmt ProcessUtility was given, inside a transaction.
 #[pg_guard]
 unsafe extern "C-unwind" fn guard_ledger(drop: *mut pg_sys::DropStmt) {
-    // SAFETY: drop is the live DropStmt ProcessUtility was given; its objects are String nodes for extensions.
+    // SAFETY: `drop` is the live DropStmt ProcessUtility was given (the caller's contract). Its
+    // `objects` is read only for DROP EXTENSION, where it is null (length 0) or a List of
+    // extension names, read below `length`; each is null or a live node, cast to String only when
+    // tagged T_String, and its `sval` is a NUL-terminated name. SPI runs in the caller's transaction.
     unsafe {
         if (*drop).removeType != pg_sys::ObjectType::OBJECT_EXTENSION || gucs::drop_ledger() {
             return;

@@ -18,7 +18,11 @@ use pgrx::pg_sys;
 /// # Safety
 /// `node` is null or a live expression tree; inside a transaction (it reads the catalog).
 pub unsafe fn is_fixed(node: *mut pg_sys::Node) -> bool {
-    // SAFETY: node is a live planned expression (or NULL, handled first).
+    // SAFETY: `node` is null (tested first, so nothing below sees it) or a live expression tree
+    // (the caller's contract), which is all that contain_var_clause, contain_mutable_functions,
+    // contain_subplans, expression_tree_walker and forbidden read; forbidden_walker gets a null
+    // context it never reads. The catalog lookups (volatility, schemas) run in the caller's
+    // transaction.
     unsafe {
         node.is_null()
             || !(pg_sys::contain_var_clause(node)
@@ -37,9 +41,11 @@ pub unsafe fn is_fixed(node: *mut pg_sys::Node) -> bool {
 /// constant, so it is refused here, in the query before planning.
 ///
 /// # Safety
-/// `node` is a live expression node; inside a transaction.
+/// `node` is non-null and a live expression node; inside a transaction.
 unsafe fn forbidden(node: *mut pg_sys::Node) -> bool {
-    // SAFETY: node is a live, non-NULL expression node: its tag says which struct it is.
+    // SAFETY: `node` is a live, non-null node (the caller's contract): its tag is read first, and it
+    // is cast only to the struct that tag names (DistinctExpr and NullIfExpr are typedefs of
+    // OpExpr). untrusted's catalog lookups run in the caller's transaction.
     unsafe {
         match (*node).type_ {
             pg_sys::NodeTag::T_Param => (*(node as *mut pg_sys::Param)).paramkind != pg_sys::ParamKind::PARAM_EXTERN,
@@ -62,7 +68,10 @@ unsafe fn forbidden(node: *mut pg_sys::Node) -> bool {
 /// # Safety
 /// Inside a transaction (it reads the catalog).
 unsafe fn untrusted(function: pg_sys::Oid) -> bool {
-    // SAFETY: catalog lookups by OID; an unknown OID gives InvalidOid.
+    // SAFETY: inside a transaction (the caller's contract), so the syscache lookup of
+    // get_func_namespace and the catalog scans of get_extension_oid and getExtensionOfObject may
+    // run. They take OIDs and a NUL-terminated literal, and answer InvalidOid for an unknown
+    // function or a missing extension (missing_ok) instead of raising.
     unsafe {
         if function == pg_sys::InvalidOid {
             return true;
@@ -76,10 +85,13 @@ unsafe fn untrusted(function: pg_sys::Oid) -> bool {
 }
 
 /// # Safety
-/// Called by `expression_tree_walker` on the nodes of a live tree.
+/// `node` is null or a live expression node (as `expression_tree_walker`
+/// passes them), inside a transaction; `context` is never read.
 #[pgrx::pg_guard]
 unsafe extern "C-unwind" fn forbidden_walker(node: *mut pg_sys::Node, context: *mut std::ffi::c_void) -> bool {
-    // SAFETY: PostgreSQL's walker passes live nodes or NULL.
+    // SAFETY: `node` is null (tested first) or a live node of the tree being walked (the caller's
+    // contract), which is what forbidden and expression_tree_walker read; the catalog lookups run
+    // in the caller's transaction, and `context` is passed on unread.
     unsafe {
         if node.is_null() {
             return false;
@@ -94,16 +106,28 @@ unsafe extern "C-unwind" fn forbidden_walker(node: *mut pg_sys::Node, context: *
 /// refused too: nothing could vouch for its parameters.
 ///
 /// # Safety
-/// `fcinfo` is the live call of a dpnoise per-row function.
+/// `fcinfo` is the live FunctionCallInfo that PostgreSQL's function manager
+/// passed to a dpnoise per-row function (a call without `flinfo`, such as a
+/// DirectFunctionCall, is refused before `call_site` would dereference it),
+/// whose `fn_extra` only `call_site` sets; the caller holds no reference to
+/// its call site; inside a transaction.
 pub unsafe fn require_fixed_call(fcinfo: pg_sys::FunctionCallInfo, data: usize, function: &str) {
-    // SAFETY: fcinfo is the live call PostgreSQL made; fn_expr is its live expression node or NULL.
+    // SAFETY: `fcinfo` is a live call of a dpnoise per-row function (the caller's contract); its
+    // `flinfo` is checked non-null before call_site, which requires it; `site` is the only reference to that call site
+    // while it lives. `fn_expr` is null (refused) or the call's FuncExpr or OpExpr in the plan tree
+    // (set by the executor when it initialised the call), live for this execution; it is cast
+    // only to the struct its tag names, and its `args` is a List of expressions, as
+    // require_fixed_list accepts with `entries = false`, inside the transaction.
     unsafe {
+        let flinfo = (*fcinfo).flinfo;
+        if flinfo.is_null() {
+            errors::varying_parameter(function);
+        }
         let site = crate::call_site::call_site(fcinfo);
         if site.checked {
             return;
         }
-        let flinfo = (*fcinfo).flinfo;
-        let expr = if flinfo.is_null() { std::ptr::null_mut() } else { (*flinfo).fn_expr };
+        let expr = (*flinfo).fn_expr;
         if expr.is_null() {
             errors::varying_parameter(function);
         }
@@ -121,9 +145,11 @@ pub unsafe fn require_fixed_call(fcinfo: pg_sys::FunctionCallInfo, data: usize, 
 /// `entries`: the list holds TargetEntry nodes (an Aggref's arguments).
 ///
 /// # Safety
-/// `args` is null or a live List of expressions (of TargetEntry nodes when `entries`).
+/// `args` is null or a live List of expressions (of TargetEntry nodes when
+/// `entries`); inside a transaction.
 pub unsafe fn require_fixed_list(args: *mut pg_sys::List, data: usize, entries: bool, function: &str) {
-    // SAFETY: the caller's contract (a live List of the stated kind).
+    // SAFETY: all_fixed's contract is this function's own: `args` null or a live List of the kind
+    // `entries` says, inside a transaction.
     if !unsafe { all_fixed(args, data, entries) } {
         errors::varying_parameter(function);
     }
@@ -141,13 +167,19 @@ struct Search {
 /// Whether the elements of `args` from index `data` on pass `search`.
 ///
 /// # Safety
-/// `args` is null or a live List of expressions (of TargetEntry nodes when `entries`).
+/// `args` is null or a live List of expressions (of TargetEntry nodes when
+/// `entries`); inside a transaction.
 unsafe fn arguments_pass(args: *mut pg_sys::List, data: usize, entries: bool, search: &Search) -> bool {
     if !search.functions_only {
-        // SAFETY: the caller's contract (a live List of the stated kind).
+        // SAFETY: all_fixed's contract is this function's own: `args` null or a live List of the
+        // kind `entries` says, inside a transaction.
         return unsafe { all_fixed(args, data, entries) };
     }
-    // SAFETY: args is a live List (or NULL) of expression nodes, or of TargetEntry nodes when `entries`.
+    // SAFETY: `args` is null (length 0) or a live List of expression pointers, TargetEntry
+    // pointers when `entries` (the caller's contract): its cells are read below `length`, and a
+    // node is unwrapped to its `expr` as a TargetEntry only when `entries`. Each node is null
+    // (passes) or live, as calls_untrusted and expression_tree_walker need; untrusted_walker gets
+    // a null context it never reads; the catalog lookups run in the caller's transaction.
     unsafe {
         let n = if args.is_null() { 0 } else { (*args).length as usize };
         (data..n).all(|i| {
@@ -163,9 +195,10 @@ unsafe fn arguments_pass(args: *mut pg_sys::List, data: usize, entries: bool, se
 /// A call of a function outside pg_catalog and dpnoise.
 ///
 /// # Safety
-/// `node` is a live expression node; inside a transaction.
+/// `node` is non-null and a live expression node; inside a transaction.
 unsafe fn calls_untrusted(node: *mut pg_sys::Node) -> bool {
-    // SAFETY: node is a live, non-NULL expression node.
+    // SAFETY: `node` is a live, non-null node (the caller's contract), so its tag can be read, and
+    // it is passed to forbidden, which needs just that and the caller's transaction.
     unsafe {
         match (*node).type_ {
             pg_sys::NodeTag::T_FuncExpr
@@ -179,19 +212,26 @@ unsafe fn calls_untrusted(node: *mut pg_sys::Node) -> bool {
 }
 
 /// # Safety
-/// Called by `expression_tree_walker` on the nodes of a live tree.
+/// `node` is null or a live expression node (as `expression_tree_walker`
+/// passes them), inside a transaction; `context` is never read.
 #[pgrx::pg_guard]
 unsafe extern "C-unwind" fn untrusted_walker(node: *mut pg_sys::Node, context: *mut std::ffi::c_void) -> bool {
-    // SAFETY: PostgreSQL's walker passes live nodes or NULL.
+    // SAFETY: `node` is null (tested first) or a live node of the tree being walked (the caller's
+    // contract), which is what calls_untrusted and expression_tree_walker read; the catalog
+    // lookups run in the caller's transaction, and `context` is passed on unread.
     unsafe { !node.is_null() && (calls_untrusted(node) || pg_sys::expression_tree_walker(node, Some(untrusted_walker), context)) }
 }
 
 /// Whether the elements of `args` from index `data` on are fixed.
 ///
 /// # Safety
-/// `args` is null or a live List of expressions (of TargetEntry nodes when `entries`).
+/// `args` is null or a live List of expressions (of TargetEntry nodes when
+/// `entries`); inside a transaction.
 unsafe fn all_fixed(args: *mut pg_sys::List, data: usize, entries: bool) -> bool {
-    // SAFETY: args is a live List (or NULL) of expression nodes, or of TargetEntry nodes when `entries`.
+    // SAFETY: `args` is null (length 0) or a live List of expression pointers, TargetEntry
+    // pointers when `entries` (the caller's contract): its cells are read below `length`, and a
+    // node is unwrapped to its `expr` as a TargetEntry only when `entries`. Each node is null or
+    // a live expression tree, which is is_fixed's contract, inside the caller's transaction.
     unsafe {
         let n = if args.is_null() { 0 } else { (*args).length as usize };
         (data..n).all(|i| {
@@ -230,10 +270,18 @@ thread_local! {
 /// another). The per-call checks stay, for calls outside any plan.
 ///
 /// # Safety
-/// `stmt` is null or the PlannedStmt ExecutorStart runs.
+/// `stmt` is null or the live PlannedStmt of the QueryDesc that ExecutorStart
+/// was given; inside a transaction.
 pub unsafe fn check_plan(stmt: *mut pg_sys::PlannedStmt) {
-    // SAFETY: the caller's contract: stmt is null or the statement ExecutorStart runs;
-    // its plan trees and subplans are live for the whole call.
+    // SAFETY: `stmt` is null (returns) or the live PlannedStmt ExecutorStart was given (the
+    // caller's contract); it, its planTree and its `subplans` List of Plan pointers (null for an
+    // unused subplan: skipped) stay allocated until the query is done, past this call. Each Plan
+    // is read through the header all plan nodes begin with, and cast to Append, MergeAppend or
+    // SubqueryScan only when its tag says so; their child lists are Lists of Plan pointers.
+    // `targetlist` and `qual` are null (skipped) or Lists of expressions, which
+    // expression_tree_walker walks. `found` points to the local `search`, which outlives every
+    // walk: check_call is the only user of the pointer, and `search` itself is read only after a
+    // walk has returned. The catalog lookups run in the caller's transaction.
     unsafe {
         if stmt.is_null() {
             return;
@@ -271,9 +319,12 @@ pub unsafe fn check_plan(stmt: *mut pg_sys::PlannedStmt) {
 /// is still a call (the planner would fold an IMMUTABLE one into a constant).
 ///
 /// # Safety
-/// `query` is the live Query the planner was given.
+/// `query` is null or the live Query the planner was given; inside a transaction.
 pub unsafe fn check_query(query: *mut pg_sys::Query) {
-    // SAFETY: query is the live Query the planner was given.
+    // SAFETY: `query` is null (returns) or the live Query the planner was given (the caller's
+    // contract), which query_tree_walker (flags 0) walks, calling check_call on its nodes with
+    // `found`, a pointer to the local `search` that outlives the walk; `search` itself is read only
+    // after the walk has returned. The catalog lookups run in the caller's transaction.
     unsafe {
         if query.is_null() {
             return;
@@ -289,7 +340,8 @@ pub unsafe fn check_query(query: *mut pg_sys::Query) {
 /// # Safety
 /// `list` is null or a live List of Plan pointers.
 unsafe fn list_plans(list: *mut pg_sys::List) -> Vec<*mut pg_sys::Plan> {
-    // SAFETY: the caller's contract; indices stay below the list's length.
+    // SAFETY: `list` is null (length 0) or a live pointer List (the caller's contract), whose
+    // `elements` hold `length` initialised cells; every index read is below `length`.
     unsafe {
         let n = if list.is_null() { 0 } else { (*list).length as usize };
         (0..n).map(|i| (*(*list).elements.add(i)).ptr_value as *mut pg_sys::Plan).collect()
@@ -305,8 +357,10 @@ unsafe fn releasing(funcid: pg_sys::Oid, arg_types: &[pg_sys::Oid]) -> Option<(S
     if let Some(known) = cached {
         return known;
     }
-    // SAFETY: catalog lookups by OID inside a transaction; a non-null name is a
-    // NUL-terminated palloc'd string.
+    // SAFETY: inside a transaction (the caller's contract), so the catalog scans of get_extension_oid
+    // and getExtensionOfObject and get_func_name's syscache lookup may run; they take OIDs and a
+    // NUL-terminated literal. get_func_name returns null (tested) or a NUL-terminated copy
+    // palloc'd in the current memory context, still allocated when CStr::from_ptr reads it here.
     let found = unsafe {
         let extension = pg_sys::get_extension_oid(c"dpnoise".as_ptr(), true);
         if extension == pg_sys::InvalidOid || pg_sys::getExtensionOfObject(pg_sys::ProcedureRelationId, funcid) != extension {
@@ -322,12 +376,19 @@ unsafe fn releasing(funcid: pg_sys::Oid, arg_types: &[pg_sys::Oid]) -> Option<(S
 }
 
 /// # Safety
-/// Called by PostgreSQL's tree walkers with a `*mut Search` context.
+/// `node` is null or a live node of the tree being walked (a Query or an
+/// expression node); `context` is the `*mut Search` that `check_plan` or
+/// `check_query` gave the walker, valid and not otherwise borrowed for the
+/// call; inside a transaction.
 #[pgrx::pg_guard]
 unsafe extern "C-unwind" fn check_call(node: *mut pg_sys::Node, context: *mut std::ffi::c_void) -> bool {
-    // SAFETY: PostgreSQL's tree walkers pass live nodes of the tree being walked and
-    // the context given to them, which check_plan/check_query make a *mut Search;
-    // the casts follow the nodes' tags.
+    // SAFETY: `node` is null (returns) or a live node of the walked tree (the caller's contract),
+    // cast only to the struct its tag names (Query, Aggref, FuncExpr); the walkers get that node
+    // and the same `context`. An Aggref's `args` is a List of TargetEntry nodes and its
+    // `aggargtypes` an OID List, and a FuncExpr's `args` a List of expressions, as arguments_pass
+    // and oid_list need. `context` is the live `*mut Search` of check_plan or check_query,
+    // borrowed nowhere else during the walk: the shared borrow made for arguments_pass ends with
+    // that call, before the write to `found`. The catalog lookups run in the caller's transaction.
     unsafe {
         if node.is_null() {
             return false;
@@ -364,9 +425,10 @@ unsafe extern "C-unwind" fn check_call(node: *mut pg_sys::Node, context: *mut st
 }
 
 /// # Safety
-/// `list` is null or a live OID List.
+/// `list` is null or a live OID List (T_OidList).
 unsafe fn oid_list(list: *mut pg_sys::List) -> Vec<pg_sys::Oid> {
-    // SAFETY: the caller's contract; indices stay below the list's length.
+    // SAFETY: `list` is null (length 0) or a live OID List (the caller's contract), whose
+    // `elements` hold `length` cells with `oid_value` set; every index read is below `length`.
     unsafe {
         let n = if list.is_null() { 0 } else { (*list).length as usize };
         (0..n).map(|i| (*(*list).elements.add(i)).oid_value).collect()

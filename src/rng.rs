@@ -26,7 +26,8 @@ thread_local! {
 /// Runs `f` with this backend's generator.
 #[inline]
 pub fn with_rng<T>(f: impl FnOnce(&mut BackendRng) -> T) -> T {
-    // SAFETY: a plain read of this process's pid, set at process start.
+    // SAFETY: a by-value read of MyProcPid, which PostgreSQL sets when a process starts (after the
+    // fork) and never changes; this backend has one thread.
     let pid = unsafe { pg_sys::MyProcPid };
     let generation = gucs::seed_generation();
     GENERATOR.with(|cell| {
@@ -49,7 +50,8 @@ fn new_generator(pid: i32) -> Generator {
             // Parallel workers can finalize groups too (partitionwise plans):
             // give each its own stream, so a fixed seed never repeats noise.
             let mut rng = ChaCha20Rng::seed_from_u64(s);
-            // SAFETY: a plain read of this process's parallel worker number (-1 in a leader).
+            // SAFETY: a by-value read of ParallelWorkerNumber, -1 unless ParallelWorkerMain set it
+            // when this process started as a parallel worker; this backend has one thread.
             rng.set_stream((unsafe { pg_sys::ParallelWorkerNumber } + 1) as u64);
             rng
         }

@@ -7,9 +7,14 @@ use pgrx::pg_sys;
 /// and the members of appends and subquery scans.
 ///
 /// # Safety
-/// `node` is a live PlanState of a running query.
+/// `node` is non-null and a live PlanState of a running query (between its
+/// ExecutorStart and ExecutorEnd).
 pub unsafe fn children(node: *mut pg_sys::PlanState) -> Vec<*mut pg_sys::PlanState> {
-    // SAFETY: node is a live PlanState of the running query; its tag says which struct it is, and its arrays have the lengths it records.
+    // SAFETY: `node` is a live PlanState (the caller's contract); the executor keeps the whole state
+    // tree, in the query's EState memory context, until ExecutorEnd, so its header can be read.
+    // `initPlan` and `subPlan` are null or Lists of SubPlanState pointers, read below `length`. The
+    // casts to AppendState, MergeAppendState and SubqueryScanState follow the node's tag; their
+    // `appendplans` / `mergeplans` arrays hold `as_nplans` / `ms_nplans` PlanState pointers.
     unsafe {
         let mut out = vec![(*node).lefttree, (*node).righttree];
         for list in [(*node).initPlan, (*node).subPlan] {
@@ -44,17 +49,22 @@ pub unsafe fn children(node: *mut pg_sys::PlanState) -> Vec<*mut pg_sys::PlanSta
 /// Whether the expression tree `tree` holds the node `target` itself.
 ///
 /// # Safety
-/// `tree` is null or a live expression tree; `target` is only compared, never read.
+/// `tree` is null or a live expression tree (a node, or a List of them) that
+/// `expression_tree_walker` can walk; `target` is only compared, never read.
 pub unsafe fn contains_pointer(tree: *mut pg_sys::Node, target: *mut pg_sys::Node) -> bool {
-    // SAFETY: tree and target are live nodes of the running query's plan.
+    // SAFETY: `tree` is null or a live expression tree (the caller's contract), which is what walk
+    // needs; `target` travels as the walker's opaque context and is never dereferenced.
     unsafe { walk(tree, target.cast()) }
 }
 
 /// # Safety
-/// Called by `expression_tree_walker` on the nodes of a live tree, with `target` as given.
+/// `node` is null or a live expression node (as `expression_tree_walker`
+/// passes them); `target` is only compared, never read.
 #[pgrx::pg_guard]
 unsafe extern "C-unwind" fn walk(node: *mut pg_sys::Node, target: *mut std::ffi::c_void) -> bool {
-    // SAFETY: PostgreSQL's walker passes live nodes or NULL.
+    // SAFETY: `node` is null (tested first) or a live node of the tree being walked (the caller's
+    // contract); expression_tree_walker reads only it and its children, calling walk on each with
+    // the same opaque `target`, which it never dereferences either.
     unsafe {
         !node.is_null()
             && (node.cast() == target || pg_sys::expression_tree_walker(node, Some(walk), target))

@@ -28,7 +28,8 @@ pub fn pool_registered() -> bool {
 /// Registers the pool's workers (entries 0..POOL); only while the server
 /// starts, when their slots can be reserved.
 pub fn register_pool() {
-    // SAFETY: a plain read of the server's state.
+    // SAFETY: a by-value read of a bool global of this process (miscinit.c), which only the
+    // library-loading code writes, on this same thread (backends and the postmaster have one).
     if !unsafe { pg_sys::process_shared_preload_libraries_in_progress } {
         return;
     }
@@ -49,6 +50,8 @@ pub fn register_pool() {
 /// it one; then serves that database like a dynamic worker, and when idle
 /// exits with code 1 so the postmaster starts it again, unconnected.
 #[pg_guard]
+// SAFETY: an exported name no other symbol of the server or of dpnoise uses; the postmaster looks
+// it up by this name (set_function above) and calls it with the bgw_main_arg Datum.
 #[unsafe(no_mangle)]
 pub extern "C-unwind" fn dpnoise_ledger_pool_main(arg: pg_sys::Datum) {
     let entry = arg.value();
@@ -61,7 +64,9 @@ pub extern "C-unwind" fn dpnoise_ledger_pool_main(arg: pg_sys::Datum) {
                 return Some(w.database);
             }
             w.state = WorkerState::Idle;
-            // SAFETY: plain reads of this process's latch and pid, set at process start.
+            // SAFETY: by-value reads of this process's globals, on its only thread. Before calling
+            // this entry point, the worker's startup set MyProcPid and (InitProcess) pointed MyLatch
+            // at its PGPROC's latch, in shared memory, so requesters may SetLatch it.
             (w.latch, w.pid) = unsafe { (pg_sys::MyLatch, pg_sys::MyProcPid) };
             None
         });
@@ -73,7 +78,10 @@ pub extern "C-unwind" fn dpnoise_ledger_pool_main(arg: pg_sys::Datum) {
         }
     };
     serve(entry, database);
-    // SAFETY: a worker exits this way; the exit callbacks free its entry.
+    // SAFETY: proc_exit runs the exit callbacks (on_exit, registered in serve, frees this worker's
+    // entry) and does not return; serve has left no transaction open, and nothing in this frame
+    // needs dropping (`mailbox` is a Copy pointer wrapper). Exit code 1 makes the postmaster start
+    // the pool worker again.
     unsafe { pg_sys::proc_exit(1) };
 }
 
@@ -105,6 +113,8 @@ struct Reply {
 }
 
 #[pg_guard]
+// SAFETY: an exported name no other symbol of the server or of dpnoise uses; the postmaster looks
+// it up by this name (set_function in launch) and calls it with the bgw_main_arg Datum.
 #[unsafe(no_mangle)]
 pub extern "C-unwind" fn dpnoise_ledger_main(arg: pg_sys::Datum) {
     let entry = arg.value();
@@ -118,13 +128,17 @@ pub extern "C-unwind" fn dpnoise_ledger_main(arg: pg_sys::Datum) {
 fn serve(entry: usize, database: pg_sys::Oid) {
     let mailbox = shared::mailbox().expect("preloaded");
     BackgroundWorker::connect_worker_to_spi_by_oid(Some(database), None);
-    // SAFETY: registers a callback with PostgreSQL's exit machinery; on_exit has the callback's signature.
+    // SAFETY: on_exit has the pg_on_exit_callback signature (int, Datum) and lives in this library,
+    // loaded until the process exits; serve runs once per process, so this takes one of the
+    // MAX_ON_EXITS slots, once. Its argument is the entry index, a plain integer Datum.
     unsafe { pg_sys::before_shmem_exit(Some(on_exit), pg_sys::Datum::from(entry)) };
     mailbox.locked(|h| {
         let w = &mut h.workers[entry];
         if w.database == database && w.state != WorkerState::Empty {
             w.state = WorkerState::Running;
-            // SAFETY: plain reads of this process's latch and pid, set at process start.
+            // SAFETY: by-value reads of this process's globals, on its only thread. Before calling
+            // this entry point, the worker's startup set MyProcPid and (InitProcess) pointed MyLatch
+            // at its PGPROC's latch, in shared memory, so requesters may SetLatch it.
             (w.latch, w.pid) = unsafe { (pg_sys::MyLatch, pg_sys::MyProcPid) };
         }
     });
@@ -141,7 +155,8 @@ fn serve(entry: usize, database: pg_sys::Oid) {
 
     let mut idle_since = std::time::Instant::now();
     loop {
-        // SAFETY: this process's own latch.
+        // SAFETY: MyLatch, read by value on this process's only thread, is its own PGPROC latch
+        // (set by InitProcess), which only its owner may reset, as here.
         unsafe { pg_sys::ResetLatch(pg_sys::MyLatch) };
         let batch: Vec<usize> = take_batch(database);
         if !batch.is_empty() {
@@ -156,7 +171,9 @@ fn serve(entry: usize, database: pg_sys::Oid) {
             return;
         }
         if BackgroundWorker::sighup_received() {
-            // SAFETY: what a background worker does on SIGHUP, outside any transaction.
+            // SAFETY: a background worker's usual SIGHUP handling: on this process's only thread,
+            // between transactions (every charge's has ended), with PGC_SIGHUP as any process but
+            // the postmaster must; it reads the files into its own temporary memory context.
             unsafe { pg_sys::ProcessConfigFile(pg_sys::GucContext::PGC_SIGHUP) };
         }
     }
@@ -165,7 +182,7 @@ fn serve(entry: usize, database: pg_sys::Oid) {
 /// Takes up to BATCH pending requests of this database.
 fn take_batch(database: pg_sys::Oid) -> Vec<usize> {
     let mailbox = shared::mailbox().expect("preloaded");
-    // SAFETY: a plain read of this process's pid.
+    // SAFETY: a by-value read of MyProcPid, set when this process started, on its only thread.
     let me = unsafe { pg_sys::MyProcPid };
     let mut batch = Vec::new();
     for (i, slot) in mailbox.slots().enumerate() {
@@ -266,7 +283,7 @@ fn retire(entry: usize, database: pg_sys::Oid) -> bool {
             return false;
         }
         let w = &mut h.workers[entry];
-        // SAFETY: a plain read of this process's pid.
+        // SAFETY: a by-value read of MyProcPid, set when this process started, on its only thread.
         if w.pid == unsafe { pg_sys::MyProcPid } {
             w.state = WorkerState::Empty;
         }
@@ -278,12 +295,14 @@ fn retire(entry: usize, database: pg_sys::Oid) -> bool {
 /// not answer, and free its entry. Whatever it committed stays charged.
 ///
 /// # Safety
-/// Called by PostgreSQL on process exit (before_shmem_exit), with the worker table entry registered in `serve`.
+/// Only for PostgreSQL's exit machinery: registered by `serve` with
+/// before_shmem_exit, so called once, while shared memory is still attached,
+/// with `arg` the index of this worker's entry in the worker table.
 #[pg_guard]
 unsafe extern "C-unwind" fn on_exit(_code: i32, arg: pg_sys::Datum) {
     let entry = arg.value();
     let Some(mailbox) = shared::mailbox() else { return };
-    // SAFETY: a plain read of this process's pid.
+    // SAFETY: a by-value read of MyProcPid, set when this process started, on its only thread.
     let me = unsafe { pg_sys::MyProcPid };
     mailbox.locked(|h| {
         for slot in h.slots() {
