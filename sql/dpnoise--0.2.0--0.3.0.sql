@@ -1,5 +1,99 @@
--- dpnoise 0.2.0 -> 0.3.0. The SQL surface is unchanged but for one figure:
--- dp_sum_multi's declared state size (SSPACE) is its state's real size,
--- 480 bytes (0.2.0 said 540). The planner sizes hash aggregation by it.
+-- dpnoise 0.2.0 -> 0.3.0: dp_sum_multi's declared state size (SSPACE) is
+-- its state's real size, 480 bytes (0.2.0 said 540; the planner sizes hash
+-- aggregation by it); and the analyst gate's tables and functions.
 UPDATE pg_catalog.pg_aggregate SET aggtransspace = 480
 WHERE aggfnoid = 'dp_sum_multi(double precision[], double precision, double precision[])'::pg_catalog.regprocedure;
+
+-- The analyst gate (first part): protected tables, analysts, allowed functions.
+
+-- Tables holding private data, each with its privacy unit (the column
+-- naming the person). Written by dp_protect and dp_unprotect only.
+CREATE TABLE dpnoise.protected (
+    relid        regclass PRIMARY KEY,
+    privacy_unit name NOT NULL
+);
+-- Functions the DBA declares safe on protected columns for analysts,
+-- beyond LEAKPROOF ones (which cannot fail or show their arguments).
+CREATE TABLE dpnoise.allowed_functions (
+    fn regprocedure PRIMARY KEY
+);
+SELECT pg_catalog.pg_extension_config_dump('dpnoise.protected', '');
+SELECT pg_catalog.pg_extension_config_dump('dpnoise.allowed_functions', '');
+
+CREATE FUNCTION dp_protect(tbl regclass, privacy_unit name) RETURNS void
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    IF tbl IS NULL OR privacy_unit IS NULL THEN
+        RAISE EXCEPTION 'table and privacy_unit must not be NULL' USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_attribute a
+                   WHERE a.attrelid = tbl AND a.attname = privacy_unit AND a.attnum > 0 AND NOT a.attisdropped) THEN
+        RAISE EXCEPTION 'table % has no column %', tbl, privacy_unit USING ERRCODE = 'undefined_column';
+    END IF;
+    INSERT INTO dpnoise.protected AS p (relid, privacy_unit) VALUES (tbl, privacy_unit)
+    ON CONFLICT (relid) DO UPDATE SET privacy_unit = excluded.privacy_unit;
+END $$;
+COMMENT ON FUNCTION dp_protect(regclass, name) IS
+    'Marks a table as private data whose rows belong to the person named by privacy_unit: analysts get only differentially private aggregates of it.';
+
+CREATE FUNCTION dp_unprotect(tbl regclass) RETURNS void
+LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+    DELETE FROM dpnoise.protected p WHERE p.relid = $1;
+$$;
+COMMENT ON FUNCTION dp_unprotect(regclass) IS 'Removes a table''s protection: analysts then read it as their privileges allow.';
+
+-- An analyst is a role whose sessions in this database have
+-- dpnoise.analyst = on, a setting only superusers can change.
+CREATE FUNCTION dp_analyst(role regrole, analyst boolean DEFAULT true) RETURNS void
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    r regrole := dpnoise.existing_role($1);
+BEGIN
+    IF analyst IS NULL THEN
+        RAISE EXCEPTION 'analyst must not be NULL' USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF (SELECT rolsuper FROM pg_catalog.pg_roles WHERE oid = r) THEN
+        RAISE EXCEPTION 'a superuser cannot be an analyst: it can change any setting'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF analyst THEN
+        EXECUTE pg_catalog.format('ALTER ROLE %I IN DATABASE %I SET dpnoise.analyst = on',
+                                  r::text, pg_catalog.current_database());
+    ELSE
+        EXECUTE pg_catalog.format('ALTER ROLE %I IN DATABASE %I RESET dpnoise.analyst',
+                                  r::text, pg_catalog.current_database());
+    END IF;
+END $$;
+COMMENT ON FUNCTION dp_analyst(regrole, boolean) IS
+    'Makes a role an analyst in this database (false: no longer): from its next connection it gets only differentially private aggregates of protected tables.';
+
+CREATE FUNCTION dp_allow_function(fn regprocedure, allowed boolean DEFAULT true) RETURNS void
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    IF fn IS NULL OR allowed IS NULL THEN
+        RAISE EXCEPTION 'fn and allowed must not be NULL' USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF allowed THEN
+        INSERT INTO dpnoise.allowed_functions VALUES (fn) ON CONFLICT DO NOTHING;
+    ELSE
+        DELETE FROM dpnoise.allowed_functions a WHERE a.fn = $1;
+    END IF;
+END $$;
+COMMENT ON FUNCTION dp_allow_function(regprocedure, boolean) IS
+    'Allows (false: no longer) a function that is not LEAKPROOF on protected columns in analysts'' queries: the DBA vouches that it cannot fail or show a value.';
+
+REVOKE EXECUTE ON FUNCTION dp_protect(regclass, name), dp_unprotect(regclass),
+    dp_analyst(regrole, boolean), dp_allow_function(regprocedure, boolean) FROM PUBLIC;
+
+-- What the DBA sees.
+CREATE VIEW dp_protected_tables AS
+SELECT p.relid AS table_name, p.privacy_unit,
+       EXISTS (SELECT 1 FROM pg_catalog.pg_index x
+               JOIN pg_catalog.pg_attribute a ON a.attrelid = x.indrelid AND a.attnum = x.indkey[0]
+               WHERE x.indrelid = p.relid AND x.indisunique AND x.indnkeyatts = 1
+                 AND x.indpred IS NULL AND x.indexprs IS NULL AND a.attname = p.privacy_unit) AS one_row_per_person
+FROM dpnoise.protected p;
+COMMENT ON VIEW dp_protected_tables IS
+    'Protected tables, their privacy unit, and whether it is UNIQUE (the gate admits aggregates of such tables only, for now). Superusers only.';
+COMMENT ON TABLE dpnoise.protected IS 'Protected tables and their privacy units; written by dp_protect and dp_unprotect.';
+COMMENT ON TABLE dpnoise.allowed_functions IS 'Functions allowed on protected columns beyond LEAKPROOF ones; written by dp_allow_function.';

@@ -227,6 +227,7 @@ unsafe extern "C-unwind" fn executor_start(query: *mut pg_sys::QueryDesc, eflags
     // unchanged. An error raised below longjmps through this frame, which owns nothing to drop.
     unsafe {
         begin_statement_if_top_level();
+        crate::gate::check_plan((*query).plannedstmt);
         check_parameters(query);
         match PREV_EXECUTOR_START {
             Some(prev) => prev(query, eflags),
@@ -314,6 +315,7 @@ unsafe extern "C-unwind" fn process_utility(
         if tag == pg_sys::NodeTag::T_DropStmt {
             guard_ledger(statement as *mut pg_sys::DropStmt);
         }
+        let explaining = crate::gate::check_utility(statement);
         let scroll_flags = (pg_sys::CURSOR_OPT_SCROLL | pg_sys::CURSOR_OPT_NO_SCROLL) as i32;
         IMPLICIT_SCROLL = tag == pg_sys::NodeTag::T_DeclareCursorStmt
             && (*(statement as *mut pg_sys::DeclareCursorStmt)).options & scroll_flags == 0;
@@ -323,6 +325,9 @@ unsafe extern "C-unwind" fn process_utility(
             None => raw_standard_process_utility(pstmt, query_string, read_only_tree, context, params, query_env, dest, qc),
         }
         IMPLICIT_SCROLL = false;
+        if explaining {
+            crate::gate::explained();
+        }
         DEPTH = DEPTH.saturating_sub(1);
     }
 }
@@ -344,7 +349,9 @@ unsafe extern "C-unwind" fn planner(
     // PlannedStmt (failure is an error, never null), as materialize requires. An error below
     // longjmps through this frame, which owns nothing to drop.
     unsafe {
-        // Checked before planning, which rewrites the tree in place.
+        // Checked before planning, which rewrites the tree in place: the
+        // analyst gate first (it refuses raw reads before anything else).
+        crate::gate::check_query(parse);
         check_query_parameters(parse);
         let implicit = std::mem::replace(&mut *(&raw mut IMPLICIT_SCROLL), false);
         let scroll = (implicit || cursor_options as u32 & pg_sys::CURSOR_OPT_SCROLL != 0) && has_volatile(parse);

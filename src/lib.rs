@@ -21,6 +21,7 @@ mod call_site;
 mod count;
 mod errors;
 mod fmgr;
+mod gate;
 mod gucs;
 mod hooks;
 mod multi;
@@ -48,6 +49,7 @@ pub extern "C-unwind" fn _PG_init() {
     dpnoise_core::interrupt::set_check(check_for_interrupts);
     gucs::init();
     budget::init();
+    gate::init();
     hooks::init();
 }
 

@@ -352,7 +352,7 @@ unsafe fn list_plans(list: *mut pg_sys::List) -> Vec<*mut pg_sys::Plan> {
 ///
 /// # Safety
 /// Called inside a transaction (it reads the catalog).
-unsafe fn releasing(funcid: pg_sys::Oid, arg_types: &[pg_sys::Oid]) -> Option<(String, usize)> {
+pub(crate) unsafe fn releasing(funcid: pg_sys::Oid, arg_types: &[pg_sys::Oid]) -> Option<(String, usize)> {
     let cached = RELEASING.with(|r| r.borrow().get(&funcid).cloned());
     if let Some(known) = cached {
         return known;

@@ -1,0 +1,569 @@
+//! The analyst gate: roles marked as analysts (`dpnoise.analyst`, set per
+//! role by `dp_analyst`) get only differentially private answers from
+//! protected tables (`dp_protect`). docs/analysts.md has the threat model.
+//!
+//! Three checkpoints, each refusing with ZB003 before anything is read or
+//! charged:
+//! - the planner hook (`check_query`): every query level that reads a
+//!   protected table directly must be an admitted aggregate (one protected
+//!   table with one row per person, dpnoise aggregates only, leakproof
+//!   filters and arguments, no grouping, no correlation); levels above it
+//!   only post-process its answers. An admitted level's protected table is
+//!   vouched for (no SELECT privilege needed), as a view's owner vouches;
+//! - ExecutorStart (`check_plan`): a plan an analyst runs may read a
+//!   protected table only where the gate vouched for it, whoever planned it
+//!   (a cached plan from before the role became an analyst is refused);
+//! - ProcessUtility (`check_utility`): COPY to or from a protected table,
+//!   and EXPLAIN of a query over one (estimates come from the data), are
+//!   refused.
+//!
+//! This is the first part of the gate: grouping (private partition
+//! selection), joins and per-person bounding of tables with several rows
+//! per person come next; until then they are refused with that reason.
+
+use crate::errors::raise_sqlstate;
+use pgrx::guc::{GucContext, GucFlags, GucRegistry, GucSetting};
+use pgrx::pg_sys;
+use pgrx::prelude::*;
+use std::cell::RefCell;
+use std::collections::{HashMap, HashSet};
+
+pgrx::extension_sql_file!("schema.sql", name = "gate_sql", requires = ["budget_sql"]);
+
+/// SQLSTATE of every refusal by the gate.
+pub const QUERY_REFUSED: &str = "ZB003";
+
+/// `dpnoise.analyst`: on for roles the DBA marked as analysts (`ALTER ROLE
+/// … IN DATABASE … SET`, which `dp_analyst` runs). Superusers only: an
+/// analyst can neither SET nor RESET it, nor pass it when connecting.
+static ANALYST: GucSetting<bool> = GucSetting::<bool>::new(false);
+
+/// Whether this session is an analyst's.
+pub fn analyst() -> bool {
+    ANALYST.get()
+}
+
+pub fn init() {
+    GucRegistry::define_bool_guc(
+        c"dpnoise.analyst",
+        c"Gives this session only differentially private answers from protected tables.",
+        c"Set per role by dp_analyst (ALTER ROLE ... IN DATABASE ... SET); only superusers can change it.",
+        &ANALYST,
+        GucContext::Suset,
+        GucFlags::default(),
+    );
+    // SAFETY: runs once, from _PG_init, on the process's only thread; the callback has the
+    // transaction callback's signature.
+    unsafe { pg_sys::RegisterXactCallback(Some(transaction_ended), std::ptr::null_mut()) };
+}
+
+/// The protected tables (with their inheritance children) and the DBA's
+/// allow list, read once per transaction.
+struct Protected {
+    /// Table → whether it holds one row per person (its privacy unit is
+    /// UNIQUE, alone, on every row it can show).
+    tables: HashMap<pg_sys::Oid, bool>,
+    /// Functions the DBA declared safe for analysts beyond LEAKPROOF ones.
+    allowed: HashSet<pg_sys::Oid>,
+}
+
+thread_local! {
+    static PROTECTED: RefCell<Option<std::rc::Rc<Protected>>> = const { RefCell::new(None) };
+    /// Set while the gate reads its own tables (their queries pass the planner hook too).
+    static LOADING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    /// Set while an analyst's EXPLAIN runs.
+    static EXPLAINING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// # Safety
+/// Called by PostgreSQL as a transaction callback.
+#[pg_guard]
+unsafe extern "C-unwind" fn transaction_ended(event: pg_sys::XactEvent::Type, _arg: *mut std::ffi::c_void) {
+    if matches!(
+        event,
+        pg_sys::XactEvent::XACT_EVENT_COMMIT
+            | pg_sys::XactEvent::XACT_EVENT_ABORT
+            | pg_sys::XactEvent::XACT_EVENT_PARALLEL_COMMIT
+            | pg_sys::XactEvent::XACT_EVENT_PARALLEL_ABORT
+    ) {
+        PROTECTED.with(|p| p.borrow_mut().take());
+        LOADING.with(|l| l.set(false));
+        EXPLAINING.with(|e| e.set(false));
+    }
+}
+
+const PROTECTED_QUERY: &str = "\
+WITH RECURSIVE p(relid, unit) AS (
+    SELECT pr.relid::oid, pr.privacy_unit FROM dpnoise.protected pr
+    UNION
+    SELECT i.inhrelid, p.unit FROM pg_catalog.pg_inherits i JOIN p ON i.inhparent = p.relid)
+SELECT p.relid,
+       EXISTS (SELECT 1 FROM pg_catalog.pg_index x
+               JOIN pg_catalog.pg_attribute a ON a.attrelid = x.indrelid AND a.attnum = x.indkey[0]
+               WHERE x.indrelid = p.relid AND x.indisunique AND x.indnkeyatts = 1
+                 AND x.indpred IS NULL AND x.indexprs IS NULL AND a.attname = p.unit)
+       AND (c.relkind = 'p' OR NOT EXISTS (SELECT 1 FROM pg_catalog.pg_inherits i WHERE i.inhparent = p.relid))
+FROM p JOIN pg_catalog.pg_class c ON c.oid = p.relid";
+
+/// The protected tables, read as the bootstrap superuser (an analyst cannot
+/// read dpnoise's schema), once per transaction; None when the extension is
+/// not installed in this database.
+fn protected() -> Option<std::rc::Rc<Protected>> {
+    if let Some(p) = PROTECTED.with(|p| p.borrow().clone()) {
+        return Some(p);
+    }
+    let mut user = pg_sys::InvalidOid;
+    let mut context = 0;
+    // SAFETY: reads and sets this backend's current user id; the error path restores it too
+    // (transaction abort resets the user id and security context).
+    unsafe {
+        pg_sys::GetUserIdAndSecContext(&mut user, &mut context);
+        pg_sys::SetUserIdAndSecContext(
+            pg_sys::BOOTSTRAP_SUPERUSERID.into(),
+            context | (pg_sys::SECURITY_LOCAL_USERID_CHANGE | pg_sys::SECURITY_RESTRICTED_OPERATION) as i32,
+        );
+    }
+    LOADING.with(|l| l.set(true));
+    let loaded = Spi::connect(|client| {
+        let installed = client
+            .select("SELECT pg_catalog.to_regclass('dpnoise.protected') IS NOT NULL", None, &[])?
+            .first()
+            .get_one::<bool>()?
+            .unwrap_or(false);
+        if !installed {
+            return Ok::<_, pgrx::spi::Error>(None);
+        }
+        let mut tables = HashMap::new();
+        for row in client.select(PROTECTED_QUERY, None, &[])? {
+            if let (Some(relid), one) = (row.get::<pg_sys::Oid>(1)?, row.get::<bool>(2)?) {
+                tables.insert(relid, one.unwrap_or(false));
+            }
+        }
+        let mut allowed = HashSet::new();
+        for row in client.select("SELECT fn::oid FROM dpnoise.allowed_functions", None, &[])? {
+            if let Some(f) = row.get::<pg_sys::Oid>(1)? {
+                allowed.insert(f);
+            }
+        }
+        Ok(Some(std::rc::Rc::new(Protected { tables, allowed })))
+    });
+    LOADING.with(|l| l.set(false));
+    // SAFETY: restores what was read above.
+    unsafe { pg_sys::SetUserIdAndSecContext(user, context) };
+    let loaded = loaded.unwrap_or_else(|e| pgrx::error!("dpnoise: cannot read the protected tables: {e}"));
+    PROTECTED.with(|p| *p.borrow_mut() = loaded.clone());
+    loaded
+}
+
+/// Whether the gate applies now: an analyst's session, outside the gate's own lookups.
+fn gated() -> bool {
+    analyst() && !LOADING.with(|l| l.get())
+}
+
+/// Why a query is refused, and how to write it instead. Checks return it
+/// rather than raise: a custom SQLSTATE raised inside PostgreSQL's tree
+/// walkers would not survive pgrx's error rethrow, so `raise` runs once the
+/// walk is over.
+struct Refusal {
+    what: String,
+    instead: String,
+}
+
+type Checked = Result<(), Refusal>;
+
+fn refuse(what: &str, instead: &str) -> Refusal {
+    Refusal { what: what.to_string(), instead: instead.to_string() }
+}
+
+fn raise(refusal: Refusal) -> ! {
+    raise_sqlstate(
+        QUERY_REFUSED,
+        format!("dpnoise: analysts get only differentially private aggregates of protected tables: {}", refusal.what),
+        Some(refusal.instead),
+    )
+}
+
+const SHAPE: &str = "Write SELECT dp_count(epsilon), dp_sum(column, epsilon, lower, upper), ... FROM protected_table \
+                     WHERE <conditions on its columns>; wrap it in a subquery or CTE to post-process the answers.";
+
+/// What the walk over an analyst's query carries.
+struct Walk {
+    protected: std::rc::Rc<Protected>,
+    explaining: bool,
+    /// The first refusal; the walk stops there.
+    refused: Option<Refusal>,
+}
+
+/// Checks an analyst's query before planning; vouches for the protected
+/// tables of the levels it admits. Does nothing for other sessions.
+///
+/// # Safety
+/// `query` is the live Query the planner hook was given.
+#[pg_guard]
+pub unsafe extern "C-unwind" fn check_query(query: *mut pg_sys::Query) {
+    if !gated() {
+        return;
+    }
+    let Some(protected) = protected() else { return };
+    let mut walk = Walk { protected, explaining: EXPLAINING.with(|e| e.get()), refused: None };
+    // SAFETY: the caller's contract; the walker gets `walk` back as its context.
+    unsafe { walker(query.cast(), (&raw mut walk).cast()) };
+    if let Some(refusal) = walk.refused {
+        raise(refusal);
+    }
+}
+
+/// # Safety
+/// Called by PostgreSQL's tree walkers, with the `Walk` of `check_query` as context.
+#[pg_guard]
+unsafe extern "C-unwind" fn walker(node: *mut pg_sys::Node, context: *mut std::ffi::c_void) -> bool {
+    // SAFETY: nodes of a live query tree; casts follow the node tags.
+    unsafe {
+        if node.is_null() {
+            return false;
+        }
+        if (*node).type_ == pg_sys::NodeTag::T_Query {
+            let query = node as *mut pg_sys::Query;
+            let walk = &mut *(context as *mut Walk);
+            if let Err(refusal) = check_level(query, walk) {
+                walk.refused = Some(refusal);
+                return true;
+            }
+            return pg_sys::query_tree_walker(query, Some(walker), context, 0);
+        }
+        pg_sys::expression_tree_walker(node, Some(walker), context)
+    }
+}
+
+/// # Safety
+/// `list` is null or a live pointer List.
+unsafe fn list_items<T>(list: *mut pg_sys::List) -> Vec<*mut T> {
+    // SAFETY: the caller's contract; indices stay below the length.
+    unsafe {
+        let n = if list.is_null() { 0 } else { (*list).length as usize };
+        (0..n).map(|i| (*(*list).elements.add(i)).ptr_value as *mut T).collect()
+    }
+}
+
+/// Checks one query level: if it reads a protected table directly, it must
+/// be an admitted aggregate.
+///
+/// # Safety
+/// `query` is a live Query.
+unsafe fn check_level(query: *mut pg_sys::Query, walk: &Walk) -> Checked {
+    // SAFETY: the caller's contract; RTE and node casts follow their kinds and tags.
+    unsafe {
+        let rtable = list_items::<pg_sys::RangeTblEntry>((*query).rtable);
+        let read: Vec<usize> = rtable
+            .iter()
+            .enumerate()
+            .filter(|(_, rte)| {
+                (***rte).rtekind == pg_sys::RTEKind::RTE_RELATION && walk.protected.tables.contains_key(&(***rte).relid)
+            })
+            .map(|(i, _)| i)
+            .collect();
+        if read.is_empty() {
+            return Ok(());
+        }
+        if walk.explaining {
+            return Err(refuse("EXPLAIN shows estimates drawn from the protected data", "Run the query itself."));
+        }
+        if (*query).commandType != pg_sys::CmdType::CMD_SELECT || (*query).resultRelation != 0 {
+            return Err(refuse("analysts cannot write protected tables", "Ask the DBA."));
+        }
+        if !(*query).rowMarks.is_null() {
+            return Err(refuse("FOR UPDATE/SHARE locks protected rows", SHAPE));
+        }
+        if read.len() > 1 {
+            return Err(refuse("joins of protected tables are not admitted yet", SHAPE));
+        }
+        let rtindex = read[0] + 1;
+        let rte = rtable[read[0]];
+        let from = list_items::<pg_sys::Node>((*(*query).jointree).fromlist);
+        let direct = from.len() == 1
+            && (*from[0]).type_ == pg_sys::NodeTag::T_RangeTblRef
+            && (*(from[0] as *mut pg_sys::RangeTblRef)).rtindex as usize == rtindex;
+        if !direct {
+            return Err(refuse(
+                "a protected table must be the query level's only FROM item (joins, also with generate_series or public tables, are not admitted yet)",
+                SHAPE,
+            ));
+        }
+        if !walk.protected.tables[&(*rte).relid] {
+            return Err(refuse(
+                "this table may hold several rows per person (its privacy unit is not UNIQUE); per-person contribution bounding is not available yet",
+                "Ask the DBA for a table with one row per person (a UNIQUE privacy unit column).",
+            ));
+        }
+        if !(*query).hasAggs {
+            return Err(refuse("rows of a protected table cannot be read, only dpnoise aggregates of them", SHAPE));
+        }
+        if !(*query).groupClause.is_null() || !(*query).groupingSets.is_null() {
+            return Err(refuse(
+                "GROUP BY needs private partition selection, which is not available yet",
+                "Run one query per group with the group's condition in WHERE.",
+            ));
+        }
+        if !(*query).havingQual.is_null() {
+            return Err(refuse("HAVING is not admitted yet", "Filter the answers in an outer query."));
+        }
+        if (*query).hasWindowFuncs || (*query).hasTargetSRFs || !(*query).distinctClause.is_null() {
+            return Err(refuse("window functions, set-returning functions and DISTINCT are not admitted over protected rows", SHAPE));
+        }
+        if (*query).hasSubLinks || !(*query).cteList.is_null() || (*query).hasRecursive || (*query).hasModifyingCTE {
+            return Err(refuse("subqueries cannot be mixed with protected rows at the same query level", SHAPE));
+        }
+        if !(*query).setOperations.is_null() {
+            return Err(refuse("UNION, INTERSECT and EXCEPT are not admitted over protected rows", SHAPE));
+        }
+        let mut check = Leakproof { allowed: &walk.protected.allowed, rows: true };
+        check.node((*(*query).jointree).quals)?;
+        check.rows = false;
+        for entry in list_items::<pg_sys::TargetEntry>((*query).targetList) {
+            check.node((*entry).expr.cast())?;
+        }
+        // Vouched for: the analyst needs no SELECT privilege on the table.
+        (*rte).requiredPerms = 0;
+        (*rte).selectedCols = std::ptr::null_mut();
+        Ok(())
+    }
+}
+
+/// The expressions of an admitted level: protected values reach an answer
+/// only through a dpnoise aggregate, and nothing evaluated on them (in
+/// WHERE, in an aggregate's arguments or FILTER) can fail, or so take
+/// another path, depending on their values.
+struct Leakproof<'a> {
+    allowed: &'a HashSet<pg_sys::Oid>,
+    /// Protected columns may appear here (WHERE, inside a dpnoise
+    /// aggregate); outside, in the output, only the aggregates' answers may.
+    rows: bool,
+}
+
+impl Leakproof<'_> {
+    fn function(&self, funcid: pg_sys::Oid, what: &str) -> Checked {
+        // SAFETY: a syscache lookup by OID inside a transaction.
+        if unsafe { pg_sys::get_func_leakproof(funcid) } || self.allowed.contains(&funcid) {
+            return Ok(());
+        }
+        Err(refuse(
+            &format!("{what} {} is not LEAKPROOF (it can fail, or show a value, on some rows)", function_name(funcid)),
+            "Use only LEAKPROOF operators and functions on protected columns, or ask the DBA to allow one with dp_allow_function.",
+        ))
+    }
+
+    /// # Safety
+    /// `node` is null or a live expression node of the admitted level.
+    unsafe fn node(&mut self, node: *mut pg_sys::Node) -> Checked {
+        // SAFETY: the caller's contract; casts follow the node tags.
+        unsafe {
+            if node.is_null() {
+                return Ok(());
+            }
+            use pg_sys::NodeTag::*;
+            match (*node).type_ {
+                T_Const | T_CaseTestExpr => Ok(()),
+                T_Param => {
+                    if (*(node as *mut pg_sys::Param)).paramkind == pg_sys::ParamKind::PARAM_EXTERN {
+                        Ok(())
+                    } else {
+                        Err(refuse("a value computed by the executor cannot meet protected rows", SHAPE))
+                    }
+                }
+                T_Var => {
+                    if (*(node as *mut pg_sys::Var)).varlevelsup != 0 {
+                        Err(refuse("a correlated subquery cannot read protected rows", SHAPE))
+                    } else if !self.rows {
+                        Err(refuse("a protected column can appear only in WHERE or inside a dpnoise aggregate", SHAPE))
+                    } else {
+                        Ok(())
+                    }
+                }
+                T_Aggref => {
+                    let aggref = node as *mut pg_sys::Aggref;
+                    let types = aggregate_types(aggref);
+                    if (*aggref).agglevelsup != 0 || crate::parameters::releasing((*aggref).aggfnoid, &types).is_none() {
+                        return Err(refuse("only dpnoise aggregates may summarise protected rows", SHAPE));
+                    }
+                    if !(*aggref).aggdistinct.is_null() || !(*aggref).aggorder.is_null() {
+                        return Err(refuse("DISTINCT and ORDER BY inside an aggregate are not admitted", SHAPE));
+                    }
+                    let was = std::mem::replace(&mut self.rows, true);
+                    let mut checked = Ok(());
+                    for entry in list_items::<pg_sys::TargetEntry>((*aggref).args) {
+                        checked = checked.and_then(|_| self.node((*entry).expr.cast()));
+                    }
+                    checked = checked.and_then(|_| self.node((*aggref).aggfilter.cast()));
+                    self.rows = was;
+                    checked
+                }
+                // No protected column below (outside aggregates, which are
+                // still checked): constants, parameters, post-processing of
+                // the answers. Whatever it does cannot depend on the data.
+                _ if !touches_rows(node) => self.children(node),
+                T_FuncExpr => {
+                    self.function((*(node as *mut pg_sys::FuncExpr)).funcid, "function")?;
+                    self.children(node)
+                }
+                T_OpExpr | T_DistinctExpr | T_NullIfExpr => {
+                    let op = node as *mut pg_sys::OpExpr;
+                    pg_sys::set_opfuncid(op);
+                    self.function((*op).opfuncid, "operator")?;
+                    self.children(node)
+                }
+                T_ScalarArrayOpExpr => {
+                    let op = node as *mut pg_sys::ScalarArrayOpExpr;
+                    pg_sys::set_sa_opfuncid(op);
+                    self.function((*op).opfuncid, "operator")?;
+                    self.children(node)
+                }
+                T_BoolExpr | T_NullTest | T_BooleanTest | T_RelabelType | T_CaseExpr | T_CaseWhen | T_CoalesceExpr
+                | T_List => self.children(node),
+                T_SubLink => Err(refuse("subqueries cannot be mixed with protected rows at the same query level", SHAPE)),
+                _ => Err(refuse(
+                    "an expression on protected columns that can fail on some values (a cast, a domain, an array or row operation)",
+                    "Use only LEAKPROOF operators and functions on protected columns.",
+                )),
+            }
+        }
+    }
+
+    /// Checks each direct child of `node`.
+    ///
+    /// # Safety
+    /// `node` is a live expression node.
+    unsafe fn children(&mut self, node: *mut pg_sys::Node) -> Checked {
+        struct Context<'a, 'b> {
+            check: &'a mut Leakproof<'b>,
+            checked: Checked,
+        }
+        /// # Safety
+        /// Called by `expression_tree_walker` with the live children of a node and our context.
+        #[pg_guard]
+        unsafe extern "C-unwind" fn each(node: *mut pg_sys::Node, context: *mut std::ffi::c_void) -> bool {
+            // SAFETY: the caller's contract.
+            unsafe {
+                let context = &mut *(context as *mut Context);
+                context.checked = context.check.node(node);
+                context.checked.is_err()
+            }
+        }
+        let mut context = Context { check: self, checked: Ok(()) };
+        // SAFETY: the caller's contract; `each` checks every direct child (and `node` recurses).
+        unsafe { pg_sys::expression_tree_walker(node, Some(each), (&raw mut context).cast()) };
+        context.checked
+    }
+}
+
+/// Whether a column of this level lies below `node` outside any aggregate.
+fn touches_rows(node: *mut pg_sys::Node) -> bool {
+    /// # Safety
+    /// Called by `expression_tree_walker` with live nodes.
+    #[pg_guard]
+    unsafe extern "C-unwind" fn find(node: *mut pg_sys::Node, _context: *mut std::ffi::c_void) -> bool {
+        // SAFETY: the caller's contract; aggregates are not entered.
+        unsafe {
+            if node.is_null() || (*node).type_ == pg_sys::NodeTag::T_Aggref {
+                return false;
+            }
+            if (*node).type_ == pg_sys::NodeTag::T_Var {
+                return true;
+            }
+            pg_sys::expression_tree_walker(node, Some(find), std::ptr::null_mut())
+        }
+    }
+    // SAFETY: `node` is a live expression node (callers' contract).
+    unsafe { find(node, std::ptr::null_mut()) }
+}
+
+/// # Safety
+/// `aggref` is a live Aggref.
+unsafe fn aggregate_types(aggref: *mut pg_sys::Aggref) -> Vec<pg_sys::Oid> {
+    // SAFETY: the caller's contract; aggargtypes is an OID list.
+    unsafe {
+        let list = (*aggref).aggargtypes;
+        let n = if list.is_null() { 0 } else { (*list).length as usize };
+        (0..n).map(|i| (*(*list).elements.add(i)).oid_value).collect()
+    }
+}
+
+/// A function's name, for messages (a catalog name, never data).
+fn function_name(funcid: pg_sys::Oid) -> String {
+    // SAFETY: a syscache lookup by OID; a non-null result is a palloc'd NUL-terminated string.
+    unsafe {
+        let name = pg_sys::get_func_name(funcid);
+        if name.is_null() {
+            format!("{}", u32::from(funcid))
+        } else {
+            std::ffi::CStr::from_ptr(name).to_string_lossy().into_owned()
+        }
+    }
+}
+
+/// Refuses a plan an analyst runs if it reads a protected table the gate
+/// did not vouch for (a plan made before the role became an analyst, or by
+/// another role).
+///
+/// # Safety
+/// `stmt` is null or the PlannedStmt ExecutorStart runs.
+#[pg_guard]
+pub unsafe extern "C-unwind" fn check_plan(stmt: *mut pg_sys::PlannedStmt) {
+    if stmt.is_null() || !gated() {
+        return;
+    }
+    let Some(protected) = protected() else { return };
+    // SAFETY: the caller's contract; the flattened range table of a live plan.
+    unsafe {
+        for rte in list_items::<pg_sys::RangeTblEntry>((*stmt).rtable) {
+            if (*rte).rtekind == pg_sys::RTEKind::RTE_RELATION
+                && protected.tables.contains_key(&(*rte).relid)
+                && (*rte).requiredPerms != 0
+            {
+                raise(refuse(
+                    "this plan reads a protected table the gate did not admit (prepared before the role became an analyst?)",
+                    SHAPE,
+                ));
+            }
+        }
+    }
+}
+
+/// Refuses an analyst's COPY of a protected table, and marks an EXPLAIN so
+/// that the planner hook refuses one over protected tables. Returns whether
+/// an EXPLAIN was marked (the caller clears it with `explained`).
+///
+/// # Safety
+/// `statement` is null or the live utility statement ProcessUtility runs.
+#[pg_guard]
+pub unsafe extern "C-unwind" fn check_utility(statement: *mut pg_sys::Node) -> bool {
+    if statement.is_null() || !gated() {
+        return false;
+    }
+    // SAFETY: the caller's contract; casts follow the node tags.
+    unsafe {
+        match (*statement).type_ {
+            pg_sys::NodeTag::T_CopyStmt => {
+                let copy = statement as *mut pg_sys::CopyStmt;
+                if (*copy).relation.is_null() {
+                    return false; // COPY (query): the planner hook sees the query.
+                }
+                let Some(protected) = protected() else { return false };
+                let relid = pg_sys::RangeVarGetRelidExtended((*copy).relation, pg_sys::NoLock as i32, pg_sys::RVROption::RVR_MISSING_OK, None, std::ptr::null_mut());
+                if protected.tables.contains_key(&relid) {
+                    raise(refuse("COPY reads or writes the rows of a protected table", SHAPE));
+                }
+                false
+            }
+            pg_sys::NodeTag::T_ExplainStmt => {
+                EXPLAINING.with(|e| e.set(true));
+                true
+            }
+            _ => false,
+        }
+    }
+}
+
+/// Ends what `check_utility` marked.
+pub fn explained() {
+    EXPLAINING.with(|e| e.set(false));
+}

@@ -1,0 +1,101 @@
+-- The analyst gate (issue 14, first part): an analyst gets only
+-- differentially private aggregates of protected tables, by every route.
+DO $$ BEGIN
+    CREATE ROLE dp_gate_analyst LOGIN;
+EXCEPTION WHEN duplicate_object THEN NULL; END $$;
+CREATE TABLE staff (person_id int PRIMARY KEY, name text, region text, salary float8, age int);
+INSERT INTO staff SELECT i, 'p' || i, (ARRAY['north', 'south'])[1 + i % 2], 1000 * (i % 97), 20 + i % 40
+FROM generate_series(1, 1000) i;
+-- Several rows per person: not admitted until per-person bounding exists.
+CREATE TABLE visits (person_id int, amount float8);
+INSERT INTO visits SELECT i % 100, i FROM generate_series(1, 1000) i;
+-- One row per person and no privilege for the analyst at all.
+CREATE TABLE patients (person_id int PRIMARY KEY, cost float8);
+INSERT INTO patients SELECT i, i % 500 FROM generate_series(1, 1000) i;
+-- Not protected: read as privileges allow.
+CREATE TABLE regions (region text);
+INSERT INTO regions VALUES ('north'), ('south');
+GRANT SELECT, UPDATE ON staff, visits, regions TO dp_gate_analyst;
+SELECT dp_protect('staff', 'person_id'), dp_protect('visits', 'person_id'), dp_protect('patients', 'person_id');
+SELECT * FROM dp_protected_tables ORDER BY 1;
+SELECT dp_analyst('dp_gate_analyst');
+SELECT dp_budget_grant('dp_gate_analyst', 1000);
+-- A superuser cannot be made an analyst (it could change the setting).
+SELECT outcome('SELECT dp_analyst(''postgres'')');
+\c - dp_gate_analyst
+\set VERBOSITY terse
+SHOW dpnoise.analyst;
+
+-- 1. No raw read, by any route (each refused with ZB003, or by a privilege).
+SELECT outcome('SELECT * FROM staff WHERE person_id = 17');
+SELECT outcome('TABLE staff');
+SELECT outcome('SELECT salary FROM staff WHERE false');
+COPY staff TO STDOUT;
+COPY (SELECT salary FROM staff WHERE person_id = 17) TO STDOUT;
+SELECT outcome('WITH t AS (SELECT salary FROM staff) SELECT * FROM t');
+SELECT outcome('SELECT EXISTS (SELECT 1 FROM staff WHERE salary > 90000)');
+SELECT outcome('SELECT 1 WHERE 17 IN (SELECT person_id FROM staff WHERE salary > 1000)');
+SELECT outcome('SELECT * FROM unnest(ARRAY(SELECT salary FROM staff))');
+SELECT outcome('UPDATE staff SET age = age WHERE person_id = 17 RETURNING salary');
+SELECT outcome('UPDATE staff SET age = age WHERE salary > 90000');
+BEGIN;
+DECLARE c CURSOR FOR SELECT salary FROM staff;
+ROLLBACK;
+CREATE TEMP VIEW v AS SELECT * FROM staff;
+SELECT outcome('SELECT salary FROM v WHERE person_id = 17');
+SELECT outcome('SELECT dp_count(1.0) FROM v');
+CREATE FUNCTION pg_temp.salary_of(int) RETURNS float8 LANGUAGE sql AS 'SELECT salary FROM staff WHERE person_id = $1';
+SELECT outcome('SELECT pg_temp.salary_of(17)');
+SELECT outcome($x$DO $d$ DECLARE s float8; BEGIN SELECT salary INTO s FROM staff WHERE person_id = 17; RAISE NOTICE '%', s; END $d$$x$);
+PREPARE raw AS SELECT salary FROM staff WHERE person_id = 17;
+EXECUTE raw;
+EXPLAIN SELECT dp_count(1.0) FROM staff WHERE salary > 90000;
+SELECT outcome('SELECT * FROM patients');
+-- The setting cannot be turned off by the analyst, nor the gate's tables changed.
+SELECT outcome('SELECT dp_analyst(''dp_gate_analyst'', false)');
+SELECT outcome('SELECT dp_unprotect(''staff'')');
+SET dpnoise.analyst = off;
+RESET dpnoise.analyst;
+SELECT set_config('dpnoise.analyst', 'off', false);
+SHOW dpnoise.analyst;
+
+-- 2. No amplification: copies of a row, joins, loops and per-row noise.
+SELECT outcome('SELECT dp_sum(salary, 1.0, 0, 100000) FROM (SELECT * FROM staff UNION ALL SELECT * FROM staff) s');
+SELECT outcome('SELECT dp_count(1.0) FROM staff a JOIN staff b ON true');
+SELECT outcome('SELECT dp_sum(salary, 1.0, 0, 100000) FROM staff, generate_series(1, 100) g');
+SELECT outcome('SELECT dp_sum(s.salary, 1.0, 0, 100000) FROM staff s JOIN regions r ON r.region = s.region');
+SELECT outcome('SELECT g, (SELECT dp_count(1.0) FROM staff WHERE person_id = g) FROM generate_series(1, 3) g');
+SELECT outcome('SELECT dp_laplace(salary, 1.0, 0.001) FROM staff');
+SELECT outcome('SELECT dp_count(1.0) OVER () FROM staff');
+SELECT outcome('SELECT count(*) FROM staff');
+SELECT outcome('SELECT max(salary) FROM staff');
+SELECT outcome('SELECT round(max(salary)) FROM staff');
+SELECT outcome('SELECT dp_count(1.0) + max(salary) FROM staff');
+SELECT outcome('SELECT dp_count(1.0) FROM visits');
+SELECT outcome('SELECT region, dp_count(1.0) FROM staff GROUP BY region');
+
+-- 4. Nothing evaluated on protected values can fail on some of them.
+SELECT outcome('SELECT dp_count(1.0) FROM staff WHERE 1 / (salary - 50000) > 0');
+SELECT outcome('SELECT dp_count(1.0) FROM staff WHERE name::int > 3');
+SELECT outcome('SELECT dp_sum(age * 1000000000, 1.0, 0, 100) FROM staff');
+SELECT outcome('SELECT dp_count(1.0) FILTER (WHERE sqrt(salary - 50000) > 1) FROM staff');
+CREATE FUNCTION pg_temp.probe(float8) RETURNS boolean LANGUAGE sql AS 'SELECT $1 > 1 / ($1 - 50000)';
+SELECT outcome('SELECT dp_count(1.0) FROM staff WHERE pg_temp.probe(salary)');
+
+-- Admitted: dpnoise aggregates of one protected table, leakproof filters,
+-- wrapped by a BI tool, with query parameters; no SELECT privilege needed.
+SELECT abs(dp_count(10.0) - 1000) < 30 AS count_ok FROM staff;
+SELECT dp_sum(salary, 10.0, 0, 100000) IS NOT NULL AS sum_ok FROM staff WHERE age > 30 AND region = 'north';
+SELECT count(*) FROM (SELECT dp_count(1.0) AS n, dp_avg(salary, 1.0, 0, 100000) AS a FROM staff) AS virtual_table LIMIT 1000;
+WITH answer AS (SELECT dp_avg(salary, 10.0, 0, 100000) AS a FROM staff) SELECT a > 0 FROM answer;
+PREPARE admitted(float8, int) AS SELECT dp_count($1) IS NOT NULL FROM staff WHERE age > $2;
+EXECUTE admitted(1.0, 20);
+SELECT abs(dp_sum(cost, 10.0, 0, 500) - 249500) < 2000 AS no_privilege_needed FROM patients;
+SELECT * FROM regions ORDER BY 1;
+-- Every admitted release was charged to the analyst.
+SELECT count(*) > 0 AS charged FROM dp_my_ledger;
+
+-- A curator (not an analyst) reads as before.
+\c - postgres
+SELECT count(*) FROM staff WHERE person_id = 17;
+SELECT dp_analyst('dp_gate_analyst', false);
