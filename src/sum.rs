@@ -90,6 +90,11 @@ trait SumValue: Copy {
     /// [−Δ, Δ], for `dp_sum_staircase`.
     fn symmetric(sensitivity: Self) -> Self::Bounds;
     fn shape(bounds: Self::Bounds) -> Shape;
+    /// A value that adds nothing: for an analyst, a float8 NaN (an error
+    /// would say whether some row holds one); a curator gets the error.
+    fn skipped(self) -> bool {
+        false
+    }
     /// Clamps to [lower, upper] (checked when the plan was made: every row
     /// repeats the first row's) and rounds onto the lattice.
     fn lattice_steps(self, lattice: Lattice, lower: Self, upper: Self, aggregate: &str) -> i128;
@@ -115,6 +120,10 @@ impl SumValue for f64 {
     }
     fn negate(self) -> f64 {
         -self
+    }
+    #[inline]
+    fn skipped(self) -> bool {
+        self.is_nan() && crate::gate::analyst()
     }
     fn bounds(lower: f64, upper: f64) -> Bounds {
         Bounds::new(lower, upper).or_raise()
@@ -315,7 +324,7 @@ unsafe fn accumulate<T: SumValue>(fcinfo: pg_sys::FunctionCallInfo, kind: Kind) 
         } else if !same_params(&(*state).params, &params) {
             errors::varying_parameter(aggregate);
         }
-        if let Some(v) = T::arg(fcinfo, 1) {
+        if let Some(v) = T::arg(fcinfo, 1).filter(|v| !v.skipped()) {
             let steps = v.lattice_steps(Lattice { k: (*state).lattice_k }, lower, upper, aggregate);
             (*state).add(steps, 1);
         }

@@ -82,6 +82,15 @@ SELECT outcome('SELECT dp_count(1.0) FILTER (WHERE sqrt(salary - 50000) > 1) FRO
 CREATE FUNCTION pg_temp.probe(float8) RETURNS boolean LANGUAGE sql AS 'SELECT $1 > 1 / ($1 - 50000)';
 SELECT outcome('SELECT dp_count(1.0) FROM staff WHERE pg_temp.probe(salary)');
 
+-- A NaN adds nothing for an analyst (for a curator it is an error, which
+-- here would say whether person 17's salary is NaN).
+\c - postgres
+UPDATE staff SET salary = 'NaN' WHERE person_id = 17;
+\c - dp_gate_analyst
+\set VERBOSITY terse
+SELECT dp_sum(salary, 1.0, 0, 100000) IS NOT NULL AS no_error FROM staff WHERE person_id = 17;
+SELECT dp_avg(salary, 1.0, 0, 100000) IS NOT NULL AS no_error FROM staff;
+
 -- Admitted: dpnoise aggregates of one protected table, leakproof filters,
 -- wrapped by a BI tool, with query parameters; no SELECT privilege needed.
 SELECT abs(dp_count(10.0) - 1000) < 30 AS count_ok FROM staff;
@@ -98,4 +107,5 @@ SELECT count(*) > 0 AS charged FROM dp_my_ledger;
 -- A curator (not an analyst) reads as before.
 \c - postgres
 SELECT count(*) FROM staff WHERE person_id = 17;
+SELECT outcome('SELECT dp_sum(salary, 1.0, 0, 100000) FROM staff');
 SELECT dp_analyst('dp_gate_analyst', false);
