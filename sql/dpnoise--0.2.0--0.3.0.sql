@@ -5,6 +5,10 @@ UPDATE pg_catalog.pg_aggregate SET aggtransspace = 480
 WHERE aggfnoid = 'dp_sum_multi(double precision[], double precision, double precision[])'::pg_catalog.regprocedure;
 
 -- The analyst gate (first part): protected tables, analysts, allowed functions.
+CREATE FUNCTION "dp_gate_changed"() RETURNS void
+STRICT VOLATILE PARALLEL UNSAFE
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'dp_gate_changed_wrapper';
 
 -- Tables holding private data, each with its privacy unit (the column
 -- naming the person). Written by dp_protect and dp_unprotect only.
@@ -32,6 +36,7 @@ BEGIN
     END IF;
     INSERT INTO dpnoise.protected AS p (relid, privacy_unit) VALUES (tbl, privacy_unit)
     ON CONFLICT (relid) DO UPDATE SET privacy_unit = excluded.privacy_unit;
+    PERFORM @extschema@.dp_gate_changed();
 END $$;
 COMMENT ON FUNCTION dp_protect(regclass, name) IS
     'Marks a table as private data whose rows belong to the person named by privacy_unit: analysts get only differentially private aggregates of it.';
@@ -39,6 +44,7 @@ COMMENT ON FUNCTION dp_protect(regclass, name) IS
 CREATE FUNCTION dp_unprotect(tbl regclass) RETURNS void
 LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
     DELETE FROM dpnoise.protected p WHERE p.relid = $1;
+    SELECT @extschema@.dp_gate_changed();
 $$;
 COMMENT ON FUNCTION dp_unprotect(regclass) IS 'Removes a table''s protection: analysts then read it as their privileges allow.';
 
@@ -78,11 +84,12 @@ BEGIN
     ELSE
         DELETE FROM dpnoise.allowed_functions a WHERE a.fn = $1;
     END IF;
+    PERFORM @extschema@.dp_gate_changed();
 END $$;
 COMMENT ON FUNCTION dp_allow_function(regprocedure, boolean) IS
     'Allows (false: no longer) a function that is not LEAKPROOF on protected columns in analysts'' queries: the DBA vouches that it cannot fail or show a value.';
 
-REVOKE EXECUTE ON FUNCTION dp_protect(regclass, name), dp_unprotect(regclass),
+REVOKE EXECUTE ON FUNCTION dp_gate_changed(), dp_protect(regclass, name), dp_unprotect(regclass),
     dp_analyst(regrole, boolean), dp_allow_function(regprocedure, boolean) FROM PUBLIC;
 
 -- What the DBA sees.
@@ -96,4 +103,5 @@ FROM dpnoise.protected p;
 COMMENT ON VIEW dp_protected_tables IS
     'Protected tables, their privacy unit, and whether it is UNIQUE (the gate admits aggregates of such tables only, for now). Superusers only.';
 COMMENT ON TABLE dpnoise.protected IS 'Protected tables and their privacy units; written by dp_protect and dp_unprotect.';
+COMMENT ON FUNCTION dp_gate_changed() IS 'Tells every session that the protected tables or the allow list changed (at commit); called by dp_protect and friends.';
 COMMENT ON TABLE dpnoise.allowed_functions IS 'Functions allowed on protected columns beyond LEAKPROOF ones; written by dp_allow_function.';

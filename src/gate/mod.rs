@@ -28,7 +28,7 @@ use pgrx::prelude::*;
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
 
-pgrx::extension_sql_file!("schema.sql", name = "gate_sql", requires = ["budget_sql"]);
+pgrx::extension_sql_file!("schema.sql", name = "gate_sql", requires = ["budget_sql", dp_gate_changed]);
 
 /// SQLSTATE of every refusal by the gate.
 pub const QUERY_REFUSED: &str = "ZB003";
@@ -52,19 +52,27 @@ pub fn init() {
         GucContext::Suset,
         GucFlags::default(),
     );
-    // SAFETY: runs once, from _PG_init, on the process's only thread; the callback has the
-    // transaction callback's signature.
-    unsafe { pg_sys::RegisterXactCallback(Some(transaction_ended), std::ptr::null_mut()) };
+    // SAFETY: runs once, from _PG_init, on the process's only thread; the callbacks have the
+    // transaction and relcache callbacks' signatures.
+    unsafe {
+        pg_sys::RegisterXactCallback(Some(transaction_ended), std::ptr::null_mut());
+        pg_sys::CacheRegisterRelcacheCallback(Some(relcache_changed), pg_sys::Datum::from(0usize));
+    }
 }
 
 /// The protected tables (with their inheritance children) and the DBA's
-/// allow list, read once per transaction.
+/// allow list. Read once, then kept until a relcache invalidation names one
+/// of them or the gate's own tables (DDL on a protected table, such as a
+/// dropped index, sends one; dp_protect, dp_unprotect and dp_allow_function
+/// send one for dpnoise.protected through `dp_gate_changed`).
 struct Protected {
     /// Table → whether it holds one row per person (its privacy unit is
     /// UNIQUE, alone, on every row it can show).
     tables: HashMap<pg_sys::Oid, bool>,
     /// Functions the DBA declared safe for analysts beyond LEAKPROOF ones.
     allowed: HashSet<pg_sys::Oid>,
+    /// dpnoise.protected and dpnoise.allowed_functions.
+    own: [pg_sys::Oid; 2],
 }
 
 thread_local! {
@@ -86,10 +94,36 @@ unsafe extern "C-unwind" fn transaction_ended(event: pg_sys::XactEvent::Type, _a
             | pg_sys::XactEvent::XACT_EVENT_PARALLEL_COMMIT
             | pg_sys::XactEvent::XACT_EVENT_PARALLEL_ABORT
     ) {
-        PROTECTED.with(|p| p.borrow_mut().take());
         LOADING.with(|l| l.set(false));
         EXPLAINING.with(|e| e.set(false));
     }
+}
+
+/// # Safety
+/// Called by PostgreSQL as a relcache invalidation callback.
+#[pg_guard]
+unsafe extern "C-unwind" fn relcache_changed(_arg: pg_sys::Datum, relid: pg_sys::Oid) {
+    PROTECTED.with(|p| {
+        let mut p = p.borrow_mut();
+        let stale = p.as_ref().is_some_and(|known| {
+            relid == pg_sys::InvalidOid || known.own.contains(&relid) || known.tables.contains_key(&relid)
+        });
+        if stale {
+            *p = None;
+        }
+    });
+}
+
+/// Tells every backend that the protected tables or the allow list changed
+/// (at commit): called by dp_protect, dp_unprotect and dp_allow_function.
+#[pg_extern(volatile, parallel_unsafe)]
+fn dp_gate_changed() {
+    let relid = Spi::get_one::<pg_sys::Oid>("SELECT 'dpnoise.protected'::pg_catalog.regclass::pg_catalog.oid")
+        .ok()
+        .flatten()
+        .unwrap_or(pg_sys::InvalidOid);
+    // SAFETY: queues a relcache invalidation of an existing relation, sent at commit.
+    unsafe { pg_sys::CacheInvalidateRelcacheByRelid(relid) };
 }
 
 const PROTECTED_QUERY: &str = "\
@@ -125,14 +159,18 @@ fn protected() -> Option<std::rc::Rc<Protected>> {
     }
     LOADING.with(|l| l.set(true));
     let loaded = Spi::connect(|client| {
-        let installed = client
-            .select("SELECT pg_catalog.to_regclass('dpnoise.protected') IS NOT NULL", None, &[])?
+        let own = client
+            .select(
+                "SELECT pg_catalog.to_regclass('dpnoise.protected')::pg_catalog.oid, \
+                        pg_catalog.to_regclass('dpnoise.allowed_functions')::pg_catalog.oid",
+                None,
+                &[],
+            )?
             .first()
-            .get_one::<bool>()?
-            .unwrap_or(false);
-        if !installed {
+            .get_two::<pg_sys::Oid, pg_sys::Oid>()?;
+        let (Some(protected_table), Some(allowed_table)) = own else {
             return Ok::<_, pgrx::spi::Error>(None);
-        }
+        };
         let mut tables = HashMap::new();
         for row in client.select(PROTECTED_QUERY, None, &[])? {
             if let (Some(relid), one) = (row.get::<pg_sys::Oid>(1)?, row.get::<bool>(2)?) {
@@ -145,7 +183,7 @@ fn protected() -> Option<std::rc::Rc<Protected>> {
                 allowed.insert(f);
             }
         }
-        Ok(Some(std::rc::Rc::new(Protected { tables, allowed })))
+        Ok(Some(std::rc::Rc::new(Protected { tables, allowed, own: [protected_table, allowed_table] })))
     });
     LOADING.with(|l| l.set(false));
     // SAFETY: restores what was read above.

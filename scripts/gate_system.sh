@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Analyst-gate must-holds that need two sessions: a session that is already
+# open sees a table protected, or losing its one-row-per-person index, at
+# its next statement (the gate's cache is invalidated at the DBA's commit).
+# Usage: gate_system.sh PORT (a server started by lib.sh's start_server,
+# with dpnoise installed). Exits non-zero on failure.
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+PORT=$1
+DB=dpnoise_gate_system
+psql_() { "$PG_BIN/psql" -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$PORT" -At "$@"; }
+fail() { echo "FAIL: $*"; exit 1; }
+
+psql_ -U postgres -d postgres -c "DROP DATABASE IF EXISTS $DB WITH (FORCE)" -c "CREATE DATABASE $DB"
+psql_ -U postgres -d $DB <<'SQL'
+CREATE EXTENSION dpnoise;
+DO $$ BEGIN CREATE ROLE gate_system_analyst LOGIN; EXCEPTION WHEN duplicate_object THEN NULL; END $$;
+CREATE TABLE people (id int PRIMARY KEY, v float8);
+INSERT INTO people SELECT i, i FROM generate_series(1, 100) i;
+GRANT SELECT ON people TO gate_system_analyst;
+SELECT dp_analyst('gate_system_analyst');
+SELECT dp_budget_grant('gate_system_analyst', 100);
+SQL
+
+# One analyst session, kept open, fed statement by statement.
+coproc ANALYST { "$PG_BIN/psql" -X -q -h 127.0.0.1 -p "$PORT" -U gate_system_analyst -d $DB -At 2>&1; }
+ask() {
+  echo "$1" >&"${ANALYST[1]}"
+  echo "SELECT 'end-of-answer';" >&"${ANALYST[1]}"
+  local line out=""
+  while IFS= read -r -t 20 line <&"${ANALYST[0]}"; do
+    [ "$line" = end-of-answer ] && break
+    out+="$line"$'\n'
+  done
+  printf '%s' "$out"
+}
+
+[ "$(ask 'SELECT count(*) FROM people;')" = 100 ] || fail "an unprotected table is not read as privileges allow"
+psql_ -U postgres -d $DB -c "SELECT dp_protect('people', 'id')" >/dev/null
+out=$(ask 'SELECT count(*) FROM people;')
+echo "$out" | grep -q "only differentially private aggregates" || fail "a table protected by another session is still read raw: $out"
+out=$(ask 'SELECT dp_count(1.0) IS NOT NULL FROM people;')
+[ "$out" = t ] || fail "an admitted query is refused: $out"
+psql_ -U postgres -d $DB -c "ALTER TABLE people DROP CONSTRAINT people_pkey" >/dev/null
+out=$(ask 'SELECT dp_count(1.0) IS NOT NULL FROM people;')
+echo "$out" | grep -q "several rows per person" || fail "a table that lost its unique privacy unit is still admitted: $out"
+psql_ -U postgres -d $DB -c "SELECT dp_unprotect('people')" >/dev/null
+[ "$(ask 'SELECT count(*) FROM people;')" = 100 ] || fail "an unprotected table is not read again"
+echo '\q' >&"${ANALYST[1]}"
+wait "$ANALYST_PID" 2>/dev/null || true
+psql_ -U postgres -d postgres -c "DROP DATABASE $DB WITH (FORCE)"
+echo "gate: an open analyst session sees protection, a lost unique index and unprotection at its next statement"
