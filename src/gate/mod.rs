@@ -436,9 +436,12 @@ impl Leakproof<'_> {
                     checked
                 }
                 // No protected column below (outside aggregates, which are
-                // still checked): constants, parameters, post-processing of
-                // the answers. Whatever it does cannot depend on the data.
-                _ if !touches_rows(node) => self.children(node),
+                // still checked). In the output that is post-processing of
+                // the answers. Among the rows (WHERE, an aggregate's
+                // arguments) a CASE or an AND could still decide by the data
+                // whether it runs, so it must be folded to a constant when
+                // planned (immutable, no parameter), or be leakproof too.
+                _ if !touches_rows(node) && (!self.rows || folded_when_planned(node)) => self.children(node),
                 T_FuncExpr => {
                     self.function((*(node as *mut pg_sys::FuncExpr)).funcid, "function")?;
                     self.children(node)
@@ -491,6 +494,25 @@ impl Leakproof<'_> {
         unsafe { pg_sys::expression_tree_walker(node, Some(each), (&raw mut context).cast()) };
         context.checked
     }
+}
+
+/// Whether the planner folds `node` to a constant: immutable functions of
+/// constants only (an error there is raised while planning, whatever the data).
+fn folded_when_planned(node: *mut pg_sys::Node) -> bool {
+    /// # Safety
+    /// Called by `expression_tree_walker` with live nodes.
+    #[pg_guard]
+    unsafe extern "C-unwind" fn param(node: *mut pg_sys::Node, _context: *mut std::ffi::c_void) -> bool {
+        // SAFETY: the caller's contract.
+        unsafe {
+            if node.is_null() {
+                return false;
+            }
+            (*node).type_ == pg_sys::NodeTag::T_Param || pg_sys::expression_tree_walker(node, Some(param), std::ptr::null_mut())
+        }
+    }
+    // SAFETY: `node` is a live expression node (callers' contract); both walks only read it.
+    unsafe { !pg_sys::contain_mutable_functions(node) && !param(node, std::ptr::null_mut()) }
 }
 
 /// Whether a column of this level lies below `node` outside any aggregate.
