@@ -126,18 +126,27 @@ fn dp_gate_changed() {
     unsafe { pg_sys::CacheInvalidateRelcacheByRelid(relid) };
 }
 
+/// Run as the bootstrap superuser in an analyst's session, whose search_path
+/// the analyst controls: every type and operator is schema-qualified, so no
+/// object of the analyst's own can be picked.
 const PROTECTED_QUERY: &str = "\
 WITH RECURSIVE p(relid, unit) AS (
-    SELECT pr.relid::oid, pr.privacy_unit FROM dpnoise.protected pr
+    SELECT pr.relid::pg_catalog.oid, pr.privacy_unit FROM dpnoise.protected pr
     UNION
-    SELECT i.inhrelid, p.unit FROM pg_catalog.pg_inherits i JOIN p ON i.inhparent = p.relid)
+    SELECT i.inhrelid, p.unit FROM pg_catalog.pg_inherits i JOIN p ON i.inhparent OPERATOR(pg_catalog.=) p.relid)
 SELECT p.relid,
        EXISTS (SELECT 1 FROM pg_catalog.pg_index x
-               JOIN pg_catalog.pg_attribute a ON a.attrelid = x.indrelid AND a.attnum = x.indkey[0]
-               WHERE x.indrelid = p.relid AND x.indisunique AND x.indnkeyatts = 1
-                 AND x.indpred IS NULL AND x.indexprs IS NULL AND a.attname = p.unit)
-       AND (c.relkind = 'p' OR NOT EXISTS (SELECT 1 FROM pg_catalog.pg_inherits i WHERE i.inhparent = p.relid))
-FROM p JOIN pg_catalog.pg_class c ON c.oid = p.relid";
+               JOIN pg_catalog.pg_attribute a
+                 ON a.attrelid OPERATOR(pg_catalog.=) x.indrelid AND a.attnum OPERATOR(pg_catalog.=) x.indkey[0]
+               WHERE x.indrelid OPERATOR(pg_catalog.=) p.relid AND x.indisunique
+                 AND x.indnkeyatts OPERATOR(pg_catalog.=) 1::pg_catalog.int2
+                 AND x.indpred IS NULL AND x.indexprs IS NULL AND a.attname OPERATOR(pg_catalog.=) p.unit)
+       AND (c.relkind OPERATOR(pg_catalog.=) 'p'::pg_catalog.char
+            OR NOT EXISTS (SELECT 1 FROM pg_catalog.pg_inherits i WHERE i.inhparent OPERATOR(pg_catalog.=) p.relid))
+FROM p JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) p.relid";
+
+/// The DBA's allow list, qualified as above.
+const ALLOWED_QUERY: &str = "SELECT fn::pg_catalog.oid FROM dpnoise.allowed_functions";
 
 /// The protected tables, read as the bootstrap superuser (an analyst cannot
 /// read dpnoise's schema), once per transaction; None when the extension is
@@ -178,7 +187,7 @@ fn protected() -> Option<std::rc::Rc<Protected>> {
             }
         }
         let mut allowed = HashSet::new();
-        for row in client.select("SELECT fn::oid FROM dpnoise.allowed_functions", None, &[])? {
+        for row in client.select(ALLOWED_QUERY, None, &[])? {
             if let Some(f) = row.get::<pg_sys::Oid>(1)? {
                 allowed.insert(f);
             }

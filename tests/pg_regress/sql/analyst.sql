@@ -16,6 +16,7 @@ INSERT INTO patients SELECT i, i % 500 FROM generate_series(1, 1000) i;
 CREATE TABLE regions (region text);
 INSERT INTO regions VALUES ('north'), ('south');
 GRANT SELECT, UPDATE ON staff, visits, regions TO dp_gate_analyst;
+GRANT CREATE ON SCHEMA public TO dp_gate_analyst;
 SELECT dp_protect('staff', 'person_id'), dp_protect('visits', 'person_id'), dp_protect('patients', 'person_id');
 SELECT * FROM dp_protected_tables ORDER BY 1;
 SELECT dp_analyst('dp_gate_analyst');
@@ -25,6 +26,17 @@ SELECT outcome('SELECT dp_analyst(''postgres'')');
 \c - dp_gate_analyst
 \set VERBOSITY terse
 SHOW dpnoise.analyst;
+-- The gate reads its tables as a superuser inside the analyst's session:
+-- an operator of the analyst's own, first on the search_path, is never
+-- picked (it would run as the superuser).
+CREATE FUNCTION public.evil_eq(oid, oid) RETURNS boolean LANGUAGE plpgsql AS
+  $$ BEGIN RAISE NOTICE 'evil_eq ran as %', current_user; RETURN $1 OPERATOR(pg_catalog.=) $2; END $$;
+CREATE OPERATOR public.= (LEFTARG = oid, RIGHTARG = oid, FUNCTION = public.evil_eq);
+SET search_path = public, pg_catalog;
+SELECT count(*) FROM regions;
+RESET search_path;
+DROP OPERATOR public.= (oid, oid);
+DROP FUNCTION public.evil_eq(oid, oid);
 
 -- 1. No raw read, by any route (each refused with ZB003, or by a privilege).
 SELECT outcome('SELECT * FROM staff WHERE person_id = 17');
@@ -112,6 +124,7 @@ SELECT count(*) > 0 AS charged FROM dp_my_ledger;
 
 -- A curator (not an analyst) reads as before.
 \c - postgres
+REVOKE CREATE ON SCHEMA public FROM dp_gate_analyst;
 SELECT count(*) FROM staff WHERE person_id = 17;
 SELECT outcome('SELECT dp_sum(salary, 1.0, 0, 100000) FROM staff');
 SELECT dp_analyst('dp_gate_analyst', false);
