@@ -7,7 +7,7 @@
 use crate::aggref::{aggregate_arguments, argument_count, f64_parameter, text_parameter};
 use crate::errors::OrRaise;
 use crate::fmgr::{arg_datum, arg_is_null, i64_datum, refuse_window, v1_function};
-use crate::release::{release_i64, site_plan};
+use crate::release::{site_plan, Release};
 use dpnoise_core::{Choice, Delta, Epsilon, Loss, Mechanism, Request, Shape};
 use pgrx::pg_sys;
 
@@ -53,7 +53,7 @@ unsafe fn release(
         })
     };
     // SAFETY: as above.
-    unsafe { release_i64(fcinfo, "dp_count", &plan, (requested, delta), count as i128) }
+    unsafe { crate::release::release(fcinfo, "dp_count", &plan, (requested, delta), count as i128, Release::Integer) }
 }
 
 /// A cache key for a mechanism choice.

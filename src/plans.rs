@@ -44,21 +44,20 @@ thread_local! {
     static PLANS: RefCell<Vec<(Key, Value)>> = const { RefCell::new(Vec::new()) };
 }
 
-/// The cached value for `key`, or `build`'s (raised if it fails: nothing is kept then).
-fn cached(key: Key, build: impl FnOnce() -> Result<Value, dpnoise_core::Error>) -> Value {
-    let hit = PLANS.with(|plans| {
+/// The cached value whose key `matches`, now the most recently used.
+fn lookup(matches: impl Fn(&Key) -> bool) -> Option<Value> {
+    PLANS.with(|plans| {
         let mut plans = plans.borrow_mut();
-        let at = plans.iter().position(|(k, _)| *k == key)?;
+        let at = plans.iter().position(|(k, _)| matches(k))?;
         let entry = plans.remove(at);
         let value = entry.1.clone();
         plans.push(entry);
         Some(value)
-    });
-    if let Some(value) = hit {
-        return value;
-    }
-    // Built outside the borrow: planning may raise (or be cancelled).
-    let value = build().or_raise();
+    })
+}
+
+/// Keeps `value` under `key`, forgetting the least recently used past `CAPACITY`.
+fn keep(key: Key, value: &Value) {
     PLANS.with(|plans| {
         let mut plans = plans.borrow_mut();
         if plans.len() >= CAPACITY {
@@ -66,6 +65,16 @@ fn cached(key: Key, build: impl FnOnce() -> Result<Value, dpnoise_core::Error>) 
         }
         plans.push((key, value.clone()));
     });
+}
+
+/// The cached value for `key`, or `build`'s (raised if it fails: nothing is kept then).
+fn cached(key: Key, build: impl FnOnce() -> Result<Value, dpnoise_core::Error>) -> Value {
+    if let Some(value) = lookup(|k| *k == key) {
+        return value;
+    }
+    // Built outside the borrow: planning may raise (or be cancelled).
+    let value = build().or_raise();
+    keep(key, &value);
     value
 }
 
@@ -114,23 +123,16 @@ pub fn l1(epsilon: Epsilon, sensitivity: Sensitivity) -> L1Plan {
     }
 }
 
-/// Knowledge refinement of `prior` at ε for `query`.
-pub fn refinement(prior: Prior, epsilon: Epsilon, query: Query) -> Rc<Refinement> {
-    let key = Key::Refinement(prior.clone(), epsilon, query);
-    match cached(key, || Refinement::new(prior, epsilon, query).map(|r| Value::Refinement(Rc::new(r)))) {
-        Value::Refinement(refinement) => refinement,
-        _ => unreachable!("a refinement key holds a refinement"),
+/// Knowledge refinement of `prior` at ε for `query`. Per-row calls find it
+/// by comparison alone; the prior is checked (`check`), copied and
+/// discretised only when it is not kept yet.
+pub fn refinement(prior: &Prior, epsilon: Epsilon, query: Query, check: impl FnOnce()) -> Rc<Refinement> {
+    let hit = lookup(|k| matches!(k, Key::Refinement(p, e, q) if p == prior && *e == epsilon && *q == query));
+    if let Some(Value::Refinement(refinement)) = hit {
+        return refinement;
     }
-}
-
-/// How many plans this backend keeps now (for tests).
-#[cfg(any(test, feature = "pg_test"))]
-pub fn len() -> usize {
-    PLANS.with(|plans| plans.borrow().len())
-}
-
-/// The capacity (for tests).
-#[cfg(any(test, feature = "pg_test"))]
-pub const fn capacity() -> usize {
-    CAPACITY
+    check();
+    let refinement = Rc::new(Refinement::new(prior.clone(), epsilon, query).or_raise());
+    keep(Key::Refinement(prior.clone(), epsilon, query), &Value::Refinement(Rc::clone(&refinement)));
+    refinement
 }

@@ -153,7 +153,8 @@ fn refinement(prior: Option<dp_prior>, epsilon: Option<f64>, individual: Option<
     let epsilon = epsilon.unwrap_or_else(|| errors::null_parameter("epsilon"));
     let individual = individual.unwrap_or_else(|| errors::null_parameter("individual"));
     let query = if individual { Query::Individual } else { Query::Statistical };
-    crate::plans::refinement(prior.to_core(), Epsilon::new(epsilon).or_raise(), query)
+    // A prior typed in as text is checked when first used (the check runs on a cache miss).
+    crate::plans::refinement(&prior.0, Epsilon::new(epsilon).or_raise(), query, || prior.0.validate().or_raise())
 }
 
 /// Refuses a call whose value cannot be refined with `prior` (before

@@ -23,36 +23,31 @@ pub unsafe fn site_plan(fcinfo: pg_sys::FunctionCallInfo, key: [u64; 5], request
 }
 
 /// Pays for one release at (`epsilon`, `delta`) as the user wrote them, then
-/// releases `true_steps` with `plan`'s noise as float8.
+/// releases `true_steps` with `plan`'s noise: as float8 (`Release::Float`)
+/// or int8 (`Release::Integer`).
 ///
 /// # Safety
 /// `fcinfo` is the live call of a final or per-row function.
 #[inline]
-pub unsafe fn release_f64(
+pub unsafe fn release(
     fcinfo: pg_sys::FunctionCallInfo,
     function: &str,
     plan: &Plan,
     (epsilon, delta): (f64, f64),
     true_steps: i128,
+    as_type: Release,
 ) -> pg_sys::Datum {
     // SAFETY: the caller's contract.
     unsafe { crate::budget::pay(fcinfo, function, plan.mechanism.name(), epsilon, delta) };
-    f64_datum(with_rng(|rng| plan.release(rng, true_steps)))
+    with_rng(|rng| match as_type {
+        Release::Float => f64_datum(plan.release(rng, true_steps)),
+        Release::Integer => i64_datum(plan.release_integer(rng, true_steps).or_raise()),
+    })
 }
 
-/// As `release_f64`, released as int8.
-///
-/// # Safety
-/// `fcinfo` is the live call of a final or per-row function.
-#[inline]
-pub unsafe fn release_i64(
-    fcinfo: pg_sys::FunctionCallInfo,
-    function: &str,
-    plan: &Plan,
-    (epsilon, delta): (f64, f64),
-    true_steps: i128,
-) -> pg_sys::Datum {
-    // SAFETY: the caller's contract.
-    unsafe { crate::budget::pay(fcinfo, function, plan.mechanism.name(), epsilon, delta) };
-    i64_datum(with_rng(|rng| plan.release_integer(rng, true_steps)).or_raise())
+/// The SQL type a release is returned as.
+#[derive(Clone, Copy)]
+pub enum Release {
+    Float,
+    Integer,
 }

@@ -8,7 +8,7 @@
 use crate::call_site::text_fingerprint;
 use crate::errors::OrRaise;
 use crate::fmgr::{arg_datum, arg_f64, arg_is_null, required_f64, return_null, v1_function};
-use crate::release::{release_f64, site_plan};
+use crate::release::{release, site_plan, Release};
 use dpnoise_core::{Choice, Delta, Epsilon, Loss, Mechanism, Plan, Request, Sensitivity, Shape};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
@@ -46,7 +46,7 @@ unsafe fn release_value(
             return return_null(fcinfo);
         };
         let true_steps = plan.calibration.lattice.round(value).or_raise();
-        release_f64(fcinfo, function, &plan, (epsilon, delta), true_steps)
+        release(fcinfo, function, &plan, (epsilon, delta), true_steps, Release::Float)
     }
 }
 

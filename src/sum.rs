@@ -12,7 +12,7 @@ use crate::aggref::{aggregate_arguments, argument_count, f64_parameter, i64_para
 use crate::call_site::{call_site_cache, text_fingerprint};
 use crate::errors::{self, OrRaise};
 use crate::fmgr::{arg_datum, arg_f64, arg_i64, arg_is_null, f64_datum, refuse_window, required_f64, v1_function};
-use crate::release::{release_f64, release_i64};
+use crate::release::Release;
 use crate::rng::with_rng;
 use dpnoise_core::{
     Average, Bounds, Choice, Delta, Epsilon, IntegerBounds, Lattice, Loss, Mechanism, Plan, Request, Sensitivity, Shape,
@@ -146,7 +146,7 @@ impl SumValue for f64 {
     unsafe fn release(fcinfo: pg_sys::FunctionCallInfo, aggregate: &str, plan: &Plan, paid: (f64, f64), sum: i128)
         -> pg_sys::Datum {
         // SAFETY: the caller's contract.
-        unsafe { release_f64(fcinfo, aggregate, plan, paid, sum) }
+        unsafe { crate::release::release(fcinfo, aggregate, plan, paid, sum, Release::Float) }
     }
 }
 
@@ -185,7 +185,7 @@ impl SumValue for i64 {
     unsafe fn release(fcinfo: pg_sys::FunctionCallInfo, aggregate: &str, plan: &Plan, paid: (f64, f64), sum: i128)
         -> pg_sys::Datum {
         // SAFETY: the caller's contract.
-        unsafe { release_i64(fcinfo, aggregate, plan, paid, sum) }
+        unsafe { crate::release::release(fcinfo, aggregate, plan, paid, sum, Release::Integer) }
     }
 }
 
