@@ -136,3 +136,15 @@ pub fn refinement(prior: &Prior, epsilon: Epsilon, query: Query, check: impl FnO
     keep(Key::Refinement(prior.clone(), epsilon, query), &Value::Refinement(Rc::clone(&refinement)));
     refinement
 }
+
+/// How many plans this backend keeps now (for tests).
+#[cfg(any(test, feature = "pg_test"))]
+pub fn len() -> usize {
+    PLANS.with(|plans| plans.borrow().len())
+}
+
+/// The capacity (for tests).
+#[cfg(any(test, feature = "pg_test"))]
+pub const fn capacity() -> usize {
+    CAPACITY
+}
