@@ -51,6 +51,7 @@ pub mod plan;
 pub mod rational;
 pub mod refine;
 pub mod sampler;
+pub mod selection;
 pub mod staircase;
 
 pub use accuracy::{Accuracy, Law, StepLaw};

@@ -117,6 +117,80 @@ pub fn decimal(x: f64) -> String {
     format!("{x}")
 }
 
+/// The exact sum of `decimal(x)` over `values` (each ≥ 0), as a decimal
+/// that numeric reads: what one charge for several releases costs. Past
+/// 40 significant digits it is rounded up, never down.
+pub fn decimal_sum(values: &[f64]) -> String {
+    // Each value as its shortest digits d (most significant first) and the
+    // exponent of the last one: x = d · 10^e.
+    let parts: Vec<(Vec<u8>, i32)> = values
+        .iter()
+        .map(|x| {
+            let text = format!("{:e}", x.max(0.0));
+            let (mantissa, exponent) = text.split_once('e').expect("LowerExp writes an exponent");
+            let digits: Vec<u8> = mantissa.bytes().filter(u8::is_ascii_digit).map(|b| b - b'0').collect();
+            let exponent = exponent.parse::<i32>().expect("an integer exponent") - (digits.len() as i32 - 1);
+            (digits, exponent)
+        })
+        .collect();
+    let Some(lowest) = parts.iter().map(|(_, e)| *e).min() else { return "0".into() };
+    // Sum, least significant digit first, at the lowest exponent.
+    let mut sum: Vec<u8> = Vec::new();
+    for (digits, exponent) in &parts {
+        let shift = (exponent - lowest) as usize;
+        let mut carry = 0u8;
+        let len = digits.len() + shift;
+        if sum.len() < len {
+            sum.resize(len, 0);
+        }
+        for i in 0..sum.len() {
+            let d = if i >= shift && i < len { digits[digits.len() - 1 - (i - shift)] } else { 0 };
+            let t = sum[i] + d + carry;
+            sum[i] = t % 10;
+            carry = t / 10;
+            if i >= len && carry == 0 {
+                break;
+            }
+        }
+        if carry > 0 {
+            sum.push(carry);
+        }
+    }
+    while sum.len() > 1 && sum.last() == Some(&0) {
+        sum.pop();
+    }
+    let mut exponent = lowest;
+    while sum.len() > 1 && sum[0] == 0 {
+        sum.remove(0);
+        exponent += 1;
+    }
+    const KEPT: usize = 40;
+    if sum.len() > KEPT {
+        let dropped = sum.len() - KEPT;
+        let inexact = sum[..dropped].iter().any(|&d| d != 0);
+        sum.drain(..dropped);
+        exponent += dropped as i32;
+        if inexact {
+            let mut i = 0;
+            loop {
+                if i == sum.len() {
+                    sum.push(1);
+                    break;
+                }
+                if sum[i] == 9 {
+                    sum[i] = 0;
+                    i += 1;
+                } else {
+                    sum[i] += 1;
+                    break;
+                }
+            }
+        }
+    }
+    let digits: String = sum.iter().rev().map(|d| (b'0' + d) as char).collect();
+    format!("{digits}e{exponent}")
+}
+
 /// `x` if its exact value is at most its shortest decimal, else the float
 /// just below (which is then below the decimal: the decimal reads back as
 /// `x`, so it lies within half an ulp of it). For positive finite `x`.
@@ -231,5 +305,34 @@ mod tests {
             x *= 1.37;
         }
         assert!(above > 50 && below > 50, "{above} {below}");
+    }
+}
+
+#[cfg(test)]
+mod decimal_sum_tests {
+    use super::decimal_sum;
+
+    fn value(text: &str) -> f64 {
+        text.parse().unwrap()
+    }
+
+    #[test]
+    fn sums_the_decimals_exactly() {
+        assert_eq!(decimal_sum(&[0.1, 0.2]), "3e-1");
+        assert_eq!(decimal_sum(&[0.5, 0.5]), "1e0");
+        assert_eq!(decimal_sum(&[]), "0");
+        assert_eq!(decimal_sum(&[0.0, 1e-6]), "1e-6");
+        assert_eq!(decimal_sum(&[0.30000000000000004, 0.1]), "40000000000000004e-17");
+        assert_eq!(decimal_sum(&[999.0, 1.0, 0.001]), "1000001e-3");
+        assert_eq!(value(&decimal_sum(&[1e-300, 2e-300])), 3e-300);
+    }
+
+    #[test]
+    fn rounds_up_past_forty_digits() {
+        // 0.5 + 1e-300 needs 301 digits: kept as 40, rounded up.
+        let s = decimal_sum(&[0.5, 1e-300]);
+        assert!(s.len() < 64, "{s}");
+        assert_eq!(s, "5000000000000000000000000000000000000001e-40");
+        assert_eq!(decimal_sum(&[0.9999999999999999, 1e-200]).len() < 64, true);
     }
 }

@@ -92,3 +92,45 @@ fn discrete_laplace_is_symmetric_with_zero_counted_once() {
     let c0 = *h.get(&0).unwrap() as f64 / N as f64;
     assert!((c0 - p0).abs() < 5.0 * (p0 * (1.0 - p0) / N as f64).sqrt());
 }
+
+/// The partition selection's Bernoulli against its exact probability, at
+/// rates from rare to almost sure; the tolerance is 5.5 standard errors of
+/// N draws. (Checked once against a sampler comparing 52 bits, which
+/// doubles every rate: it fails at every p.)
+#[test]
+fn partition_keep_has_the_exact_rate() {
+    use dpnoise_core::selection::{bernoulli_dyadic, PartitionSelection};
+    let mut r = rng(41);
+    let selection = PartitionSelection::new(1.0, 1e-5, 1).unwrap();
+    let mut rates: Vec<f64> = (1..selection.always_kept_from()).map(|n| selection.keep_probability(n)).collect();
+    rates.extend([0.3, 0.999, 1.0 / 3.0, 1e-3]);
+    for p in rates {
+        let n = N / 2;
+        let kept = (0..n).filter(|_| bernoulli_dyadic(&mut r, p)).count() as f64;
+        let tolerance = 5.5 * (p * (1.0 - p) / n as f64).sqrt() + 1.0 / n as f64;
+        assert!((kept / n as f64 - p).abs() <= tolerance, "p = {p}: rate {}", kept / n as f64);
+    }
+}
+
+/// Rates below 2^-64 read whole words of zeros first: scripted bits.
+#[test]
+fn partition_keep_reads_leading_zero_words() {
+    use dpnoise_core::selection::bernoulli_dyadic;
+    struct Script(Vec<u64>);
+    impl dpnoise_core::Entropy for Script {
+        fn next_u64(&mut self) -> u64 {
+            self.0.remove(0)
+        }
+        fn bit(&mut self) -> bool {
+            unreachable!("the sampler reads whole words")
+        }
+    }
+    let p = 2f64.powi(-65); // the first word must be 0, then the next bit 0
+    assert!(bernoulli_dyadic(&mut Script(vec![0, 0]), p));
+    assert!(!bernoulli_dyadic(&mut Script(vec![0, 1 << 63]), p));
+    assert!(!bernoulli_dyadic(&mut Script(vec![1]), p));
+    let p = 0.75 * 2f64.powi(-7); // 7 zero bits, then 53 bits below 0.75·2^53
+    assert!(bernoulli_dyadic(&mut Script(vec![1 << 56, 0]), p));
+    assert!(!bernoulli_dyadic(&mut Script(vec![1 << 57, 0]), p));
+    assert!(!bernoulli_dyadic(&mut Script(vec![0, 3 << 62]), p));
+}
