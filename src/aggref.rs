@@ -92,7 +92,25 @@ unsafe fn original_arguments(fcinfo: pg_sys::FunctionCallInfo, aggregate: &str) 
         if context.is_null() || tag(context.cast()) != pg_sys::NodeTag::T_AggState {
             lost(aggregate);
         }
-        let mut plan = (*(context as *mut pg_sys::AggState)).ss.ps.plan;
+        plan_arguments((*(context as *mut pg_sys::AggState)).ss.ps.plan, aggref, aggregate)
+    }
+}
+
+/// The argument list (of TargetEntry) as the user wrote it, of `aggref` in
+/// the plan node `plan` (a combining Aggref's are found in the partial
+/// aggregate below).
+///
+/// # Safety
+/// `plan` is the live Plan node whose target list or quals hold the live
+/// `aggref`, in a plan tree that stays allocated while the List is used.
+pub unsafe fn plan_arguments(mut plan: *mut pg_sys::Plan, aggref: *mut pg_sys::Aggref, aggregate: &str) -> *mut pg_sys::List {
+    // SAFETY: the caller's contract; each expression is non-null (loop condition) and cast only
+    // to the struct its tag names; a plan node's `targetlist` is read through the Plan header every
+    // plan node begins with; `nth` bounds-checks each index (`varattno` is 1-based, 0 is refused).
+    unsafe {
+        if (*aggref).aggsplit & pg_sys::AGGSPLITOP_COMBINE == 0 {
+            return (*aggref).args;
+        }
         let first: *mut pg_sys::TargetEntry = nth((*aggref).args, 0);
         if first.is_null() {
             lost(aggregate);

@@ -43,17 +43,45 @@ unsafe fn release(
     let requested = f64_parameter(epsilon, "epsilon");
     let key = [requested.to_bits(), delta.to_bits(), choice_key(choice), 0, 0];
     // SAFETY: fcinfo is the live final call (this function's contract).
-    let plan = unsafe {
-        site_plan(fcinfo, key, || Request {
-            choice,
-            epsilon: Epsilon::new(requested).or_raise(),
-            delta: Delta::new(delta).or_raise(),
-            loss: Loss::Variance,
-            shape: Shape::Count,
-        })
-    };
+    let plan = unsafe { site_plan(fcinfo, key, || request(requested, delta, choice)) };
     // SAFETY: as above.
     unsafe { crate::release::release(fcinfo, "dp_count", &plan, (requested, delta), count as i128, Release::Integer) }
+}
+
+/// A count's request; every check that can refuse its parameters runs here.
+fn request(epsilon: f64, delta: f64, choice: Choice) -> Request {
+    Request {
+        choice,
+        epsilon: Epsilon::new(epsilon).or_raise(),
+        delta: Delta::new(delta).or_raise(),
+        loss: Loss::Variance,
+        shape: Shape::Count,
+    }
+}
+
+/// Checks the parameters of a dp_count call as its final function would
+/// and returns what it pays, (ε, δ) as written. `args` are the call's
+/// evaluated arguments (None: NULL), `value`: the form with a value first.
+///
+/// # Safety
+/// A text in `args` is live.
+pub(crate) unsafe fn checked_cost(value: bool, args: &[Option<pg_sys::Datum>]) -> (f64, f64) {
+    let params = &args[usize::from(value)..];
+    let arg = |i: usize| params.get(i).copied().flatten();
+    // SAFETY: the caller's contract: texts are live.
+    let (epsilon, delta, choice) = unsafe {
+        match params.len() {
+            1 => (f64_parameter(arg(0), "epsilon"), 0.0, Choice::Fixed(Mechanism::Laplace)),
+            2 => (f64_parameter(arg(0), "epsilon"), 0.0, Choice::parse(&text_parameter(arg(1), "mechanism")).or_raise()),
+            _ => (
+                f64_parameter(arg(0), "epsilon"),
+                f64_parameter(arg(1), "delta"),
+                Choice::parse(&text_parameter(arg(2), "mechanism")).or_raise(),
+            ),
+        }
+    };
+    crate::plans::plan(request(epsilon, delta, choice));
+    (epsilon, delta)
 }
 
 /// A cache key for a mechanism choice.

@@ -233,6 +233,9 @@ unsafe extern "C-unwind" fn executor_start(query: *mut pg_sys::QueryDesc, eflags
             Some(prev) => prev(query, eflags),
             None => raw_standard_executor_start(query, eflags),
         }
+        // An analyst's statement pays for all its releases before it runs
+        // (after ExecutorStart's own checks, so their errors charge nothing).
+        crate::gate::cost::prepay(query, eflags);
     }
 }
 

@@ -31,6 +31,7 @@ mod release;
 mod rng;
 mod refine;
 mod row_noise;
+mod selection;
 mod sum;
 
 // Each feature's hand-written SQL sits beside its module; this runs last.

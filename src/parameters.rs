@@ -250,7 +250,7 @@ unsafe fn all_fixed(args: *mut pg_sys::List, data: usize, entries: bool) -> bool
 fn privacy_arguments(name: &str, arg_types: &[pg_sys::Oid]) -> Option<usize> {
     match name {
         "dp_count" if arg_types.len() == 2 && arg_types[1] == pg_sys::FLOAT8OID => Some(1),
-        "dp_count" => Some(0),
+        "dp_count" | "dp_partition_selected" => Some(0),
         "dp_sum" | "dp_sum_laplace" | "dp_sum_staircase" | "dp_sum_multi" | "dp_avg" | "dp_laplace" | "dp_staircase"
         | "dp_noise" | "dp_noise_box" | "dp_noise_l1_staircase" | "dp_refine" => Some(1),
         _ => None,

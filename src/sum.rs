@@ -218,6 +218,89 @@ struct SumCall {
     plan: SumPlan,
 }
 
+/// A call's privacy parameters as written.
+struct Written<T> {
+    epsilon: f64,
+    lower: T,
+    upper: T,
+    delta: f64,
+    mechanism: Option<String>,
+    loss: Option<String>,
+}
+
+/// Reads `kind`'s parameters from its `n` arguments (`arg(i)`: the value of
+/// argument i, None for NULL).
+///
+/// # Safety
+/// A by-reference value `arg` returns (a text) is live while this runs.
+unsafe fn written<T: SumValue>(kind: Kind, n: usize, arg: impl Fn(usize) -> Option<pg_sys::Datum>) -> Written<T> {
+    // SAFETY: the caller's contract: texts are live.
+    let text = |i: usize, name: &str| (n > i).then(|| unsafe { text_parameter(arg(i), name) });
+    if kind == Kind::Staircase {
+        let s = T::parameter(arg(2), "sensitivity");
+        return Written { epsilon: f64_parameter(arg(1), "epsilon"), lower: s.negate(), upper: s, delta: 0.0, mechanism: None, loss: text(3, "loss") };
+    }
+    let delta = if kind == Kind::Sum && n > 4 { f64_parameter(arg(4), "delta") } else { 0.0 };
+    let (mechanism, loss) = if kind == Kind::Sum { (text(5, "mechanism"), text(6, "loss")) } else { (None, None) };
+    Written {
+        epsilon: f64_parameter(arg(1), "epsilon"),
+        lower: T::parameter(arg(2), "lower"),
+        upper: T::parameter(arg(3), "upper"),
+        delta,
+        mechanism,
+        loss,
+    }
+}
+
+/// Plans a call from its written parameters; every check that can refuse
+/// them runs here.
+fn plan_written<T: SumValue>(kind: Kind, w: &Written<T>) -> SumPlan {
+    let eps = Epsilon::new(w.epsilon).or_raise();
+    let bounds = if kind == Kind::Staircase { T::symmetric(w.upper) } else { T::bounds(w.lower, w.upper) };
+    if kind == Kind::Average {
+        // dp_avg sums float8 only: its bounds are float8.
+        let bounds = Bounds::new(f64::from_bits(w.lower.bits()), f64::from_bits(w.upper.bits())).or_raise();
+        return SumPlan::Average(crate::plans::average(eps, bounds));
+    }
+    let choice = match kind {
+        Kind::Laplace => Choice::Fixed(Mechanism::Laplace),
+        Kind::Staircase => Choice::Fixed(Mechanism::Staircase),
+        _ => Choice::parse(w.mechanism.as_deref().unwrap_or("auto")).or_raise(),
+    };
+    let loss = Loss::parse(w.loss.as_deref().unwrap_or("l2")).or_raise();
+    let delta = Delta::new(w.delta).or_raise();
+    SumPlan::Single(crate::plans::plan(Request { choice, epsilon: eps, delta, loss, shape: T::shape(bounds) }))
+}
+
+/// Checks the parameters of a call of the sum aggregate `name` (float8 or
+/// int8 values) as its final function would, and returns what it pays: its
+/// (ε, δ) as written. None: not one of this module's aggregates.
+///
+/// # Safety
+/// `args` holds the call's evaluated arguments (None: NULL); texts are live.
+pub(crate) unsafe fn checked_cost(name: &str, integer: bool, args: &[Option<pg_sys::Datum>]) -> Option<(f64, f64)> {
+    let kind = match name {
+        "dp_sum" => Kind::Sum,
+        "dp_sum_laplace" => Kind::Laplace,
+        "dp_sum_staircase" => Kind::Staircase,
+        "dp_avg" => Kind::Average,
+        _ => return None,
+    };
+    let arg = |i: usize| args.get(i).copied().flatten();
+    // SAFETY: the caller's contract.
+    unsafe {
+        if integer {
+            let w = written::<i64>(kind, args.len(), arg);
+            plan_written(kind, &w);
+            Some((w.epsilon, w.delta))
+        } else {
+            let w = written::<f64>(kind, args.len(), arg);
+            plan_written(kind, &w);
+            Some((w.epsilon, w.delta))
+        }
+    }
+}
+
 /// The arguments of `kind`'s call, planned (once per call site and parameter set).
 ///
 /// # Safety
@@ -227,49 +310,17 @@ unsafe fn sum_call<T: SumValue>(fcinfo: pg_sys::FunctionCallInfo, kind: Kind) ->
     // SAFETY: the caller's contract; every index read is below the aggregate's argument count.
     unsafe {
         let n = argument_count(fcinfo);
-        let text = |i: usize, name: &str| {
-            (n > i).then(|| text_parameter(aggregate_arguments(fcinfo, [i], aggregate)[0], name))
-        };
-        let (epsilon, lower, upper, delta, mechanism, loss) = if kind == Kind::Staircase {
-            let [e, s] = aggregate_arguments(fcinfo, [1, 2], aggregate);
-            let s = T::parameter(s, "sensitivity");
-            (f64_parameter(e, "epsilon"), s.negate(), s, 0.0, None, text(3, "loss"))
-        } else {
-            let [e, l, u] = aggregate_arguments(fcinfo, [1, 2, 3], aggregate);
-            let delta = if kind == Kind::Sum && n > 4 {
-                f64_parameter(aggregate_arguments(fcinfo, [4], aggregate)[0], "delta")
-            } else {
-                0.0
-            };
-            let (mechanism, loss) = if kind == Kind::Sum { (text(5, "mechanism"), text(6, "loss")) } else { (None, None) };
-            (f64_parameter(e, "epsilon"), T::parameter(l, "lower"), T::parameter(u, "upper"), delta, mechanism, loss)
-        };
+        let w = written::<T>(kind, n, |i| aggregate_arguments(fcinfo, [i], aggregate)[0]);
         let fingerprint = |t: &Option<String>| t.as_deref().map_or(0, text_fingerprint);
         let key = [
-            epsilon.to_bits(),
-            lower.bits(),
-            upper.bits(),
-            delta.to_bits(),
-            fingerprint(&mechanism).rotate_left(32) ^ fingerprint(&loss),
+            w.epsilon.to_bits(),
+            w.lower.bits(),
+            w.upper.bits(),
+            w.delta.to_bits(),
+            fingerprint(&w.mechanism).rotate_left(32) ^ fingerprint(&w.loss),
         ];
-        let plan = call_site_cache(fcinfo, key, || {
-            let eps = Epsilon::new(epsilon).or_raise();
-            let bounds = if kind == Kind::Staircase { T::symmetric(upper) } else { T::bounds(lower, upper) };
-            if kind == Kind::Average {
-                // dp_avg sums float8 only: its bounds are float8.
-                let bounds = Bounds::new(f64::from_bits(lower.bits()), f64::from_bits(upper.bits())).or_raise();
-                return SumPlan::Average(crate::plans::average(eps, bounds));
-            }
-            let choice = match kind {
-                Kind::Laplace => Choice::Fixed(Mechanism::Laplace),
-                Kind::Staircase => Choice::Fixed(Mechanism::Staircase),
-                _ => Choice::parse(mechanism.as_deref().unwrap_or("auto")).or_raise(),
-            };
-            let loss = Loss::parse(loss.as_deref().unwrap_or("l2")).or_raise();
-            let delta = Delta::new(delta).or_raise();
-            SumPlan::Single(crate::plans::plan(Request { choice, epsilon: eps, delta, loss, shape: T::shape(bounds) }))
-        });
-        SumCall { epsilon, delta, params: [epsilon.to_bits(), lower.bits(), upper.bits()], plan }
+        let plan = call_site_cache(fcinfo, key, || plan_written(kind, &w));
+        SumCall { epsilon: w.epsilon, delta: w.delta, params: [w.epsilon.to_bits(), w.lower.bits(), w.upper.bits()], plan }
     }
 }
 

@@ -35,6 +35,8 @@ pub struct Charge<'a> {
     pub epsilon: f64,
     pub delta: f64,
     pub releases: i64,
+    /// (ε, δ) as exact decimals, when the f64s above are rounded sums.
+    pub exact: Option<[String; 2]>,
 }
 
 /// What the ledger answered when it granted a charge.
@@ -125,8 +127,16 @@ fn fill(slot: &mut Slot, request: &Charge, database: pg_sys::Oid) {
     slot.taker = 0;
     slot.releases = request.releases;
     slot.strict = false;
-    slot.epsilon.set(&dpnoise_core::rational::decimal(request.epsilon));
-    slot.delta.set(&dpnoise_core::rational::decimal(request.delta));
+    match &request.exact {
+        Some([epsilon, delta]) => {
+            slot.epsilon.set(epsilon);
+            slot.delta.set(delta);
+        }
+        None => {
+            slot.epsilon.set(&dpnoise_core::rational::decimal(request.epsilon));
+            slot.delta.set(&dpnoise_core::rational::decimal(request.delta));
+        }
+    }
     slot.mechanism.set(request.mechanism);
     // SAFETY: debug_query_string is this backend's current statement text (or null), valid while it runs.
     let statement = unsafe { pg_sys::debug_query_string };
@@ -248,8 +258,13 @@ pub unsafe fn pay(fcinfo: pg_sys::FunctionCallInfo, function: &str, mechanism: &
     if paid.covers(statement, set, epsilon, delta) {
         return;
     }
-    let mechanism = format!("{function} ({mechanism})");
-    let granted = charge(&Charge { mechanism: &mechanism, epsilon, delta, releases: 1 });
+    // An analyst's statement paid for its call sites before it ran.
+    let granted = if crate::gate::cost::take(statement, epsilon, delta) {
+        Granted { strict: false }
+    } else {
+        let mechanism = format!("{function} ({mechanism})");
+        charge(&Charge { mechanism: &mechanism, epsilon, delta, releases: 1, exact: None })
+    };
     if granted.strict {
         return;
     }

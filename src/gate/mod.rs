@@ -17,9 +17,14 @@
 //!   and EXPLAIN of a query over one (estimates come from the data), are
 //!   refused.
 //!
-//! This is the first part of the gate: grouping (private partition
-//! selection), joins and per-person bounding of tables with several rows
-//! per person come next; until then they are refused with that reason.
+//! An admitted level may GROUP BY expressions of its protected table: the
+//! gate adds private partition selection (`dp_partition_selected` in
+//! HAVING, at `dpnoise.selection_epsilon` / `dpnoise.selection_delta`), so a
+//! key appears only if the optimal keep test on its number of persons
+//! passes. Every analyst statement pays its whole cost from its plan
+//! before it runs (`cost`), whatever the data. Joins and per-person
+//! bounding of tables with several rows per person come next; until then
+//! they are refused with that reason.
 
 use crate::errors::raise_sqlstate;
 use pgrx::guc::{GucContext, GucFlags, GucRegistry, GucSetting};
@@ -27,6 +32,8 @@ use pgrx::pg_sys;
 use pgrx::prelude::*;
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
+
+pub mod cost;
 
 pgrx::extension_sql_file!("schema.sql", name = "gate_sql", requires = ["budget_sql", dp_gate_changed]);
 
@@ -43,12 +50,56 @@ pub fn analyst() -> bool {
     ANALYST.get()
 }
 
+/// `dpnoise.selection_epsilon` and `dpnoise.selection_delta`: what private
+/// partition selection spends on an analyst's GROUP BY (each query pays it
+/// on top of its aggregates' ε).
+static SELECTION_EPSILON: GucSetting<f64> = GucSetting::<f64>::new(0.5);
+static SELECTION_DELTA: GucSetting<f64> = GucSetting::<f64>::new(1e-6);
+
+/// `dpnoise.max_epsilon_per_query`: the most one analyst's statement may
+/// spend (0: no limit). Superusers set it, per role.
+static MAX_EPSILON_PER_QUERY: GucSetting<f64> = GucSetting::<f64>::new(0.0);
+
+pub fn max_epsilon_per_query() -> f64 {
+    MAX_EPSILON_PER_QUERY.get()
+}
+
 pub fn init() {
     GucRegistry::define_bool_guc(
         c"dpnoise.analyst",
         c"Gives this session only differentially private answers from protected tables.",
         c"Set per role by dp_analyst (ALTER ROLE ... IN DATABASE ... SET); only superusers can change it.",
         &ANALYST,
+        GucContext::Suset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_float_guc(
+        c"dpnoise.selection_epsilon",
+        c"Epsilon spent on choosing which group keys from protected data an analyst's GROUP BY shows.",
+        c"Added to the query's cost; with dpnoise.selection_delta.",
+        &SELECTION_EPSILON,
+        1e-4,
+        100.0,
+        GucContext::Userset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_float_guc(
+        c"dpnoise.selection_delta",
+        c"Delta spent on choosing which group keys from protected data an analyst's GROUP BY shows.",
+        c"Must be above 0 for GROUP BY on keys from protected data.",
+        &SELECTION_DELTA,
+        0.0,
+        0.5,
+        GucContext::Userset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_float_guc(
+        c"dpnoise.max_epsilon_per_query",
+        c"The most epsilon one statement of an analyst may spend (0: no limit).",
+        c"Set per role by a superuser (ALTER ROLE ... SET).",
+        &MAX_EPSILON_PER_QUERY,
+        0.0,
+        1e6,
         GucContext::Suset,
         GucFlags::default(),
     );
@@ -73,6 +124,8 @@ struct Protected {
     allowed: HashSet<pg_sys::Oid>,
     /// dpnoise.protected and dpnoise.allowed_functions.
     own: [pg_sys::Oid; 2],
+    /// dp_partition_selected(float8, float8).
+    selection: pg_sys::Oid,
 }
 
 thread_local! {
@@ -148,6 +201,14 @@ FROM p JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) p.relid";
 /// The DBA's allow list, qualified as above.
 const ALLOWED_QUERY: &str = "SELECT fn::pg_catalog.oid FROM dpnoise.allowed_functions";
 
+/// dp_partition_selected, in whichever schema the extension is.
+const SELECTION_QUERY: &str = "\
+SELECT p.oid FROM pg_catalog.pg_proc p
+JOIN pg_catalog.pg_depend d ON d.objid OPERATOR(pg_catalog.=) p.oid
+ AND d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass AND d.deptype OPERATOR(pg_catalog.=) 'e'
+JOIN pg_catalog.pg_extension x ON x.oid OPERATOR(pg_catalog.=) d.refobjid AND x.extname OPERATOR(pg_catalog.=) 'dpnoise'
+WHERE p.proname OPERATOR(pg_catalog.=) 'dp_partition_selected' AND p.pronargs OPERATOR(pg_catalog.=) 2";
+
 /// The protected tables, read as the bootstrap superuser (an analyst cannot
 /// read dpnoise's schema), once per transaction; None when the extension is
 /// not installed in this database.
@@ -192,7 +253,8 @@ fn protected() -> Option<std::rc::Rc<Protected>> {
                 allowed.insert(f);
             }
         }
-        Ok(Some(std::rc::Rc::new(Protected { tables, allowed, own: [protected_table, allowed_table] })))
+        let selection = client.select(SELECTION_QUERY, None, &[])?.first().get_one::<pg_sys::Oid>()?.unwrap_or(pg_sys::InvalidOid);
+        Ok(Some(std::rc::Rc::new(Protected { tables, allowed, own: [protected_table, allowed_table], selection })))
     });
     LOADING.with(|l| l.set(false));
     // SAFETY: restores what was read above.
@@ -342,17 +404,15 @@ unsafe fn check_level(query: *mut pg_sys::Query, walk: &Walk) -> Checked {
                 "Ask the DBA for a table with one row per person (a UNIQUE privacy unit column).",
             ));
         }
-        if !(*query).hasAggs {
+        let grouped = !(*query).groupClause.is_null();
+        if !(*query).hasAggs && !grouped {
             return Err(refuse("rows of a protected table cannot be read, only dpnoise aggregates of them", SHAPE));
         }
-        if !(*query).groupClause.is_null() || !(*query).groupingSets.is_null() {
+        if !(*query).groupingSets.is_null() {
             return Err(refuse(
-                "GROUP BY needs private partition selection, which is not available yet",
-                "Run one query per group with the group's condition in WHERE.",
+                "GROUPING SETS, ROLLUP and CUBE are not admitted yet",
+                "Run one GROUP BY query per grouping set.",
             ));
-        }
-        if !(*query).havingQual.is_null() {
-            return Err(refuse("HAVING is not admitted yet", "Filter the answers in an outer query."));
         }
         if (*query).hasWindowFuncs || (*query).hasTargetSRFs || !(*query).distinctClause.is_null() {
             return Err(refuse("window functions, set-returning functions and DISTINCT are not admitted over protected rows", SHAPE));
@@ -365,15 +425,83 @@ unsafe fn check_level(query: *mut pg_sys::Query, walk: &Walk) -> Checked {
         }
         let mut check = Leakproof { allowed: &walk.protected.allowed, rows: true };
         check.node((*(*query).jointree).quals)?;
-        check.rows = false;
+        // HAVING is evaluated on every group, shown or not: as WHERE.
+        check.node((*query).havingQual)?;
+        // A group key is evaluated on every row, as WHERE is; any other
+        // output holds protected values only inside dpnoise aggregates.
+        let keys: HashSet<u32> = list_items::<pg_sys::SortGroupClause>((*query).groupClause)
+            .iter()
+            .map(|clause| (**clause).tleSortGroupRef)
+            .collect();
         for entry in list_items::<pg_sys::TargetEntry>((*query).targetList) {
+            check.rows = keys.contains(&(*entry).ressortgroupref);
             check.node((*entry).expr.cast())?;
+        }
+        if grouped {
+            select_partitions(query, walk.protected.selection)?;
         }
         // Vouched for: the analyst needs no SELECT privilege on the table.
         (*rte).requiredPerms = 0;
         (*rte).selectedCols = std::ptr::null_mut();
         Ok(())
     }
+}
+
+/// The dpnoise aggregates an analyst may use: those whose parameters the
+/// statement's advance payment can check (`cost`).
+const ADMITTED_AGGREGATES: [&str; 6] = ["dp_count", "dp_sum", "dp_avg", "dp_sum_laplace", "dp_sum_staircase", "dp_partition_selected"];
+
+/// Adds private partition selection to a GROUP BY over protected rows:
+/// `HAVING dp_partition_selected(selection ε, selection δ) AND <HAVING>`,
+/// with the session's settings as constants (a prepared plan keeps them,
+/// and pays what it holds).
+///
+/// # Safety
+/// `query` is a live Query with a GROUP BY, before planning.
+unsafe fn select_partitions(query: *mut pg_sys::Query, selection: pg_sys::Oid) -> Checked {
+    let (epsilon, delta) = (SELECTION_EPSILON.get(), SELECTION_DELTA.get());
+    if delta <= 0.0 || selection == pg_sys::InvalidOid {
+        return Err(refuse(
+            "group keys from protected data need private partition selection, which needs dpnoise.selection_delta > 0",
+            "SET dpnoise.selection_delta to a small positive number (such as 1e-6).",
+        ));
+    }
+    // SAFETY: the caller's contract; new nodes are palloc'd in the planner's memory context.
+    unsafe {
+        let constant = |x: f64| {
+            pg_sys::makeConst(pg_sys::FLOAT8OID, -1, pg_sys::InvalidOid, 8, pg_sys::Datum::from(x.to_bits()), false, true)
+        };
+        let aggref = pg_sys::palloc0(std::mem::size_of::<pg_sys::Aggref>()) as *mut pg_sys::Aggref;
+        (*aggref).xpr.type_ = pg_sys::NodeTag::T_Aggref;
+        (*aggref).aggfnoid = selection;
+        (*aggref).aggtype = pg_sys::BOOLOID;
+        (*aggref).aggcollid = pg_sys::InvalidOid;
+        (*aggref).inputcollid = pg_sys::InvalidOid;
+        (*aggref).aggtranstype = pg_sys::InvalidOid;
+        let mut types = std::ptr::null_mut();
+        let mut args = std::ptr::null_mut();
+        for (i, value) in [epsilon, delta].into_iter().enumerate() {
+            types = pg_sys::lappend_oid(types, pg_sys::FLOAT8OID);
+            let entry = pg_sys::makeTargetEntry(constant(value).cast(), (i + 1) as i16, std::ptr::null_mut(), false);
+            args = pg_sys::lappend(args, entry.cast());
+        }
+        (*aggref).aggargtypes = types;
+        (*aggref).args = args;
+        (*aggref).aggkind = b'n' as std::ffi::c_char;
+        (*aggref).aggsplit = pg_sys::AggSplit::AGGSPLIT_SIMPLE;
+        (*aggref).aggno = -1;
+        (*aggref).aggtransno = -1;
+        (*aggref).location = -1;
+        let having = (*query).havingQual;
+        (*query).havingQual = if having.is_null() {
+            aggref.cast()
+        } else {
+            let both = pg_sys::lappend(pg_sys::lappend(std::ptr::null_mut(), aggref.cast()), having.cast());
+            pg_sys::makeBoolExpr(pg_sys::BoolExprType::AND_EXPR, both, -1).cast()
+        };
+        (*query).hasAggs = true;
+    }
+    Ok(())
 }
 
 /// The expressions of an admitted level: protected values reach an answer
@@ -429,8 +557,13 @@ impl Leakproof<'_> {
                 T_Aggref => {
                     let aggref = node as *mut pg_sys::Aggref;
                     let types = aggregate_types(aggref);
-                    if (*aggref).agglevelsup != 0 || crate::parameters::releasing((*aggref).aggfnoid, &types).is_none() {
-                        return Err(refuse("only dpnoise aggregates may summarise protected rows", SHAPE));
+                    let admitted = crate::parameters::releasing((*aggref).aggfnoid, &types)
+                        .is_some_and(|(name, _)| ADMITTED_AGGREGATES.contains(&name.as_str()));
+                    if (*aggref).agglevelsup != 0 || !admitted {
+                        return Err(refuse(
+                            &format!("only these dpnoise aggregates may summarise protected rows: {}", ADMITTED_AGGREGATES.join(", ")),
+                            SHAPE,
+                        ));
                     }
                     if !(*aggref).aggdistinct.is_null() || !(*aggref).aggorder.is_null() {
                         return Err(refuse("DISTINCT and ORDER BY inside an aggregate are not admitted", SHAPE));

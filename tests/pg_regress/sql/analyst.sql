@@ -20,7 +20,7 @@ GRANT CREATE ON SCHEMA public TO dp_gate_analyst;
 SELECT dp_protect('staff', 'person_id'), dp_protect('visits', 'person_id'), dp_protect('patients', 'person_id');
 SELECT * FROM dp_protected_tables ORDER BY 1;
 SELECT dp_analyst('dp_gate_analyst');
-SELECT dp_budget_grant('dp_gate_analyst', 1000);
+SELECT dp_budget_grant('dp_gate_analyst', 1000, 1);
 -- A superuser cannot be made an analyst (it could change the setting).
 SELECT outcome('SELECT dp_analyst(''postgres'')');
 \c - dp_gate_analyst
@@ -84,7 +84,9 @@ SELECT outcome('SELECT max(salary) FROM staff');
 SELECT outcome('SELECT round(max(salary)) FROM staff');
 SELECT outcome('SELECT dp_count(1.0) + max(salary) FROM staff');
 SELECT outcome('SELECT dp_count(1.0) FROM visits');
-SELECT outcome('SELECT region, dp_count(1.0) FROM staff GROUP BY region');
+SELECT outcome('SELECT region, dp_count(1.0) FROM staff GROUP BY ROLLUP (region)');
+SELECT outcome('SELECT upper(region), dp_count(1.0) FROM staff GROUP BY region');
+SELECT outcome('SELECT region, dp_sum_multi(ARRAY[salary], 1.0, ARRAY[0, 1.0]) FROM staff GROUP BY region');
 
 -- 4. Nothing evaluated on protected values can fail on some of them.
 SELECT outcome('SELECT dp_count(1.0) FROM staff WHERE 1 / (salary - 50000) > 0');
@@ -121,6 +123,60 @@ SELECT abs(dp_sum(cost, 10.0, 0, 500) - 249500) < 2000 AS no_privilege_needed FR
 SELECT * FROM regions ORDER BY 1;
 -- Every admitted release was charged to the analyst.
 SELECT count(*) > 0 AS charged FROM dp_my_ledger;
+
+-- GROUP BY: a key from the data is shown only if private partition
+-- selection passes (the gate adds dp_partition_selected to HAVING). Groups
+-- of 500 persons are always shown at these settings; groups of one person
+-- (GROUP BY the unit) with probability at most delta each.
+SET dpnoise.selection_epsilon = 0.25;
+SELECT region, abs(dp_count(10.0) - 500) < 30 AS near, dp_sum(salary, 10.0, 0, 100000) IS NOT NULL AS summed
+FROM staff GROUP BY region ORDER BY 1;
+SELECT region FROM staff WHERE age > 20 GROUP BY region ORDER BY 1;
+SET dpnoise.selection_delta = 1e-9;
+SELECT count(*) AS persons_shown FROM (SELECT person_id FROM staff GROUP BY person_id) s;
+RESET dpnoise.selection_delta;
+-- HAVING and ORDER BY on the answers, LIMIT, a BI tool's wrapper, parameters.
+SELECT region FROM staff GROUP BY region HAVING dp_count(10.0) > 100 AND region <> 'south';
+SELECT count(*) FROM (SELECT region, dp_count(1.0) AS n FROM staff GROUP BY region) AS virtual_table LIMIT 1000;
+PREPARE grouped(float8, int) AS SELECT region, dp_avg(salary, $1, 0, 100000) IS NOT NULL FROM staff WHERE age > $2 GROUP BY region ORDER BY 1;
+EXECUTE grouped(1.0, 20);
+-- With delta = 0 keys from the data cannot be shown.
+SET dpnoise.selection_delta = 0;
+SELECT outcome('SELECT region, dp_count(1.0) FROM staff GROUP BY region');
+RESET dpnoise.selection_delta;
+
+-- 5. The cost comes from the query alone, charged before it runs: the same
+-- on neighbouring tables, also when one is empty, and nothing for a refusal.
+\c - postgres
+CREATE TABLE solo (person_id int PRIMARY KEY, region text, salary float8);
+CREATE TABLE solo_empty (LIKE solo INCLUDING ALL);
+INSERT INTO solo VALUES (1, 'west', 50000);
+CREATE TABLE staff_neighbour AS SELECT * FROM staff WHERE person_id <> 17;
+ALTER TABLE staff_neighbour ADD PRIMARY KEY (person_id);
+SELECT dp_protect('solo', 'person_id'), dp_protect('solo_empty', 'person_id'), dp_protect('staff_neighbour', 'person_id');
+\c - dp_gate_analyst
+\set VERBOSITY terse
+CREATE TEMP TABLE charges AS SELECT max(id) AS seen FROM dp_my_ledger;
+SET dpnoise.selection_epsilon = 0.25;
+SELECT count(*) FROM (SELECT region, dp_count(1.0), dp_sum(salary, 1.0, 0, 100000) FROM solo GROUP BY region) s;
+SELECT count(*) FROM (SELECT region, dp_count(1.0), dp_sum(salary, 1.0, 0, 100000) FROM solo_empty GROUP BY region) s;
+SELECT count(*) > 0 FROM (SELECT region, dp_count(1.0) FROM staff WHERE salary > 95000 GROUP BY region) s;
+SELECT count(*) > 0 FROM (SELECT region, dp_count(1.0) FROM staff_neighbour WHERE salary > 95000 GROUP BY region) s;
+SELECT outcome('SELECT region, dp_sum(salary, 1.0, 10, 0) FROM staff GROUP BY region');
+SELECT outcome('SELECT dp_count(1.0), dp_sum(salary, -1, 0, 1) FROM staff');
+SELECT mechanism, epsilon, delta, releases FROM dp_my_ledger WHERE id > (SELECT seen FROM charges) ORDER BY id;
+-- A DBA's cap on what one statement spends.
+\c - postgres
+ALTER ROLE dp_gate_analyst SET dpnoise.max_epsilon_per_query = 2;
+\c - dp_gate_analyst
+\set VERBOSITY terse
+SELECT outcome('SELECT region, dp_count(1.0), dp_count(1.0) FROM staff GROUP BY region');
+SELECT dp_count(1.0) IS NOT NULL AS under_the_cap FROM staff;
+SELECT outcome('SET dpnoise.max_epsilon_per_query = 100');
+\c - postgres
+ALTER ROLE dp_gate_analyst RESET dpnoise.max_epsilon_per_query;
+\c - dp_gate_analyst
+\set VERBOSITY terse
 
 -- A curator (not an analyst) reads as before.
 \c - postgres

@@ -1,0 +1,210 @@
+//! An analyst's statement pays its whole cost before it runs.
+//!
+//! The default model charges a call site at its first release, so a GROUP BY
+//! that finds no rows releases nothing and pays nothing: the ledger would
+//! tell an analyst whether any row matched. For analysts the cost comes
+//! from the plan alone: at ExecutorStart every finalizing dpnoise aggregate
+//! in it is read, its parameters are checked as its final function will
+//! check them (a refusal charges nothing), and the sum of their (ε, δ) is
+//! charged at once, as one ledger entry. The call sites' own payments then
+//! draw on that (`take`), so nothing is charged twice; what was not
+//! foreseen (a rescan, a per-row function over released answers) pays as
+//! the default model says.
+
+use crate::budget::{charge, Charge};
+use crate::gate::{raise, refuse};
+use pgrx::pg_sys;
+use std::cell::RefCell;
+
+thread_local! {
+    /// (statement, the (ε, δ) bits of each release paid for in advance).
+    static PREPAID: RefCell<(u64, Vec<[u64; 2]>)> = const { RefCell::new((0, Vec::new())) };
+}
+
+/// Whether a release at (ε, δ) in `statement` was paid for in advance;
+/// takes it, so each prepaid release covers one call site.
+pub fn take(statement: u64, epsilon: f64, delta: f64) -> bool {
+    PREPAID.with(|p| {
+        let mut p = p.borrow_mut();
+        if p.0 != statement {
+            return false;
+        }
+        let wanted = [epsilon.to_bits(), delta.to_bits()];
+        match p.1.iter().position(|e| *e == wanted) {
+            Some(i) => {
+                p.1.swap_remove(i);
+                true
+            }
+            None => false,
+        }
+    })
+}
+
+/// Charges an analyst's statement for every release its plan can make,
+/// before it runs. Does nothing for other sessions, for EXPLAIN without
+/// ANALYZE, and in parallel workers (their leader paid).
+///
+/// # Safety
+/// `query` is the live QueryDesc ExecutorStart was given, inside a transaction.
+#[pgrx::pg_guard]
+pub unsafe extern "C-unwind" fn prepay(query: *mut pg_sys::QueryDesc, eflags: i32) {
+    // SAFETY: by-value reads of this process's state.
+    let worker = unsafe { pg_sys::ParallelWorkerNumber } >= 0;
+    if !super::gated() || worker || eflags & pg_sys::EXEC_FLAG_EXPLAIN_ONLY as i32 != 0 || !crate::gucs::enforce_budget() {
+        return;
+    }
+    // SAFETY: the caller's contract.
+    let costs = unsafe { releases((*query).plannedstmt, (*query).params) };
+    if costs.is_empty() {
+        return;
+    }
+    let epsilons: Vec<f64> = costs.iter().map(|c| c.0).collect();
+    let deltas: Vec<f64> = costs.iter().map(|c| c.1).collect();
+    let total: f64 = epsilons.iter().sum();
+    let cap = super::max_epsilon_per_query();
+    if cap > 0.0 && total > cap {
+        raise(refuse(
+            &format!(
+                "this query spends epsilon = {} in all, over this role's limit of {} per query",
+                dpnoise_core::rational::decimal(total),
+                cap
+            ),
+            "Lower the epsilon of its aggregates (dpnoise.selection_epsilon for its group keys).",
+        ));
+    }
+    let what = format!("analyst query ({} releases)", costs.len());
+    charge(&Charge {
+        mechanism: &what,
+        epsilon: total,
+        delta: deltas.iter().sum(),
+        releases: 1,
+        exact: Some([dpnoise_core::rational::decimal_sum(&epsilons), dpnoise_core::rational::decimal_sum(&deltas)]),
+    });
+    let statement = crate::hooks::statement();
+    PREPAID.with(|p| {
+        let mut p = p.borrow_mut();
+        if p.0 != statement {
+            *p = (statement, Vec::new());
+        }
+        p.1.extend(costs.iter().map(|(e, d)| [e.to_bits(), d.to_bits()]));
+    });
+}
+
+/// The (ε, δ) of every finalizing dpnoise aggregate in the plan, each
+/// checked as its final function will check it.
+///
+/// # Safety
+/// `stmt` is null or a live PlannedStmt; `params` its live parameters or null.
+unsafe fn releases(stmt: *mut pg_sys::PlannedStmt, params: pg_sys::ParamListInfo) -> Vec<(f64, f64)> {
+    struct Found {
+        plan: *mut pg_sys::Plan,
+        calls: Vec<(*mut pg_sys::Plan, *mut pg_sys::Aggref)>,
+    }
+    /// # Safety
+    /// Called by `expression_tree_walker` with live nodes and a `Found`.
+    #[pgrx::pg_guard]
+    unsafe extern "C-unwind" fn find(node: *mut pg_sys::Node, context: *mut std::ffi::c_void) -> bool {
+        // SAFETY: the caller's contract; casts follow the node tags.
+        unsafe {
+            if node.is_null() {
+                return false;
+            }
+            if (*node).type_ == pg_sys::NodeTag::T_Aggref {
+                let found = &mut *(context as *mut Found);
+                if (*(node as *mut pg_sys::Aggref)).aggsplit & pg_sys::AGGSPLITOP_SKIPFINAL == 0 {
+                    found.calls.push((found.plan, node as *mut pg_sys::Aggref));
+                }
+                return false;
+            }
+            pg_sys::expression_tree_walker(node, Some(find), context)
+        }
+    }
+    let mut found = Found { plan: std::ptr::null_mut(), calls: Vec::new() };
+    // SAFETY: the caller's contract: the plan tree and its subplans are live; lists are read below their length.
+    unsafe {
+        if stmt.is_null() {
+            return Vec::new();
+        }
+        let mut plans = vec![(*stmt).planTree];
+        plans.extend(super::list_items::<pg_sys::Plan>((*stmt).subplans));
+        while let Some(plan) = plans.pop() {
+            if plan.is_null() {
+                continue;
+            }
+            found.plan = plan;
+            for list in [(*plan).targetlist, (*plan).qual] {
+                pg_sys::expression_tree_walker(list.cast(), Some(find), (&raw mut found).cast());
+            }
+            plans.push((*plan).lefttree);
+            plans.push((*plan).righttree);
+            match (*plan).type_ {
+                pg_sys::NodeTag::T_Append => plans.extend(super::list_items((*(plan as *mut pg_sys::Append)).appendplans)),
+                pg_sys::NodeTag::T_MergeAppend => {
+                    plans.extend(super::list_items((*(plan as *mut pg_sys::MergeAppend)).mergeplans))
+                }
+                pg_sys::NodeTag::T_SubqueryScan => plans.push((*(plan as *mut pg_sys::SubqueryScan)).subplan),
+                _ => {}
+            }
+        }
+        let mut costs = Vec::new();
+        for (plan, aggref) in found.calls {
+            let types = super::aggregate_types(aggref);
+            let Some((name, first)) = crate::parameters::releasing((*aggref).aggfnoid, &types) else { continue };
+            let args = crate::aggref::plan_arguments(plan, aggref, &name);
+            costs.push(checked(&name, first, &types, args, params));
+        }
+        costs
+    }
+}
+
+/// Evaluates one call's privacy parameters and checks them.
+///
+/// # Safety
+/// `args` is the call's live List of TargetEntry; `params` live or null.
+unsafe fn checked(
+    name: &str,
+    first: usize,
+    types: &[pg_sys::Oid],
+    args: *mut pg_sys::List,
+    params: pg_sys::ParamListInfo,
+) -> (f64, f64) {
+    // SAFETY: the caller's contract. The expressions were found fixed (constants, parameters,
+    // immutable functions) by parameters::check_plan before this runs; they are evaluated in a
+    // standalone context freed (with the texts read from it) before returning.
+    unsafe {
+        let context = pg_sys::CreateStandaloneExprContext();
+        let entries = super::list_items::<pg_sys::TargetEntry>(args);
+        let values: Vec<Option<pg_sys::Datum>> = entries
+            .iter()
+            .enumerate()
+            .map(|(i, entry)| {
+                if i < first {
+                    return None;
+                }
+                let state = pg_sys::ExecInitExprWithParams((**entry).expr, params);
+                let mut isnull = false;
+                let value = pg_sys::ExecEvalExprSwitchContext(state, context, &mut isnull);
+                (!isnull).then_some(value)
+            })
+            .collect();
+        let integer = types.first() == Some(&pg_sys::INT8OID);
+        let cost = match name {
+            "dp_count" => crate::count::checked_cost(first == 1, &values),
+            "dp_partition_selected" => {
+                let epsilon = crate::aggref::f64_parameter(values[0], "epsilon");
+                let delta = crate::aggref::f64_parameter(values[1], "delta");
+                crate::selection::selection(epsilon, delta);
+                (epsilon, delta)
+            }
+            _ => match crate::sum::checked_cost(name, integer, &values) {
+                Some(cost) => cost,
+                None => raise(refuse(
+                    &format!("{name} is not available to analysts"),
+                    "Use dp_count, dp_sum or dp_avg.",
+                )),
+            },
+        };
+        pg_sys::FreeExprContext(context, true);
+        cost
+    }
+}

@@ -1,0 +1,12 @@
+-- dp_partition_selected: private partition selection (src/selection.rs).
+
+CREATE FUNCTION dp_count_step(bigint, double precision, double precision) RETURNS bigint
+    AS 'MODULE_PATHNAME', 'dp_count_step' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+CREATE FUNCTION dp_partition_selected_final(bigint) RETURNS boolean
+    AS 'MODULE_PATHNAME', 'dp_partition_selected_final' LANGUAGE C VOLATILE PARALLEL SAFE;
+CREATE AGGREGATE dp_partition_selected(epsilon double precision, delta double precision) (
+    SFUNC = dp_count_step, STYPE = bigint, INITCOND = '0',
+    COMBINEFUNC = int8pl, FINALFUNC = dp_partition_selected_final, PARALLEL = SAFE
+);
+COMMENT ON AGGREGATE dp_partition_selected(double precision, double precision) IS
+    'Whether this group may be shown, at (epsilon, delta): true with the optimal probability for its number of rows (one per person). Use in HAVING when group keys come from private data.';
