@@ -24,12 +24,38 @@ pub unsafe fn is_fixed(node: *mut pg_sys::Node) -> bool {
     // context it never reads. The catalog lookups (volatility, schemas) run in the caller's
     // transaction.
     unsafe {
+        if let Some(args) = share_call(node) {
+            // dp_share is STABLE only to stay a call in the plan (the
+            // statement's cost reads its total): its arguments decide.
+            return super::gate::list_nodes(args)
+                .into_iter()
+                .all(|arg| is_fixed(arg));
+        }
         node.is_null()
             || !(pg_sys::contain_var_clause(node)
                 || pg_sys::contain_mutable_functions(node)
                 || pg_sys::contain_subplans(node)
                 || pg_sys::expression_tree_walker(node, Some(forbidden_walker), std::ptr::null_mut()))
                 && !forbidden(node)
+    }
+}
+
+/// The arguments of `node` if it is a call of dpnoise's `dp_share`, which
+/// the gate writes around ε and δ when a person's groups share them.
+///
+/// # Safety
+/// `node` is null or a live expression node; inside a transaction.
+pub unsafe fn share_call(node: *mut pg_sys::Node) -> Option<*mut pg_sys::List> {
+    // SAFETY: the caller's contract; the cast follows the tag; the catalog lookups run in the
+    // caller's transaction and answer null / InvalidOid for unknown OIDs.
+    unsafe {
+        if node.is_null() || (*node).type_ != pg_sys::NodeTag::T_FuncExpr {
+            return None;
+        }
+        let call = node as *mut pg_sys::FuncExpr;
+        let name = pg_sys::get_func_name((*call).funcid);
+        let named = !name.is_null() && std::ffi::CStr::from_ptr(name).to_bytes() == b"dp_share";
+        (named && !untrusted((*call).funcid)).then_some((*call).args)
     }
 }
 

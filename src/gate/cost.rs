@@ -58,8 +58,11 @@ pub unsafe extern "C-unwind" fn prepay(query: *mut pg_sys::QueryDesc, eflags: i3
     if costs.is_empty() {
         return;
     }
-    let epsilons: Vec<f64> = costs.iter().map(|c| c.0).collect();
-    let deltas: Vec<f64> = costs.iter().map(|c| c.1).collect();
+    // Charged: what each call's parameters say in all (a call whose groups
+    // share them spends at most that); prepaid: what its final function
+    // will ask to pay.
+    let epsilons: Vec<f64> = costs.iter().map(|c| c.charged.0).collect();
+    let deltas: Vec<f64> = costs.iter().map(|c| c.charged.1).collect();
     let total: f64 = epsilons.iter().sum();
     let cap = super::max_epsilon_per_query();
     if cap > 0.0 && total > cap {
@@ -86,16 +89,25 @@ pub unsafe extern "C-unwind" fn prepay(query: *mut pg_sys::QueryDesc, eflags: i3
         if p.0 != statement {
             *p = (statement, Vec::new());
         }
-        p.1.extend(costs.iter().map(|(e, d)| [e.to_bits(), d.to_bits()]));
+        p.1.extend(costs.iter().map(|c| [c.paid.0.to_bits(), c.paid.1.to_bits()]));
     });
 }
 
-/// The (ε, δ) of every finalizing dpnoise aggregate in the plan, each
+/// What one release costs.
+struct Cost {
+    /// The (ε, δ) its final function pays with.
+    paid: (f64, f64),
+    /// The (ε, δ) charged for it: its parameters' totals, which the groups
+    /// of a person share when the gate bounded them (`dp_share`).
+    charged: (f64, f64),
+}
+
+/// The cost of every finalizing dpnoise aggregate in the plan, each
 /// checked as its final function will check it.
 ///
 /// # Safety
 /// `stmt` is null or a live PlannedStmt; `params` its live parameters or null.
-unsafe fn releases(stmt: *mut pg_sys::PlannedStmt, params: pg_sys::ParamListInfo) -> Vec<(f64, f64)> {
+unsafe fn releases(stmt: *mut pg_sys::PlannedStmt, params: pg_sys::ParamListInfo) -> Vec<Cost> {
     struct Found {
         plan: *mut pg_sys::Plan,
         calls: Vec<(*mut pg_sys::Plan, *mut pg_sys::Aggref)>,
@@ -157,7 +169,8 @@ unsafe fn releases(stmt: *mut pg_sys::PlannedStmt, params: pg_sys::ParamListInfo
     }
 }
 
-/// Evaluates one call's privacy parameters and checks them.
+/// Evaluates one call's privacy parameters and checks them, as shared
+/// (what its final function pays) and in all (what is charged).
 ///
 /// # Safety
 /// `args` is the call's live List of TargetEntry; `params` live or null.
@@ -167,44 +180,70 @@ unsafe fn checked(
     types: &[pg_sys::Oid],
     args: *mut pg_sys::List,
     params: pg_sys::ParamListInfo,
-) -> (f64, f64) {
+) -> Cost {
     // SAFETY: the caller's contract. The expressions were found fixed (constants, parameters,
     // immutable functions) by parameters::check_plan before this runs; they are evaluated in a
     // standalone context freed (with the texts read from it) before returning.
     unsafe {
         let context = pg_sys::CreateStandaloneExprContext();
+        // A parameter is read from the context when the expression runs.
+        (*context).ecxt_param_list_info = params;
         let entries = super::list_items::<pg_sys::TargetEntry>(args);
-        let values: Vec<Option<pg_sys::Datum>> = entries
-            .iter()
-            .enumerate()
-            .map(|(i, entry)| {
-                if i < first {
-                    return None;
-                }
-                let state = pg_sys::ExecInitExprWithParams((**entry).expr, params);
-                let mut isnull = false;
-                let value = pg_sys::ExecEvalExprSwitchContext(state, context, &mut isnull);
-                (!isnull).then_some(value)
-            })
-            .collect();
-        let integer = types.first() == Some(&pg_sys::INT8OID);
-        let cost = match name {
-            "dp_count" => crate::count::checked_cost(first == 1, &values),
-            "dp_partition_selected" => {
-                let epsilon = crate::aggref::f64_parameter(values[0], "epsilon");
-                let delta = crate::aggref::f64_parameter(values[1], "delta");
-                crate::selection::selection(epsilon, delta);
-                (epsilon, delta)
-            }
-            _ => match crate::sum::checked_cost(name, integer, &values) {
-                Some(cost) => cost,
-                None => raise(refuse(
-                    &format!("{name} is not available to analysts"),
-                    "Use dp_count, dp_sum or dp_avg.",
-                )),
-            },
+        let evaluate = |expr: *mut pg_sys::Expr| {
+            let state = pg_sys::ExecInitExprWithParams(expr, params);
+            let mut isnull = false;
+            let value = pg_sys::ExecEvalExprSwitchContext(state, context, &mut isnull);
+            (!isnull).then_some(value)
         };
+        let mut values: Vec<Option<pg_sys::Datum>> = Vec::new();
+        let mut totals: Vec<Option<pg_sys::Datum>> = Vec::new();
+        for (i, entry) in entries.iter().enumerate() {
+            if i < first {
+                values.push(None);
+                totals.push(None);
+                continue;
+            }
+            let expr = (**entry).expr;
+            values.push(evaluate(expr));
+            totals.push(match crate::parameters::share_call(expr.cast()) {
+                Some(share) => evaluate(super::list_nodes(share)[0].cast()),
+                None => *values.last().expect("pushed"),
+            });
+        }
+        let paid = cost(name, first, types, &values);
+        let charged = cost(name, first, types, &totals);
         pg_sys::FreeExprContext(context, true);
-        cost
+        Cost { paid, charged }
+    }
+}
+
+/// One call's (ε, δ) from its evaluated parameters, checked.
+///
+/// # Safety
+/// `values` are the call's evaluated arguments (None: NULL); texts are live.
+unsafe fn cost(
+    name: &str,
+    first: usize,
+    types: &[pg_sys::Oid],
+    values: &[Option<pg_sys::Datum>],
+) -> (f64, f64) {
+    let integer = types.first() == Some(&pg_sys::INT8OID);
+    match name {
+        // SAFETY: the caller's contract is the check's own.
+        "dp_count" => unsafe { crate::count::checked_cost(first == 1, values) },
+        "dp_partition_selected" => {
+            let epsilon = crate::aggref::f64_parameter(values[0], "epsilon");
+            let delta = crate::aggref::f64_parameter(values[1], "delta");
+            crate::selection::selection(epsilon, delta);
+            (epsilon, delta)
+        }
+        // SAFETY: the caller's contract is the check's own.
+        _ => match unsafe { crate::sum::checked_cost(name, integer, values) } {
+            Some(cost) => cost,
+            None => raise(refuse(
+                &format!("{name} is not available to analysts"),
+                "Use dp_count, dp_sum or dp_avg.",
+            )),
+        },
     }
 }

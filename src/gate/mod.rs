@@ -5,11 +5,12 @@
 //! Three checkpoints, each refusing with ZB003 before anything is read or
 //! charged:
 //! - the planner hook (`check_query`): every query level that reads a
-//!   protected table directly must be an admitted aggregate (one protected
-//!   table with one row per person, dpnoise aggregates only, leakproof
-//!   filters and arguments, no grouping, no correlation); levels above it
-//!   only post-process its answers. An admitted level's protected table is
-//!   vouched for (no SELECT privilege needed), as a view's owner vouches;
+//!   protected table directly must be an admitted aggregate (protected
+//!   tables joined on their privacy unit, public tables, inner joins;
+//!   dpnoise aggregates only, leakproof filters, keys and arguments, no
+//!   correlation); levels above it only post-process its answers. An
+//!   admitted level's protected tables are vouched for (no SELECT
+//!   privilege needed), as a view's owner vouches;
 //! - ExecutorStart (`check_plan`): a plan an analyst runs may read a
 //!   protected table only where the gate vouched for it, whoever planned it
 //!   (a cached plan from before the role became an analyst is refused);
@@ -22,9 +23,10 @@
 //! HAVING, at `dpnoise.selection_epsilon` / `dpnoise.selection_delta`), so a
 //! key appears only if the optimal keep test on its number of persons
 //! passes. Every analyst statement pays its whole cost from its plan
-//! before it runs (`cost`), whatever the data. Joins and per-person
-//! bounding of tables with several rows per person come next; until then
-//! they are refused with that reason.
+//! before it runs (`cost`), whatever the data. A level over a table with
+//! several rows per person, or over a join, is rewritten so that each
+//! person adds one combined value to at most `max_groups_contributed`
+//! groups (`bounding`).
 
 use crate::errors::raise_sqlstate;
 use pgrx::guc::{GucContext, GucFlags, GucRegistry, GucSetting};
@@ -33,6 +35,7 @@ use pgrx::prelude::*;
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
 
+pub mod bounding;
 pub mod cost;
 
 pgrx::extension_sql_file!("schema.sql", name = "gate_sql", requires = ["budget_sql", dp_gate_changed]);
@@ -59,6 +62,11 @@ static SELECTION_DELTA: GucSetting<f64> = GucSetting::<f64>::new(1e-6);
 /// `dpnoise.max_epsilon_per_query`: the most one analyst's statement may
 /// spend (0: no limit). Superusers set it, per role.
 static MAX_EPSILON_PER_QUERY: GucSetting<f64> = GucSetting::<f64>::new(0.0);
+
+/// `dpnoise.max_groups_contributed`: lowers, for this session, how many
+/// groups of a query one person may contribute to (0: each protected
+/// table's own setting, which it can never raise).
+static MAX_GROUPS_CONTRIBUTED: GucSetting<i32> = GucSetting::<i32>::new(0);
 
 pub fn max_epsilon_per_query() -> f64 {
     MAX_EPSILON_PER_QUERY.get()
@@ -93,6 +101,16 @@ pub fn init() {
         GucContext::Userset,
         GucFlags::default(),
     );
+    GucRegistry::define_int_guc(
+        c"dpnoise.max_groups_contributed",
+        c"How many groups of one query a person may contribute to, at most (0: the protected tables' setting).",
+        c"Can only lower the protected tables' max_groups_contributed.",
+        &MAX_GROUPS_CONTRIBUTED,
+        0,
+        1000,
+        GucContext::Userset,
+        GucFlags::default(),
+    );
     GucRegistry::define_float_guc(
         c"dpnoise.max_epsilon_per_query",
         c"The most epsilon one statement of an analyst may spend (0: no limit).",
@@ -117,15 +135,27 @@ pub fn init() {
 /// dropped index, sends one; dp_protect, dp_unprotect and dp_allow_function
 /// send one for dpnoise.protected through `dp_gate_changed`).
 struct Protected {
-    /// Table → whether it holds one row per person (its privacy unit is
-    /// UNIQUE, alone, on every row it can show).
-    tables: HashMap<pg_sys::Oid, bool>,
+    tables: HashMap<pg_sys::Oid, Table>,
     /// Functions the DBA declared safe for analysts beyond LEAKPROOF ones.
     allowed: HashSet<pg_sys::Oid>,
     /// dpnoise.protected and dpnoise.allowed_functions.
     own: [pg_sys::Oid; 2],
-    /// dp_partition_selected(float8, float8).
+    /// dp_partition_selected(float8, float8), dp_share(float8, int4), dp_uniform().
     selection: pg_sys::Oid,
+    share: pg_sys::Oid,
+    uniform: pg_sys::Oid,
+}
+
+/// What the gate knows of one protected table.
+#[derive(Clone, Copy)]
+struct Table {
+    /// Whether it holds one row per person (its privacy unit is UNIQUE,
+    /// alone, on every row it can show).
+    one_row: bool,
+    /// The privacy unit's column number (0 if it was dropped).
+    unit: i16,
+    /// How many groups of a query one person may contribute to.
+    max_groups: i32,
 }
 
 thread_local! {
@@ -183,11 +213,15 @@ fn dp_gate_changed() {
 /// the analyst controls: every type and operator is schema-qualified, so no
 /// object of the analyst's own can be picked.
 const PROTECTED_QUERY: &str = "\
-WITH RECURSIVE p(relid, unit) AS (
-    SELECT pr.relid::pg_catalog.oid, pr.privacy_unit FROM dpnoise.protected pr
+WITH RECURSIVE p(relid, unit, max_groups) AS (
+    SELECT pr.relid::pg_catalog.oid, pr.privacy_unit, pr.max_groups_contributed FROM dpnoise.protected pr
     UNION
-    SELECT i.inhrelid, p.unit FROM pg_catalog.pg_inherits i JOIN p ON i.inhparent OPERATOR(pg_catalog.=) p.relid)
+    SELECT i.inhrelid, p.unit, p.max_groups FROM pg_catalog.pg_inherits i JOIN p ON i.inhparent OPERATOR(pg_catalog.=) p.relid)
 SELECT p.relid,
+       COALESCE((SELECT a.attnum FROM pg_catalog.pg_attribute a
+                 WHERE a.attrelid OPERATOR(pg_catalog.=) p.relid AND a.attname OPERATOR(pg_catalog.=) p.unit
+                   AND NOT a.attisdropped), 0::pg_catalog.int2),
+       p.max_groups,
        EXISTS (SELECT 1 FROM pg_catalog.pg_index x
                JOIN pg_catalog.pg_attribute a
                  ON a.attrelid OPERATOR(pg_catalog.=) x.indrelid AND a.attnum OPERATOR(pg_catalog.=) x.indkey[0]
@@ -201,13 +235,14 @@ FROM p JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) p.relid";
 /// The DBA's allow list, qualified as above.
 const ALLOWED_QUERY: &str = "SELECT fn::pg_catalog.oid FROM dpnoise.allowed_functions";
 
-/// dp_partition_selected, in whichever schema the extension is.
-const SELECTION_QUERY: &str = "\
+/// A function of dpnoise by name and argument count ($1, $2), in whichever
+/// schema the extension is.
+const FUNCTION_QUERY: &str = "\
 SELECT p.oid FROM pg_catalog.pg_proc p
 JOIN pg_catalog.pg_depend d ON d.objid OPERATOR(pg_catalog.=) p.oid
  AND d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass AND d.deptype OPERATOR(pg_catalog.=) 'e'
 JOIN pg_catalog.pg_extension x ON x.oid OPERATOR(pg_catalog.=) d.refobjid AND x.extname OPERATOR(pg_catalog.=) 'dpnoise'
-WHERE p.proname OPERATOR(pg_catalog.=) 'dp_partition_selected' AND p.pronargs OPERATOR(pg_catalog.=) 2";
+WHERE p.proname OPERATOR(pg_catalog.=) $1 AND p.pronargs OPERATOR(pg_catalog.=) $2";
 
 /// The protected tables, read as the bootstrap superuser (an analyst cannot
 /// read dpnoise's schema), once per transaction; None when the extension is
@@ -243,8 +278,18 @@ fn protected() -> Option<std::rc::Rc<Protected>> {
         };
         let mut tables = HashMap::new();
         for row in client.select(PROTECTED_QUERY, None, &[])? {
-            if let (Some(relid), one) = (row.get::<pg_sys::Oid>(1)?, row.get::<bool>(2)?) {
-                tables.insert(relid, one.unwrap_or(false));
+            if let Some(relid) = row.get::<pg_sys::Oid>(1)? {
+                let unit = row.get::<i16>(2)?.unwrap_or(0);
+                let max_groups = row.get::<i32>(3)?.unwrap_or(1);
+                let one_row = row.get::<bool>(4)?.unwrap_or(false);
+                tables.insert(
+                    relid,
+                    Table {
+                        one_row,
+                        unit,
+                        max_groups,
+                    },
+                );
             }
         }
         let mut allowed = HashSet::new();
@@ -253,8 +298,14 @@ fn protected() -> Option<std::rc::Rc<Protected>> {
                 allowed.insert(f);
             }
         }
-        let selection = client.select(SELECTION_QUERY, None, &[])?.first().get_one::<pg_sys::Oid>()?.unwrap_or(pg_sys::InvalidOid);
-        Ok(Some(std::rc::Rc::new(Protected { tables, allowed, own: [protected_table, allowed_table], selection })))
+        let function = |name: &str, nargs: i16| -> Result<pg_sys::Oid, pgrx::spi::Error> {
+            let args = [name.into(), nargs.into()];
+            Ok(client.select(FUNCTION_QUERY, None, &args)?.first().get_one::<pg_sys::Oid>()?.unwrap_or(pg_sys::InvalidOid))
+        };
+        let selection = function("dp_partition_selected", 2)?;
+        let share = function("dp_share", 2)?;
+        let uniform = function("dp_uniform", 0)?;
+        Ok(Some(std::rc::Rc::new(Protected { tables, allowed, own: [protected_table, allowed_table], selection, share, uniform })))
     });
     LOADING.with(|l| l.set(false));
     // SAFETY: restores what was read above.
@@ -334,14 +385,26 @@ unsafe extern "C-unwind" fn walker(node: *mut pg_sys::Node, context: *mut std::f
         if (*node).type_ == pg_sys::NodeTag::T_Query {
             let query = node as *mut pg_sys::Query;
             let walk = &mut *(context as *mut Walk);
-            if let Err(refusal) = check_level(query, walk) {
-                walk.refused = Some(refusal);
-                return true;
-            }
-            return pg_sys::query_tree_walker(query, Some(walker), context, 0);
+            return match check_level(query, walk) {
+                Err(refusal) => {
+                    walk.refused = Some(refusal);
+                    true
+                }
+                Ok(false) => false,
+                Ok(true) => pg_sys::query_tree_walker(query, Some(walker), context, 0),
+            };
         }
         pg_sys::expression_tree_walker(node, Some(walker), context)
     }
+}
+
+/// The nodes of a List of expressions.
+///
+/// # Safety
+/// `list` is null or a live pointer List of nodes.
+pub unsafe fn list_nodes(list: *mut pg_sys::List) -> Vec<*mut pg_sys::Node> {
+    // SAFETY: the caller's contract.
+    unsafe { list_items(list) }
 }
 
 /// # Safety
@@ -359,7 +422,7 @@ unsafe fn list_items<T>(list: *mut pg_sys::List) -> Vec<*mut T> {
 ///
 /// # Safety
 /// `query` is a live Query.
-unsafe fn check_level(query: *mut pg_sys::Query, walk: &Walk) -> Checked {
+unsafe fn check_level(query: *mut pg_sys::Query, walk: &Walk) -> Result<bool, Refusal> {
     // SAFETY: the caller's contract; RTE and node casts follow their kinds and tags.
     unsafe {
         let rtable = list_items::<pg_sys::RangeTblEntry>((*query).rtable);
@@ -372,7 +435,7 @@ unsafe fn check_level(query: *mut pg_sys::Query, walk: &Walk) -> Checked {
             .map(|(i, _)| i)
             .collect();
         if read.is_empty() {
-            return Ok(());
+            return Ok(true);
         }
         if walk.explaining {
             return Err(refuse("EXPLAIN shows estimates drawn from the protected data", "Run the query itself."));
@@ -383,26 +446,31 @@ unsafe fn check_level(query: *mut pg_sys::Query, walk: &Walk) -> Checked {
         if !(*query).rowMarks.is_null() {
             return Err(refuse("FOR UPDATE/SHARE locks protected rows", SHAPE));
         }
-        if read.len() > 1 {
-            return Err(refuse("joins of protected tables are not admitted yet", SHAPE));
+        // FROM: tables, inner joins. Protected tables are joined on their
+        // privacy unit; public tables freely (bounding undoes any copies).
+        let mut from = FromItems { leaves: Vec::new(), quals: vec![(*(*query).jointree).quals] };
+        for item in list_items::<pg_sys::Node>((*(*query).jointree).fromlist) {
+            from.item(item, &rtable)?;
         }
-        let rtindex = read[0] + 1;
-        let rte = rtable[read[0]];
-        let from = list_items::<pg_sys::Node>((*(*query).jointree).fromlist);
-        let direct = from.len() == 1
-            && (*from[0]).type_ == pg_sys::NodeTag::T_RangeTblRef
-            && (*(from[0] as *mut pg_sys::RangeTblRef)).rtindex as usize == rtindex;
-        if !direct {
-            return Err(refuse(
-                "a protected table must be the query level's only FROM item (joins, also with generate_series or public tables, are not admitted yet)",
-                SHAPE,
-            ));
+        let mut persons: Vec<(i32, Table)> = Vec::new();
+        for &leaf in &from.leaves {
+            let rte = rtable[leaf as usize - 1];
+            if let Some(table) = walk.protected.tables.get(&(*rte).relid) {
+                if !(*rte).tablesample.is_null() {
+                    return Err(refuse("TABLESAMPLE picks protected rows by their place on disk", SHAPE));
+                }
+                if table.unit == 0 {
+                    return Err(refuse("this protected table's privacy unit column is gone", "Ask the DBA to protect it again."));
+                }
+                persons.push((leaf, *table));
+            }
         }
-        if !walk.protected.tables[&(*rte).relid] {
-            return Err(refuse(
-                "this table may hold several rows per person (its privacy unit is not UNIQUE); per-person contribution bounding is not available yet",
-                "Ask the DBA for a table with one row per person (a UNIQUE privacy unit column).",
-            ));
+        if persons.len() != read.len() {
+            return Err(refuse("a protected table must be a FROM item of its query level", SHAPE));
+        }
+        let bounded = from.leaves.len() > 1 || !persons[0].1.one_row;
+        if persons.len() > 1 {
+            joined_on_unit(&rtable, &persons, &from.quals)?;
         }
         let grouped = !(*query).groupClause.is_null();
         if !(*query).hasAggs && !grouped {
@@ -424,7 +492,9 @@ unsafe fn check_level(query: *mut pg_sys::Query, walk: &Walk) -> Checked {
             return Err(refuse("UNION, INTERSECT and EXCEPT are not admitted over protected rows", SHAPE));
         }
         let mut check = Leakproof { allowed: &walk.protected.allowed, rows: true };
-        check.node((*(*query).jointree).quals)?;
+        for qual in &from.quals {
+            check.node(*qual)?;
+        }
         // HAVING is evaluated on every group, shown or not: as WHERE.
         check.node((*query).havingQual)?;
         // A group key is evaluated on every row, as WHERE is; any other
@@ -440,10 +510,180 @@ unsafe fn check_level(query: *mut pg_sys::Query, walk: &Walk) -> Checked {
         if grouped {
             select_partitions(query, walk.protected.selection)?;
         }
-        // Vouched for: the analyst needs no SELECT privilege on the table.
-        (*rte).requiredPerms = 0;
-        (*rte).selectedCols = std::ptr::null_mut();
-        Ok(())
+        // Vouched for: the analyst needs no SELECT privilege on the tables.
+        for (leaf, _) in &persons {
+            let rte = rtable[*leaf as usize - 1];
+            (*rte).requiredPerms = 0;
+            (*rte).selectedCols = std::ptr::null_mut();
+        }
+        if !bounded {
+            return Ok(true);
+        }
+        let configured = MAX_GROUPS_CONTRIBUTED.get();
+        let tables = persons.iter().map(|(_, t)| t.max_groups).min().unwrap_or(1);
+        let max_groups = if configured > 0 {
+            tables.min(configured)
+        } else {
+            tables
+        };
+        let unit = (persons[0].0, persons[0].1.unit);
+        bounding::bound(
+            query,
+            &walk.protected,
+            &bounding::Bounds { unit, max_groups },
+        )?;
+        // The levels written above are the gate's own: not walked again.
+        Ok(false)
+    }
+}
+
+/// The FROM items of an admitted level.
+struct FromItems {
+    /// Range table indexes of its tables.
+    leaves: Vec<i32>,
+    /// WHERE and every JOIN ... ON: conditions on the rows.
+    quals: Vec<*mut pg_sys::Node>,
+}
+
+impl FromItems {
+    /// # Safety
+    /// `node` is a live jointree item of the query whose range table is `rtable`.
+    unsafe fn item(
+        &mut self,
+        node: *mut pg_sys::Node,
+        rtable: &[*mut pg_sys::RangeTblEntry],
+    ) -> Checked {
+        // SAFETY: the caller's contract; casts follow the node tags.
+        unsafe {
+            match (*node).type_ {
+                pg_sys::NodeTag::T_RangeTblRef => {
+                    let index = (*(node as *mut pg_sys::RangeTblRef)).rtindex;
+                    if (*rtable[index as usize - 1]).rtekind != pg_sys::RTEKind::RTE_RELATION {
+                        return Err(refuse(
+                            "beside protected tables a query level may read only tables (no subqueries, functions such as generate_series, or VALUES)",
+                            SHAPE,
+                        ));
+                    }
+                    self.leaves.push(index);
+                    Ok(())
+                }
+                pg_sys::NodeTag::T_JoinExpr => {
+                    let join = node as *mut pg_sys::JoinExpr;
+                    if (*join).jointype != pg_sys::JoinType::JOIN_INNER {
+                        return Err(refuse(
+                            "only inner joins are admitted over protected rows",
+                            SHAPE,
+                        ));
+                    }
+                    self.item((*join).larg, rtable)?;
+                    self.item((*join).rarg, rtable)?;
+                    self.quals.push((*join).quals);
+                    Ok(())
+                }
+                _ => Err(refuse(
+                    "this FROM item is not admitted over protected rows",
+                    SHAPE,
+                )),
+            }
+        }
+    }
+}
+
+/// Refuses a join of protected tables unless each is equated with the
+/// others on its privacy unit (a condition ANDed into WHERE or an ON): a
+/// joined row must belong to one person.
+///
+/// # Safety
+/// Live nodes of the query whose range table is `rtable`.
+unsafe fn joined_on_unit(
+    rtable: &[*mut pg_sys::RangeTblEntry],
+    persons: &[(i32, Table)],
+    quals: &[*mut pg_sys::Node],
+) -> Checked {
+    // SAFETY: the caller's contract; casts follow the node tags.
+    unsafe {
+        // A column through join aliases to its table's (index, column).
+        let resolve = |mut node: *mut pg_sys::Node| -> Option<(i32, i16)> {
+            loop {
+                while !node.is_null() && (*node).type_ == pg_sys::NodeTag::T_RelabelType {
+                    node = (*(node as *mut pg_sys::RelabelType)).arg.cast();
+                }
+                if node.is_null() || (*node).type_ != pg_sys::NodeTag::T_Var {
+                    return None;
+                }
+                let var = node as *mut pg_sys::Var;
+                if (*var).varlevelsup != 0
+                    || (*var).varno < 1
+                    || (*var).varno as usize > rtable.len()
+                {
+                    return None;
+                }
+                let rte = rtable[(*var).varno as usize - 1];
+                if (*rte).rtekind != pg_sys::RTEKind::RTE_JOIN {
+                    return Some(((*var).varno as i32, (*var).varattno));
+                }
+                node = *list_items::<pg_sys::Node>((*rte).joinaliasvars)
+                    .get((*var).varattno as usize - 1)?;
+            }
+        };
+        let mut conjuncts: Vec<*mut pg_sys::Node> = quals.to_vec();
+        let mut group: Vec<usize> = (0..persons.len()).collect();
+        fn root(group: &mut [usize], i: usize) -> usize {
+            if group[i] == i {
+                i
+            } else {
+                let r = root(group, group[i]);
+                group[i] = r;
+                r
+            }
+        }
+        while let Some(node) = conjuncts.pop() {
+            if node.is_null() {
+                continue;
+            }
+            match (*node).type_ {
+                pg_sys::NodeTag::T_BoolExpr
+                    if (*(node as *mut pg_sys::BoolExpr)).boolop
+                        == pg_sys::BoolExprType::AND_EXPR =>
+                {
+                    conjuncts.extend(list_items::<pg_sys::Node>(
+                        (*(node as *mut pg_sys::BoolExpr)).args,
+                    ));
+                }
+                pg_sys::NodeTag::T_List => {
+                    conjuncts.extend(list_items::<pg_sys::Node>(node.cast()))
+                }
+                pg_sys::NodeTag::T_OpExpr => {
+                    let op = node as *mut pg_sys::OpExpr;
+                    let args = list_items::<pg_sys::Node>((*op).args);
+                    if args.len() != 2
+                        || !pg_sys::op_mergejoinable((*op).opno, pg_sys::exprType(args[0]))
+                    {
+                        continue;
+                    }
+                    let side = |n| {
+                        let (index, column) = resolve(n)?;
+                        persons
+                            .iter()
+                            .position(|(leaf, table)| *leaf == index && table.unit == column)
+                    };
+                    if let (Some(a), Some(b)) = (side(args[0]), side(args[1])) {
+                        let (ra, rb) = (root(&mut group, a), root(&mut group, b));
+                        group[ra] = rb;
+                    }
+                }
+                _ => {}
+            }
+        }
+        let first = root(&mut group, 0);
+        if (1..persons.len()).all(|i| root(&mut group, i) == first) {
+            Ok(())
+        } else {
+            Err(refuse(
+                "protected tables must be joined on their privacy units (so that each joined row belongs to one person)",
+                "Join them with ON a.person_id = b.person_id (their privacy unit columns).",
+            ))
+        }
     }
 }
 

@@ -239,9 +239,54 @@ pub fn exceeds_decimal(x: f64) -> bool {
     right > left
 }
 
+/// The largest double `q` with `parts · q ≤ total` exactly: what each of
+/// `parts` releases may spend of a privacy parameter `total` (a person's
+/// groups under `max_groups_contributed`), so that their sum never exceeds
+/// it. For positive finite `total`; anything else is returned divided as it
+/// is (the callers' checks refuse it).
+pub fn share(total: f64, parts: u32) -> f64 {
+    let parts_f = f64::from(parts);
+    let q = total / parts_f;
+    if !(q.is_finite() && q > 0.0) {
+        return q;
+    }
+    // fma rounds q·parts − total once, so its sign is the exact one. Round
+    // to nearest is within half an ulp of total/parts: one step down is
+    // below it whenever q is above.
+    if q.mul_add(parts_f, -total) > 0.0 {
+        q.next_down()
+    } else {
+        q
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// parts · share ≤ total exactly, and the next double up breaks it.
+    #[test]
+    fn share_is_the_largest_fair_part() {
+        let exact_at_most =
+            |q: f64, parts: u32, total: f64| q.mul_add(f64::from(parts), -total) <= 0.0;
+        let mut checked = 0;
+        for total in [1.0, 0.1, 0.3, 1e-6, 2.5, 7.0, 1e-12, 123.456] {
+            for parts in [1u32, 2, 3, 7, 10, 13, 100, 999, 1000] {
+                let q = share(total, parts);
+                assert!(exact_at_most(q, parts, total), "{total}/{parts}: {q}");
+                assert!(
+                    !exact_at_most(q.next_up(), parts, total),
+                    "{total}/{parts}: {q} is not the largest"
+                );
+                checked += 1;
+            }
+        }
+        assert_eq!(checked, 72);
+        // 0.3/3 rounds to nearest above the quotient: one step down.
+        assert!(0.3 / 3.0 * 3.0 > 0.3 || share(0.3, 3) == 0.3 / 3.0);
+        assert_eq!(share(1.0, 1), 1.0);
+        assert!(share(-1.0, 2) < 0.0 && share(f64::NAN, 2).is_nan());
+    }
 
     #[test]
     fn dyadic_is_exact() {

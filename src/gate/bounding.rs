@@ -1,0 +1,473 @@
+//! Per-person contribution bounding: how the gate admits an aggregate over
+//! a table with several rows per person, or over a join (of protected
+//! tables on their privacy unit, and of public tables).
+//!
+//! Such a level is rewritten in three steps, each a query level:
+//! - the rows, as the analyst wrote them (FROM, joins, WHERE), giving for
+//!   each row its person (the privacy unit), its group keys and the values
+//!   its dpnoise aggregates read;
+//! - one row per person and group: the person's values combined (their
+//!   count, sum or average), and a rank drawn at random among the person's
+//!   groups; only ranks up to `max_groups_contributed` are kept;
+//! - the analyst's own aggregates, over those rows, grouped by the keys.
+//!
+//! A person then adds one value to each of at most k groups, whatever the
+//! joins copied: their count is at most 1 and their sum one clamped value,
+//! as on a table with one row per person. Each group's aggregate spends
+//! `dp_share(ε, k)` (and δ likewise), so a person's k groups together
+//! spend at most the ε written, which is what the statement is charged
+//! (`cost`). Private partition selection is shared the same way.
+
+use super::{list_items, refuse, Checked, Protected, SHAPE};
+use crate::fmgr::{arg_f64, arg_i64, v1_function};
+use pgrx::pg_sys;
+use std::collections::HashMap;
+use std::ffi::{CStr, CString};
+
+// dp_share(total float8, parts int4): the largest double whose parts-fold
+// multiple is at most total.
+v1_function!(pg_finfo_dp_share, dp_share, |fcinfo| {
+    // STRICT: neither argument is NULL. int4 arrives as a Datum like int8's.
+    let total = arg_f64(fcinfo, 0).unwrap_or(f64::NAN);
+    let parts = arg_i64(fcinfo, 1).unwrap_or(0) as i32;
+    if parts < 1 {
+        crate::errors::raise_sqlstate("22023", "dp_share: parts must be at least 1".to_string(), None);
+    }
+    pg_sys::Datum::from(dpnoise_core::rational::share(total, parts as u32).to_bits())
+});
+
+// dp_uniform(): a uniform double in [0, 1), 53 random bits.
+v1_function!(pg_finfo_dp_uniform, dp_uniform, |_fcinfo| {
+    use dpnoise_core::Entropy;
+    let bits = crate::rng::with_rng(|rng| rng.next_u64()) >> 11;
+    pg_sys::Datum::from((bits as f64 * (-53f64).exp2()).to_bits())
+});
+
+/// How a person's values of one aggregate argument are combined in a group.
+#[derive(Clone, Copy, PartialEq)]
+enum Combine {
+    /// dp_count(value, ε): 1 if the person has a non-NULL value.
+    Present,
+    /// dp_sum of float8: the person's sum.
+    SumFloat,
+    /// dp_sum of bigint: the person's sum, saturated to bigint.
+    SumInteger,
+    /// dp_avg: the person's average.
+    Average,
+}
+
+/// One dpnoise aggregate of the level: where its rewritten arguments come from.
+struct Call {
+    /// Arguments before this index are the values it reads.
+    first: usize,
+    /// The arguments that are ε or δ: each group spends `dp_share` of them.
+    shared: Vec<usize>,
+    /// The column of the combined value (0-based among the values), if any.
+    value: Option<(usize, Combine)>,
+}
+
+/// The arguments of a dpnoise aggregate that are ε or δ.
+fn budget_arguments(name: &str, nargs: usize, first: usize) -> Vec<usize> {
+    match name {
+        "dp_count" if first == 1 => vec![1],
+        "dp_count" if nargs == 3 => vec![0, 1],
+        "dp_count" => vec![0],
+        "dp_partition_selected" => vec![0, 1],
+        "dp_sum" if nargs >= 5 => vec![1, 4],
+        _ => vec![1],
+    }
+}
+
+/// What the rewrite needs to know about the level.
+pub(super) struct Bounds {
+    /// The range table index and column of the privacy unit (of one of the
+    /// protected tables, all joined on it).
+    pub(super) unit: (i32, i16),
+    /// How many groups one person may contribute to.
+    pub(super) max_groups: i32,
+}
+
+/// Rewrites an admitted level (already checked, with partition selection
+/// added when grouped) into bounded per-person contributions.
+///
+/// # Safety
+/// `query` is a live Query of an analyst's statement, before planning; the
+/// gate has checked it (no sublinks, window functions, correlation, FILTER
+/// is checked here).
+pub(super) unsafe fn bound(query: *mut pg_sys::Query, protected: &Protected, bounds: &Bounds) -> Checked {
+    // SAFETY: the caller's contract; new nodes are palloc'd in the planner's memory context, and
+    // each node is cast only to the struct its tag names.
+    unsafe {
+        let keys: Vec<*mut pg_sys::Node> = {
+            let refs: Vec<u32> = list_items::<pg_sys::SortGroupClause>((*query).groupClause)
+                .iter()
+                .map(|c| (**c).tleSortGroupRef)
+                .collect();
+            list_items::<pg_sys::TargetEntry>((*query).targetList)
+                .into_iter()
+                .filter(|e| refs.contains(&(**e).ressortgroupref))
+                .map(|e| (*e).expr.cast())
+                .collect()
+        };
+        let grouped = !keys.is_empty();
+        let k = if grouped { bounds.max_groups } else { 1 };
+
+        // The level's aggregates, and the values they read.
+        let mut aggregates: Vec<*mut pg_sys::Aggref> = Vec::new();
+        collect_aggregates((*query).targetList.cast(), &mut aggregates);
+        collect_aggregates((*query).havingQual, &mut aggregates);
+        let mut calls: HashMap<usize, Call> = HashMap::new();
+        let mut values: Vec<(*mut pg_sys::Node, Combine)> = Vec::new();
+        for &aggref in &aggregates {
+            if !(*aggref).aggfilter.is_null() {
+                return Err(refuse(
+                    "FILTER is not admitted when a person may have several rows (or a join can copy them)",
+                    "Put the condition in WHERE, or in a CASE inside the aggregate's argument.",
+                ));
+            }
+            let types = super::aggregate_types(aggref);
+            let Some((name, first)) = crate::parameters::releasing((*aggref).aggfnoid, &types) else {
+                return Err(refuse("only dpnoise aggregates may summarise protected rows", SHAPE));
+            };
+            let value = if first == 0 {
+                None
+            } else {
+                let combine = match name.as_str() {
+                    "dp_count" => Combine::Present,
+                    "dp_avg" => Combine::Average,
+                    _ if types[0] == pg_sys::INT8OID => Combine::SumInteger,
+                    _ => Combine::SumFloat,
+                };
+                let entry = list_items::<pg_sys::TargetEntry>((*aggref).args)[0];
+                values.push(((*entry).expr.cast(), combine));
+                Some((values.len() - 1, combine))
+            };
+            let shared = if k > 1 { budget_arguments(&name, types.len(), first) } else { Vec::new() };
+            calls.insert(aggref as usize, Call { first, shared, value });
+        }
+
+        // The rows: the analyst's FROM and WHERE, with the person, keys and values.
+        let rows = pg_sys::copyObjectImpl(query.cast()) as *mut pg_sys::Query;
+        let unit = {
+            let rte = list_items::<pg_sys::RangeTblEntry>((*rows).rtable)[bounds.unit.0 as usize - 1];
+            let (mut typid, mut typmod, mut collid) = (pg_sys::InvalidOid, -1, pg_sys::InvalidOid);
+            pg_sys::get_atttypetypmodcoll((*rte).relid, bounds.unit.1, &mut typid, &mut typmod, &mut collid);
+            pg_sys::makeVar(bounds.unit.0, bounds.unit.1, typid, typmod, collid, 0).cast::<pg_sys::Node>()
+        };
+        let columns: Vec<*mut pg_sys::Node> = std::iter::once(unit)
+            .chain(keys.iter().copied())
+            .chain(values.iter().map(|v| v.0))
+            .map(|e| pg_sys::copyObjectImpl(e.cast()).cast())
+            .collect();
+        let mut target = std::ptr::null_mut();
+        for (i, column) in columns.iter().enumerate() {
+            let name = CString::new(format!("c{}", i + 1)).expect("no NUL");
+            let entry =
+                pg_sys::makeTargetEntry((*column).cast(), (i + 1) as i16, pg_sys::pstrdup(name.as_ptr()), false);
+            target = pg_sys::lappend(target, entry.cast());
+        }
+        (*rows).targetList = target;
+        (*rows).hasAggs = false;
+        (*rows).groupClause = std::ptr::null_mut();
+        (*rows).havingQual = std::ptr::null_mut();
+        (*rows).sortClause = std::ptr::null_mut();
+        (*rows).limitOffset = std::ptr::null_mut();
+        (*rows).limitCount = std::ptr::null_mut();
+        (*rows).distinctClause = std::ptr::null_mut();
+        (*rows).constraintDeps = std::ptr::null_mut();
+
+        // One row per person and group, at most k groups per person: parsed
+        // from text over a stand-in for the rows, then given the rows.
+        let text = per_person_sql(&columns, &values, k, protected.uniform)?;
+        let per_person = parse(&text);
+        let stand_in = {
+            let combined = list_items::<pg_sys::RangeTblEntry>((*per_person).rtable)[0];
+            let inner = (*combined).subquery;
+            list_items::<pg_sys::RangeTblEntry>((*inner).rtable)[0]
+        };
+        (*stand_in).subquery = rows;
+
+        // The analyst's level, now over the per-person rows.
+        let width = list_items::<pg_sys::TargetEntry>((*per_person).targetList).len();
+        let mut names = std::ptr::null_mut();
+        for i in 0..width {
+            let name = CString::new(format!("c{}", i + 1)).expect("no NUL");
+            names = pg_sys::lappend(names, pg_sys::makeString(pg_sys::pstrdup(name.as_ptr())).cast());
+        }
+        let rte = pg_sys::palloc0(std::mem::size_of::<pg_sys::RangeTblEntry>()) as *mut pg_sys::RangeTblEntry;
+        (*rte).type_ = pg_sys::NodeTag::T_RangeTblEntry;
+        (*rte).rtekind = pg_sys::RTEKind::RTE_SUBQUERY;
+        (*rte).subquery = per_person;
+        (*rte).eref = pg_sys::makeAlias(c"dp_per_person".as_ptr(), names);
+        (*rte).inFromCl = true;
+        let column_var = |i: usize| -> *mut pg_sys::Node {
+            let entry = list_items::<pg_sys::TargetEntry>((*per_person).targetList)[i];
+            let expr = (*entry).expr.cast::<pg_sys::Node>();
+            pg_sys::makeVar(
+                1,
+                (i + 1) as i16,
+                pg_sys::exprType(expr),
+                pg_sys::exprTypmod(expr),
+                pg_sys::exprCollation(expr),
+                0,
+            )
+            .cast()
+        };
+        let mut rewrite = Rewrite {
+            keys: keys.iter().enumerate().map(|(i, key)| (*key, column_var(1 + i))).collect(),
+            values: (0..values.len()).map(|j| column_var(1 + keys.len() + j)).collect(),
+            calls,
+            share: protected.share,
+            k,
+            leftover: false,
+        };
+        (*query).targetList = rewrite.apply((*query).targetList.cast()).cast();
+        (*query).havingQual = rewrite.apply((*query).havingQual);
+        if rewrite.leftover {
+            return Err(refuse(
+                "an output uses a column that is not a GROUP BY key outside the dpnoise aggregates",
+                "List every column you show in GROUP BY.",
+            ));
+        }
+        (*query).rtable = pg_sys::lappend(std::ptr::null_mut(), rte.cast());
+        let from = pg_sys::palloc0(std::mem::size_of::<pg_sys::RangeTblRef>()) as *mut pg_sys::RangeTblRef;
+        (*from).type_ = pg_sys::NodeTag::T_RangeTblRef;
+        (*from).rtindex = 1;
+        (*query).jointree =
+            pg_sys::makeFromExpr(pg_sys::lappend(std::ptr::null_mut(), from.cast()), std::ptr::null_mut());
+        (*query).constraintDeps = std::ptr::null_mut();
+        Ok(())
+    }
+}
+
+/// The per-person levels as SQL over `p`, a stand-in of constants with the
+/// rows' column types (c1 the person, then the keys, then the values).
+/// Every name is qualified: the analyst's search_path picks nothing.
+///
+/// # Safety
+/// The columns are live expressions; inside a transaction.
+unsafe fn per_person_sql(
+    columns: &[*mut pg_sys::Node],
+    values: &[(*mut pg_sys::Node, Combine)],
+    k: i32,
+    uniform: pg_sys::Oid,
+) -> Result<String, super::Refusal> {
+    // SAFETY: the caller's contract; catalog lookups by OID return palloc'd strings or null.
+    unsafe {
+        let owned =
+            |p: *const std::ffi::c_char| (!p.is_null()).then(|| CStr::from_ptr(p).to_string_lossy().into_owned());
+        let mut stand_in = Vec::new();
+        for (i, column) in columns.iter().enumerate() {
+            let (typid, typmod, collid) =
+                (pg_sys::exprType(*column), pg_sys::exprTypmod(*column), pg_sys::exprCollation(*column));
+            let flags = (pg_sys::FORMAT_TYPE_TYPEMOD_GIVEN | pg_sys::FORMAT_TYPE_FORCE_QUALIFY) as pg_sys::bits16;
+            let Some(ty) = owned(pg_sys::format_type_extended(typid, typmod, flags)) else {
+                return Err(refuse("a column of an unknown type", SHAPE));
+            };
+            let collate = if collid != pg_sys::InvalidOid && collid != pg_sys::get_typcollation(typid) {
+                format!(" COLLATE {}", owned(pg_sys::generate_collation_name(collid)).unwrap_or_default())
+            } else {
+                String::new()
+            };
+            stand_in.push(format!("NULL::{ty}{collate} AS c{}", i + 1));
+        }
+        let key_count = columns.len() - 1 - values.len();
+        let group_by: Vec<String> = (1..=1 + key_count).map(|i| format!("p.c{i}")).collect();
+        let mut inner: Vec<String> = group_by.clone();
+        let mut outer: Vec<String> = (1..=1 + key_count).map(|i| format!("b.c{i}")).collect();
+        for (j, (_, combine)) in values.iter().enumerate() {
+            let c = format!("p.c{}", 2 + key_count + j);
+            let v = format!("b.v{j}");
+            match combine {
+                Combine::Present => {
+                    inner.push(format!("pg_catalog.count({c}) AS v{j}"));
+                    outer.push(format!(
+                        "CASE WHEN {v} OPERATOR(pg_catalog.>) 0::pg_catalog.int8 THEN 1::pg_catalog.int8 END"
+                    ));
+                }
+                Combine::SumFloat => {
+                    inner.push(format!("pg_catalog.sum({c}) AS v{j}"));
+                    outer.push(v);
+                }
+                Combine::SumInteger => {
+                    inner.push(format!("pg_catalog.sum({c}) AS v{j}"));
+                    outer.push(format!(
+                        "LEAST(GREATEST({v}, (-9223372036854775808)::pg_catalog.numeric), \
+                         9223372036854775807::pg_catalog.numeric)::pg_catalog.int8"
+                    ));
+                }
+                Combine::Average => {
+                    inner.push(format!("pg_catalog.avg({c}) AS v{j}"));
+                    outer.push(v);
+                }
+            }
+        }
+        let mut filter = String::new();
+        if key_count > 0 {
+            let schema = owned(pg_sys::get_namespace_name(pg_sys::get_func_namespace(uniform)));
+            let Some(schema) = schema else {
+                return Err(refuse("dpnoise's dp_uniform is missing", "Ask the DBA to update dpnoise."));
+            };
+            let schema =
+                owned(pg_sys::quote_identifier(CString::new(schema).expect("no NUL").as_ptr())).unwrap_or_default();
+            inner.push(format!("pg_catalog.row_number() OVER (PARTITION BY p.c1 ORDER BY {schema}.dp_uniform()) AS r"));
+            filter = format!(" WHERE b.r OPERATOR(pg_catalog.<=) {k}::pg_catalog.int8");
+        }
+        Ok(format!(
+            "SELECT {} FROM (SELECT {} FROM (SELECT {}) AS p GROUP BY {}) AS b{filter}",
+            outer.join(", "),
+            inner.join(", "),
+            stand_in.join(", "),
+            group_by.join(", ")
+        ))
+    }
+}
+
+/// Parses and analyses one SELECT the gate wrote.
+///
+/// # Safety
+/// Inside a transaction.
+unsafe fn parse(text: &str) -> *mut pg_sys::Query {
+    let text = CString::new(text).expect("no NUL in the gate's SQL");
+    // SAFETY: the caller's contract; raw_parser returns a List of RawStmt (one here), which
+    // parse_analyze_fixedparams analyses into a palloc'd Query.
+    unsafe {
+        let source = pg_sys::pstrdup(text.as_ptr());
+        let statements = pg_sys::raw_parser(source, pg_sys::RawParseMode::RAW_PARSE_DEFAULT);
+        let raw = list_items::<pg_sys::RawStmt>(statements)[0];
+        pg_sys::parse_analyze_fixedparams(raw, source, std::ptr::null(), 0, std::ptr::null_mut())
+    }
+}
+
+/// Collects the Aggrefs of this level below `node`.
+///
+/// # Safety
+/// `node` is null or a live expression tree (or List of them).
+unsafe fn collect_aggregates(node: *mut pg_sys::Node, into: &mut Vec<*mut pg_sys::Aggref>) {
+    /// # Safety
+    /// Called by `expression_tree_walker` with live nodes and the Vec.
+    #[pgrx::pg_guard]
+    unsafe extern "C-unwind" fn walk(node: *mut pg_sys::Node, context: *mut std::ffi::c_void) -> bool {
+        // SAFETY: the caller's contract.
+        unsafe {
+            if node.is_null() {
+                return false;
+            }
+            if (*node).type_ == pg_sys::NodeTag::T_Aggref {
+                (*(context as *mut Vec<*mut pg_sys::Aggref>)).push(node.cast());
+                return false;
+            }
+            pg_sys::expression_tree_walker(node, Some(walk), context)
+        }
+    }
+    // SAFETY: the caller's contract.
+    unsafe { walk(node, (into as *mut Vec<_>).cast()) };
+}
+
+/// The analyst's outputs and HAVING over the per-person rows: keys become
+/// their columns, each aggregate reads its combined value and spends its
+/// share of ε and δ.
+struct Rewrite {
+    keys: Vec<(*mut pg_sys::Node, *mut pg_sys::Node)>,
+    values: Vec<*mut pg_sys::Node>,
+    calls: HashMap<usize, Call>,
+    share: pg_sys::Oid,
+    k: i32,
+    /// A column of the old FROM is left (not a key, not in an aggregate).
+    leftover: bool,
+}
+
+impl Rewrite {
+    /// # Safety
+    /// `node` is null or a live expression tree of the level being rewritten.
+    unsafe fn apply(&mut self, node: *mut pg_sys::Node) -> *mut pg_sys::Node {
+        // SAFETY: the caller's contract.
+        unsafe { self.node(node) }
+    }
+
+    /// # Safety
+    /// As `apply`.
+    unsafe fn node(&mut self, node: *mut pg_sys::Node) -> *mut pg_sys::Node {
+        /// # Safety
+        /// Called by `expression_tree_mutator` with live nodes and the Rewrite.
+        #[pgrx::pg_guard]
+        unsafe extern "C-unwind" fn mutate(
+            node: *mut pg_sys::Node,
+            context: *mut std::ffi::c_void,
+        ) -> *mut pg_sys::Node {
+            // SAFETY: the caller's contract.
+            unsafe { (*(context as *mut Rewrite)).node(node) }
+        }
+        // SAFETY: the caller's contract; casts follow the node tags.
+        unsafe {
+            if node.is_null() {
+                return node;
+            }
+            for (key, column) in &self.keys {
+                if pg_sys::equal(node.cast(), (*key).cast()) {
+                    return pg_sys::copyObjectImpl((*column).cast()).cast();
+                }
+            }
+            match (*node).type_ {
+                pg_sys::NodeTag::T_Aggref => return self.aggregate(node.cast()).cast(),
+                pg_sys::NodeTag::T_Var if (*(node as *mut pg_sys::Var)).varlevelsup == 0 => {
+                    self.leftover = true;
+                    return node;
+                }
+                _ => {}
+            }
+            let mutator: unsafe extern "C-unwind" fn(*mut pg_sys::Node, *mut std::ffi::c_void) -> *mut pg_sys::Node =
+                mutate;
+            // SAFETY: the same function pointer ABI; PostgreSQL calls it with (node, context).
+            let mutator = std::mem::transmute::<
+                unsafe extern "C-unwind" fn(*mut pg_sys::Node, *mut std::ffi::c_void) -> *mut pg_sys::Node,
+                unsafe extern "C-unwind" fn() -> *mut pg_sys::Node,
+            >(mutator);
+            pg_sys::expression_tree_mutator(node, Some(mutator), (self as *mut Rewrite).cast())
+        }
+    }
+
+    /// # Safety
+    /// `aggref` is one of the level's live Aggrefs.
+    unsafe fn aggregate(&mut self, aggref: *mut pg_sys::Aggref) -> *mut pg_sys::Aggref {
+        // SAFETY: the caller's contract; the copy's lists are its own.
+        unsafe {
+            let copy = pg_sys::copyObjectImpl(aggref.cast()) as *mut pg_sys::Aggref;
+            let Some(call) = self.calls.get(&(aggref as usize)) else {
+                return copy;
+            };
+            for (i, entry) in list_items::<pg_sys::TargetEntry>((*copy).args).into_iter().enumerate() {
+                if i < call.first {
+                    if let Some((j, combine)) = call.value {
+                        (*entry).expr = pg_sys::copyObjectImpl(self.values[j].cast()).cast();
+                        if combine == Combine::Present {
+                            (*(*(*copy).aggargtypes).elements).oid_value = pg_sys::INT8OID;
+                        }
+                    }
+                } else if call.shared.contains(&i) {
+                    let parts = pg_sys::makeConst(
+                        pg_sys::INT4OID,
+                        -1,
+                        pg_sys::InvalidOid,
+                        4,
+                        pg_sys::Datum::from(self.k),
+                        false,
+                        true,
+                    );
+                    let args =
+                        pg_sys::lappend(pg_sys::lappend(std::ptr::null_mut(), (*entry).expr.cast()), parts.cast());
+                    (*entry).expr = pg_sys::makeFuncExpr(
+                        self.share,
+                        pg_sys::FLOAT8OID,
+                        args,
+                        pg_sys::InvalidOid,
+                        pg_sys::InvalidOid,
+                        pg_sys::CoercionForm::COERCE_EXPLICIT_CALL,
+                    )
+                    .cast();
+                }
+            }
+            copy
+        }
+    }
+}

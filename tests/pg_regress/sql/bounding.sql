@@ -1,0 +1,111 @@
+-- Per-person contribution bounding (issue 14): analysts' aggregates over
+-- tables with several rows per person, and over joins. Each person counts
+-- once per group, their sum is clamped as one value, and they add to at
+-- most max_groups_contributed groups, whatever the joins copied.
+DO $$ BEGIN
+    CREATE ROLE dp_bound_analyst LOGIN;
+EXCEPTION WHEN duplicate_object THEN NULL; END $$;
+-- 500 persons, each with 4 rows in each of 3 regions.
+CREATE TABLE trips (person_id int, region text, amount float8, n bigint);
+INSERT INTO trips SELECT i % 500, (ARRAY['north', 'south', 'east'])[1 + i % 3], 10 * (i % 100), i % 7
+FROM generate_series(1, 6000) i;
+-- One row per person.
+CREATE TABLE members (person_id int PRIMARY KEY, age int);
+INSERT INTO members SELECT i, 20 + i % 50 FROM generate_series(0, 499) i;
+-- Public, not protected: north is listed twice, so a join copies its rows.
+CREATE TABLE region_names (region text, label text);
+INSERT INTO region_names VALUES ('north', 'N'), ('north', 'N again'), ('south', 'S'), ('east', 'E');
+GRANT SELECT ON region_names TO dp_bound_analyst;
+SELECT dp_protect('trips', 'person_id', 2), dp_protect('members', 'person_id');
+SELECT outcome('SELECT dp_protect(''trips'', ''person_id'', 0)');
+SELECT * FROM dp_protected_tables WHERE table_name IN ('trips'::regclass, 'members'::regclass) ORDER BY 1;
+-- What the answers below are compared with.
+CREATE TABLE truth AS SELECT sum(amount) AS amount FROM trips;
+CREATE TABLE per_person AS SELECT sum(amount) AS amount, sum(n) AS n FROM trips GROUP BY person_id;
+CREATE TABLE per_person_joined AS SELECT sum(t.amount) AS amount FROM trips t JOIN region_names r USING (region) GROUP BY person_id;
+GRANT SELECT ON truth, per_person, per_person_joined TO dp_bound_analyst;
+SELECT dp_analyst('dp_bound_analyst');
+SELECT dp_budget_grant('dp_bound_analyst', 1e7, 1);
+\c - dp_bound_analyst
+\set VERBOSITY terse
+
+-- At epsilon 1000 (500 a group when a person's 2 groups share it) a
+-- count's noise is almost surely 0 (with probability tanh(250)): the
+-- answers show what bounding kept.
+-- A person counts once, however many rows they have.
+SELECT dp_count(1000.0) AS persons FROM trips;
+-- In at most 2 of their 3 regions, chosen at random: 1000 person-groups.
+SELECT sum(c) AS person_groups, min(c) > 250 AND max(c) < 420 AS split_at_random
+FROM (SELECT region, dp_count(1000.0) AS c FROM trips GROUP BY region) s;
+-- The session may lower the tables' setting, never raise it.
+SET dpnoise.max_groups_contributed = 1;
+SELECT sum(c) AS person_groups FROM (SELECT region, dp_count(1000.0) AS c FROM trips GROUP BY region) s;
+SET dpnoise.max_groups_contributed = 3;
+SELECT sum(c) AS person_groups FROM (SELECT region, dp_count(1000.0) AS c FROM trips GROUP BY region) s;
+RESET dpnoise.max_groups_contributed;
+-- A person's sum is clamped as one value: each person's 12 rows sum to
+-- up to 11 880, clamped to 1000 (476 600 in all), not the rows' 2 970 000.
+SELECT abs(s - (SELECT sum(LEAST(amount, 1000)) FROM per_person)) < 50 AS clamped_per_person
+FROM (SELECT dp_sum(amount, 1000.0, 0, 1000) AS s FROM trips) x;
+-- Below the bound, the sum is the rows' (noise of scale 20000/1000).
+SELECT abs(s - t.amount) < 400 AS whole_sum FROM (SELECT dp_sum(amount, 1000.0, 0, 20000) AS s FROM trips) x, truth t;
+-- bigint sums: each person's 12 values of n sum to 33 to 39, clamped to 35.
+SELECT abs(s - (SELECT sum(LEAST(n, 35)) FROM per_person)) < 10 AS integer_sum
+FROM (SELECT dp_sum_laplace(n, 1000.0, 0, 35) AS s FROM trips) x;
+-- Averages are of each person's average; counts of values count persons.
+SELECT abs(dp_avg(amount, 1000.0, 0, 1000) - 495) < 10 AS average, dp_count(amount, 1000.0) AS persons_with_values
+FROM trips;
+
+-- 2. No amplification: joins that copy a person's rows add nothing.
+SELECT dp_count(1000.0) AS self_join FROM trips a JOIN trips b ON a.person_id = b.person_id;
+SELECT dp_count(1000.0) AS self_join_using FROM trips a JOIN trips b USING (person_id) JOIN trips c USING (person_id);
+SELECT dp_count(1000.0) AS copied_by_public_table FROM trips t JOIN region_names r ON r.region = t.region;
+SELECT abs(s - (SELECT sum(LEAST(amount, 1000)) FROM per_person_joined)) < 50 AS copies_clamped
+FROM (SELECT dp_sum(t.amount, 1000.0, 0, 1000) AS s FROM trips t JOIN region_names r ON r.region = t.region) x;
+-- Joined with another protected table on the unit, and grouped by a
+-- public column: each person has 4 labels, and counts in one (members'
+-- max_groups_contributed, 1: the smallest of the joined tables' holds).
+SELECT sum(c) AS person_groups FROM (
+    SELECT r.label, dp_count(1000.0) AS c FROM trips t JOIN region_names r ON r.region = t.region
+    JOIN members m ON m.person_id = t.person_id WHERE m.age >= 20 GROUP BY r.label) s;
+SELECT dp_count(1000.0) AS members_over_40 FROM members m JOIN trips t USING (person_id) WHERE m.age > 40;
+
+-- What stays refused (ZB003, nothing charged).
+CREATE TEMP TABLE charges AS SELECT max(id) AS seen FROM dp_my_ledger;
+SELECT outcome('SELECT dp_count(1.0) FROM trips t JOIN members m ON m.age = t.person_id');
+SELECT outcome('SELECT dp_count(1.0) FROM trips a, trips b');
+SELECT outcome('SELECT dp_count(1.0) FROM trips t LEFT JOIN region_names r USING (region)');
+SELECT outcome('SELECT dp_count(1.0) FROM trips, generate_series(1, 10)');
+SELECT outcome('SELECT dp_count(1.0) FROM trips t JOIN (VALUES (''north'')) v(r) ON v.r = t.region');
+SELECT outcome('SELECT dp_count(1.0) FROM (SELECT * FROM trips UNION ALL SELECT * FROM trips) s');
+SELECT outcome('SELECT region, dp_count(1.0) FILTER (WHERE amount > 3) FROM trips GROUP BY region');
+SELECT outcome('SELECT m.age, dp_count(1.0) FROM trips t JOIN members m USING (person_id) GROUP BY m.person_id');
+SELECT outcome('SELECT dp_count(1.0) FROM trips TABLESAMPLE SYSTEM (50)');
+SELECT outcome('SELECT dp_count(1.0) FROM trips WHERE amount / n > 1');
+SELECT count(*) AS charged_for_refusals FROM dp_my_ledger WHERE id > (SELECT seen FROM charges);
+
+-- The statement is charged what its parameters say in all; each of a
+-- person's groups spends a share. A generic plan keeps the shares.
+SET plan_cache_mode = force_generic_plan;
+PREPARE by_region(float8) AS SELECT sum(c) AS person_groups FROM (SELECT region, dp_count($1) AS c FROM trips GROUP BY region) s;
+EXECUTE by_region(1000.0);
+RESET plan_cache_mode;
+SELECT mechanism, epsilon, delta, releases FROM dp_my_ledger ORDER BY id DESC LIMIT 1;
+
+-- 5. The cost does not depend on the data: neighbouring tables (one person
+-- with rows in several groups, and an empty table) are charged alike.
+\c - postgres
+CREATE TABLE trips_neighbour AS SELECT * FROM trips WHERE person_id <> 7;
+CREATE TABLE trips_empty (LIKE trips);
+SELECT dp_protect('trips_neighbour', 'person_id', 2), dp_protect('trips_empty', 'person_id', 2);
+\c - dp_bound_analyst
+\set VERBOSITY terse
+CREATE TEMP TABLE charges AS SELECT max(id) AS seen FROM dp_my_ledger;
+SELECT count(*) > 0 AS some FROM (SELECT region, dp_count(1.0), dp_sum(amount, 1.0, 0, 1000) FROM trips WHERE amount > 500 GROUP BY region) s;
+SELECT count(*) > 0 AS some FROM (SELECT region, dp_count(1.0), dp_sum(amount, 1.0, 0, 1000) FROM trips_neighbour WHERE amount > 500 GROUP BY region) s;
+SELECT count(*) AS none FROM (SELECT region, dp_count(1.0), dp_sum(amount, 1.0, 0, 1000) FROM trips_empty WHERE amount > 500 GROUP BY region) s;
+SELECT mechanism, epsilon, delta, releases FROM dp_my_ledger WHERE id > (SELECT seen FROM charges) ORDER BY id;
+
+\c - postgres
+SELECT dp_analyst('dp_bound_analyst', false);
+SELECT dp_unprotect('trips'), dp_unprotect('members'), dp_unprotect('trips_neighbour'), dp_unprotect('trips_empty');
