@@ -7,7 +7,8 @@ PGRX_VERSION=0.18.0
 PG_CONFIG=/usr/lib/postgresql/15/bin/pg_config
 
 need_pkgs=()
-for p in postgresql-15 postgresql-server-dev-15 libclang-dev clang sudo; do
+# python3-psycopg: tests/e2e/analyst.py talks to the server as a BI tool does.
+for p in postgresql-15 postgresql-server-dev-15 libclang-dev clang sudo python3-psycopg; do
   dpkg -s "$p" >/dev/null 2>&1 || need_pkgs+=("$p")
 done
 if [ ${#need_pkgs[@]} -gt 0 ]; then

@@ -1,0 +1,522 @@
+#!/usr/bin/python3
+"""End-to-end test of dpnoise's analyst gate, as a BI tool would use it.
+
+Usage: tests/e2e/analyst.py [PORT]   (default 54331; run as root)
+
+Starts a throwaway PostgreSQL 15 server (initdb into a temporary directory,
+run as the postgres user, dpnoise preloaded, 127.0.0.1 only), as
+scripts/lib.sh's start_server does, and removes it at exit. Then, as the
+analyst role e2e_analyst through psycopg 3:
+
+1. BI-tool shapes: server-side prepared statements with parameters (custom
+   and generic plans), a wrapper subquery with LIMIT, ORDER BY and a count
+   over the answers, a CTE; each answer checked for plausibility and each
+   statement for exactly one ledger row with the epsilon written in it (plus
+   dpnoise.selection_epsilon when grouped); refusals raise ZB003 and charge
+   nothing.
+2. An empirical privacy-loss audit on neighbouring tables D and D' (D' is D
+   without one person who has rows in all three groups), with a negative
+   control (the same data without per-person bounding) that must fail it.
+3. Amplification attacks (self-joins on the privacy unit, a public table
+   that copies each key 10 times): their error must not beat the noise of
+   one person's bounded contribution.
+
+Exits non-zero if any check fails. Needs only the standard library and
+psycopg 3 (Debian: apt-get install -y python3-psycopg).
+"""
+import math
+import os
+import random
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from decimal import Decimal
+
+try:
+    import psycopg
+except ImportError:  # e.g. a pyenv python3 first on PATH: use Debian's, which has the package
+    if sys.executable != "/usr/bin/python3" and os.path.exists("/usr/bin/python3"):
+        os.execv("/usr/bin/python3", ["/usr/bin/python3"] + sys.argv)
+    sys.exit("analyst.py needs psycopg 3: apt-get install -y python3-psycopg")
+
+PG_BIN = "/usr/lib/postgresql/15/bin"
+ANALYST = "e2e_analyst"
+REGIONS = ["north", "south", "east"]
+SELECTION_EPSILON = Decimal("0.5")  # dpnoise.selection_epsilon's default
+SELECTION_DELTA = Decimal("0.000001")  # dpnoise.selection_delta's default
+
+# The audit (section 2): draws per table, bins, and the margin.
+# About 3.5 ms a statement on 2 cores: 2 x 6000 statements take ~45 s. At
+# this N, bins of width 1 with >= 30 draws each give ~21 audited bins; in
+# simulations the correct law's worst excess stayed below 0.45 and the
+# negative control's above 1.9 (expected 0.17 and 2.0).
+AUDIT_N = 6000
+AUDIT_BIN_WIDTH = 1
+AUDIT_MIN_COUNT = 30
+AUDIT_Z = 4.0  # the Rust tests use 5 with N = 10^6 and min count 2000
+AUDIT_EPSILON = 1.0  # what the statement's dp_count spends in all (0.5 in each of a person's 2 groups)
+# The attacks (section 3).
+ATTACK_RUNS = 400
+ATTACK_EPSILON = 1.0
+TARGET = 0  # the person the attacks are after
+
+RESULTS = []  # (ok, name, detail)
+
+
+def check(name, ok, detail=""):
+    RESULTS.append((bool(ok), name, detail))
+    print(f"{'PASS' if ok else 'FAIL'}  {name}{': ' + detail if detail else ''}", flush=True)
+    return ok
+
+
+# ---------------------------------------------------------------- the server
+
+def as_postgres(*args, **kw):
+    return subprocess.run(["runuser", "-u", "postgres", "--", *args], check=True, **kw)
+
+
+class Server:
+    """A throwaway server, as scripts/lib.sh start_server/stop_server run one."""
+
+    def __init__(self, port):
+        self.port = port
+        self.dir = None
+
+    def start(self):
+        self.dir = tempfile.mkdtemp(prefix="dpnoise-e2e-")
+        shutil.chown(self.dir, "postgres", "postgres")
+        os.chmod(self.dir, 0o700)
+        as_postgres(f"{PG_BIN}/initdb", "-D", self.dir, "--auth=trust", "-U", "postgres",
+                    stdout=subprocess.DEVNULL)
+        with open(os.path.join(self.dir, "postgresql.conf"), "a") as conf:
+            conf.write(f"listen_addresses = '127.0.0.1'\nport = {self.port}\n"
+                       f"unix_socket_directories = '{self.dir}'\n"
+                       "shared_preload_libraries = 'dpnoise'\n")
+        log = os.path.join(self.dir, "server.log")
+        try:
+            as_postgres(f"{PG_BIN}/pg_ctl", "-D", self.dir, "-l", log, "-w", "start",
+                        stdout=subprocess.DEVNULL)
+        except subprocess.CalledProcessError:
+            with open(log) as f:
+                sys.stderr.write("".join(f.readlines()[-20:]))
+            raise
+
+    def stop(self):
+        if not self.dir:
+            return
+        if os.path.exists(os.path.join(self.dir, "postmaster.pid")):
+            subprocess.run(["runuser", "-u", "postgres", "--", f"{PG_BIN}/pg_ctl", "-D", self.dir,
+                            "-w", "stop", "-m", "fast"], stdout=subprocess.DEVNULL)
+        shutil.rmtree(self.dir, ignore_errors=True)
+        self.dir = None
+
+    def connect(self, user):
+        return psycopg.connect(host="127.0.0.1", port=self.port, user=user, dbname="postgres",
+                               autocommit=True)
+
+
+# ---------------------------------------------------------------- the data
+
+SETUP = f"""
+CREATE EXTENSION dpnoise;
+CREATE ROLE {ANALYST} LOGIN;
+-- One row per person.
+CREATE TABLE members (person_id int PRIMARY KEY, region text, age int, salary float8);
+INSERT INTO members SELECT p, (ARRAY['north', 'south', 'east'])[1 + p % 3], 20 + p % 50, 1000 * (p % 97)
+FROM generate_series(0, 1199) p;
+-- Several rows per person: 3 in one region, and every second person 2 more
+-- in a second region (so nobody is in more than 2 groups).
+CREATE TABLE trips (person_id int, region text, amount float8);
+INSERT INTO trips SELECT p, (ARRAY['north', 'south', 'east'])[1 + p % 3], 10
+FROM generate_series(0, 599) p, generate_series(1, 3);
+INSERT INTO trips SELECT p, (ARRAY['north', 'south', 'east'])[1 + (p + 1) % 3], 10
+FROM generate_series(0, 599, 2) p, generate_series(1, 2);
+-- Public, not protected: every key 10 times.
+CREATE TABLE keys10 AS SELECT p AS person_id FROM generate_series(0, 599) p, generate_series(1, 10);
+GRANT SELECT ON keys10 TO {ANALYST};
+-- Neighbouring databases: D' is D without person 0, who has 4 rows in
+-- each of the 3 regions; everyone else has 2 rows in one region (300 a region).
+CREATE TABLE d (person_id int, region text);
+INSERT INTO d SELECT p, (ARRAY['north', 'south', 'east'])[1 + p % 3] FROM generate_series(1, 900) p, generate_series(1, 2);
+INSERT INTO d SELECT 0, r FROM unnest(ARRAY['north', 'south', 'east']) r, generate_series(1, 4);
+CREATE TABLE d_prime AS SELECT * FROM d WHERE person_id <> 0;
+SELECT dp_protect('members', 'person_id', 2), dp_protect('trips', 'person_id', 2),
+       dp_protect('d', 'person_id', 2), dp_protect('d_prime', 'person_id', 2);
+SELECT dp_analyst('{ANALYST}');
+SELECT dp_budget_grant('{ANALYST}', 1e9, 1);
+"""
+
+
+def truth(su, sql, params=None):
+    return su.execute(sql, params).fetchall()
+
+
+# ---------------------------------------------------------------- helpers
+
+def dec(x):
+    """The charge of a float parameter: its shortest decimal (as dpnoise's ledger writes it)."""
+    return Decimal(repr(float(x)))
+
+
+class Ledger:
+    def __init__(self, conn):
+        self.conn = conn
+        self.seen = self.last()
+
+    def last(self):
+        return self.conn.execute("SELECT coalesce(max(id), 0) FROM dp_my_ledger").fetchone()[0]
+
+    def new(self):
+        rows = self.conn.execute(
+            "SELECT id, mechanism, epsilon, delta FROM dp_my_ledger WHERE id > %s ORDER BY id",
+            (self.seen,)).fetchall()
+        if rows:
+            self.seen = rows[-1][0]
+        return rows
+
+
+def charged_once(ledger, epsilon, delta=Decimal(0)):
+    """Whether the statement just run made exactly one ledger row of (epsilon, delta)."""
+    rows = ledger.new()
+    return len(rows) == 1 and rows[0][2] == epsilon and rows[0][3] == delta, rows
+
+
+def generic_plans(conn, like):
+    rows = conn.execute("SELECT generic_plans, custom_plans FROM pg_prepared_statements "
+                        "WHERE statement LIKE %s", (like,)).fetchall()
+    return (sum(r[0] for r in rows), sum(r[1] for r in rows)) if rows else (0, 0)
+
+
+def refused(conn, sql, params=None, prepare=None):
+    try:
+        conn.execute(sql, params, prepare=prepare).fetchall()
+    except psycopg.Error as e:
+        return e.sqlstate, (e.diag.message_primary or str(e))
+    return None, "admitted"
+
+
+# ---------------------------------------------------------------- 1. BI tools
+
+def bi_tools(su, an):
+    ledger = Ledger(an)
+
+    # (a) A prepared count of a one-row-per-person table, parameters for ε and
+    # for the WHERE values, 8 runs (custom plans, then generic ones); ε large,
+    # so the noise is 0 but for a chance of about e^-500.
+    sql = "SELECT dp_count(%s) AS n FROM members WHERE age > %s AND region = %s"
+    bad = []
+    for i in range(8):
+        eps, age, region = (1000.0, 500.0)[i % 2], 25 + 3 * i, REGIONS[i % 3]
+        (n,), = an.execute(sql, (eps, age, region), prepare=True).fetchall()
+        ok, rows = charged_once(ledger, dec(eps))
+        (want,), = truth(su, "SELECT count(*) FROM members WHERE age > %s AND region = %s", (age, region))
+        if n != want or not ok:
+            bad.append((eps, age, region, n, want, rows))
+    g, c = generic_plans(an, "SELECT dp_count($1) AS n FROM members%")
+    check("BI prepared count, params for epsilon and WHERE (auto plan mode)", not bad,
+          f"8 runs, answers = true counts, one ledger row each with the epsilon given; "
+          f"plans generic={g} custom={c}" + (f"; bad: {bad}" if bad else ""))
+
+    # (b) The same shapes with a generic plan forced, grouped over a table with
+    # several rows per person: the counts are of persons (300 a region), and
+    # each statement pays ε + selection_epsilon. A WHERE that keeps no row
+    # gives no group and pays the same.
+    an.execute("SET plan_cache_mode = force_generic_plan")
+    persons = dict(truth(su, "SELECT region, count(DISTINCT person_id) FROM trips GROUP BY region"))
+    rows_per_region = dict(truth(su, "SELECT region, count(*) FROM trips GROUP BY region"))
+    sql = "SELECT region, dp_count(%s) AS persons FROM trips WHERE amount >= %s GROUP BY region"
+    bad = []
+    for i in range(8):
+        eps, lower = (1000.0, 999.0)[i % 2], (10.0 if i != 5 else 11.0)
+        got = dict(an.execute(sql, (eps, lower), prepare=True).fetchall())
+        ok, rows = charged_once(ledger, dec(eps) + SELECTION_EPSILON, SELECTION_DELTA)
+        want = persons if lower <= 10 else {}
+        if got != want or not ok:
+            bad.append((eps, lower, got, want, rows))
+    g, c = generic_plans(an, "SELECT region, dp_count($1) AS persons FROM trips%")
+    check("BI prepared GROUP BY, forced generic plan, multi-row table", not bad and g >= 8,
+          f"8 runs, counts = persons per region {sorted(persons.values())} (rows: "
+          f"{sorted(rows_per_region.values())}), empty WHERE gives 0 groups and the same charge, "
+          f"each charged epsilon + 0.5; plans generic={g} custom={c}" + (f"; bad: {bad}" if bad else ""))
+
+    # (c) A BI tool's wrapper with LIMIT, two aggregates, generic plan: sums
+    # clamped per person and group (truth from the raw rows).
+    an.execute("RESET plan_cache_mode")
+    clamped = dict(truth(su, "SELECT region, sum(LEAST(s, 25)) FROM (SELECT person_id, region, sum(amount) s "
+                             "FROM trips GROUP BY 1, 2) x GROUP BY region"))
+    sql = ("SELECT * FROM (SELECT region, dp_count(%s) AS persons, dp_sum(amount, %s, %s, %s) AS total "
+           "FROM trips GROUP BY region) AS virtual_table LIMIT 1000")
+    bad = []
+    for i in range(7):
+        e1, e2 = 1000.0, (1000.0, 0.75e3)[i % 2]
+        got = an.execute(sql, (e1, e2, 0.0, 25.0), prepare=True).fetchall()
+        ok, rows = charged_once(ledger, dec(e1) + dec(e2) + SELECTION_EPSILON, SELECTION_DELTA)
+        plausible = (len(got) == 3 and all(p == persons[r] and abs(t - clamped[r]) < 5 for r, p, t in got))
+        if not plausible or not ok:
+            bad.append((got, rows))
+    check("BI wrapper SELECT * FROM (GROUP BY) AS virtual_table LIMIT 1000, two aggregates", not bad,
+          f"7 runs, persons and per-person clamped sums {sorted(clamped.values())} match, "
+          "charged eps1 + eps2 + 0.5" + (f"; bad: {bad}" if bad else ""))
+
+    # (d) ORDER BY over the answers, and a count over them.
+    an.execute("SET plan_cache_mode = force_generic_plan")
+    sql = ("SELECT * FROM (SELECT region, dp_count(%s) AS c FROM members WHERE age >= %s GROUP BY region) "
+           "AS virtual_table ORDER BY c DESC, region LIMIT 1000")
+    bad = []
+    for i in range(7):
+        age = 20 + i
+        got = an.execute(sql, (1000.0, age), prepare=True).fetchall()
+        ok, rows = charged_once(ledger, dec(1000.0) + SELECTION_EPSILON, SELECTION_DELTA)
+        want = sorted(truth(su, "SELECT region, count(*) FROM members WHERE age >= %s GROUP BY region", (age,)),
+                      key=lambda r: (-r[1], r[0]))
+        if got != want or not ok:
+            bad.append((age, got, want, rows))
+    check("BI ORDER BY over the answers", not bad, "7 runs, order and counts as the truth's, one charge each"
+          + (f"; bad: {bad}" if bad else ""))
+    sql = "SELECT count(*) FROM (SELECT region, dp_count(%s) FROM trips WHERE region <> %s GROUP BY region) AS virtual_table"
+    bad = []
+    for i in range(7):
+        eps = (1000.0, 2.0)[i % 2]
+        (n,), = an.execute(sql, (eps, "nowhere"), prepare=True).fetchall()
+        ok, rows = charged_once(ledger, dec(eps) + SELECTION_EPSILON, SELECTION_DELTA)
+        if n != 3 or not ok:
+            bad.append((eps, n, rows))
+    g, c = generic_plans(an, "SELECT count(*) FROM (SELECT region, dp_count($1)%")
+    check("BI count(*) over the answers", not bad, f"7 runs, 3 groups, one charge of eps + 0.5 each; "
+          f"plans generic={g}" + (f"; bad: {bad}" if bad else ""))
+    an.execute("RESET plan_cache_mode")
+
+    # (e) A CTE, and an average of persons' averages on the multi-row table.
+    (avg_members,), = truth(su, "SELECT avg(salary) FROM members")
+    got = an.execute("WITH a AS (SELECT dp_avg(salary, %s, 0, 100000) AS a FROM members) SELECT a FROM a",
+                     (1000.0,)).fetchone()[0]
+    ok1, r1 = charged_once(ledger, dec(1000.0))
+    got2 = an.execute("SELECT dp_avg(amount, %s, 0, 100) AS a FROM trips", (1000.0,), prepare=True).fetchone()[0]
+    ok2, r2 = charged_once(ledger, dec(1000.0))
+    check("BI CTE and dp_avg", abs(got - avg_members) < 100 and abs(got2 - 10) < 0.5 and ok1 and ok2,
+          f"avg salary {got:.1f} (true {avg_members:.1f}), avg of persons' trips {got2:.3f} (true 10)")
+
+    # (f) Refusals: ZB003 through psycopg, nothing charged (also prepared).
+    attempts = [
+        ("raw rows", "SELECT * FROM members WHERE person_id = %s", (17,), True),
+        ("raw rows in a wrapper", "SELECT * FROM (SELECT salary FROM members) AS virtual_table LIMIT 1000", None, True),
+        ("count(*)", "SELECT count(*) FROM members", None, False),
+        ("cross join", "SELECT dp_count(1.0) FROM trips a, trips b", None, False),
+        ("generate_series copies", "SELECT dp_count(%s) FROM trips, generate_series(1, 10)", (1.0,), True),
+        ("non-leakproof WHERE", "SELECT dp_count(%s) FROM members WHERE 1 / (salary - %s) > 0", (1.0, 5000.0), True),
+        ("EXISTS probe", "SELECT EXISTS (SELECT 1 FROM members WHERE salary > %s)", (90000.0,), True),
+        ("FILTER on multi-row", "SELECT region, dp_count(1.0) FILTER (WHERE amount > 3) FROM trips GROUP BY region",
+         None, False),
+        ("EXPLAIN", "EXPLAIN SELECT dp_count(1.0) FROM members", None, False),
+        ("GROUP BY the unit, delta 0", None, None, False),
+    ]
+    bad = []
+    for name, sql, params, prep in attempts:
+        if sql is None:
+            an.execute("SET dpnoise.selection_delta = 0")
+            state, msg = refused(an, "SELECT person_id, dp_count(%s) FROM members GROUP BY person_id", (1.0,), True)
+            an.execute("RESET dpnoise.selection_delta")
+        else:
+            state, msg = refused(an, sql, params, prep)
+        charged = ledger.new()
+        if state != "ZB003" or charged:
+            bad.append((name, state, msg, charged))
+    # A bad parameter is refused too (22023), before any charge.
+    state, msg = refused(an, "SELECT dp_count(%s) FROM members", (-1.0,), True)
+    charged = ledger.new()
+    if state != "22023" or charged:
+        bad.append(("negative epsilon", state, msg, charged))
+    check("refused queries raise ZB003 via psycopg and charge nothing", not bad,
+          f"{len(attempts)} shapes ZB003 (+ negative epsilon 22023), 0 ledger rows"
+          + (f"; bad: {bad}" if bad else ""))
+
+
+# ---------------------------------------------------------------- 2. the audit
+
+def privacy_loss_audit(out0, out1, bin_width, min_count, z):
+    """A Python port of dpnoise_core::audit::privacy_loss_audit
+    (crates/dpnoise-core/src/audit.rs): bins integer outputs by bin_width
+    (floor division, as div_euclid), and for each bin with at least
+    min_count draws on both sides takes loss = |ln(c0/c1)| and
+    excess = loss - z*sqrt(1/c0 + 1/c1). Returns (bins audited, max loss,
+    worst excess, worst bin); a mechanism passes when worst excess <= epsilon."""
+    h0, h1 = {}, {}
+    for x in out0:
+        h0[x // bin_width] = h0.get(x // bin_width, 0) + 1
+    for x in out1:
+        h1[x // bin_width] = h1.get(x // bin_width, 0) + 1
+    bins, max_loss, worst, worst_bin = 0, 0.0, -math.inf, None
+    for b, c0 in h0.items():
+        c1 = h1.get(b, 0)
+        if c0 < min_count or c1 < min_count:
+            continue
+        loss = abs(math.log(c0 / c1))
+        excess = loss - z * math.sqrt(1 / c0 + 1 / c1)
+        bins += 1
+        max_loss = max(max_loss, loss)
+        if excess > worst:
+            worst, worst_bin = excess, b * bin_width
+    return bins, max_loss, worst, worst_bin
+
+
+def two_sided_geometric(rng, epsilon):
+    """P(k) proportional to exp(-epsilon |k|): the difference of two geometric variables."""
+    log_q = -epsilon
+    a = int(math.log(1.0 - rng.random()) / log_q)
+    b = int(math.log(1.0 - rng.random()) / log_q)
+    return a - b
+
+
+def geometric_sd(epsilon):
+    q = math.exp(-epsilon)
+    return math.sqrt(2 * q) / (1 - q)
+
+
+def audit(su, an):
+    ledger = Ledger(an)
+    an.execute("CREATE TEMP TABLE r (tbl text, i int, s bigint, groups int)")
+    check("analyst can CREATE TEMP TABLE", True)
+    t0 = time.time()
+    for tbl in ("d", "d_prime"):
+        an.execute(f"""DO $$ BEGIN FOR i IN 1..{AUDIT_N} LOOP
+            INSERT INTO pg_temp.r SELECT '{tbl}', i, coalesce(sum(c), 0), count(*)
+            FROM (SELECT region, dp_count({AUDIT_EPSILON!r}) AS c FROM {tbl} GROUP BY region) s;
+        END LOOP; END $$""")
+    secs = time.time() - t0
+    out = {"d": [], "d_prime": []}
+    missing = 0
+    for tbl, s, groups in an.execute("SELECT tbl, s, groups FROM pg_temp.r ORDER BY tbl, i"):
+        out[tbl].append(s)  # a group partition selection dropped counts as 0
+        missing += 3 - groups
+    charges = ledger.new()
+    per_stmt = Decimal(repr(AUDIT_EPSILON)) + SELECTION_EPSILON
+    charge_ok = (len(charges) == 2 * AUDIT_N
+                 and all(r[2] == per_stmt and r[3] == SELECTION_DELTA for r in charges))
+    check("audit statements each charged once", charge_ok,
+          f"{len(charges)} ledger rows for {2 * AUDIT_N} statements, each epsilon {per_stmt} delta "
+          f"{SELECTION_DELTA} ({secs:.1f} s, {1000 * secs / (2 * AUDIT_N):.2f} ms a statement)")
+
+    bins, max_loss, excess, worst_bin = privacy_loss_audit(out["d"], out["d_prime"], AUDIT_BIN_WIDTH,
+                                                           AUDIT_MIN_COUNT, AUDIT_Z)
+    check("DP audit of the released sum over 3 regions, D vs D'", bins >= 12 and excess <= AUDIT_EPSILON,
+          f"N={AUDIT_N} each, bin width {AUDIT_BIN_WIDTH}, min count {AUDIT_MIN_COUNT}, z={AUDIT_Z}: "
+          f"bins audited {bins}, max loss {max_loss:.3f}, max excess {excess:.3f} (at {worst_bin}) "
+          f"<= epsilon {AUDIT_EPSILON} (statement charged {per_stmt}: + selection); "
+          f"groups missing {missing}")
+
+    # The law of the outputs: each region's count is the number of persons
+    # (300, and person 0 in 2 of the 3 regions) plus geometric noise at 0.5.
+    true0 = sum(r[0] for r in truth(su, "SELECT count(DISTINCT person_id) FROM d GROUP BY region"))
+    true1 = sum(r[0] for r in truth(su, "SELECT count(DISTINCT person_id) FROM d_prime GROUP BY region"))
+    shift = statistics.fmean(out["d"]) - statistics.fmean(out["d_prime"])
+    var_theory = 3 * geometric_sd(AUDIT_EPSILON / 2) ** 2
+    var_seen = (statistics.variance(out["d"]) + statistics.variance(out["d_prime"])) / 2
+    se_shift = math.sqrt(2 * var_theory / AUDIT_N)
+    check("audit outputs follow the bounded law", abs(shift - 2) < 5 * se_shift
+          and abs(var_seen / var_theory - 1) < 0.15 and missing == 0,
+          f"mean shift D-D' {shift:.3f} (person 0 counts in 2 groups: 2; unbounded rows would be 12; "
+          f"distinct person-region pairs D {true0}, D' {true1}), "
+          f"variance {var_seen:.2f} vs {var_theory:.2f} (3 x geometric at eps 0.5)")
+
+    # Negative control: the same data without per-person bounding (each row
+    # counted, person 0's 12 rows in all 3 groups) with the same noise, 0.5
+    # a group: the audit must catch it.
+    rows0 = dict(truth(su, "SELECT region, count(*) FROM d GROUP BY region"))
+    rows1 = dict(truth(su, "SELECT region, count(*) FROM d_prime GROUP BY region"))
+    rng = random.Random(20240614)
+    sim = lambda rows: [sum(rows[r] + two_sided_geometric(rng, AUDIT_EPSILON / 2) for r in REGIONS)
+                        for _ in range(AUDIT_N)]
+    nb, nml, nex, _ = privacy_loss_audit(sim(rows0), sim(rows1), AUDIT_BIN_WIDTH, AUDIT_MIN_COUNT, AUDIT_Z)
+    check("negative control (unbounded counts) FAILS the audit", nex > AUDIT_EPSILON,
+          f"bins audited {nb}, max loss {nml:.3f}, max excess {nex:.3f} > {AUDIT_EPSILON}: "
+          f"{'FAIL as it must' if nex > AUDIT_EPSILON else 'PASSED (audit too weak)'}")
+
+
+# ---------------------------------------------------------------- 3. attacks
+
+def attacks(su, an):
+    ledger = Ledger(an)
+    sum_sd = an.execute("SELECT std_dev, mechanism FROM dp_accuracy('auto', %s, 100)", (ATTACK_EPSILON,)).fetchone()
+    count_sd = geometric_sd(ATTACK_EPSILON)
+    # (name, what the analyst sends, its FROM ... WHERE, the aggregate's value column or None for a count)
+    cases = [
+        ("self-join count", "FROM trips a JOIN trips b ON a.person_id = b.person_id WHERE a.person_id = %s", None),
+        ("triple self-join count",
+         "FROM trips a JOIN trips b USING (person_id) JOIN trips c USING (person_id) WHERE person_id = %s", None),
+        ("self-join dp_sum", "FROM trips a JOIN trips b ON a.person_id = b.person_id WHERE a.person_id = %s",
+         "a.amount"),
+        ("public keys x10 join dp_sum",
+         "FROM trips t JOIN keys10 k ON k.person_id = t.person_id WHERE t.person_id = %s", "t.amount"),
+    ]
+    (raw,), = truth(su, "SELECT sum(amount) FROM trips WHERE person_id = %s", (TARGET,))
+    for name, from_where, value in cases:
+        if value is None:
+            sql = f"SELECT dp_count(%s) {from_where}"
+            # One person counts once: their bounded contribution is 1.
+            true_value, noise_sd = 1, count_sd
+            (unbounded,), = truth(su, f"SELECT count(*) {from_where}", (TARGET,))
+        else:
+            sql = f"SELECT dp_sum({value}, %s, 0, 100) {from_where}"
+            # Bounding sums the person's joined rows, then clamps that one value to [0, 100].
+            (true_value,), = truth(su, f"SELECT LEAST(sum({value}), 100) {from_where}", (TARGET,))
+            noise_sd = sum_sd[0]
+            (unbounded,), = truth(su, f"SELECT sum(LEAST({value}, 100)) {from_where}", (TARGET,))
+        answers = [an.execute(sql, (ATTACK_EPSILON, TARGET), prepare=True).fetchone()[0]
+                   for _ in range(ATTACK_RUNS)]
+        charges = ledger.new()
+        charge_ok = (len(charges) == ATTACK_RUNS
+                     and all(r[2] == dec(ATTACK_EPSILON) and r[3] == 0 for r in charges))
+        errors = [a - true_value for a in answers]
+        mean_err = statistics.fmean(errors)
+        sd = math.sqrt(statistics.fmean([e * e for e in errors]))  # about the truth, not about the errors' mean
+        ratio = sd / noise_sd
+        # Copies counted row by row would shift the answers to the unbounded
+        # value: the mean error must stay within 5 standard errors of 0.
+        centred = abs(mean_err) < 5 * noise_sd / math.sqrt(ATTACK_RUNS)
+        extra = "" if value is None else f", the person's own rows sum to {raw}"
+        check(f"attack: {name}", ratio >= 0.8 and centred and charge_ok,
+              f"{ATTACK_RUNS} runs at eps {ATTACK_EPSILON}: error sd {sd:.3f}, noise sd {noise_sd:.3f}, "
+              f"ratio {ratio:.3f} (>= 0.8); mean error {mean_err:+.3f}; bounded truth {true_value}, "
+              f"row-by-row copies would give {unbounded}{extra}; {len(charges)} charges of {ATTACK_EPSILON}")
+
+
+# ---------------------------------------------------------------- main
+
+def main():
+    port = int(sys.argv[1]) if len(sys.argv) > 1 else 54331
+    if port == 54320:
+        sys.exit("port 54320 belongs to another server")
+    server = Server(port)
+
+    def on_signal(signum, _frame):
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    t0 = time.time()
+    try:
+        server.start()
+        with server.connect("postgres") as su:
+            su.execute(SETUP)
+            with server.connect(ANALYST) as an:
+                check("analyst session", an.execute("SHOW dpnoise.analyst").fetchone()[0] == "on")
+                for section in (bi_tools, audit, attacks):
+                    try:
+                        section(su, an)
+                    except Exception as e:  # a section that breaks is a failed check
+                        check(f"{section.__name__} ran", False, f"{type(e).__name__}: {e}")
+    except Exception as e:
+        check("server and set-up", False, f"{type(e).__name__}: {e}")
+    finally:
+        server.stop()
+    failed = [r for r in RESULTS if not r[0]]
+    print(f"{len(RESULTS) - len(failed)}/{len(RESULTS)} checks passed in {time.time() - t0:.1f} s")
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()
