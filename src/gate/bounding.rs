@@ -285,20 +285,26 @@ unsafe fn per_person_sql(
                         "CASE WHEN {v} OPERATOR(pg_catalog.>) 0::pg_catalog.int8 THEN 1::pg_catalog.int8 END"
                     ));
                 }
+                // PostgreSQL's float8 sum and avg raise an error on overflow
+                // (and avg already when a square overflows): whether such a
+                // query fails would tell about the data. numeric never
+                // overflows here (float8's infinities and NaN included); its
+                // result is brought back into float8's range, which cannot fail.
                 Combine::SumFloat => {
-                    inner.push(format!("pg_catalog.sum({c}) AS v{j}"));
-                    outer.push(v);
+                    inner.push(format!("pg_catalog.sum({c}::pg_catalog.numeric) AS v{j}"));
+                    outer.push(to_float8(&v));
                 }
                 Combine::SumInteger => {
                     inner.push(format!("pg_catalog.sum({c}) AS v{j}"));
                     outer.push(format!(
-                        "LEAST(GREATEST({v}, (-9223372036854775808)::pg_catalog.numeric), \
-                         9223372036854775807::pg_catalog.numeric)::pg_catalog.int8"
+                        "CASE WHEN {v} IS NULL THEN NULL::pg_catalog.int8 \
+                         ELSE LEAST(GREATEST({v}, (-9223372036854775808)::pg_catalog.numeric), \
+                         9223372036854775807::pg_catalog.numeric)::pg_catalog.int8 END"
                     ));
                 }
                 Combine::Average => {
-                    inner.push(format!("pg_catalog.avg({c}) AS v{j}"));
-                    outer.push(v);
+                    inner.push(format!("pg_catalog.avg({c}::pg_catalog.numeric) AS v{j}"));
+                    outer.push(to_float8(&v));
                 }
             }
         }
@@ -321,6 +327,17 @@ unsafe fn per_person_sql(
             group_by.join(", ")
         ))
     }
+}
+
+/// A person's numeric sum or average as float8, without ever failing: NULL
+/// stays NULL (a person with no value adds nothing), NaN stays NaN (which
+/// an analyst's sum skips), anything else is brought into float8's range.
+fn to_float8(v: &str) -> String {
+    format!(
+        "CASE WHEN {v} IS NULL THEN NULL::pg_catalog.float8 \
+         WHEN {v} OPERATOR(pg_catalog.=) 'NaN'::pg_catalog.numeric THEN 'NaN'::pg_catalog.float8 \
+         ELSE LEAST(GREATEST({v}, (-1e308)::pg_catalog.numeric), 1e308::pg_catalog.numeric)::pg_catalog.float8 END"
+    )
 }
 
 /// Parses and analyses one SELECT the gate wrote.

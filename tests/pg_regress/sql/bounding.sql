@@ -16,7 +16,13 @@ INSERT INTO members SELECT i, 20 + i % 50 FROM generate_series(0, 499) i;
 CREATE TABLE region_names (region text, label text);
 INSERT INTO region_names VALUES ('north', 'N'), ('north', 'N again'), ('south', 'S'), ('east', 'E');
 GRANT SELECT ON region_names TO dp_bound_analyst;
+-- Extreme values: a person's float8 sum or average overflows PostgreSQL's
+-- own sum and avg, an error whose occurrence would tell about the data.
+CREATE TABLE extremes (person_id int, v float8);
+INSERT INTO extremes VALUES (1, 1e308), (1, 1e308), (2, 1e200), (2, 1e200), (3, 'NaN'),
+    (4, 'Infinity'), (4, '-Infinity'), (5, NULL), (6, 4), (6, 4);
 SELECT dp_protect('trips', 'person_id', 2), dp_protect('members', 'person_id');
+SELECT dp_protect('extremes', 'person_id');
 SELECT outcome('SELECT dp_protect(''trips'', ''person_id'', 0)');
 SELECT * FROM dp_protected_tables WHERE table_name IN ('trips'::regclass, 'members'::regclass) ORDER BY 1;
 -- What the answers below are compared with.
@@ -55,6 +61,11 @@ FROM (SELECT dp_sum_laplace(n, 1000.0, 0, 35) AS s FROM trips) x;
 -- Averages are of each person's average; counts of values count persons.
 SELECT abs(dp_avg(amount, 1000.0, 0, 1000) - 495) < 10 AS average, dp_count(amount, 1000.0) AS persons_with_values
 FROM trips;
+
+-- No overflow error: persons 1 and 2 sum past float8's range (then 10,
+-- the bound), 3 and 4 are NaN and 5 NULL (nothing), 6 sums to 8.
+SELECT abs(s - 28) < 1 AS sum_without_overflow, round(a::numeric, 1) AS average_of_averages
+FROM (SELECT dp_sum(v, 1000.0, 0, 10) AS s, dp_avg(v, 1000.0, 0, 10) AS a FROM extremes) x;
 
 -- 2. No amplification: joins that copy a person's rows add nothing.
 SELECT dp_count(1000.0) AS self_join FROM trips a JOIN trips b ON a.person_id = b.person_id;
@@ -108,4 +119,4 @@ SELECT mechanism, epsilon, delta, releases FROM dp_my_ledger WHERE id > (SELECT 
 
 \c - postgres
 SELECT dp_analyst('dp_bound_analyst', false);
-SELECT dp_unprotect('trips'), dp_unprotect('members'), dp_unprotect('trips_neighbour'), dp_unprotect('trips_empty');
+SELECT dp_unprotect('extremes'), dp_unprotect('trips'), dp_unprotect('members'), dp_unprotect('trips_neighbour'), dp_unprotect('trips_empty');
