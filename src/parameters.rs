@@ -300,10 +300,7 @@ thread_local! {
 /// was given; inside a transaction.
 pub unsafe fn check_plan(stmt: *mut pg_sys::PlannedStmt) {
     // SAFETY: `stmt` is null (returns) or the live PlannedStmt ExecutorStart was given (the
-    // caller's contract); it, its planTree and its `subplans` List of Plan pointers (null for an
-    // unused subplan: skipped) stay allocated until the query is done, past this call. Each Plan
-    // is read through the header all plan nodes begin with, and cast to Append, MergeAppend or
-    // SubqueryScan only when its tag says so; their child lists are Lists of Plan pointers.
+    // caller's contract), as plan_nodes requires; each node's header is read, and its
     // `targetlist` and `qual` are null (skipped) or Lists of expressions, which
     // expression_tree_walker walks. `found` points to the local `search`, which outlives every
     // walk: check_call is the only user of the pointer, and `search` itself is read only after a
@@ -312,30 +309,15 @@ pub unsafe fn check_plan(stmt: *mut pg_sys::PlannedStmt) {
         if stmt.is_null() {
             return;
         }
-        let mut plans = vec![(*stmt).planTree];
-        let subplans = (*stmt).subplans;
-        let n = if subplans.is_null() { 0 } else { (*subplans).length as usize };
-        plans.extend((0..n).map(|i| (*(*subplans).elements.add(i)).ptr_value as *mut pg_sys::Plan));
         // The walker stops at the first call found unfixed and names it; the
         // error is raised here, not inside PostgreSQL's walker.
         let mut search = Search { functions_only: false, found: None };
         let found = &raw mut search;
-        while let Some(plan) = plans.pop() {
-            if plan.is_null() {
-                continue;
-            }
+        for plan in plan_nodes(stmt) {
             for list in [(*plan).targetlist, (*plan).qual] {
                 if !list.is_null() && pg_sys::expression_tree_walker(list.cast(), Some(check_call), found.cast()) {
                     errors::varying_parameter(search.found.as_deref().unwrap_or("a dpnoise function"));
                 }
-            }
-            plans.push((*plan).lefttree);
-            plans.push((*plan).righttree);
-            match (*plan).type_ {
-                pg_sys::NodeTag::T_Append => plans.extend(list_plans((*(plan as *mut pg_sys::Append)).appendplans)),
-                pg_sys::NodeTag::T_MergeAppend => plans.extend(list_plans((*(plan as *mut pg_sys::MergeAppend)).mergeplans)),
-                pg_sys::NodeTag::T_SubqueryScan => plans.push((*(plan as *mut pg_sys::SubqueryScan)).subplan),
-                _ => {}
             }
         }
     }
@@ -360,6 +342,38 @@ pub unsafe fn check_query(query: *mut pg_sys::Query) {
         if pg_sys::query_tree_walker(query, Some(check_call), found.cast(), 0) {
             errors::varying_parameter(search.found.as_deref().unwrap_or("a dpnoise function"));
         }
+    }
+}
+
+/// Every node of a statement's plan: its tree, with the children of
+/// Append, MergeAppend and SubqueryScan, and its subplans.
+///
+/// # Safety
+/// `stmt` is the live PlannedStmt of a query that has not ended.
+pub unsafe fn plan_nodes(stmt: *mut pg_sys::PlannedStmt) -> Vec<*mut pg_sys::Plan> {
+    // SAFETY: the caller's contract: the plan tree and its `subplans` List of Plan pointers (null
+    // for an unused subplan: skipped) are live. Each Plan is read through the header all plan nodes
+    // begin with, and cast to Append, MergeAppend or SubqueryScan only when its tag says so; their
+    // child lists are Lists of Plan pointers.
+    unsafe {
+        let mut nodes = Vec::new();
+        let mut plans = vec![(*stmt).planTree];
+        plans.extend(list_plans((*stmt).subplans));
+        while let Some(plan) = plans.pop() {
+            if plan.is_null() {
+                continue;
+            }
+            nodes.push(plan);
+            plans.push((*plan).lefttree);
+            plans.push((*plan).righttree);
+            match (*plan).type_ {
+                pg_sys::NodeTag::T_Append => plans.extend(list_plans((*(plan as *mut pg_sys::Append)).appendplans)),
+                pg_sys::NodeTag::T_MergeAppend => plans.extend(list_plans((*(plan as *mut pg_sys::MergeAppend)).mergeplans)),
+                pg_sys::NodeTag::T_SubqueryScan => plans.push((*(plan as *mut pg_sys::SubqueryScan)).subplan),
+                _ => {}
+            }
+        }
+        nodes
     }
 }
 

@@ -188,7 +188,8 @@ pub(super) unsafe fn bound(query: *mut pg_sys::Query, protected: &Protected, bou
         (*stand_in).subquery = rows;
 
         // The analyst's level, now over the per-person rows.
-        let width = list_items::<pg_sys::TargetEntry>((*per_person).targetList).len();
+        let outputs = list_items::<pg_sys::TargetEntry>((*per_person).targetList);
+        let width = outputs.len();
         let mut names = std::ptr::null_mut();
         for i in 0..width {
             let name = CString::new(format!("c{}", i + 1)).expect("no NUL");
@@ -201,8 +202,7 @@ pub(super) unsafe fn bound(query: *mut pg_sys::Query, protected: &Protected, bou
         (*rte).eref = pg_sys::makeAlias(c"dp_per_person".as_ptr(), names);
         (*rte).inFromCl = true;
         let column_var = |i: usize| -> *mut pg_sys::Node {
-            let entry = list_items::<pg_sys::TargetEntry>((*per_person).targetList)[i];
-            let expr = (*entry).expr.cast::<pg_sys::Node>();
+            let expr = (*outputs[i]).expr.cast::<pg_sys::Node>();
             pg_sys::makeVar(
                 1,
                 (i + 1) as i16,

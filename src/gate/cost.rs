@@ -137,25 +137,10 @@ unsafe fn releases(stmt: *mut pg_sys::PlannedStmt, params: pg_sys::ParamListInfo
         if stmt.is_null() {
             return Vec::new();
         }
-        let mut plans = vec![(*stmt).planTree];
-        plans.extend(super::list_items::<pg_sys::Plan>((*stmt).subplans));
-        while let Some(plan) = plans.pop() {
-            if plan.is_null() {
-                continue;
-            }
+        for plan in crate::parameters::plan_nodes(stmt) {
             found.plan = plan;
             for list in [(*plan).targetlist, (*plan).qual] {
                 pg_sys::expression_tree_walker(list.cast(), Some(find), (&raw mut found).cast());
-            }
-            plans.push((*plan).lefttree);
-            plans.push((*plan).righttree);
-            match (*plan).type_ {
-                pg_sys::NodeTag::T_Append => plans.extend(super::list_items((*(plan as *mut pg_sys::Append)).appendplans)),
-                pg_sys::NodeTag::T_MergeAppend => {
-                    plans.extend(super::list_items((*(plan as *mut pg_sys::MergeAppend)).mergeplans))
-                }
-                pg_sys::NodeTag::T_SubqueryScan => plans.push((*(plan as *mut pg_sys::SubqueryScan)).subplan),
-                _ => {}
             }
         }
         let mut costs = Vec::new();
