@@ -85,6 +85,8 @@ pub(super) struct Bounds {
     pub(super) unit: (i32, i16),
     /// How many groups one person may contribute to.
     pub(super) max_groups: i32,
+    /// The outer join whose public side lists the keys (`public_keys`).
+    pub(super) listed: Option<*mut pg_sys::JoinExpr>,
 }
 
 /// Rewrites an admitted level (already checked, with partition selection
@@ -175,17 +177,29 @@ pub(super) unsafe fn bound(query: *mut pg_sys::Query, protected: &Protected, bou
         (*rows).limitCount = std::ptr::null_mut();
         (*rows).distinctClause = std::ptr::null_mut();
         (*rows).constraintDeps = std::ptr::null_mut();
+        // With listed keys: the rows that meet a key (an inner join), and
+        // the list's keys apart.
+        let listing = match bounds.listed {
+            Some(join) => Some(listed_keys(query, rows, join, &keys)),
+            None => None,
+        };
 
         // One row per person and group, at most k groups per person: parsed
         // from text over a stand-in for the rows, then given the rows.
-        let text = per_person_sql(&columns, &values, k, protected.uniform)?;
+        let text = per_person_sql(&columns, &values, k, protected.uniform, listing.is_some())?;
         let per_person = parse(&text);
-        let stand_in = {
-            let combined = list_items::<pg_sys::RangeTblEntry>((*per_person).rtable)[0];
-            let inner = (*combined).subquery;
-            list_items::<pg_sys::RangeTblEntry>((*inner).rtable)[0]
+        // The stand-ins: p of the combined persons' level, and with listed
+        // keys k of the UNION ALL's second branch.
+        let first = |q: *mut pg_sys::Query| (*list_items::<pg_sys::RangeTblEntry>((*q).rtable)[0]).subquery;
+        let persons = match listing {
+            Some(list) => {
+                let branches = list_items::<pg_sys::RangeTblEntry>((*per_person).rtable);
+                (*list_items::<pg_sys::RangeTblEntry>((*(*branches[1]).subquery).rtable)[0]).subquery = list;
+                (*branches[0]).subquery
+            }
+            None => per_person,
         };
-        (*stand_in).subquery = rows;
+        (*list_items::<pg_sys::RangeTblEntry>((*first(persons)).rtable)[0]).subquery = rows;
 
         // The analyst's level, now over the per-person rows.
         let outputs = list_items::<pg_sys::TargetEntry>((*per_person).targetList);
@@ -220,6 +234,7 @@ pub(super) unsafe fn bound(query: *mut pg_sys::Query, protected: &Protected, bou
             share: protected.share,
             k,
             leftover: false,
+            real: listing.map(|_| column_var(width - 1)),
         };
         (*query).targetList = rewrite.apply((*query).targetList.cast()).cast();
         (*query).havingQual = rewrite.apply((*query).havingQual);
@@ -240,6 +255,63 @@ pub(super) unsafe fn bound(query: *mut pg_sys::Query, protected: &Protected, bou
     }
 }
 
+/// With keys listed by the public side of an outer join (`public_keys`):
+/// turns the rows' copy of that join into an inner join (a key without
+/// rows has no person to add), and returns the list's keys alone: `SELECT
+/// <keys> FROM <public side> WHERE <conditions> GROUP BY <keys>`.
+///
+/// # Safety
+/// `query` is the analyst's level, `rows` its copy, `join` the outer join
+/// of `query` that `public_keys` found, `keys` the level's key expressions.
+unsafe fn listed_keys(
+    query: *mut pg_sys::Query,
+    rows: *mut pg_sys::Query,
+    join: *mut pg_sys::JoinExpr,
+    keys: &[*mut pg_sys::Node],
+) -> *mut pg_sys::Query {
+    // SAFETY: the caller's contract; the join is the only FROM item of both levels.
+    unsafe {
+        let inner = list_items::<pg_sys::JoinExpr>((*(*rows).jointree).fromlist)[0];
+        (*inner).jointype = pg_sys::JoinType::JOIN_INNER;
+        let rtable = list_items::<pg_sys::RangeTblEntry>((*rows).rtable);
+        let rte = rtable[(*inner).rtindex as usize - 1];
+        (*rte).jointype = pg_sys::JoinType::JOIN_INNER;
+
+        let list = pg_sys::copyObjectImpl(query.cast()) as *mut pg_sys::Query;
+        // The join is left out of the list's level: no outer join remains.
+        let rte = list_items::<pg_sys::RangeTblEntry>((*list).rtable)[(*join).rtindex as usize - 1];
+        (*rte).jointype = pg_sys::JoinType::JOIN_INNER;
+        let kept = if (*join).jointype == pg_sys::JoinType::JOIN_LEFT { (*join).larg } else { (*join).rarg };
+        let flat = move |node: *mut pg_sys::Node| {
+            pg_sys::flatten_join_alias_vars(list, pg_sys::copyObjectImpl(node.cast()).cast())
+        };
+        let quals = flat((*(*query).jointree).quals);
+        (*list).jointree =
+            pg_sys::makeFromExpr(pg_sys::lappend(std::ptr::null_mut(), pg_sys::copyObjectImpl(kept.cast())), quals);
+        let refs: Vec<u32> = list_items::<pg_sys::TargetEntry>((*query).targetList)
+            .iter()
+            .filter(|e| keys.iter().any(|k| std::ptr::eq(*k, (***e).expr.cast())))
+            .map(|e| (**e).ressortgroupref)
+            .collect();
+        let mut target = std::ptr::null_mut();
+        for (i, (key, sortgroupref)) in keys.iter().zip(refs).enumerate() {
+            let name = CString::new(format!("c{}", i + 1)).expect("no NUL");
+            let entry = pg_sys::makeTargetEntry(flat(*key).cast(), (i + 1) as i16, pg_sys::pstrdup(name.as_ptr()), false);
+            (*entry).ressortgroupref = sortgroupref;
+            target = pg_sys::lappend(target, entry.cast());
+        }
+        (*list).targetList = target;
+        (*list).hasAggs = false;
+        (*list).havingQual = std::ptr::null_mut();
+        (*list).sortClause = std::ptr::null_mut();
+        (*list).limitOffset = std::ptr::null_mut();
+        (*list).limitCount = std::ptr::null_mut();
+        (*list).distinctClause = std::ptr::null_mut();
+        (*list).constraintDeps = std::ptr::null_mut();
+        list
+    }
+}
+
 /// The per-person levels as SQL over `p`, a stand-in of constants with the
 /// rows' column types (c1 the person, then the keys, then the values).
 /// Every name is qualified: the analyst's search_path picks nothing.
@@ -251,13 +323,14 @@ unsafe fn per_person_sql(
     values: &[(*mut pg_sys::Node, Combine)],
     k: i32,
     uniform: pg_sys::Oid,
+    listed: bool,
 ) -> Result<String, super::Refusal> {
     // SAFETY: the caller's contract; catalog lookups by OID return palloc'd strings or null.
     unsafe {
         let owned =
             |p: *const std::ffi::c_char| (!p.is_null()).then(|| CStr::from_ptr(p).to_string_lossy().into_owned());
-        let mut stand_in = Vec::new();
-        for (i, column) in columns.iter().enumerate() {
+        let mut types = Vec::new();
+        for column in columns {
             let (typid, typmod, collid) =
                 (pg_sys::exprType(*column), pg_sys::exprTypmod(*column), pg_sys::exprCollation(*column));
             let flags = (pg_sys::FORMAT_TYPE_TYPEMOD_GIVEN | pg_sys::FORMAT_TYPE_FORCE_QUALIFY) as pg_sys::bits16;
@@ -269,8 +342,11 @@ unsafe fn per_person_sql(
             } else {
                 String::new()
             };
-            stand_in.push(format!("NULL::{ty}{collate} AS c{}", i + 1));
+            types.push(format!("{ty}{collate}"));
         }
+        let stand_in = |types: &[String]| -> String {
+            types.iter().enumerate().map(|(i, ty)| format!("NULL::{ty} AS c{}", i + 1)).collect::<Vec<_>>().join(", ")
+        };
         let key_count = columns.len() - 1 - values.len();
         let group_by: Vec<String> = (1..=1 + key_count).map(|i| format!("p.c{i}")).collect();
         let mut inner: Vec<String> = group_by.clone();
@@ -319,13 +395,32 @@ unsafe fn per_person_sql(
             inner.push(format!("pg_catalog.row_number() OVER (PARTITION BY p.c1 ORDER BY {schema}.dp_uniform()) AS r"));
             filter = format!(" WHERE b.r OPERATOR(pg_catalog.<=) {k}::pg_catalog.int8");
         }
-        Ok(format!(
+        if listed {
+            outer.push("true".to_string());
+        }
+        let mut text = format!(
             "SELECT {} FROM (SELECT {} FROM (SELECT {}) AS p GROUP BY {}) AS b{filter}",
             outer.join(", "),
             inner.join(", "),
-            stand_in.join(", "),
+            stand_in(&types),
             group_by.join(", ")
-        ))
+        );
+        if listed {
+            // Each listed key's own row: no person, no values.
+            let mut own = vec![format!("NULL::{}", types[0])];
+            own.extend((1..=key_count).map(|i| format!("k.c{i}")));
+            own.extend(values.iter().map(|(_, combine)| match combine {
+                Combine::Present | Combine::SumInteger => "NULL::pg_catalog.int8".to_string(),
+                Combine::SumFloat | Combine::Average => "NULL::pg_catalog.float8".to_string(),
+            }));
+            own.push("NULL::pg_catalog.bool".to_string());
+            text = format!(
+                "{text} UNION ALL SELECT {} FROM (SELECT {}) AS k",
+                own.join(", "),
+                stand_in(&types[1..=key_count])
+            );
+        }
+        Ok(text)
     }
 }
 
@@ -392,6 +487,9 @@ struct Rewrite {
     k: i32,
     /// A column of the old FROM is left (not a key, not in an aggregate).
     leftover: bool,
+    /// With listed keys: true for a person's row, NULL for a key's own row
+    /// (which makes the key's group, and which no aggregate reads).
+    real: Option<*mut pg_sys::Node>,
 }
 
 impl Rewrite {
@@ -450,6 +548,9 @@ impl Rewrite {
         // SAFETY: the caller's contract; the copy's lists are its own.
         unsafe {
             let copy = pg_sys::copyObjectImpl(aggref.cast()) as *mut pg_sys::Aggref;
+            if let Some(real) = self.real {
+                (*copy).aggfilter = pg_sys::copyObjectImpl(real.cast()).cast();
+            }
             let Some(call) = self.calls.get(&(aggref as usize)) else {
                 return copy;
             };

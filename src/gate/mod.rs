@@ -448,7 +448,10 @@ unsafe fn check_level(query: *mut pg_sys::Query, walk: &Walk) -> Result<bool, Re
         }
         // FROM: tables, inner joins. Protected tables are joined on their
         // privacy unit; public tables freely (bounding undoes any copies).
-        let mut from = FromItems { leaves: Vec::new(), quals: vec![(*(*query).jointree).quals] };
+        // Or the public side of an outer join lists the group keys.
+        let listed = public_keys(query, &rtable, &walk.protected)?;
+        let mut from =
+            FromItems { leaves: Vec::new(), quals: vec![(*(*query).jointree).quals], listed, protected: &walk.protected };
         for item in list_items::<pg_sys::Node>((*(*query).jointree).fromlist) {
             from.item(item, &rtable)?;
         }
@@ -468,7 +471,7 @@ unsafe fn check_level(query: *mut pg_sys::Query, walk: &Walk) -> Result<bool, Re
         if persons.len() != read.len() {
             return Err(refuse("a protected table must be a FROM item of its query level", SHAPE));
         }
-        let bounded = from.leaves.len() > 1 || !persons[0].1.one_row;
+        let bounded = from.leaves.len() > 1 || !persons[0].1.one_row || listed.is_some();
         if persons.len() > 1 {
             joined_on_unit(&rtable, &persons, &from.quals)?;
         }
@@ -507,7 +510,7 @@ unsafe fn check_level(query: *mut pg_sys::Query, walk: &Walk) -> Result<bool, Re
             check.rows = keys.contains(&(*entry).ressortgroupref);
             check.node((*entry).expr.cast())?;
         }
-        if grouped {
+        if grouped && listed.is_none() {
             select_partitions(query, walk.protected.selection)?;
         }
         // Vouched for: the analyst needs no SELECT privilege on the tables.
@@ -530,7 +533,7 @@ unsafe fn check_level(query: *mut pg_sys::Query, walk: &Walk) -> Result<bool, Re
         bounding::bound(
             query,
             &walk.protected,
-            &bounding::Bounds { unit, max_groups },
+            &bounding::Bounds { unit, max_groups, listed },
         )?;
         // The levels written above are the gate's own: not walked again.
         Ok(false)
@@ -538,14 +541,17 @@ unsafe fn check_level(query: *mut pg_sys::Query, walk: &Walk) -> Result<bool, Re
 }
 
 /// The FROM items of an admitted level.
-struct FromItems {
-    /// Range table indexes of its tables.
+struct FromItems<'a> {
+    /// Range table indexes of its tables (and key lists).
     leaves: Vec<i32>,
     /// WHERE and every JOIN ... ON: conditions on the rows.
     quals: Vec<*mut pg_sys::Node>,
+    /// The outer join whose public side lists the group keys, if any.
+    listed: Option<*mut pg_sys::JoinExpr>,
+    protected: &'a Protected,
 }
 
-impl FromItems {
+impl FromItems<'_> {
     /// # Safety
     /// `node` is a live jointree item of the query whose range table is `rtable`.
     unsafe fn item(
@@ -558,9 +564,23 @@ impl FromItems {
             match (*node).type_ {
                 pg_sys::NodeTag::T_RangeTblRef => {
                     let index = (*(node as *mut pg_sys::RangeTblRef)).rtindex;
-                    if (*rtable[index as usize - 1]).rtekind != pg_sys::RTEKind::RTE_RELATION {
+                    let rte = rtable[index as usize - 1];
+                    // Public rows: a subquery (such as a VALUES list) that
+                    // reads no protected table, or a function of constants
+                    // (generate_series); neither may see another FROM item.
+                    let admitted = match (*rte).rtekind {
+                        pg_sys::RTEKind::RTE_RELATION => true,
+                        pg_sys::RTEKind::RTE_SUBQUERY => {
+                            !(*rte).lateral && !reads_protected((*rte).subquery.cast(), self.protected)
+                        }
+                        pg_sys::RTEKind::RTE_FUNCTION => {
+                            !(*rte).lateral && !mentions_columns((*rte).functions.cast())
+                        }
+                        _ => false,
+                    };
+                    if !admitted {
                         return Err(refuse(
-                            "beside protected tables a query level may read only tables (no subqueries, functions such as generate_series, or VALUES)",
+                            "beside protected tables a query level may read only tables, subqueries of public tables and functions of constants (no LATERAL)",
                             SHAPE,
                         ));
                     }
@@ -569,10 +589,10 @@ impl FromItems {
                 }
                 pg_sys::NodeTag::T_JoinExpr => {
                     let join = node as *mut pg_sys::JoinExpr;
-                    if (*join).jointype != pg_sys::JoinType::JOIN_INNER {
+                    if (*join).jointype != pg_sys::JoinType::JOIN_INNER && self.listed != Some(join) {
                         return Err(refuse(
-                            "only inner joins are admitted over protected rows",
-                            SHAPE,
+                            "only inner joins are admitted over protected rows, and one outer join that lists public group keys",
+                            LISTED,
                         ));
                     }
                     self.item((*join).larg, rtable)?;
@@ -587,6 +607,168 @@ impl FromItems {
             }
         }
     }
+}
+
+const LISTED: &str = "To show every key of a public list, even keys without rows: SELECT k.key, dp_count(epsilon) \
+                      FROM keys k LEFT JOIN protected_table t ON t.column = k.key WHERE <conditions on k> GROUP BY k.key.";
+
+/// Whether the level's keys are listed by a public table: `public LEFT
+/// JOIN protected ON …` (or RIGHT JOIN the other way round), the only FROM
+/// item, grouped by columns of the public side, with WHERE on that side
+/// only. Every key the public side lists is then shown, each with a noisy
+/// answer (those without rows too), so the set of keys shown says nothing
+/// of the protected rows and needs no partition selection.
+///
+/// # Safety
+/// `query` is a live Query whose range table is `rtable`.
+unsafe fn public_keys(
+    query: *mut pg_sys::Query,
+    rtable: &[*mut pg_sys::RangeTblEntry],
+    protected: &Protected,
+) -> Result<Option<*mut pg_sys::JoinExpr>, Refusal> {
+    // SAFETY: the caller's contract; casts follow the node tags.
+    unsafe {
+        let items = list_items::<pg_sys::Node>((*(*query).jointree).fromlist);
+        let [item] = items[..] else { return Ok(None) };
+        if (*item).type_ != pg_sys::NodeTag::T_JoinExpr {
+            return Ok(None);
+        }
+        let join = item as *mut pg_sys::JoinExpr;
+        let kept = match (*join).jointype {
+            pg_sys::JoinType::JOIN_LEFT => (*join).larg,
+            pg_sys::JoinType::JOIN_RIGHT => (*join).rarg,
+            _ => return Ok(None),
+        };
+        let mut public = Vec::new();
+        jointree_indexes(kept, &mut public);
+        let is_protected = |i: &i32| {
+            let rte = rtable[*i as usize - 1];
+            (*rte).rtekind == pg_sys::RTEKind::RTE_RELATION && protected.tables.contains_key(&(*rte).relid)
+        };
+        if public.iter().any(is_protected) {
+            return Ok(None);
+        }
+        let refs: Vec<u32> =
+            list_items::<pg_sys::SortGroupClause>((*query).groupClause).iter().map(|c| (**c).tleSortGroupRef).collect();
+        let keys: Vec<*mut pg_sys::Node> = list_items::<pg_sys::TargetEntry>((*query).targetList)
+            .into_iter()
+            .filter(|e| refs.contains(&(**e).ressortgroupref))
+            .map(|e| (*e).expr.cast())
+            .collect();
+        let on_public_side = |node: *mut pg_sys::Node| {
+            let flat = pg_sys::flatten_join_alias_vars(query, pg_sys::copyObjectImpl(node.cast()).cast());
+            columns_of(flat).iter().all(|i| public.contains(i))
+        };
+        if keys.is_empty()
+            || !keys.iter().all(|k| on_public_side(*k))
+            || !on_public_side((*(*query).jointree).quals)
+        {
+            return Err(refuse(
+                "an outer join over protected rows is admitted only to list group keys: every key, and WHERE, must be on its public side",
+                LISTED,
+            ));
+        }
+        Ok(Some(join))
+    }
+}
+
+/// The range table indexes of a jointree item (its tables and joins).
+///
+/// # Safety
+/// `node` is a live jointree node.
+unsafe fn jointree_indexes(node: *mut pg_sys::Node, into: &mut Vec<i32>) {
+    // SAFETY: the caller's contract; casts follow the node tags.
+    unsafe {
+        match (*node).type_ {
+            pg_sys::NodeTag::T_RangeTblRef => into.push((*(node as *mut pg_sys::RangeTblRef)).rtindex),
+            pg_sys::NodeTag::T_JoinExpr => {
+                let join = node as *mut pg_sys::JoinExpr;
+                into.push((*join).rtindex);
+                jointree_indexes((*join).larg, into);
+                jointree_indexes((*join).rarg, into);
+            }
+            pg_sys::NodeTag::T_FromExpr => {
+                for item in list_items::<pg_sys::Node>((*(node as *mut pg_sys::FromExpr)).fromlist) {
+                    jointree_indexes(item, into);
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// The range table indexes of this level's columns below `node`.
+fn columns_of(node: *mut pg_sys::Node) -> Vec<i32> {
+    /// # Safety
+    /// Called by `expression_tree_walker` with live nodes and the Vec.
+    #[pg_guard]
+    unsafe extern "C-unwind" fn find(node: *mut pg_sys::Node, context: *mut std::ffi::c_void) -> bool {
+        // SAFETY: the caller's contract.
+        unsafe {
+            if node.is_null() {
+                return false;
+            }
+            if (*node).type_ == pg_sys::NodeTag::T_Var {
+                let var = node as *mut pg_sys::Var;
+                if (*var).varlevelsup == 0 {
+                    (*(context as *mut Vec<i32>)).push((*var).varno as i32);
+                }
+                return false;
+            }
+            pg_sys::expression_tree_walker(node, Some(find), context)
+        }
+    }
+    let mut found = Vec::new();
+    // SAFETY: `node` is null or a live expression node (callers' contract).
+    unsafe { find(node, (&raw mut found).cast()) };
+    found
+}
+
+/// Whether `node` (a Query or expression) or anything below it reads a
+/// protected table (directly or through a view).
+fn reads_protected(node: *mut pg_sys::Node, protected: &Protected) -> bool {
+    /// # Safety
+    /// Called by PostgreSQL's tree walkers with live nodes and the Protected.
+    #[pg_guard]
+    unsafe extern "C-unwind" fn find(node: *mut pg_sys::Node, context: *mut std::ffi::c_void) -> bool {
+        // SAFETY: the caller's contract; casts follow the node tags.
+        unsafe {
+            if node.is_null() {
+                return false;
+            }
+            if (*node).type_ == pg_sys::NodeTag::T_Query {
+                let query = node as *mut pg_sys::Query;
+                let protected = &*(context as *const Protected);
+                let direct = list_items::<pg_sys::RangeTblEntry>((*query).rtable).iter().any(|rte| {
+                    (**rte).rtekind == pg_sys::RTEKind::RTE_RELATION && protected.tables.contains_key(&(**rte).relid)
+                });
+                return direct || pg_sys::query_tree_walker(query, Some(find), context, 0);
+            }
+            pg_sys::expression_tree_walker(node, Some(find), context)
+        }
+    }
+    // SAFETY: `node` is null or a live Query or expression (callers' contract); the walk only reads.
+    unsafe { find(node, (protected as *const Protected).cast_mut().cast()) }
+}
+
+/// Whether a column, of any query level, or a subquery lies below `node`.
+fn mentions_columns(node: *mut pg_sys::Node) -> bool {
+    /// # Safety
+    /// Called by `expression_tree_walker` with live nodes.
+    #[pg_guard]
+    unsafe extern "C-unwind" fn find(node: *mut pg_sys::Node, _context: *mut std::ffi::c_void) -> bool {
+        // SAFETY: the caller's contract.
+        unsafe {
+            if node.is_null() {
+                return false;
+            }
+            use pg_sys::NodeTag::*;
+            matches!((*node).type_, T_Var | T_PlaceHolderVar | T_SubLink | T_Query)
+                || pg_sys::expression_tree_walker(node, Some(find), std::ptr::null_mut())
+        }
+    }
+    // SAFETY: `node` is null or a live expression node or List (callers' contract).
+    unsafe { find(node, std::ptr::null_mut()) }
 }
 
 /// Refuses a join of protected tables unless each is equated with the

@@ -71,6 +71,8 @@ FROM (SELECT dp_sum(v, 1000.0, 0, 10) AS s, dp_avg(v, 1000.0, 0, 10) AS a FROM e
 SELECT dp_count(1000.0) AS self_join FROM trips a JOIN trips b ON a.person_id = b.person_id;
 SELECT dp_count(1000.0) AS self_join_using FROM trips a JOIN trips b USING (person_id) JOIN trips c USING (person_id);
 SELECT dp_count(1000.0) AS copied_by_public_table FROM trips t JOIN region_names r ON r.region = t.region;
+SELECT dp_count(1000.0) AS copied_by_generate_series FROM trips, generate_series(1, 10);
+SELECT dp_count(1000.0) AS copied_by_values FROM trips t JOIN (VALUES ('north'), ('north')) v(r) ON v.r = t.region;
 SELECT abs(s - (SELECT sum(LEAST(amount, 1000)) FROM per_person_joined)) < 50 AS copies_clamped
 FROM (SELECT dp_sum(t.amount, 1000.0, 0, 1000) AS s FROM trips t JOIN region_names r ON r.region = t.region) x;
 -- Joined with another protected table on the unit, and grouped by a
@@ -86,8 +88,6 @@ CREATE TEMP TABLE charges AS SELECT max(id) AS seen FROM dp_my_ledger;
 SELECT outcome('SELECT dp_count(1.0) FROM trips t JOIN members m ON m.age = t.person_id');
 SELECT outcome('SELECT dp_count(1.0) FROM trips a, trips b');
 SELECT outcome('SELECT dp_count(1.0) FROM trips t LEFT JOIN region_names r USING (region)');
-SELECT outcome('SELECT dp_count(1.0) FROM trips, generate_series(1, 10)');
-SELECT outcome('SELECT dp_count(1.0) FROM trips t JOIN (VALUES (''north'')) v(r) ON v.r = t.region');
 SELECT outcome('SELECT dp_count(1.0) FROM (SELECT * FROM trips UNION ALL SELECT * FROM trips) s');
 SELECT outcome('SELECT region, dp_count(1.0) FILTER (WHERE amount > 3) FROM trips GROUP BY region');
 SELECT outcome('SELECT m.age, dp_count(1.0) FROM trips t JOIN members m USING (person_id) GROUP BY m.person_id');
@@ -116,6 +116,57 @@ SELECT count(*) > 0 AS some FROM (SELECT region, dp_count(1.0), dp_sum(amount, 1
 SELECT count(*) > 0 AS some FROM (SELECT region, dp_count(1.0), dp_sum(amount, 1.0, 0, 1000) FROM trips_neighbour WHERE amount > 500 GROUP BY region) s;
 SELECT count(*) AS none FROM (SELECT region, dp_count(1.0), dp_sum(amount, 1.0, 0, 1000) FROM trips_empty WHERE amount > 500 GROUP BY region) s;
 SELECT mechanism, epsilon, delta, releases FROM dp_my_ledger WHERE id > (SELECT seen FROM charges) ORDER BY id;
+
+-- Listed keys: the public side of an outer join lists the group keys, and
+-- every listed key is shown, those without rows too (west, nowhere), with
+-- its noisy answer. The keys shown say nothing of the data: no partition
+-- selection, so delta may be 0.
+\c - postgres
+CREATE TABLE listed_regions (region text);
+INSERT INTO listed_regions VALUES ('north'), ('south'), ('west'), ('north');
+CREATE VIEW trip_regions AS SELECT region FROM trips;
+GRANT SELECT ON listed_regions, trip_regions TO dp_bound_analyst;
+\c - dp_bound_analyst
+\set VERBOSITY terse
+SET dpnoise.selection_delta = 0;
+CREATE TEMP TABLE charges AS SELECT max(id) AS seen FROM dp_my_ledger;
+SELECT l.region, dp_count(1000.0) AS persons
+FROM listed_regions l LEFT JOIN trips t ON t.region = l.region GROUP BY l.region ORDER BY 1;
+-- USING, RIGHT JOIN, a condition on the list in WHERE, on the rows in ON.
+SELECT region, dp_count(1000.0) AS persons, abs(dp_sum(amount, 1000.0, 0, 1000)) < 100 AS sum_near_zero
+FROM trips t RIGHT JOIN listed_regions l USING (region) WHERE region <> 'south' GROUP BY region ORDER BY 1;
+SELECT l.region, dp_count(1000.0) AS persons
+FROM listed_regions l LEFT JOIN trips t ON t.region = l.region AND t.amount >= 500 GROUP BY l.region ORDER BY 1;
+-- A VALUES list, a function of constants, a subquery of public tables.
+SELECT v.r, dp_count(1000.0) AS persons FROM (VALUES ('north'), ('nowhere')) v(r) LEFT JOIN trips t ON t.region = v.r
+GROUP BY v.r ORDER BY 1;
+SELECT count(*) AS listed, sum(c) AS persons
+FROM (SELECT g, dp_count(1000.0) AS c FROM generate_series(490, 509) g LEFT JOIN members m ON m.person_id = g GROUP BY g) s;
+SELECT r.region, dp_count(1000.0) AS persons
+FROM (SELECT DISTINCT region FROM listed_regions UNION ALL SELECT 'zz') r LEFT JOIN trips t ON t.region = r.region
+GROUP BY r.region ORDER BY 1;
+-- On an empty neighbour the same keys, each near 0.
+SELECT l.region, dp_count(1000.0) AS persons
+FROM listed_regions l LEFT JOIN trips_empty t ON t.region = l.region GROUP BY l.region ORDER BY 1;
+-- Charged its aggregates alone, with delta 0.
+SELECT mechanism, epsilon, delta, releases FROM dp_my_ledger WHERE id > (SELECT seen FROM charges) ORDER BY id;
+-- Refused: keys or WHERE from the protected side (the keys shown would
+-- then depend on the rows), other outer joins, lists read from protected
+-- rows (directly, through a view, in a scalar subquery, LATERAL).
+TRUNCATE charges;
+INSERT INTO charges SELECT max(id) FROM dp_my_ledger;
+SELECT outcome('SELECT l.region, dp_count(1.0) FROM listed_regions l LEFT JOIN trips t ON t.region = l.region WHERE t.amount > 5 GROUP BY l.region');
+SELECT outcome('SELECT t.region, dp_count(1.0) FROM listed_regions l LEFT JOIN trips t ON t.region = l.region GROUP BY t.region');
+SELECT outcome('SELECT l.region, t.n, dp_count(1.0) FROM listed_regions l LEFT JOIN trips t ON t.region = l.region GROUP BY l.region, t.n');
+SELECT outcome('SELECT l.region, dp_count(1.0) FROM trips t LEFT JOIN listed_regions l ON t.region = l.region GROUP BY l.region');
+SELECT outcome('SELECT l.region, dp_count(1.0) FROM listed_regions l FULL JOIN trips t ON t.region = l.region GROUP BY l.region');
+SELECT outcome('SELECT r.region, dp_count(1.0) FROM (SELECT region FROM trips) r LEFT JOIN trips t ON t.region = r.region GROUP BY r.region');
+SELECT outcome('SELECT r.region, dp_count(1.0) FROM trip_regions r LEFT JOIN trips t ON t.region = r.region GROUP BY r.region');
+SELECT outcome('SELECT r.x, dp_count(1.0) FROM (SELECT (SELECT min(person_id) FROM trips) x) r LEFT JOIN trips t ON t.person_id = r.x GROUP BY r.x');
+SELECT outcome('SELECT v.x, dp_count(1.0) FROM trips t, LATERAL (VALUES (t.amount)) v(x) GROUP BY v.x');
+SELECT outcome('SELECT l.region, dp_count(1.0) FROM listed_regions l LEFT JOIN trips t ON t.region = l.region AND 1 / (t.amount - 10) > 0 GROUP BY l.region');
+SELECT count(*) AS charged_for_refusals FROM dp_my_ledger WHERE id > (SELECT seen FROM charges);
+RESET dpnoise.selection_delta;
 
 \c - postgres
 SELECT dp_analyst('dp_bound_analyst', false);
