@@ -16,7 +16,10 @@ analyst role e2e_analyst through psycopg 3:
    nothing.
 2. An empirical privacy-loss audit on neighbouring tables D and D' (D' is D
    without one person who has rows in all three groups), with a negative
-   control (the same data without per-person bounding) that must fail it.
+   control (the same data without per-person bounding) that must fail it;
+   and one of the released key set (whether a rare group is shown by
+   partition selection, and its count), with a negative control (keys
+   thresholded with too little noise).
 3. Amplification attacks (self-joins on the privacy unit, a public table
    that copies each key 10 times): their error must not beat the noise of
    one person's bounded contribution.
@@ -59,6 +62,9 @@ AUDIT_BIN_WIDTH = 1
 AUDIT_MIN_COUNT = 30
 AUDIT_Z = 4.0  # the Rust tests use 5 with N = 10^6 and min count 2000
 AUDIT_EPSILON = 1.0  # what the statement's dp_count spends in all (0.5 in each of a person's 2 groups)
+# The key-set audit (section 2, second part): draws per table.
+KEY_AUDIT_N = 4000
+RARE = 50  # persons in the rare group of k (49 in k_prime)
 # The attacks (section 3).
 ATTACK_RUNS = 400
 ATTACK_EPSILON = 1.0
@@ -144,8 +150,17 @@ CREATE TABLE d (person_id int, region text);
 INSERT INTO d SELECT p, (ARRAY['north', 'south', 'east'])[1 + p % 3] FROM generate_series(1, 900) p, generate_series(1, 2);
 INSERT INTO d SELECT 0, r FROM unnest(ARRAY['north', 'south', 'east']) r, generate_series(1, 4);
 CREATE TABLE d_prime AS SELECT * FROM d WHERE person_id <> 0;
+-- The key-set audit: a rare group of 50 persons (49 without person 0,
+-- who also has rows in a common one) whose key partition selection keeps
+-- about half the time.
+CREATE TABLE k (person_id int, region text);
+INSERT INTO k SELECT p, 'rare' FROM generate_series(1, 49) p, generate_series(1, 2);
+INSERT INTO k SELECT p, 'common' FROM generate_series(100, 399) p, generate_series(1, 2);
+INSERT INTO k SELECT 0, r FROM unnest(ARRAY['rare', 'common']) r, generate_series(1, 3);
+CREATE TABLE k_prime AS SELECT * FROM k WHERE person_id <> 0;
 SELECT dp_protect('members', 'person_id', 2), dp_protect('trips', 'person_id', 2),
-       dp_protect('d', 'person_id', 2), dp_protect('d_prime', 'person_id', 2);
+       dp_protect('d', 'person_id', 2), dp_protect('d_prime', 'person_id', 2),
+       dp_protect('k', 'person_id', 2), dp_protect('k_prime', 'person_id', 2);
 SELECT dp_analyst('{ANALYST}');
 SELECT dp_budget_grant('{ANALYST}', 1e9, 1);
 """
@@ -306,7 +321,8 @@ def bi_tools(su, an):
         ("raw rows in a wrapper", "SELECT * FROM (SELECT salary FROM members) AS virtual_table LIMIT 1000", None, True),
         ("count(*)", "SELECT count(*) FROM members", None, False),
         ("cross join", "SELECT dp_count(1.0) FROM trips a, trips b", None, False),
-        ("generate_series copies", "SELECT dp_count(%s) FROM trips, generate_series(1, 10)", (1.0,), True),
+        ("key list on the protected side", "SELECT t.region, dp_count(%s) FROM keys10 k LEFT JOIN trips t "
+         "ON t.person_id = k.person_id GROUP BY t.region", (1.0,), True),
         ("non-leakproof WHERE", "SELECT dp_count(%s) FROM members WHERE 1 / (salary - %s) > 0", (1.0, 5000.0), True),
         ("EXISTS probe", "SELECT EXISTS (SELECT 1 FROM members WHERE salary > %s)", (90000.0,), True),
         ("FILTER on multi-row", "SELECT region, dp_count(1.0) FILTER (WHERE amount > 3) FROM trips GROUP BY region",
@@ -436,6 +452,75 @@ def audit(su, an):
           f"{'FAIL as it must' if nex > AUDIT_EPSILON else 'PASSED (audit too weak)'}")
 
 
+def keep_probabilities(epsilon, delta, n):
+    """π(1..n) of the optimal partition selection (Desfontaines et al. 2022,
+    Theorem 1), as crates/dpnoise-core/src/selection.rs builds it (without
+    its outward rounding, which moves π by a few ulps)."""
+    table, p = [], 0.0
+    for _ in range(n):
+        rest = 1 - p - delta
+        p = min(math.exp(epsilon) * p + delta, 1.0 if rest <= 0 else 1 - math.exp(-epsilon) * rest, 1.0)
+        table.append(p)
+    return table
+
+
+def key_audit(su, an):
+    """The released set of keys: whether the rare group is shown, and its
+    noisy count when it is, on k and k_prime (person 0, with rows in both
+    groups, left out); audited as one output per statement."""
+    ledger = Ledger(an)
+    an.execute("CREATE TEMP TABLE rk (tbl text, i int, rare bigint, shown int)")
+    t0 = time.time()
+    for tbl in ("k", "k_prime"):
+        an.execute(f"""DO $$ BEGIN FOR i IN 1..{KEY_AUDIT_N} LOOP
+            INSERT INTO pg_temp.rk SELECT '{tbl}', i, max(c) FILTER (WHERE region = 'rare'), count(*)
+            FROM (SELECT region, dp_count({AUDIT_EPSILON!r}) AS c FROM {tbl} GROUP BY region) s;
+        END LOOP; END $$""")
+    secs = time.time() - t0
+    out = {"k": [], "k_prime": []}
+    common_missing = 0
+    for tbl, rare, shown in an.execute("SELECT tbl, rare, shown FROM pg_temp.rk ORDER BY tbl, i"):
+        out[tbl].append(-1000 if rare is None else rare)  # absent: a bin of its own
+        common_missing += (shown - (0 if rare is None else 1)) != 1
+    charges = ledger.new()
+    per_stmt = Decimal(repr(AUDIT_EPSILON)) + SELECTION_EPSILON
+    check("key audit statements each charged once",
+          len(charges) == 2 * KEY_AUDIT_N and all(r[2] == per_stmt and r[3] == SELECTION_DELTA for r in charges),
+          f"{len(charges)} ledger rows for {2 * KEY_AUDIT_N} statements ({secs:.1f} s)")
+
+    # Each of a person's 2 groups spends half of the selection's (ε, δ).
+    pi = keep_probabilities(float(SELECTION_EPSILON) / 2, float(SELECTION_DELTA) / 2, RARE)
+    rates = {tbl: sum(x != -1000 for x in out[tbl]) / KEY_AUDIT_N for tbl in out}
+    expected = {"k": pi[RARE - 1], "k_prime": pi[RARE - 2]}
+    law_ok = all(abs(rates[t] - expected[t]) < 5 * math.sqrt(expected[t] * (1 - expected[t]) / KEY_AUDIT_N)
+                 for t in out)
+    check("the rare key is shown as often as optimal partition selection says", law_ok and common_missing == 0,
+          f"shown on k {rates['k']:.3f} (pi({RARE}) = {expected['k']:.3f}), on k_prime {rates['k_prime']:.3f} "
+          f"(pi({RARE - 1}) = {expected['k_prime']:.3f}); common group missing {common_missing} times")
+
+    bins, max_loss, excess, worst_bin = privacy_loss_audit(out["k"], out["k_prime"], 1, AUDIT_MIN_COUNT, AUDIT_Z)
+    check("DP audit of the released key set and count, k vs k'", bins >= 8 and excess <= float(per_stmt),
+          f"N={KEY_AUDIT_N} each: bins audited {bins}, max loss {max_loss:.3f}, max excess {excess:.3f} "
+          f"(at {worst_bin}; -1000 = not shown) <= charged epsilon {per_stmt}")
+
+    # Negative control: keys shown by a threshold on a count with too little
+    # noise (a person's group count plus geometric noise at ε = 3, kept from
+    # the true size of the rare group): the audit must flag it.
+    rng = random.Random(20261123)
+
+    def thresholded(persons):
+        draws = []
+        for _ in range(KEY_AUDIT_N):
+            if persons + two_sided_geometric(rng, 3.0) >= RARE:
+                draws.append(persons + two_sided_geometric(rng, AUDIT_EPSILON / 2))
+            else:
+                draws.append(-1000)
+        return draws
+    nb, nml, nex, _ = privacy_loss_audit(thresholded(RARE), thresholded(RARE - 1), 1, AUDIT_MIN_COUNT, AUDIT_Z)
+    check("negative control (keys thresholded with too little noise) FAILS the key audit", nex > float(per_stmt),
+          f"bins audited {nb}, max loss {nml:.3f}, max excess {nex:.3f} > {per_stmt}")
+
+
 # ---------------------------------------------------------------- 3. attacks
 
 def attacks(su, an):
@@ -451,6 +536,10 @@ def attacks(su, an):
          "a.amount"),
         ("public keys x10 join dp_sum",
          "FROM trips t JOIN keys10 k ON k.person_id = t.person_id WHERE t.person_id = %s", "t.amount"),
+        ("generate_series x10 count", "FROM trips, generate_series(1, 10) g WHERE person_id = %s", None),
+        ("listed keys x10 dp_sum",
+         "FROM (SELECT 1 AS one) l LEFT JOIN (trips t JOIN keys10 k USING (person_id)) ON t.person_id = %s GROUP BY l.one",
+         "t.amount"),
     ]
     (raw,), = truth(su, "SELECT sum(amount) FROM trips WHERE person_id = %s", (TARGET,))
     for name, from_where, value in cases:
@@ -504,7 +593,7 @@ def main():
             su.execute(SETUP)
             with server.connect(ANALYST) as an:
                 check("analyst session", an.execute("SHOW dpnoise.analyst").fetchone()[0] == "on")
-                for section in (bi_tools, audit, attacks):
+                for section in (bi_tools, audit, key_audit, attacks):
                     try:
                         section(su, an)
                     except Exception as e:  # a section that breaks is a failed check
