@@ -35,10 +35,11 @@ use pgrx::prelude::*;
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
 
+pub mod accuracy;
 pub mod bounding;
 pub mod cost;
 
-pgrx::extension_sql_file!("schema.sql", name = "gate_sql", requires = ["budget_sql", dp_gate_changed]);
+pgrx::extension_sql_file!("schema.sql", name = "gate_sql", requires = ["budget_sql", dp_gate_changed, dp_query_accuracy]);
 
 /// SQLSTATE of every refusal by the gate.
 pub const QUERY_REFUSED: &str = "ZB003";
@@ -56,8 +57,8 @@ pub fn analyst() -> bool {
 /// `dpnoise.selection_epsilon` and `dpnoise.selection_delta`: what private
 /// partition selection spends on an analyst's GROUP BY (each query pays it
 /// on top of its aggregates' ε).
-static SELECTION_EPSILON: GucSetting<f64> = GucSetting::<f64>::new(0.5);
-static SELECTION_DELTA: GucSetting<f64> = GucSetting::<f64>::new(1e-6);
+pub(super) static SELECTION_EPSILON: GucSetting<f64> = GucSetting::<f64>::new(0.5);
+pub(super) static SELECTION_DELTA: GucSetting<f64> = GucSetting::<f64>::new(1e-6);
 
 /// `dpnoise.max_epsilon_per_query`: the most one analyst's statement may
 /// spend (0: no limit). Superusers set it, per role.
@@ -66,7 +67,7 @@ static MAX_EPSILON_PER_QUERY: GucSetting<f64> = GucSetting::<f64>::new(0.0);
 /// `dpnoise.max_groups_contributed`: lowers, for this session, how many
 /// groups of a query one person may contribute to (0: each protected
 /// table's own setting, which it can never raise).
-static MAX_GROUPS_CONTRIBUTED: GucSetting<i32> = GucSetting::<i32>::new(0);
+pub(super) static MAX_GROUPS_CONTRIBUTED: GucSetting<i32> = GucSetting::<i32>::new(0);
 
 pub fn max_epsilon_per_query() -> f64 {
     MAX_EPSILON_PER_QUERY.get()

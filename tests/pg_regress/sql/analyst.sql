@@ -72,7 +72,8 @@ SELECT set_config('dpnoise.analyst', 'off', false);
 SHOW dpnoise.analyst;
 
 -- 2. No amplification: copies of a row, joins, loops and per-row noise
--- (joins that bounding admits are tested in bounding.sql).
+-- (joins that bounding admits, such as the copies by generate_series and by
+-- regions below, answer "ok": their answers are tested in bounding.sql).
 SELECT outcome('SELECT dp_sum(salary, 1.0, 0, 100000) FROM (SELECT * FROM staff UNION ALL SELECT * FROM staff) s');
 SELECT outcome('SELECT dp_count(1.0) FROM staff a JOIN staff b ON true');
 SELECT outcome('SELECT dp_sum(salary, 1.0, 0, 100000) FROM staff, generate_series(1, 100) g');

@@ -49,6 +49,29 @@ SELECT sum(c) AS person_groups FROM (SELECT region, dp_count(1000.0) AS c FROM t
 SET dpnoise.max_groups_contributed = 3;
 SELECT sum(c) AS person_groups FROM (SELECT region, dp_count(1000.0) AS c FROM trips GROUP BY region) s;
 RESET dpnoise.max_groups_contributed;
+-- dp_query_accuracy: the error before spending, with the bounds in force.
+-- trips: each person in 2 groups, so each group's count spends 0.5.
+SELECT max_groups_contributed, epsilon_per_group, mechanism, selection_even_odds, selection_always_kept
+FROM dp_query_accuracy('count', 1.0, '{trips}');
+SELECT max_groups_contributed, epsilon_per_group FROM dp_query_accuracy('count', 1.0, '{members}');
+SELECT max_groups_contributed, epsilon_per_group FROM dp_query_accuracy('sum', 1.0, '{trips}', 0, 1000, grouped => false);
+SELECT max_groups_contributed, epsilon_per_group FROM dp_query_accuracy('count', 1.0, '{trips,members,region_names}');
+SELECT outcome('SELECT * FROM dp_query_accuracy(''avg'', 1.0, ''{trips}'')');
+SELECT outcome('SELECT * FROM dp_query_accuracy(''sum'', 1.0, ''{trips}'')');
+SELECT outcome('SELECT * FROM dp_query_accuracy(''count'', 1.0, ''{region_names}'')');
+SELECT outcome('SELECT * FROM dp_query_accuracy(''count'', 0, ''{trips}'')');
+-- What it predicts is what the noise is: 400 totals over the 3 regions
+-- (1000 person-groups, 3 noises) have the predicted standard deviation
+-- (a sum of 3 Laplace-like noises has kurtosis 4: the standard error of
+-- the sample's sd is sqrt(3 / n) / 2 of it; 5 of those allowed).
+CREATE TEMP TABLE draws (total float8);
+DO $$ BEGIN FOR i IN 1..400 LOOP
+    INSERT INTO draws SELECT sum(c) FROM (SELECT region, dp_count(1.0) AS c FROM trips GROUP BY region) s;
+END LOOP; END $$;
+SELECT count(*) AS draws,
+       abs(sqrt(avg((total - 1000) ^ 2) / 3) / (SELECT std_dev FROM dp_query_accuracy('count', 1.0, '{trips}')) - 1)
+           < 5 * sqrt(3.0 / count(*)) / 2 AS sd_as_predicted
+FROM draws;
 -- A person's sum is clamped as one value: each person's 12 rows sum to
 -- up to 11 880, clamped to 1000 (476 600 in all), not the rows' 2 970 000.
 SELECT abs(s - (SELECT sum(LEAST(amount, 1000)) FROM per_person)) < 50 AS clamped_per_person

@@ -1,0 +1,133 @@
+//! `dp_query_accuracy`: the error an analyst's query would have, before it
+//! spends anything, with the contribution bounds the gate would apply
+//! (each group's share of ε when a person may add to k groups) and the
+//! group sizes partition selection needs to show a key.
+
+use super::{protected, MAX_GROUPS_CONTRIBUTED, SELECTION_DELTA, SELECTION_EPSILON};
+use crate::errors::{null_parameter, raise_sqlstate, OrRaise};
+use dpnoise_core::selection::PartitionSelection;
+use dpnoise_core::{Bounds, Choice, Delta, Epsilon, Loss, Mechanism, Request, Shape};
+use pgrx::prelude::*;
+
+/// The expected error of one dpnoise aggregate (`'count'` as dp_count(ε),
+/// `'sum'` as dp_sum(value, ε, lower, upper)) in a query over `tables`
+/// (its FROM list: protected tables and public ones), grouped or not, with
+/// the bounds in force for this session. For a GROUP BY on keys from the
+/// data, the smallest number of persons a group needs to be shown with
+/// even odds, and to be always shown, at `dpnoise.selection_epsilon` and
+/// `dpnoise.selection_delta`. Draws nothing and spends nothing. PARALLEL
+/// RESTRICTED: it reads the protected tables' settings as the gate does.
+#[pg_extern(stable, parallel_restricted)]
+fn dp_query_accuracy(
+    aggregate: Option<&str>,
+    epsilon: Option<f64>,
+    tables: Option<Vec<Option<String>>>,
+    lower: default!(Option<f64>, "NULL"),
+    upper: default!(Option<f64>, "NULL"),
+    grouped: default!(Option<bool>, true),
+    confidence: default!(Option<f64>, 0.95),
+) -> TableIterator<
+    'static,
+    (
+        name!(max_groups_contributed, i32),
+        name!(epsilon_per_group, f64),
+        name!(mechanism, String),
+        name!(mean_abs_error, f64),
+        name!(std_dev, f64),
+        name!(ci_half_width, f64),
+        name!(selection_even_odds, Option<i64>),
+        name!(selection_always_kept, Option<i64>),
+    ),
+> {
+    let aggregate = aggregate.unwrap_or_else(|| null_parameter("aggregate"));
+    let epsilon = epsilon.unwrap_or_else(|| null_parameter("epsilon"));
+    let tables = tables.unwrap_or_else(|| null_parameter("tables"));
+    let grouped = grouped.unwrap_or_else(|| null_parameter("grouped"));
+    let confidence = confidence.unwrap_or_else(|| null_parameter("confidence"));
+    let shape = match aggregate {
+        "count" => Shape::Count,
+        "sum" => {
+            let (Some(lower), Some(upper)) = (lower, upper) else {
+                raise_sqlstate(
+                    "22023",
+                    "dp_query_accuracy: 'sum' needs lower and upper, the bounds dp_sum clamps to".to_string(),
+                    None,
+                )
+            };
+            Shape::Sum(Bounds::new(lower, upper).or_raise())
+        }
+        other => raise_sqlstate(
+            "22023",
+            format!("dp_query_accuracy: aggregate must be 'count' or 'sum', not '{other}'"),
+            Some("dp_avg spends its epsilon on a sum and a count: ask for each.".to_string()),
+        ),
+    };
+    dpnoise_core::staircase::check_confidence(confidence).or_raise();
+    let Some(known) = protected() else {
+        raise_sqlstate("55000", "dp_query_accuracy: dpnoise is not installed in this database".to_string(), None)
+    };
+    // The FROM list as the gate sees it: how many items, and the protected ones.
+    let mut found = Vec::new();
+    for name in &tables {
+        let name = name.as_deref().unwrap_or_else(|| null_parameter("tables"));
+        let relid = relation(name);
+        found.extend(known.tables.get(&relid).copied());
+    }
+    if found.is_empty() {
+        raise_sqlstate(
+            "22023",
+            "dp_query_accuracy: none of these tables is protected".to_string(),
+            Some("List the tables of the query's FROM, at least one of them protected (dp_protected_tables).".to_string()),
+        );
+    }
+    let bounded = tables.len() > 1 || !found[0].one_row;
+    let k = if bounded && grouped {
+        let tables = found.iter().map(|t| t.max_groups).min().unwrap_or(1);
+        match MAX_GROUPS_CONTRIBUTED.get() {
+            0 => tables,
+            configured => tables.min(configured),
+        }
+    } else {
+        1
+    };
+    Epsilon::new(epsilon).or_raise();
+    let share = dpnoise_core::rational::share(epsilon, k as u32);
+    let choice = match shape {
+        Shape::Count => Choice::Fixed(Mechanism::Laplace),
+        _ => Choice::Auto,
+    };
+    let plan = crate::plans::plan(Request {
+        choice,
+        epsilon: Epsilon::new(share).or_raise(),
+        delta: Delta::new(0.0).or_raise(),
+        loss: Loss::Variance,
+        shape,
+    });
+    let accuracy = plan.accuracy(confidence);
+    // With dpnoise.selection_delta = 0 keys from the data are refused: only listed keys.
+    let (even, always) = if grouped && SELECTION_DELTA.get() > 0.0 {
+        let selection = PartitionSelection::new(SELECTION_EPSILON.get(), SELECTION_DELTA.get(), k as u32).or_raise();
+        let even = (1..=selection.always_kept_from()).find(|&n| selection.keep_probability(n) >= 0.5);
+        (even.map(|n| n as i64), Some(selection.always_kept_from() as i64))
+    } else {
+        (None, None)
+    };
+    TableIterator::once((
+        k,
+        share,
+        plan.mechanism.name().to_string(),
+        accuracy.mean_abs_error,
+        accuracy.std_dev,
+        accuracy.ci_half_width,
+        even,
+        always,
+    ))
+}
+
+/// A table by name, as the analyst's own query would find it (42P01 if none).
+fn relation(name: &str) -> pg_sys::Oid {
+    let name = std::ffi::CString::new(name).unwrap_or_else(|_| null_parameter("tables"));
+    // SAFETY: regclassin takes a cstring Datum and returns an Oid or raises (42P01).
+    unsafe { pgrx::direct_function_call::<pg_sys::Oid>(pg_sys::regclassin, &[name.as_c_str().into_datum()]) }
+        .unwrap_or(pg_sys::InvalidOid)
+}
