@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Analyst-gate must-holds that need two sessions: a session that is already
 # open sees a table protected, or losing its one-row-per-person index (it
-# then bounds each person's rows), at its next statement (the gate's cache is invalidated at the DBA's commit).
+# then bounds each person's rows), a lowered max_groups_contributed or an
+# unprotected table (its prepared plans are made again) at its next
+# statement (the gate's cache and cached plans are invalidated at the DBA's commit).
 # Usage: gate_system.sh PORT (a server started by lib.sh's start_server,
 # with dpnoise installed). Exits non-zero on failure.
 set -euo pipefail
@@ -18,8 +20,12 @@ DO $$ BEGIN CREATE ROLE gate_system_analyst LOGIN; EXCEPTION WHEN duplicate_obje
 CREATE TABLE people (id int PRIMARY KEY, v float8);
 INSERT INTO people SELECT i, i FROM generate_series(1, 100) i;
 GRANT SELECT ON people TO gate_system_analyst;
+-- 200 persons, each in groups 1 and 2; no SELECT for the analyst.
+CREATE TABLE visits (id int, g int);
+INSERT INTO visits SELECT i, g FROM generate_series(1, 200) i, generate_series(1, 2) g;
+SELECT dp_protect('visits', 'id', 2);
 SELECT dp_analyst('gate_system_analyst');
-SELECT dp_budget_grant('gate_system_analyst', 10000);
+SELECT dp_budget_grant('gate_system_analyst', 100000, 1);
 SQL
 
 # One analyst session, kept open, fed statement by statement.
@@ -50,7 +56,21 @@ out=$(ask 'SELECT dp_count(1000.0) FROM people;')
 [ "$out" = 100 ] || fail "a table that lost its unique privacy unit is not bounded per person: $out"
 psql_ -U postgres -d $DB -c "SELECT dp_unprotect('people')" >/dev/null
 [ "$(ask 'SELECT count(*) FROM people;')" = 200 ] || fail "an unprotected table is not read again"
+# A prepared statement's plan is made again after the DBA's change: a lower
+# max_groups_contributed holds at once (200 persons in 1 group each, not
+# the 400 person-groups of its old plan), and a table no longer protected
+# needs the analyst's own SELECT privilege again.
+ask 'SET plan_cache_mode = force_generic_plan;' >/dev/null
+ask 'PREPARE by_group AS SELECT sum(c) FROM (SELECT g, dp_count(1000.0) AS c FROM visits GROUP BY g) s;' >/dev/null
+out=$(ask 'EXECUTE by_group;')
+[ "$out" = 400 ] || fail "the prepared statement does not count 2 groups a person: $out"
+psql_ -U postgres -d $DB -c "SELECT dp_protect('visits', 'id', 1)" >/dev/null
+out=$(ask 'EXECUTE by_group;')
+[ "$out" = 200 ] || fail "a prepared plan keeps a max_groups_contributed the DBA lowered: $out"
+psql_ -U postgres -d $DB -c "SELECT dp_unprotect('visits')" >/dev/null
+out=$(ask 'EXECUTE by_group;')
+echo "$out" | grep -q "permission denied" || fail "a prepared plan still vouches for a table no longer protected: $out"
 echo '\q' >&"${ANALYST[1]}"
 wait "$ANALYST_PID" 2>/dev/null || true
 psql_ -U postgres -d postgres -c "DROP DATABASE $DB WITH (FORCE)"
-echo "gate: an open analyst session sees protection, a lost unique index (bounded per person) and unprotection at its next statement"
+echo "gate: an open analyst session sees protection, a lost unique index (bounded per person), unprotection, and a lowered max_groups_contributed (its prepared plans made again) at its next statement"

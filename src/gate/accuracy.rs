@@ -3,7 +3,7 @@
 //! (each group's share of ε when a person may add to k groups) and the
 //! group sizes partition selection needs to show a key.
 
-use super::{protected, MAX_GROUPS_CONTRIBUTED, SELECTION_DELTA, SELECTION_EPSILON};
+use super::{protected, SELECTION_DELTA, SELECTION_EPSILON};
 use crate::errors::{null_parameter, raise_sqlstate, OrRaise};
 use dpnoise_core::selection::PartitionSelection;
 use dpnoise_core::{Bounds, Choice, Delta, Epsilon, Loss, Mechanism, Request, Shape};
@@ -82,11 +82,7 @@ fn dp_query_accuracy(
     }
     let bounded = tables.len() > 1 || !found[0].one_row;
     let k = if bounded && grouped {
-        let tables = found.iter().map(|t| t.max_groups).min().unwrap_or(1);
-        match MAX_GROUPS_CONTRIBUTED.get() {
-            0 => tables,
-            configured => tables.min(configured),
-        }
+        super::max_groups(found.iter().map(|t| t.max_groups).min().unwrap_or(1))
     } else {
         1
     };

@@ -169,14 +169,8 @@ pub(super) unsafe fn bound(query: *mut pg_sys::Query, protected: &Protected, bou
             target = pg_sys::lappend(target, entry.cast());
         }
         (*rows).targetList = target;
-        (*rows).hasAggs = false;
         (*rows).groupClause = std::ptr::null_mut();
-        (*rows).havingQual = std::ptr::null_mut();
-        (*rows).sortClause = std::ptr::null_mut();
-        (*rows).limitOffset = std::ptr::null_mut();
-        (*rows).limitCount = std::ptr::null_mut();
-        (*rows).distinctClause = std::ptr::null_mut();
-        (*rows).constraintDeps = std::ptr::null_mut();
+        rows_only(rows);
         // With listed keys: the rows that meet a key (an inner join), and
         // the list's keys apart.
         let listing = match bounds.listed {
@@ -301,14 +295,26 @@ unsafe fn listed_keys(
             target = pg_sys::lappend(target, entry.cast());
         }
         (*list).targetList = target;
-        (*list).hasAggs = false;
-        (*list).havingQual = std::ptr::null_mut();
-        (*list).sortClause = std::ptr::null_mut();
-        (*list).limitOffset = std::ptr::null_mut();
-        (*list).limitCount = std::ptr::null_mut();
-        (*list).distinctClause = std::ptr::null_mut();
-        (*list).constraintDeps = std::ptr::null_mut();
+        rows_only(list);
         list
+    }
+}
+
+/// Leaves a copy of the analyst's level its FROM, WHERE (and GROUP BY):
+/// no aggregates, HAVING, ORDER BY, LIMIT or DISTINCT.
+///
+/// # Safety
+/// `level` is a live Query the gate copied.
+unsafe fn rows_only(level: *mut pg_sys::Query) {
+    // SAFETY: the caller's contract.
+    unsafe {
+        (*level).hasAggs = false;
+        (*level).havingQual = std::ptr::null_mut();
+        (*level).sortClause = std::ptr::null_mut();
+        (*level).limitOffset = std::ptr::null_mut();
+        (*level).limitCount = std::ptr::null_mut();
+        (*level).distinctClause = std::ptr::null_mut();
+        (*level).constraintDeps = std::ptr::null_mut();
     }
 }
 

@@ -67,7 +67,20 @@ static MAX_EPSILON_PER_QUERY: GucSetting<f64> = GucSetting::<f64>::new(0.0);
 /// `dpnoise.max_groups_contributed`: lowers, for this session, how many
 /// groups of a query one person may contribute to (0: each protected
 /// table's own setting, which it can never raise).
-pub(super) static MAX_GROUPS_CONTRIBUTED: GucSetting<i32> = GucSetting::<i32>::new(0);
+static MAX_GROUPS_CONTRIBUTED: GucSetting<i32> = GucSetting::<i32>::new(0);
+
+/// `dpnoise.role_max_groups_contributed`: the DBA's cap for a role (0: none),
+/// set with ALTER ROLE … SET; superusers only, so the analyst cannot lift it.
+static ROLE_MAX_GROUPS_CONTRIBUTED: GucSetting<i32> = GucSetting::<i32>::new(0);
+
+/// k for a level whose protected tables allow `tables` groups a person:
+/// lowered by the role's cap and the session's setting, never raised.
+pub(super) fn max_groups(tables: i32) -> i32 {
+    [ROLE_MAX_GROUPS_CONTRIBUTED.get(), MAX_GROUPS_CONTRIBUTED.get()]
+        .into_iter()
+        .filter(|&k| k > 0)
+        .fold(tables, i32::min)
+}
 
 pub fn max_epsilon_per_query() -> f64 {
     MAX_EPSILON_PER_QUERY.get()
@@ -110,6 +123,16 @@ pub fn init() {
         0,
         1000,
         GucContext::Userset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_int_guc(
+        c"dpnoise.role_max_groups_contributed",
+        c"How many groups of one query a person may contribute to, at most, for this role (0: no cap).",
+        c"Set per role by a superuser (ALTER ROLE ... SET); lowers the protected tables' max_groups_contributed.",
+        &ROLE_MAX_GROUPS_CONTRIBUTED,
+        0,
+        1000,
+        GucContext::Suset,
         GucFlags::default(),
     );
     GucRegistry::define_float_guc(
@@ -200,14 +223,14 @@ unsafe extern "C-unwind" fn relcache_changed(_arg: pg_sys::Datum, relid: pg_sys:
 
 /// Tells every backend that the protected tables or the allow list changed
 /// (at commit): called by dp_protect, dp_unprotect and dp_allow_function.
+/// Every relcache entry is invalidated, which also drops every cached
+/// plan: a prepared statement is planned again, through the gate, with
+/// the new settings (a lower max_groups_contributed, a table no longer
+/// vouched for).
 #[pg_extern(volatile, parallel_unsafe)]
 fn dp_gate_changed() {
-    let relid = Spi::get_one::<pg_sys::Oid>("SELECT 'dpnoise.protected'::pg_catalog.regclass::pg_catalog.oid")
-        .ok()
-        .flatten()
-        .unwrap_or(pg_sys::InvalidOid);
-    // SAFETY: queues a relcache invalidation of an existing relation, sent at commit.
-    unsafe { pg_sys::CacheInvalidateRelcacheByRelid(relid) };
+    // SAFETY: queues an invalidation of every relcache entry, sent at commit.
+    unsafe { pg_sys::CacheInvalidateRelcacheAll() };
 }
 
 /// Run as the bootstrap superuser in an analyst's session, whose search_path
@@ -523,13 +546,7 @@ unsafe fn check_level(query: *mut pg_sys::Query, walk: &Walk) -> Result<bool, Re
         if !bounded {
             return Ok(true);
         }
-        let configured = MAX_GROUPS_CONTRIBUTED.get();
-        let tables = persons.iter().map(|(_, t)| t.max_groups).min().unwrap_or(1);
-        let max_groups = if configured > 0 {
-            tables.min(configured)
-        } else {
-            tables
-        };
+        let max_groups = max_groups(persons.iter().map(|(_, t)| t.max_groups).min().unwrap_or(1));
         let unit = (persons[0].0, persons[0].1.unit);
         bounding::bound(
             query,

@@ -49,6 +49,22 @@ SELECT sum(c) AS person_groups FROM (SELECT region, dp_count(1000.0) AS c FROM t
 SET dpnoise.max_groups_contributed = 3;
 SELECT sum(c) AS person_groups FROM (SELECT region, dp_count(1000.0) AS c FROM trips GROUP BY region) s;
 RESET dpnoise.max_groups_contributed;
+-- A DBA's cap for the role (ALTER ROLE ... SET, superusers only) lowers
+-- it too: the analyst can neither lift the cap nor raise k past it.
+\c - postgres
+ALTER ROLE dp_bound_analyst SET dpnoise.role_max_groups_contributed = 1;
+\c - dp_bound_analyst
+\set VERBOSITY terse
+SELECT sum(c) AS person_groups FROM (SELECT region, dp_count(1000.0) AS c FROM trips GROUP BY region) s;
+SELECT outcome('SET dpnoise.role_max_groups_contributed = 3');
+SELECT outcome('RESET dpnoise.role_max_groups_contributed');
+SET dpnoise.max_groups_contributed = 3;
+SELECT sum(c) AS person_groups FROM (SELECT region, dp_count(1000.0) AS c FROM trips GROUP BY region) s;
+SELECT max_groups_contributed FROM dp_query_accuracy('count', 1.0, '{trips}');
+\c - postgres
+ALTER ROLE dp_bound_analyst RESET dpnoise.role_max_groups_contributed;
+\c - dp_bound_analyst
+\set VERBOSITY terse
 -- dp_query_accuracy: the error before spending, with the bounds in force.
 -- trips: each person in 2 groups, so each group's count spends 0.5.
 SELECT max_groups_contributed, epsilon_per_group, mechanism, selection_even_odds, selection_always_kept
