@@ -457,11 +457,11 @@ unsafe fn parse(text: &str) -> *mut pg_sys::Query {
     }
 }
 
-/// Collects the Aggrefs of this level below `node`.
+/// Collects the Aggrefs below `node` (not those inside their arguments).
 ///
 /// # Safety
 /// `node` is null or a live expression tree (or List of them).
-unsafe fn collect_aggregates(node: *mut pg_sys::Node, into: &mut Vec<*mut pg_sys::Aggref>) {
+pub(super) unsafe fn collect_aggregates(node: *mut pg_sys::Node, into: &mut Vec<*mut pg_sys::Aggref>) {
     /// # Safety
     /// Called by `expression_tree_walker` with live nodes and the Vec.
     #[pgrx::pg_guard]

@@ -108,43 +108,27 @@ struct Cost {
 /// # Safety
 /// `stmt` is null or a live PlannedStmt; `params` its live parameters or null.
 unsafe fn releases(stmt: *mut pg_sys::PlannedStmt, params: pg_sys::ParamListInfo) -> Vec<Cost> {
-    struct Found {
-        plan: *mut pg_sys::Plan,
-        calls: Vec<(*mut pg_sys::Plan, *mut pg_sys::Aggref)>,
-    }
-    /// # Safety
-    /// Called by `expression_tree_walker` with live nodes and a `Found`.
-    #[pgrx::pg_guard]
-    unsafe extern "C-unwind" fn find(node: *mut pg_sys::Node, context: *mut std::ffi::c_void) -> bool {
-        // SAFETY: the caller's contract; casts follow the node tags.
-        unsafe {
-            if node.is_null() {
-                return false;
-            }
-            if (*node).type_ == pg_sys::NodeTag::T_Aggref {
-                let found = &mut *(context as *mut Found);
-                if (*(node as *mut pg_sys::Aggref)).aggsplit & pg_sys::AGGSPLITOP_SKIPFINAL == 0 {
-                    found.calls.push((found.plan, node as *mut pg_sys::Aggref));
-                }
-                return false;
-            }
-            pg_sys::expression_tree_walker(node, Some(find), context)
-        }
-    }
-    let mut found = Found { plan: std::ptr::null_mut(), calls: Vec::new() };
     // SAFETY: the caller's contract: the plan tree and its subplans are live; lists are read below their length.
     unsafe {
         if stmt.is_null() {
             return Vec::new();
         }
+        // The finalizing Aggrefs of each plan node (a partial one's final function runs above it).
+        let mut calls = Vec::new();
         for plan in crate::parameters::plan_nodes(stmt) {
-            found.plan = plan;
+            let mut found = Vec::new();
             for list in [(*plan).targetlist, (*plan).qual] {
-                pg_sys::expression_tree_walker(list.cast(), Some(find), (&raw mut found).cast());
+                super::bounding::collect_aggregates(list.cast(), &mut found);
             }
+            calls.extend(
+                found
+                    .into_iter()
+                    .filter(|aggref| (**aggref).aggsplit & pg_sys::AGGSPLITOP_SKIPFINAL == 0)
+                    .map(|aggref| (plan, aggref)),
+            );
         }
         let mut costs = Vec::new();
-        for (plan, aggref) in found.calls {
+        for (plan, aggref) in calls {
             let types = super::aggregate_types(aggref);
             let Some((name, first)) = crate::parameters::releasing((*aggref).aggfnoid, &types) else { continue };
             let args = crate::aggref::plan_arguments(plan, aggref, &name);
