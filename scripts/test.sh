@@ -56,4 +56,7 @@ echo "== analyst gate: two sessions"
 bash scripts/gate_system.sh "$PORT"
 echo "== analyst end to end: psycopg (BI shapes), DP audit of admitted SQL, amplification attacks"
 /usr/bin/python3 tests/e2e/analyst.py "$((PORT + 15))"
-echo "suites: 10 passed, 0 failed"
+echo "== Citus: coordinator and two workers (builds Citus the first time)"
+stop_server "$DATA"
+bash scripts/citus.sh
+echo "suites: 11 passed, 0 failed"

@@ -115,3 +115,19 @@ v1_function!(pg_finfo_dp_count_delta_final, dp_count_delta_final, |fcinfo| {
     let choice = Choice::parse(&text_parameter(mechanism, "mechanism")).or_raise();
     release(fcinfo, epsilon, f64_parameter(delta, "delta"), choice)
 });
+
+// dp_merge_count(partial, epsilon, delta, mechanism): dp_count over exact
+// partial counts (a Citus table's shards); see src/citus.rs.
+v1_function!(pg_finfo_dp_merge_count_step, dp_merge_count_step, |fcinfo| {
+    // SAFETY: argument 0 is the int8 state (SQL: STYPE = bigint, INITCOND 0), never NULL.
+    let count = unsafe { arg_datum(fcinfo, 0) }.value() as i64;
+    let partial = if unsafe { arg_is_null(fcinfo, 1) } { 0 } else { unsafe { arg_datum(fcinfo, 1) }.value() as i64 };
+    i64_datum(count.checked_add(partial).unwrap_or_else(|| crate::errors::sum_overflow()))
+});
+
+v1_function!(pg_finfo_dp_merge_count_final, dp_merge_count_final, |fcinfo| {
+    refuse_window(fcinfo, "dp_count");
+    let [epsilon, delta, mechanism] = aggregate_arguments(fcinfo, [1, 2, 3], "dp_count");
+    let choice = Choice::parse(&text_parameter(mechanism, "mechanism")).or_raise();
+    release(fcinfo, epsilon, f64_parameter(delta, "delta"), choice)
+});

@@ -356,6 +356,7 @@ unsafe extern "C-unwind" fn planner(
         // analyst gate first (it refuses raw reads before anything else).
         crate::gate::check_query(parse);
         check_query_parameters(parse);
+        let generic = distribute(parse, bound_params);
         let implicit = std::mem::replace(&mut *(&raw mut IMPLICIT_SCROLL), false);
         let scroll = (implicit || cursor_options as u32 & pg_sys::CURSOR_OPT_SCROLL != 0) && has_volatile(parse);
         let planned = match PREV_PLANNER {
@@ -364,6 +365,10 @@ unsafe extern "C-unwind" fn planner(
         };
         if scroll {
             materialize(planned);
+        }
+        if generic && !(*planned).planTree.is_null() {
+            // Priced out: the plan cache keeps making custom plans.
+            (*(*planned).planTree).total_cost = 1e100;
         }
         planned
     }
@@ -392,6 +397,18 @@ unsafe extern "C-unwind" fn check_query_parameters(parse: *mut pg_sys::Query) {
     // SAFETY: `parse` is the live Query the planner hook was given, inside a transaction (the
     // caller's contract), which is check_query's contract.
     unsafe { crate::parameters::check_query(parse) }
+}
+
+/// Splits the levels of `parse` whose dpnoise aggregates read a Citus
+/// table, before Citus plans them (`citus::distribute`).
+///
+/// # Safety
+/// `parse` is the live Query the planner hook was given, `params` its bound
+/// parameters or null; inside a transaction.
+#[pg_guard]
+unsafe extern "C-unwind" fn distribute(parse: *mut pg_sys::Query, params: pg_sys::ParamListInfo) -> bool {
+    // SAFETY: the caller's contract is distribute's.
+    unsafe { crate::citus::distribute(parse, params) }
 }
 
 /// # Safety

@@ -18,6 +18,7 @@ use pgrx::prelude::*;
 mod aggref;
 mod budget;
 mod call_site;
+mod citus;
 mod count;
 mod errors;
 mod fmgr;

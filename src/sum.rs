@@ -11,7 +11,7 @@
 use crate::aggref::{aggregate_arguments, argument_count, f64_parameter, i64_parameter, text_parameter};
 use crate::call_site::{call_site_cache, text_fingerprint};
 use crate::errors::{self, OrRaise};
-use crate::fmgr::{arg_datum, arg_f64, arg_i64, arg_is_null, f64_datum, refuse_window, required_f64, v1_function};
+use crate::fmgr::{arg_datum, arg_f64, arg_i64, arg_is_null, f64_datum, i64_datum, refuse_window, required_f64, v1_function};
 use crate::release::Release;
 use crate::rng::with_rng;
 use dpnoise_core::{
@@ -389,11 +389,23 @@ unsafe fn accumulate<T: SumValue>(fcinfo: pg_sys::FunctionCallInfo, kind: Kind) 
 /// # Safety
 /// `fcinfo` is a live final call of `kind`'s aggregate over `T`.
 unsafe fn release<T: SumValue>(fcinfo: pg_sys::FunctionCallInfo, kind: Kind) -> pg_sys::Datum {
+    // SAFETY: the caller's contract.
+    unsafe {
+        refuse_window(fcinfo, kind.name());
+        let call = sum_call::<T>(fcinfo, kind);
+        release_state::<T>(fcinfo, kind, call)
+    }
+}
+
+/// The release of the state in argument 0 with `call`'s plan.
+///
+/// # Safety
+/// `fcinfo` is a live final call whose argument 0 is NULL or a `SumState`
+/// of `T` values made for `call`.
+unsafe fn release_state<T: SumValue>(fcinfo: pg_sys::FunctionCallInfo, kind: Kind, call: SumCall) -> pg_sys::Datum {
     let aggregate = kind.name();
     // SAFETY: the caller's contract; argument 0 is NULL or our state.
     unsafe {
-        refuse_window(fcinfo, aggregate);
-        let call = sum_call::<T>(fcinfo, kind);
         let state = state_arg(fcinfo, 0);
         let (sum, count) = if state.is_null() {
             (0, 0)
@@ -416,6 +428,188 @@ unsafe fn release<T: SumValue>(fcinfo: pg_sys::FunctionCallInfo, kind: Kind) -> 
         }
     }
 }
+
+/// A sum over a Citus table (`citus`): the workers add each value's
+/// lattice steps, the coordinator merges them. What the planner needs to
+/// write both halves, from the call's (constant) parameters.
+pub(crate) struct Distributed {
+    /// The aggregate, as `dp_merge_sum`'s `kind` (0 dp_sum, 1 dp_sum_laplace,
+    /// 2 dp_sum_staircase, 3 dp_avg).
+    pub kind: i32,
+    /// The lattice 2^k the values are rounded onto.
+    pub k: i32,
+    /// The clamping bounds, as datums of the value's type.
+    pub lower: pg_sys::Datum,
+    pub upper: pg_sys::Datum,
+    /// The other parameters as written (δ 0 and no texts where the call has none).
+    pub epsilon: f64,
+    pub delta: f64,
+    pub mechanism: Option<String>,
+    pub loss: Option<String>,
+}
+
+impl Kind {
+    fn code(self) -> i32 {
+        match self {
+            Kind::Sum => 0,
+            Kind::Laplace => 1,
+            Kind::Staircase => 2,
+            Kind::Average => 3,
+        }
+    }
+
+    fn from_code(code: i32) -> Kind {
+        match code {
+            0 => Kind::Sum,
+            1 => Kind::Laplace,
+            2 => Kind::Staircase,
+            3 => Kind::Average,
+            _ => pgrx::error!("dp_merge_sum: unknown aggregate kind {code} (internal error)"),
+        }
+    }
+}
+
+/// Plans a call of the sum aggregate `name` for a Citus table from its
+/// evaluated arguments (as `checked_cost`; every refusal happens here, at
+/// planning). None: not a sum aggregate.
+///
+/// # Safety
+/// `args` holds the call's evaluated arguments (None: NULL); texts are live.
+pub(crate) unsafe fn distributed(name: &str, integer: bool, args: &[Option<pg_sys::Datum>]) -> Option<Distributed> {
+    let kind = match name {
+        "dp_sum" => Kind::Sum,
+        "dp_sum_laplace" => Kind::Laplace,
+        "dp_sum_staircase" => Kind::Staircase,
+        "dp_avg" => Kind::Average,
+        _ => return None,
+    };
+    let arg = |i: usize| args.get(i).copied().flatten();
+    // SAFETY: the caller's contract.
+    unsafe {
+        if integer {
+            let w = written::<i64>(kind, args.len(), arg);
+            let k = plan_written(kind, &w).lattice().k;
+            let (lower, upper) = (i64_datum(w.lower), i64_datum(w.upper));
+            Some(Distributed { kind: kind.code(), k, lower, upper, epsilon: w.epsilon, delta: w.delta, mechanism: w.mechanism, loss: w.loss })
+        } else {
+            let w = written::<f64>(kind, args.len(), arg);
+            let k = plan_written(kind, &w).lattice().k;
+            let (lower, upper) = (f64_datum(w.lower), f64_datum(w.upper));
+            Some(Distributed { kind: kind.code(), k, lower, upper, epsilon: w.epsilon, delta: w.delta, mechanism: w.mechanism, loss: w.loss })
+        }
+    }
+}
+
+/// dp_lattice_steps: one value's steps, as a worker adds them.
+///
+/// # Safety
+/// `fcinfo` is a live call of dp_lattice_steps over `T` (STRICT: no NULLs).
+unsafe fn lattice_steps<T: SumValue>(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
+    // SAFETY: the caller's contract: four non-NULL arguments, the second an int4.
+    unsafe {
+        let required = |i| T::arg(fcinfo, i).unwrap_or_else(|| errors::null_parameter("value"));
+        let k = arg_datum(fcinfo, 1).value() as i32;
+        let steps = required(0).lattice_steps(Lattice { k }, required(2), required(3), "dp_sum");
+        i64_datum(i64::try_from(steps).unwrap_or_else(|_| errors::sum_overflow()))
+    }
+}
+
+v1_function!(pg_finfo_dp_lattice_steps, dp_lattice_steps, |fcinfo| { lattice_steps::<f64>(fcinfo) });
+v1_function!(pg_finfo_dp_lattice_steps_int, dp_lattice_steps_int, |fcinfo| { lattice_steps::<i64>(fcinfo) });
+
+/// dp_merge_sum's call: (steps, n, kind, k, ε, lower, upper, δ, mechanism,
+/// loss), the original aggregate's parameters in one layout; and its k.
+///
+/// # Safety
+/// `fcinfo` is a live transition or final call of dp_merge_sum over `T`.
+unsafe fn merged_call<T: SumValue>(fcinfo: pg_sys::FunctionCallInfo) -> (Kind, i32, SumCall) {
+    const NAME: &str = "dp_merge_sum";
+    // SAFETY: the caller's contract: dp_merge_sum has these ten arguments; texts are live in this call.
+    unsafe {
+        let [kind, k, epsilon, lower, upper, delta, mechanism, loss] =
+            aggregate_arguments(fcinfo, [2, 3, 4, 5, 6, 7, 8, 9], NAME);
+        let kind = Kind::from_code(i64_parameter(kind, "kind") as i32);
+        let k = i64_parameter(k, "k") as i32;
+        let upper = T::parameter(upper, "upper");
+        let lower = if kind == Kind::Staircase { upper.negate() } else { T::parameter(lower, "lower") };
+        let text = |t: Option<pg_sys::Datum>, name: &str| t.map(|d| text_parameter(Some(d), name));
+        let w = Written {
+            epsilon: f64_parameter(epsilon, "epsilon"),
+            lower,
+            upper,
+            delta: f64_parameter(delta, "delta"),
+            mechanism: text(mechanism, "mechanism"),
+            loss: text(loss, "loss"),
+        };
+        let fingerprint = |t: &Option<String>| t.as_deref().map_or(0, text_fingerprint);
+        let key = [
+            w.epsilon.to_bits(),
+            w.lower.bits(),
+            w.upper.bits(),
+            w.delta.to_bits(),
+            fingerprint(&w.mechanism).rotate_left(32) ^ fingerprint(&w.loss) ^ kind.code() as u64,
+        ];
+        let plan = call_site_cache(fcinfo, key, || plan_written(kind, &w));
+        if plan.lattice().k != k {
+            pgrx::error!("{NAME}: the partial sums were taken on another lattice (internal error)");
+        }
+        let call = SumCall { epsilon: w.epsilon, delta: w.delta, params: [w.epsilon.to_bits(), w.lower.bits(), w.upper.bits()], plan };
+        (kind, k, call)
+    }
+}
+
+/// dp_merge_sum's transition: adds a partial (exact steps as numeric, and
+/// the number of values) to the state.
+///
+/// # Safety
+/// `fcinfo` is a live transition call of dp_merge_sum over `T`.
+unsafe fn merge_partial<T: SumValue>(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
+    // SAFETY: the caller's contract; the state is NULL or ours, in the aggregate's context.
+    unsafe {
+        let mut state = state_arg(fcinfo, 0);
+        if state.is_null() {
+            let (_, k, call) = merged_call::<T>(fcinfo);
+            let init = SumState { params: call.params, lattice_k: k, sum: [0, 0], count: 0 };
+            state = crate::fmgr::new_state(fcinfo, "a dpnoise sum", init);
+        }
+        let steps = if arg_is_null(fcinfo, 1) {
+            0
+        } else {
+            let text = pg_sys::OidFunctionCall1Coll(
+                pg_sys::Oid::from(pg_sys::F_NUMERIC_OUT),
+                pg_sys::InvalidOid,
+                arg_datum(fcinfo, 1),
+            )
+            .cast_mut_ptr::<std::ffi::c_char>();
+            std::ffi::CStr::from_ptr(text)
+                .to_str()
+                .ok()
+                .and_then(|t| t.parse::<i128>().ok())
+                .unwrap_or_else(|| errors::sum_overflow())
+        };
+        let count = arg_i64(fcinfo, 2).unwrap_or(0);
+        (*state).add(steps, count);
+        pg_sys::Datum::from(state)
+    }
+}
+
+/// dp_merge_sum's release: the original aggregate's, on the merged state.
+///
+/// # Safety
+/// `fcinfo` is a live final call of dp_merge_sum over `T`.
+unsafe fn merge_release<T: SumValue>(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
+    // SAFETY: the caller's contract; the state was made by merge_partial for the same call.
+    unsafe {
+        refuse_window(fcinfo, "dp_merge_sum");
+        let (kind, _, call) = merged_call::<T>(fcinfo);
+        release_state::<T>(fcinfo, kind, call)
+    }
+}
+
+v1_function!(pg_finfo_dp_merge_sum_step, dp_merge_sum_step, |fcinfo| { merge_partial::<f64>(fcinfo) });
+v1_function!(pg_finfo_dp_merge_sum_int_step, dp_merge_sum_int_step, |fcinfo| { merge_partial::<i64>(fcinfo) });
+v1_function!(pg_finfo_dp_merge_sum_final, dp_merge_sum_final, |fcinfo| { merge_release::<f64>(fcinfo) });
+v1_function!(pg_finfo_dp_merge_sum_int_final, dp_merge_sum_int_final, |fcinfo| { merge_release::<i64>(fcinfo) });
 
 // The transitions: float8 and int8 values.
 v1_function!(pg_finfo_dp_sum_step, dp_sum_step, |fcinfo| { accumulate::<f64>(fcinfo, Kind::Sum) });

@@ -247,6 +247,7 @@ fn wait_until_done(slot: SlotRef, database: pg_sys::Oid) {
 /// # Safety
 /// `fcinfo` is the live call of a dpnoise final or per-row function.
 pub unsafe fn pay(fcinfo: pg_sys::FunctionCallInfo, function: &str, mechanism: &str, epsilon: f64, delta: f64) {
+    crate::citus::refuse_on_worker();
     if !gucs::enforce_budget() {
         return;
     }

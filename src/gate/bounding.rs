@@ -461,7 +461,7 @@ unsafe fn parse(text: &str) -> *mut pg_sys::Query {
 ///
 /// # Safety
 /// `node` is null or a live expression tree (or List of them).
-pub(super) unsafe fn collect_aggregates(node: *mut pg_sys::Node, into: &mut Vec<*mut pg_sys::Aggref>) {
+pub(crate) unsafe fn collect_aggregates(node: *mut pg_sys::Node, into: &mut Vec<*mut pg_sys::Aggref>) {
     /// # Safety
     /// Called by `expression_tree_walker` with live nodes and the Vec.
     #[pgrx::pg_guard]

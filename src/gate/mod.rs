@@ -433,7 +433,7 @@ pub unsafe fn list_nodes(list: *mut pg_sys::List) -> Vec<*mut pg_sys::Node> {
 
 /// # Safety
 /// `list` is null or a live pointer List.
-unsafe fn list_items<T>(list: *mut pg_sys::List) -> Vec<*mut T> {
+pub(crate) unsafe fn list_items<T>(list: *mut pg_sys::List) -> Vec<*mut T> {
     // SAFETY: the caller's contract; indices stay below the length.
     unsafe {
         let n = if list.is_null() { 0 } else { (*list).length as usize };
@@ -1120,7 +1120,7 @@ fn touches_rows(node: *mut pg_sys::Node) -> bool {
 
 /// # Safety
 /// `aggref` is a live Aggref.
-unsafe fn aggregate_types(aggref: *mut pg_sys::Aggref) -> Vec<pg_sys::Oid> {
+pub(crate) unsafe fn aggregate_types(aggref: *mut pg_sys::Aggref) -> Vec<pg_sys::Oid> {
     // SAFETY: the caller's contract; aggargtypes is an OID list.
     unsafe {
         let list = (*aggref).aggargtypes;

@@ -1,0 +1,105 @@
+-- dpnoise 0.6.0 -> 0.7.0: Citus. A dpnoise aggregate over a Citus table is split
+-- into exact partials (pushed down) and a merge that releases on the coordinator.
+-- A value clamped to [lower, upper] and rounded onto the lattice 2^k, in
+-- lattice steps: what a worker sums for dp_sum, dp_sum_laplace,
+-- dp_sum_staircase and dp_avg (the same rounding as their transitions,
+-- so the distributed sum is bit-identical to the serial one).
+CREATE FUNCTION dp_lattice_steps(value double precision, k integer, lower double precision, upper double precision)
+    RETURNS bigint AS 'MODULE_PATHNAME', 'dp_lattice_steps' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION dp_lattice_steps(value bigint, k integer, lower bigint, upper bigint)
+    RETURNS bigint AS 'MODULE_PATHNAME', 'dp_lattice_steps_int' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+COMMENT ON FUNCTION dp_lattice_steps(double precision, integer, double precision, double precision) IS
+    'The value clamped to [lower, upper] in steps of 2^k, rounded half up: a distributed dpnoise sum adds these.';
+COMMENT ON FUNCTION dp_lattice_steps(bigint, integer, bigint, bigint) IS
+    'The value clamped to [lower, upper] in steps of 2^k, rounded half up: a distributed dpnoise sum adds these.';
+
+-- The partials, read on the coordinator: runs the query Citus distributes
+-- and returns its rows (group keys, then exact counts and step sums).
+CREATE FUNCTION dp_partials(query text) RETURNS SETOF record
+    LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE AS $$
+BEGIN
+    RETURN QUERY EXECUTE query;
+END
+$$;
+COMMENT ON FUNCTION dp_partials(text) IS
+    'The exact partials of a dpnoise aggregate over a Citus table, as the planner hook wrote them; runs with the caller''s privileges.';
+
+-- The merges: the original call's parameters, normalised.
+CREATE FUNCTION dp_merge_count_step(bigint, bigint, double precision, double precision, text) RETURNS bigint
+    AS 'MODULE_PATHNAME', 'dp_merge_count_step' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+CREATE FUNCTION dp_merge_count_final(bigint) RETURNS bigint
+    AS 'MODULE_PATHNAME', 'dp_merge_count_final' LANGUAGE C VOLATILE PARALLEL SAFE;
+CREATE AGGREGATE dp_merge_count(partial bigint, epsilon double precision, delta double precision, mechanism text) (
+    SFUNC = dp_merge_count_step, STYPE = bigint, INITCOND = '0', FINALFUNC = dp_merge_count_final, PARALLEL = SAFE
+);
+COMMENT ON AGGREGATE dp_merge_count(bigint, double precision, double precision, text) IS
+    'dp_count over exact partial counts (a Citus table''s shards): noise drawn once, here.';
+
+CREATE FUNCTION dp_merge_sum_step(internal, numeric, bigint, integer, integer, double precision,
+                                  double precision, double precision, double precision, text, text)
+    RETURNS internal AS 'MODULE_PATHNAME', 'dp_merge_sum_step' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+CREATE FUNCTION dp_merge_sum_final(internal) RETURNS double precision
+    AS 'MODULE_PATHNAME', 'dp_merge_sum_final' LANGUAGE C VOLATILE PARALLEL SAFE;
+CREATE AGGREGATE dp_merge_sum(steps numeric, n bigint, kind integer, k integer, epsilon double precision,
+                              lower double precision, upper double precision, delta double precision,
+                              mechanism text, loss text) (
+    SFUNC = dp_merge_sum_step, STYPE = internal, SSPACE = 56, FINALFUNC = dp_merge_sum_final, PARALLEL = SAFE
+);
+COMMENT ON AGGREGATE dp_merge_sum(numeric, bigint, integer, integer, double precision, double precision,
+                                  double precision, double precision, text, text) IS
+    'dp_sum, dp_sum_laplace, dp_sum_staircase or dp_avg (kind 0-3) over exact partial lattice sums: noise drawn once, here.';
+
+CREATE FUNCTION dp_merge_sum_int_step(internal, numeric, bigint, integer, integer, double precision,
+                                      bigint, bigint, double precision, text, text)
+    RETURNS internal AS 'MODULE_PATHNAME', 'dp_merge_sum_int_step' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+CREATE FUNCTION dp_merge_sum_int_final(internal) RETURNS bigint
+    AS 'MODULE_PATHNAME', 'dp_merge_sum_int_final' LANGUAGE C VOLATILE PARALLEL SAFE;
+CREATE AGGREGATE dp_merge_sum(steps numeric, n bigint, kind integer, k integer, epsilon double precision,
+                              lower bigint, upper bigint, delta double precision, mechanism text, loss text) (
+    SFUNC = dp_merge_sum_int_step, STYPE = internal, SSPACE = 56, FINALFUNC = dp_merge_sum_int_final, PARALLEL = SAFE
+);
+COMMENT ON AGGREGATE dp_merge_sum(numeric, bigint, integer, integer, double precision, bigint, bigint,
+                                  double precision, text, text) IS
+    'dp_sum, dp_sum_laplace or dp_sum_staircase of bigint (kind 0-2) over exact partial sums: noise drawn once, here.';
+
+-- As src/finalize.sql does for every aggregate: support functions revoked
+-- from PUBLIC, releasing aggregates VOLATILE, support functions commented.
+DO $$
+DECLARE
+    f regprocedure;
+BEGIN
+    FOR f IN
+        SELECT DISTINCT s.fn::regprocedure
+        FROM pg_catalog.pg_aggregate a,
+             LATERAL (VALUES (a.aggtransfn), (a.aggfinalfn), (a.aggcombinefn), (a.aggserialfn), (a.aggdeserialfn)) s(fn)
+        JOIN pg_catalog.pg_depend d ON d.objid = s.fn AND d.classid = 'pg_catalog.pg_proc'::regclass AND d.deptype = 'e'
+        JOIN pg_catalog.pg_extension x ON x.oid = d.refobjid AND x.extname = 'dpnoise'
+    LOOP
+        EXECUTE pg_catalog.format('REVOKE EXECUTE ON FUNCTION %s FROM PUBLIC', f);
+    END LOOP;
+    UPDATE pg_catalog.pg_proc p SET provolatile = 'v'
+    FROM pg_catalog.pg_aggregate a
+    JOIN pg_catalog.pg_proc final ON final.oid = a.aggfinalfn
+    JOIN pg_catalog.pg_depend d ON d.objid = a.aggfnoid AND d.classid = 'pg_catalog.pg_proc'::regclass AND d.deptype = 'e'
+    JOIN pg_catalog.pg_extension x ON x.oid = d.refobjid AND x.extname = 'dpnoise'
+    WHERE p.oid = a.aggfnoid AND final.provolatile = 'v';
+END $$;
+
+DO $$
+DECLARE
+    f record;
+BEGIN
+    FOR f IN
+        SELECT s.fn, string_agg(DISTINCT a.aggfnoid::regproc::text, ', ') AS aggregates, min(s.role) AS role
+        FROM pg_catalog.pg_aggregate a,
+             LATERAL (VALUES (a.aggtransfn, 'transition'), (a.aggfinalfn, 'final'), (a.aggcombinefn, 'combine'),
+                             (a.aggserialfn, 'serialize'), (a.aggdeserialfn, 'deserialize')) s(fn, role)
+        JOIN pg_catalog.pg_depend d ON d.objid = s.fn AND d.classid = 'pg_catalog.pg_proc'::regclass AND d.deptype = 'e'
+        JOIN pg_catalog.pg_extension x ON x.oid = d.refobjid AND x.extname = 'dpnoise'
+        GROUP BY s.fn
+    LOOP
+        EXECUTE format('COMMENT ON FUNCTION %s IS %L', f.fn::regprocedure,
+                       format('Support function (%s) of %s; not for direct use (revoked from PUBLIC).', f.role, f.aggregates));
+    END LOOP;
+END $$;
+

@@ -1,0 +1,988 @@
+//! dpnoise over Citus tables: exact partials on the workers, noise once on
+//! the coordinator.
+//!
+//! Citus runs an aggregate either whole on the workers (GROUP BY the
+//! distribution column, a query that hits one shard) or in two phases; in
+//! both, a dpnoise aggregate's final function would run where Citus put it,
+//! charging that node's ledger. So before Citus plans it, the planner hook
+//! splits every query level whose dpnoise aggregates read a Citus table:
+//!
+//! - the partials: the level's FROM, WHERE and GROUP BY, with each dpnoise
+//!   aggregate replaced by exact partials Citus knows how to push down,
+//!   its own `count` and `sum` (of `dp_lattice_steps`, the value clamped
+//!   and rounded onto the aggregate's lattice exactly as its transition
+//!   does, so the distributed sum is bit-identical to the serial one);
+//! - the release: the level's outputs, HAVING, ORDER BY and LIMIT over
+//!   `dp_partials(<the partials as SQL>)`, a function Citus cannot ship,
+//!   each dpnoise aggregate replaced by its merge (`dp_merge_count`,
+//!   `dp_merge_sum`), which takes the original parameters as constants,
+//!   pays once per call site on this node's ledger and draws the noise.
+//!
+//! The privacy parameters are folded to constants here (a refusal happens
+//! before anything runs), so both halves see the same ones. A release on a
+//! Citus worker node is refused (`refuse_on_worker`): budgets live on the
+//! coordinator.
+
+use crate::gate::bounding::collect_aggregates;
+use crate::gate::{aggregate_types, list_items};
+use pgrx::pg_sys;
+use pgrx::prelude::*;
+use std::collections::HashMap;
+use std::ffi::{CStr, CString};
+
+pgrx::extension_sql_file!("citus.sql", name = "citus_sql", requires = ["sum_sql", "count_sql"]);
+const _: () =
+    assert!(crate::fmgr::every_sspace_is(include_str!("citus.sql"), std::mem::size_of::<crate::sum::SumState>()));
+
+fn unsupported(what: &str, hint: &str) -> ! {
+    crate::errors::raise_sqlstate("0A000", format!("dpnoise over a Citus table: {what}"), Some(hint.to_owned()))
+}
+
+fn citus_installed() -> bool {
+    // SAFETY: a catalog lookup by a NUL-terminated name, inside a transaction (every caller's).
+    unsafe { pg_sys::get_extension_oid(c"citus".as_ptr(), true) != pg_sys::InvalidOid }
+}
+
+/// Refuses a release on a Citus worker node (its group is not 0, the
+/// coordinator's): the budgets live on the coordinator, which runs every
+/// dpnoise aggregate's release itself. A worker would charge its own ledger.
+pub fn refuse_on_worker() {
+    if !citus_installed() {
+        return;
+    }
+    let group = Spi::get_one::<i32>("SELECT groupid FROM pg_catalog.pg_dist_local_group").ok().flatten().unwrap_or(0);
+    if group > 0 {
+        crate::errors::raise_sqlstate(
+            crate::errors::LEDGER_UNAVAILABLE,
+            "dpnoise: the release could not be charged, so nothing was released: this node is a Citus worker, \
+             and budgets live on the coordinator"
+                .to_owned(),
+            Some("Run the query on the coordinator; dpnoise's aggregates over distributed tables release there.".to_owned()),
+        );
+    }
+}
+
+/// The dpnoise aggregates this module splits.
+const SPLIT: [&str; 5] = ["dp_count", "dp_sum", "dp_sum_laplace", "dp_sum_staircase", "dp_avg"];
+
+/// Splits every query level of `query` whose dpnoise aggregates read a
+/// Citus table (see the module's comment).
+///
+/// # Safety
+/// `query` is the live Query the planner hook was given, before planning;
+/// `params` its bound parameters or null; inside a transaction.
+///
+/// Returns true for a generic plan (parameters not known when planned)
+/// that needed a split: it is left to Citus, where its releases would be
+/// refused on the workers, and the caller prices it out of the plan cache,
+/// which then keeps making custom plans.
+pub unsafe fn distribute(query: *mut pg_sys::Query, params: pg_sys::ParamListInfo) -> bool {
+    // SAFETY: the caller's contract.
+    unsafe {
+        if query.is_null() || (*query).commandType != pg_sys::CmdType::CMD_SELECT || !has_dp_calls(query) {
+            return false;
+        }
+        if !citus_installed() {
+            return false;
+        }
+        if unknown_params(query.cast(), params) {
+            return true;
+        }
+        visit(query, params);
+        false
+    }
+}
+
+/// Whether a Query or expression tree uses an external parameter whose
+/// value is not fixed for this plan (a generic plan's).
+///
+/// # Safety
+/// `node` is null or a live Query or expression tree; `params` live or null.
+unsafe fn unknown_params(node: *mut pg_sys::Node, params: pg_sys::ParamListInfo) -> bool {
+    /// # Safety
+    /// Called by the tree walkers with live nodes and the ParamListInfo.
+    #[pgrx::pg_guard]
+    unsafe extern "C-unwind" fn walk(node: *mut pg_sys::Node, context: *mut std::ffi::c_void) -> bool {
+        // SAFETY: the caller's contract; casts follow the node tags.
+        unsafe {
+            if node.is_null() {
+                return false;
+            }
+            match (*node).type_ {
+                pg_sys::NodeTag::T_Query => pg_sys::query_tree_walker(node.cast(), Some(walk), context, 0),
+                pg_sys::NodeTag::T_Param => {
+                    let p = node as *mut pg_sys::Param;
+                    (*p).paramkind == pg_sys::ParamKind::PARAM_EXTERN && fixed_param(p, context as pg_sys::ParamListInfo).is_none()
+                }
+                _ => pg_sys::expression_tree_walker(node, Some(walk), context),
+            }
+        }
+    }
+    // SAFETY: the caller's contract.
+    unsafe { walk(node, params.cast()) }
+}
+
+/// The value of an external parameter fixed for this plan (a custom plan's), if it is.
+///
+/// # Safety
+/// `p` is a live PARAM_EXTERN Param; `params` live or null.
+unsafe fn fixed_param(p: *mut pg_sys::Param, params: pg_sys::ParamListInfo) -> Option<*mut pg_sys::ParamExternData> {
+    // SAFETY: the caller's contract; a ParamListInfo's params array holds numParams entries
+    // (paramFetch, when set, returns one of them or its workspace, which is leaked to the planner's context).
+    unsafe {
+        let id = (*p).paramid;
+        if params.is_null() || id < 1 || id > (*params).numParams {
+            return None;
+        }
+        let data = match (*params).paramFetch {
+            Some(fetch) => {
+                let workspace = pg_sys::palloc0(std::mem::size_of::<pg_sys::ParamExternData>()) as *mut pg_sys::ParamExternData;
+                fetch(params, id, false, workspace)
+            }
+            None => (*params).params.as_mut_ptr().add(id as usize - 1),
+        };
+        (!data.is_null() && (*data).pflags as u32 & pg_sys::PARAM_FLAG_CONST != 0 && (*data).ptype == (*p).paramtype).then_some(data)
+    }
+}
+
+/// The dpnoise aggregates of one level (its outputs and HAVING).
+///
+/// # Safety
+/// `level` is a live Query; inside a transaction.
+unsafe fn level_calls(level: *mut pg_sys::Query) -> Vec<(*mut pg_sys::Aggref, Option<(String, usize)>)> {
+    // SAFETY: the caller's contract.
+    unsafe {
+        let mut found = Vec::new();
+        collect_aggregates((*level).targetList.cast(), &mut found);
+        collect_aggregates((*level).havingQual, &mut found);
+        found
+            .into_iter()
+            .map(|a| (a, crate::parameters::releasing((*a).aggfnoid, &aggregate_types(a))))
+            .collect()
+    }
+}
+
+/// Whether any level (FROM subqueries and CTEs) calls a dpnoise aggregate
+/// or per-row function.
+///
+/// # Safety
+/// `level` is a live Query; inside a transaction.
+unsafe fn has_dp_calls(level: *mut pg_sys::Query) -> bool {
+    // SAFETY: the caller's contract; RTEs and CTEs are read by their kinds.
+    unsafe {
+        if (*level).hasAggs && level_calls(level).iter().any(|(_, r)| r.is_some()) {
+            return true;
+        }
+        if !(*level).hasAggs && row_calls((*level).targetList.cast()) {
+            return true;
+        }
+        sub_levels(level).into_iter().any(|q| has_dp_calls(q))
+    }
+}
+
+/// dpnoise's releasing function that `node` calls, if it is one: its name
+/// and first privacy argument.
+///
+/// # Safety
+/// `node` is a live node; inside a transaction.
+unsafe fn releasing_call(node: *mut pg_sys::Node) -> Option<(String, usize)> {
+    // SAFETY: the caller's contract; a FuncExpr's args is a List of expressions.
+    unsafe {
+        if (*node).type_ != pg_sys::NodeTag::T_FuncExpr {
+            return None;
+        }
+        let f = node as *mut pg_sys::FuncExpr;
+        let types: Vec<pg_sys::Oid> = list_items::<pg_sys::Node>((*f).args).into_iter().map(|a| pg_sys::exprType(a)).collect();
+        crate::parameters::releasing((*f).funcid, &types)
+    }
+}
+
+/// Whether an expression tree calls one of dpnoise's per-row releasing functions.
+///
+/// # Safety
+/// `node` is null or a live expression tree; inside a transaction.
+unsafe fn row_calls(node: *mut pg_sys::Node) -> bool {
+    /// # Safety
+    /// Called by `expression_tree_walker` with live nodes.
+    #[pgrx::pg_guard]
+    unsafe extern "C-unwind" fn walk(node: *mut pg_sys::Node, context: *mut std::ffi::c_void) -> bool {
+        // SAFETY: the caller's contract.
+        unsafe {
+            if node.is_null() {
+                return false;
+            }
+            releasing_call(node).is_some() || pg_sys::expression_tree_walker(node, Some(walk), context)
+        }
+    }
+    // SAFETY: the caller's contract.
+    unsafe { walk(node, std::ptr::null_mut()) }
+}
+
+/// A level's FROM subqueries (not LATERAL ones, which read the level) and CTEs.
+///
+/// # Safety
+/// `level` is a live Query.
+unsafe fn sub_levels(level: *mut pg_sys::Query) -> Vec<*mut pg_sys::Query> {
+    // SAFETY: the caller's contract; a CTE's query and a subquery RTE's are Queries once analysed.
+    unsafe {
+        let mut levels: Vec<*mut pg_sys::Query> = list_items::<pg_sys::RangeTblEntry>((*level).rtable)
+            .into_iter()
+            .filter(|rte| (**rte).rtekind == pg_sys::RTEKind::RTE_SUBQUERY && !(**rte).lateral)
+            .map(|rte| (*rte).subquery)
+            .collect();
+        levels.extend(
+            list_items::<pg_sys::CommonTableExpr>((*level).cteList)
+                .into_iter()
+                .map(|cte| (*cte).ctequery as *mut pg_sys::Query)
+                .filter(|q| !q.is_null() && (**q).type_ == pg_sys::NodeTag::T_Query),
+        );
+        levels
+    }
+}
+
+/// # Safety
+/// As `distribute`, for one level.
+unsafe fn visit(level: *mut pg_sys::Query, params: pg_sys::ParamListInfo) {
+    // SAFETY: the caller's contract.
+    unsafe {
+        for sub in sub_levels(level) {
+            visit(sub, params);
+        }
+        if !(*level).hasAggs {
+            if row_calls((*level).targetList.cast()) && reads_citus(level) {
+                split_rows(level, params);
+            }
+            return;
+        }
+        let calls = level_calls(level);
+        if calls.iter().all(|(_, r)| r.is_none()) || !reads_citus(level) {
+            return;
+        }
+        split(level, &calls, params);
+    }
+}
+
+/// Whether the level's FROM (its subqueries and CTEs included) reads a Citus table.
+///
+/// # Safety
+/// `level` is a live Query; inside a transaction.
+unsafe fn reads_citus(level: *mut pg_sys::Query) -> bool {
+    /// # Safety
+    /// As `reads_citus`.
+    unsafe fn relations(level: *mut pg_sys::Query, into: &mut Vec<u32>) {
+        // SAFETY: the caller's contract.
+        unsafe {
+            for rte in list_items::<pg_sys::RangeTblEntry>((*level).rtable) {
+                if (*rte).rtekind == pg_sys::RTEKind::RTE_RELATION {
+                    into.push((*rte).relid.to_u32());
+                }
+            }
+            for sub in sub_levels(level) {
+                relations(sub, into);
+            }
+        }
+    }
+    let mut relids = Vec::new();
+    // SAFETY: the caller's contract.
+    unsafe { relations(level, &mut relids) };
+    if relids.is_empty() {
+        return false;
+    }
+    let list = relids.iter().map(u32::to_string).collect::<Vec<_>>().join(",");
+    Spi::get_one::<bool>(&format!(
+        "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_dist_partition \
+         WHERE logicalrelid OPERATOR(pg_catalog.=) ANY ('{{{list}}}'::pg_catalog.oid[]))"
+    ))
+    .ok()
+    .flatten()
+    .unwrap_or(false)
+}
+
+/// One dpnoise aggregate of a split level: its partial columns (in the
+/// partials' target list) and its merge.
+struct Split {
+    partials: Vec<*mut pg_sys::Node>,
+    merge: pg_sys::Oid,
+    result: pg_sys::Oid,
+    /// The merge's arguments after its partials (constants).
+    constants: Vec<*mut pg_sys::Node>,
+    /// dp_avg's merge reads a count; the other sums a NULL in its place.
+    null_count: bool,
+}
+
+/// # Safety
+/// `level` is a live Query whose dpnoise aggregates `calls` read a Citus
+/// table; `params` its bound parameters or null; inside a transaction.
+unsafe fn split(level: *mut pg_sys::Query, calls: &[(*mut pg_sys::Aggref, Option<(String, usize)>)], params: pg_sys::ParamListInfo) {
+    // SAFETY: the caller's contract; new nodes are palloc'd in the planner's memory context, and
+    // each node is cast only to the struct its tag names.
+    unsafe {
+        refuse_analyst();
+        let hint = "Write it as separate queries, or over WITH t AS MATERIALIZED (SELECT ...) SELECT ... FROM t.";
+        if !(*level).groupingSets.is_null() {
+            unsupported("GROUPING SETS, ROLLUP and CUBE are not supported", hint);
+        }
+        if (*level).hasWindowFuncs || (*level).hasTargetSRFs || !(*level).rowMarks.is_null() {
+            unsupported("window functions, set-returning outputs and FOR UPDATE are not supported", hint);
+        }
+        if has_sublink((*level).targetList.cast()) || has_sublink((*level).havingQual) {
+            unsupported("a subquery in the outputs or HAVING is not supported", hint);
+        }
+        let schema = extension_schema();
+        let mut splits: HashMap<usize, Split> = HashMap::new();
+        for (aggref, releasing) in calls {
+            let Some((name, first)) = releasing else {
+                // Another aggregate: computed whole with the partials.
+                if (**aggref).agglevelsup != 0 {
+                    unsupported("an aggregate of an outer query level is not supported", hint);
+                }
+                let partials = vec![pg_sys::copyObjectImpl((*aggref).cast()).cast()];
+                splits.insert(*aggref as usize, Split { partials, merge: pg_sys::InvalidOid, result: pg_sys::InvalidOid, constants: Vec::new(), null_count: false });
+                continue;
+            };
+            if !SPLIT.contains(&name.as_str()) {
+                unsupported(&format!("{name} is not supported yet"), "dp_count, dp_sum, dp_sum_laplace, dp_sum_staircase and dp_avg are.");
+            }
+            if !(**aggref).aggdistinct.is_null() || !(**aggref).aggorder.is_null() || (**aggref).agglevelsup != 0 {
+                unsupported(&format!("{name} with DISTINCT, ORDER BY or an outer level's columns is not supported"), hint);
+            }
+            splits.insert(*aggref as usize, plan_split(*aggref, name, *first, &schema, params));
+        }
+
+        // The partials: FROM, WHERE and GROUP BY, the keys, then each aggregate's partials.
+        let keys = group_keys(level);
+        let partials = pg_sys::copyObjectImpl(level.cast()) as *mut pg_sys::Query;
+        let mut target = std::ptr::null_mut();
+        let mut column = 0i16;
+        for (i, (expr, group)) in keys.iter().enumerate() {
+            let key = pg_sys::copyObjectImpl((*expr).cast()).cast();
+            push_entry(&mut target, &mut column, key, &format!("k{}", i + 1), *group);
+        }
+        let mut partial_columns: HashMap<usize, Vec<i16>> = HashMap::new();
+        for (aggref, _) in calls {
+            let mut at = Vec::new();
+            for p in &splits[&(*aggref as usize)].partials {
+                let name = format!("p{}", column + 1);
+                push_entry(&mut target, &mut column, *p, &name, 0);
+                at.push(column);
+            }
+            partial_columns.insert(*aggref as usize, at);
+        }
+        (*partials).targetList = target;
+        (*partials).havingQual = std::ptr::null_mut();
+        (*partials).sortClause = std::ptr::null_mut();
+        (*partials).distinctClause = std::ptr::null_mut();
+        (*partials).hasDistinctOn = false;
+        (*partials).limitOffset = std::ptr::null_mut();
+        (*partials).limitCount = std::ptr::null_mut();
+        let partials = substitute_params(partials, params);
+
+        // The release: the level over dp_partials(<text>).
+        let outputs = list_items::<pg_sys::TargetEntry>((*partials).targetList);
+        let var = |attno: i16| -> *mut pg_sys::Node {
+            let expr = (*outputs[attno as usize - 1]).expr.cast::<pg_sys::Node>();
+            pg_sys::makeVar(1, attno, pg_sys::exprType(expr), pg_sys::exprTypmod(expr), pg_sys::exprCollation(expr), 0)
+                .cast()
+        };
+        let mut rewrite = Rewrite {
+            keys: keys.iter().enumerate().map(|(i, (key, _))| (*key, var(i as i16 + 1))).collect(),
+            replaced: HashMap::new(),
+            leftover: false,
+        };
+        // Another aggregate's whole value: a column the release groups by
+        // (the partials hold one row per group).
+        let mut whole: Vec<i16> = Vec::new();
+        for (aggref, _) in calls {
+            let s = &splits[&(*aggref as usize)];
+            if s.merge == pg_sys::InvalidOid {
+                let column = partial_columns[&(*aggref as usize)][0];
+                rewrite.replaced.insert(*aggref as usize, var(column));
+                whole.push(column);
+                continue;
+            }
+            let mut args: Vec<*mut pg_sys::Node> = partial_columns[&(*aggref as usize)].iter().map(|&c| var(c)).collect();
+            if s.null_count {
+                args.push(null_const(pg_sys::INT8OID));
+            }
+            args.extend(s.constants.iter().copied());
+            rewrite.replaced.insert(*aggref as usize, aggregate(s.merge, s.result, &args, std::ptr::null_mut()).cast());
+        }
+        (*level).targetList = rewrite.apply((*level).targetList.cast()).cast();
+        (*level).havingQual = rewrite.apply((*level).havingQual);
+        if rewrite.leftover {
+            unsupported("an output uses a column that is not a GROUP BY key outside the dpnoise aggregates", "List it in GROUP BY.");
+        }
+        for column in whole {
+            group_by(level, var(column));
+        }
+        release_over(level, partials, &outputs, &schema);
+    }
+}
+
+/// Makes `level` read `dp_partials(<partials as SQL>)` alone.
+///
+/// # Safety
+/// `level` is a live Query, `partials` its partials (live), `outputs` their target entries.
+unsafe fn release_over(level: *mut pg_sys::Query, partials: *mut pg_sys::Query, outputs: &[*mut pg_sys::TargetEntry], schema: &str) {
+    // SAFETY: the caller's contract; new nodes are palloc'd in the planner's memory context.
+    unsafe {
+        let text = pg_sys::pg_get_querydef(partials, false);
+        let source = text_const(&CStr::from_ptr(text).to_string_lossy());
+        (*level).rtable = pg_sys::lappend(std::ptr::null_mut(), function_rte(schema, source, outputs).cast());
+        let from = pg_sys::palloc0(std::mem::size_of::<pg_sys::RangeTblRef>()) as *mut pg_sys::RangeTblRef;
+        (*from).type_ = pg_sys::NodeTag::T_RangeTblRef;
+        (*from).rtindex = 1;
+        (*level).jointree = pg_sys::makeFromExpr(pg_sys::lappend(std::ptr::null_mut(), from.cast()), std::ptr::null_mut());
+        (*level).cteList = std::ptr::null_mut();
+        (*level).hasSubLinks = false;
+        (*level).hasRecursive = false;
+        (*level).hasModifyingCTE = false;
+        (*level).constraintDeps = std::ptr::null_mut();
+    }
+}
+
+/// Appends `expr` to a target list as its next column, named `name`.
+///
+/// # Safety
+/// Inside a transaction; `expr` is live, `target` null or a live List.
+unsafe fn push_entry(target: &mut *mut pg_sys::List, column: &mut i16, expr: *mut pg_sys::Node, name: &str, group: u32) {
+    // SAFETY: the caller's contract.
+    unsafe {
+        *column += 1;
+        let name = CString::new(name).expect("no NUL");
+        let e = pg_sys::makeTargetEntry(expr.cast(), *column, pg_sys::pstrdup(name.as_ptr()), false);
+        (*e).ressortgroupref = group;
+        *target = pg_sys::lappend(*target, e.cast());
+    }
+}
+
+/// Adds `expr` to the level's GROUP BY (as a hidden output).
+///
+/// # Safety
+/// `level` is a live Query; `expr` a live expression over its FROM.
+unsafe fn group_by(level: *mut pg_sys::Query, expr: *mut pg_sys::Node) {
+    // SAFETY: the caller's contract; the SortGroupClause is zeroed, then tagged and filled.
+    unsafe {
+        let entries = list_items::<pg_sys::TargetEntry>((*level).targetList);
+        let group = entries.iter().map(|e| (**e).ressortgroupref).max().unwrap_or(0) + 1;
+        let mut column = entries.len() as i16;
+        let mut target = (*level).targetList;
+        push_entry(&mut target, &mut column, expr, "dp_group", group);
+        (*list_items::<pg_sys::TargetEntry>(target)[column as usize - 1]).resjunk = true;
+        (*level).targetList = target;
+        let clause = pg_sys::palloc0(std::mem::size_of::<pg_sys::SortGroupClause>()) as *mut pg_sys::SortGroupClause;
+        (*clause).type_ = pg_sys::NodeTag::T_SortGroupClause;
+        (*clause).tleSortGroupRef = group;
+        let (mut sort, mut eq, mut hashable) = (pg_sys::InvalidOid, pg_sys::InvalidOid, false);
+        pg_sys::get_sort_group_operators(pg_sys::exprType(expr), false, true, false, &mut sort, &mut eq, std::ptr::null_mut(), &mut hashable);
+        (*clause).eqop = eq;
+        (*clause).sortop = sort;
+        (*clause).hashable = hashable;
+        (*level).groupClause = pg_sys::lappend((*level).groupClause, clause.cast());
+    }
+}
+
+/// Per-row functions over a Citus table: the rows (the values the calls
+/// read, and every other column the outputs use) come from `dp_partials`,
+/// and the functions run here, on the coordinator, charged once per call
+/// site.
+///
+/// # Safety
+/// `level` is a live Query without aggregates that calls a per-row dpnoise
+/// function and reads a Citus table; `params` as `distribute`'s.
+unsafe fn split_rows(level: *mut pg_sys::Query, params: pg_sys::ParamListInfo) {
+    // SAFETY: the caller's contract; new nodes are palloc'd in the planner's memory context.
+    unsafe {
+        refuse_analyst();
+        let hint = "Write it over WITH t AS MATERIALIZED (SELECT ...) SELECT ... FROM t.";
+        if (*level).hasWindowFuncs || (*level).hasTargetSRFs || !(*level).rowMarks.is_null() || !(*level).groupClause.is_null() {
+            unsupported("window functions, set-returning outputs, FOR UPDATE and GROUP BY are not supported with per-row functions", hint);
+        }
+        if has_sublink((*level).targetList.cast()) {
+            unsupported("a subquery in the outputs is not supported", hint);
+        }
+        let schema = extension_schema();
+        let mut rows = Rows { columns: Vec::new() };
+        (*level).targetList = rows.apply((*level).targetList.cast()).cast();
+        let partials = pg_sys::copyObjectImpl(level.cast()) as *mut pg_sys::Query;
+        // The partials read the level's original FROM and WHERE (still in `level`, copied above).
+        let mut target = std::ptr::null_mut();
+        let mut column = 0i16;
+        for expr in &rows.columns {
+            let name = format!("c{}", column + 1);
+            push_entry(&mut target, &mut column, *expr, &name, 0);
+        }
+        (*partials).targetList = target;
+        (*partials).sortClause = std::ptr::null_mut();
+        (*partials).distinctClause = std::ptr::null_mut();
+        (*partials).hasDistinctOn = false;
+        (*partials).limitOffset = std::ptr::null_mut();
+        (*partials).limitCount = std::ptr::null_mut();
+        let partials = substitute_params(partials, params);
+        let outputs = list_items::<pg_sys::TargetEntry>((*partials).targetList);
+        release_over(level, partials, &outputs, &schema);
+    }
+}
+
+/// A per-row level's outputs over dp_partials: each value a dpnoise
+/// function reads, and each column used outside one, becomes a column.
+struct Rows {
+    columns: Vec<*mut pg_sys::Node>,
+}
+
+impl Rows {
+    /// The Var of dp_partials' next column, which computes `expr`.
+    ///
+    /// # Safety
+    /// `expr` is a live expression of the level.
+    unsafe fn column(&mut self, expr: *mut pg_sys::Node) -> *mut pg_sys::Node {
+        // SAFETY: the caller's contract.
+        unsafe {
+            self.columns.push(pg_sys::copyObjectImpl(expr.cast()).cast());
+            let n = self.columns.len() as i16;
+            pg_sys::makeVar(1, n, pg_sys::exprType(expr), pg_sys::exprTypmod(expr), pg_sys::exprCollation(expr), 0).cast()
+        }
+    }
+
+    /// # Safety
+    /// `node` is null or a live expression tree of the level; inside a transaction.
+    unsafe fn apply(&mut self, node: *mut pg_sys::Node) -> *mut pg_sys::Node {
+        /// # Safety
+        /// Called by `expression_tree_mutator` with live nodes and the Rows.
+        #[pgrx::pg_guard]
+        unsafe extern "C-unwind" fn mutate(node: *mut pg_sys::Node, context: *mut std::ffi::c_void) -> *mut pg_sys::Node {
+            // SAFETY: the caller's contract.
+            unsafe { (*(context as *mut Rows)).apply(node) }
+        }
+        // SAFETY: the caller's contract; casts follow the node tags.
+        unsafe {
+            if node.is_null() {
+                return node;
+            }
+            if let Some((_, first)) = releasing_call(node) {
+                let call = pg_sys::copyObjectImpl(node.cast()) as *mut pg_sys::FuncExpr;
+                for (i, arg) in list_items::<pg_sys::Node>((*call).args).into_iter().enumerate().take(first) {
+                    (*(*(*call).args).elements.add(i)).ptr_value = self.column(arg).cast();
+                }
+                return call.cast();
+            }
+            if (*node).type_ == pg_sys::NodeTag::T_Var && (*(node as *mut pg_sys::Var)).varlevelsup == 0 {
+                return self.column(node);
+            }
+            pg_sys::expression_tree_mutator(node, Some(mutator(mutate)), (self as *mut Rows).cast())
+        }
+    }
+}
+
+/// Refuses an analyst's query over a Citus table (ZB003).
+fn refuse_analyst() {
+    if crate::gate::analyst() {
+        crate::errors::raise_sqlstate(
+            crate::gate::QUERY_REFUSED,
+            "dpnoise over a Citus table: an analyst's query over a distributed table is not admitted yet".to_owned(),
+            Some("Ask a curator to publish the answer, or query a table that is not distributed.".to_owned()),
+        );
+    }
+}
+
+/// The level's GROUP BY keys: each key's expression and sort-group reference.
+///
+/// # Safety
+/// `level` is a live Query.
+unsafe fn group_keys(level: *mut pg_sys::Query) -> Vec<(*mut pg_sys::Node, u32)> {
+    // SAFETY: the caller's contract.
+    unsafe {
+        let refs: Vec<u32> =
+            list_items::<pg_sys::SortGroupClause>((*level).groupClause).iter().map(|c| (**c).tleSortGroupRef).collect();
+        list_items::<pg_sys::TargetEntry>((*level).targetList)
+            .into_iter()
+            .filter(|e| refs.contains(&(**e).ressortgroupref))
+            .map(|e| ((*e).expr.cast(), (*e).ressortgroupref))
+            .collect()
+    }
+}
+
+/// Plans one dpnoise aggregate's split: folds its privacy parameters to
+/// constants and checks them as its final function will (a refusal here
+/// runs nothing), then writes its partials and its merge's constants.
+///
+/// # Safety
+/// `aggref` is a live Aggref of dpnoise's aggregate `name` whose privacy
+/// arguments start at `first`; inside a transaction.
+unsafe fn plan_split(aggref: *mut pg_sys::Aggref, name: &str, first: usize, schema: &str, params: pg_sys::ParamListInfo) -> Split {
+    // SAFETY: the caller's contract; the Aggref's args are TargetEntries.
+    unsafe {
+        let entries = list_items::<pg_sys::TargetEntry>((*aggref).args);
+        let types = aggregate_types(aggref);
+        let mut constants: Vec<*mut pg_sys::Const> = Vec::new();
+        for entry in &entries[first..] {
+            let folded = pg_sys::eval_const_expressions(std::ptr::null_mut(), substitute_params((**entry).expr.cast(), params));
+            if (*folded).type_ != pg_sys::NodeTag::T_Const {
+                unsupported(
+                    &format!("the privacy parameters of {name} must be constants when the query is planned"),
+                    "With a prepared statement, SET plan_cache_mode = force_custom_plan.",
+                );
+            }
+            constants.push(folded.cast());
+        }
+        let values: Vec<Option<pg_sys::Datum>> = std::iter::repeat_n(None, first)
+            .chain(constants.iter().map(|c| (!(**c).constisnull).then_some((**c).constvalue)))
+            .collect();
+        let filter = |a: *mut pg_sys::Aggref| {
+            (*a).aggfilter = pg_sys::copyObjectImpl((*aggref).aggfilter.cast()).cast();
+            a.cast::<pg_sys::Node>()
+        };
+        let value = || pg_sys::copyObjectImpl((*entries[0]).expr.cast()).cast::<pg_sys::Node>();
+        if name == "dp_count" {
+            crate::count::checked_cost(first == 1, &values);
+            let partial = if first == 1 {
+                aggregate(lookup("pg_catalog", "count", &[pg_sys::ANYOID]), pg_sys::INT8OID, &[value()], std::ptr::null_mut())
+            } else {
+                let a = aggregate(lookup("pg_catalog", "count", &[]), pg_sys::INT8OID, &[], std::ptr::null_mut());
+                (*a).aggstar = true;
+                a
+            };
+            let params = &values[first..];
+            let text = |i: usize| params.get(i).copied().flatten().map(|d| crate::aggref::text_parameter(Some(d), "mechanism"));
+            let (delta, mechanism) = match params.len() {
+                1 => (0.0, "laplace".to_owned()),
+                2 => (0.0, text(1).unwrap_or_default()),
+                _ => (crate::aggref::f64_parameter(params[1], "delta"), text(2).unwrap_or_default()),
+            };
+            return Split {
+                partials: vec![filter(partial)],
+                merge: lookup(schema, "dp_merge_count", &[pg_sys::INT8OID, pg_sys::FLOAT8OID, pg_sys::FLOAT8OID, pg_sys::TEXTOID]),
+                result: pg_sys::INT8OID,
+                constants: vec![constants[0].cast(), float8_const(delta), text_const(&mechanism)],
+                null_count: false,
+            };
+        }
+        let integer = types[0] == pg_sys::INT8OID;
+        let d = crate::sum::distributed(name, integer, &values).expect("a sum aggregate");
+        let bound = if integer { pg_sys::INT8OID } else { pg_sys::FLOAT8OID };
+        let steps = || {
+            let args = [value(), int4_const(d.k), datum_const(bound, d.lower), datum_const(bound, d.upper)];
+            let f = lookup(schema, "dp_lattice_steps", &[bound, pg_sys::INT4OID, bound, bound]);
+            pg_sys::makeFuncExpr(f, pg_sys::INT8OID, node_list(&args), pg_sys::InvalidOid, pg_sys::InvalidOid, pg_sys::CoercionForm::COERCE_EXPLICIT_CALL)
+                .cast::<pg_sys::Node>()
+        };
+        let sum = aggregate(lookup("pg_catalog", "sum", &[pg_sys::INT8OID]), pg_sys::NUMERICOID, &[steps()], std::ptr::null_mut());
+        let mut partials = vec![filter(sum)];
+        let average = d.kind == 3;
+        if average {
+            let count = aggregate(lookup("pg_catalog", "count", &[pg_sys::ANYOID]), pg_sys::INT8OID, &[steps()], std::ptr::null_mut());
+            partials.push(filter(count));
+        }
+        let text_or_null = |t: &Option<String>| t.as_deref().map_or_else(|| null_const(pg_sys::TEXTOID), text_const);
+        let merge_types = [
+            pg_sys::NUMERICOID,
+            pg_sys::INT8OID,
+            pg_sys::INT4OID,
+            pg_sys::INT4OID,
+            pg_sys::FLOAT8OID,
+            bound,
+            bound,
+            pg_sys::FLOAT8OID,
+            pg_sys::TEXTOID,
+            pg_sys::TEXTOID,
+        ];
+        Split {
+            partials,
+            merge: lookup(schema, "dp_merge_sum", &merge_types),
+            result: if integer { pg_sys::INT8OID } else { pg_sys::FLOAT8OID },
+            constants: vec![
+                int4_const(d.kind),
+                int4_const(d.k),
+                float8_const(d.epsilon),
+                datum_const(bound, d.lower),
+                datum_const(bound, d.upper),
+                float8_const(d.delta),
+                text_or_null(&d.mechanism),
+                text_or_null(&d.loss),
+            ],
+            null_count: !average,
+        }
+    }
+}
+
+/// The release level's outputs and HAVING: keys become dp_partials'
+/// columns, each dpnoise aggregate its merge (another aggregate its column).
+struct Rewrite {
+    keys: Vec<(*mut pg_sys::Node, *mut pg_sys::Node)>,
+    replaced: HashMap<usize, *mut pg_sys::Node>,
+    leftover: bool,
+}
+
+impl Rewrite {
+    /// # Safety
+    /// `node` is null or a live expression tree of the level being split.
+    unsafe fn apply(&mut self, node: *mut pg_sys::Node) -> *mut pg_sys::Node {
+        /// # Safety
+        /// Called by `expression_tree_mutator` with live nodes and the Rewrite.
+        #[pgrx::pg_guard]
+        unsafe extern "C-unwind" fn mutate(node: *mut pg_sys::Node, context: *mut std::ffi::c_void) -> *mut pg_sys::Node {
+            // SAFETY: the caller's contract.
+            unsafe { (*(context as *mut Rewrite)).apply(node) }
+        }
+        // SAFETY: the caller's contract; casts follow the node tags.
+        unsafe {
+            if node.is_null() {
+                return node;
+            }
+            for (key, column) in &self.keys {
+                if pg_sys::equal(node.cast(), (*key).cast()) {
+                    return pg_sys::copyObjectImpl((*column).cast()).cast();
+                }
+            }
+            match (*node).type_ {
+                pg_sys::NodeTag::T_Aggref => {
+                    if let Some(merge) = self.replaced.get(&(node as usize)) {
+                        return pg_sys::copyObjectImpl((*merge).cast()).cast();
+                    }
+                }
+                pg_sys::NodeTag::T_Var => {
+                    self.leftover = true;
+                    return node;
+                }
+                _ => {}
+            }
+            pg_sys::expression_tree_mutator(node, Some(mutator(mutate)), (self as *mut Rewrite).cast())
+        }
+    }
+}
+
+/// A mutator callback as `expression_tree_mutator` and `query_tree_mutator` take it.
+fn mutator(
+    f: unsafe extern "C-unwind" fn(*mut pg_sys::Node, *mut std::ffi::c_void) -> *mut pg_sys::Node,
+) -> unsafe extern "C-unwind" fn() -> *mut pg_sys::Node {
+    // SAFETY: the same function pointer ABI; PostgreSQL calls it with (node, context).
+    unsafe {
+        std::mem::transmute::<
+            unsafe extern "C-unwind" fn(*mut pg_sys::Node, *mut std::ffi::c_void) -> *mut pg_sys::Node,
+            unsafe extern "C-unwind" fn() -> *mut pg_sys::Node,
+        >(f)
+    }
+}
+
+/// A copy of `node` (a Query or an expression) with every external
+/// parameter whose value is fixed for this plan (a custom plan's) made a
+/// constant: the partials run as SQL text of their own.
+///
+/// # Safety
+/// `node` is a live Query or expression tree; `params` live or null.
+unsafe fn substitute_params<T>(node: *mut T, params: pg_sys::ParamListInfo) -> *mut T {
+    /// # Safety
+    /// Called by the tree mutators with live nodes and the ParamListInfo.
+    #[pgrx::pg_guard]
+    unsafe extern "C-unwind" fn mutate(node: *mut pg_sys::Node, context: *mut std::ffi::c_void) -> *mut pg_sys::Node {
+        // SAFETY: the caller's contract; casts follow the node tags; a ParamListInfo's params
+        // array holds numParams entries (paramFetch, when set, returns one of them).
+        unsafe {
+            if node.is_null() {
+                return node;
+            }
+            let params = context as pg_sys::ParamListInfo;
+            match (*node).type_ {
+                pg_sys::NodeTag::T_Query => {
+                    return pg_sys::query_tree_mutator(node.cast(), Some(mutator(mutate)), context, 0).cast();
+                }
+                pg_sys::NodeTag::T_Param => {
+                    let p = node as *mut pg_sys::Param;
+                    if (*p).paramkind != pg_sys::ParamKind::PARAM_EXTERN {
+                        return node;
+                    }
+                    let fixed = fixed_param(p, params);
+                    let Some(data) = fixed else {
+                        unsupported(
+                            "a query parameter whose value is not known when the query is planned",
+                            "With a prepared statement, SET plan_cache_mode = force_custom_plan.",
+                        );
+                    };
+                    let (mut len, mut byval) = (0i16, false);
+                    pg_sys::get_typlenbyval((*p).paramtype, &mut len, &mut byval);
+                    let value = if (*data).isnull || byval { (*data).value } else { copy_datum((*data).value, len) };
+                    return pg_sys::makeConst((*p).paramtype, (*p).paramtypmod, (*p).paramcollid, len as i32, value, (*data).isnull, byval)
+                        .cast();
+                }
+                _ => {}
+            }
+            pg_sys::expression_tree_mutator(node, Some(mutator(mutate)), context)
+        }
+    }
+    // SAFETY: the caller's contract.
+    unsafe { mutate(node.cast(), params.cast()).cast() }
+}
+
+/// A plain (non-split) Aggref of `funcid` over `args`.
+///
+/// # Safety
+/// Inside a transaction; `args` are live expressions.
+unsafe fn aggregate(funcid: pg_sys::Oid, result: pg_sys::Oid, args: &[*mut pg_sys::Node], filter: *mut pg_sys::Node) -> *mut pg_sys::Aggref {
+    // SAFETY: the caller's contract; the Aggref is zeroed, then tagged and filled.
+    unsafe {
+        let a = pg_sys::palloc0(std::mem::size_of::<pg_sys::Aggref>()) as *mut pg_sys::Aggref;
+        (*a).xpr.type_ = pg_sys::NodeTag::T_Aggref;
+        (*a).aggfnoid = funcid;
+        (*a).aggtype = result;
+        let mut entries = std::ptr::null_mut();
+        let mut types = std::ptr::null_mut();
+        for (i, arg) in args.iter().enumerate() {
+            entries = pg_sys::lappend(entries, pg_sys::makeTargetEntry((*arg).cast(), (i + 1) as i16, std::ptr::null_mut(), false).cast());
+            types = pg_sys::lappend_oid(types, pg_sys::exprType(*arg));
+            let collation = pg_sys::exprCollation(*arg);
+            if collation != pg_sys::InvalidOid {
+                (*a).inputcollid = collation;
+            }
+        }
+        (*a).args = entries;
+        (*a).aggargtypes = types;
+        (*a).aggfilter = filter.cast();
+        (*a).aggkind = b'n' as std::ffi::c_char;
+        (*a).aggsplit = pg_sys::AggSplit::AGGSPLIT_SIMPLE;
+        (*a).aggno = -1;
+        (*a).aggtransno = -1;
+        (*a).location = -1;
+        a
+    }
+}
+
+/// The FROM item `dp_partials(<text>) AS dp_partials(k1, ..., p1, ...)`.
+///
+/// # Safety
+/// Inside a transaction; `outputs` are the partials' live target entries.
+unsafe fn function_rte(schema: &str, text: *mut pg_sys::Node, outputs: &[*mut pg_sys::TargetEntry]) -> *mut pg_sys::RangeTblEntry {
+    // SAFETY: the caller's contract; nodes are zeroed, then tagged and filled.
+    unsafe {
+        let call = pg_sys::makeFuncExpr(
+            lookup(schema, "dp_partials", &[pg_sys::TEXTOID]),
+            pg_sys::RECORDOID,
+            node_list(&[text]),
+            pg_sys::InvalidOid,
+            pg_sys::DEFAULT_COLLATION_OID,
+            pg_sys::CoercionForm::COERCE_EXPLICIT_CALL,
+        );
+        (*call).funcretset = true;
+        let function = pg_sys::palloc0(std::mem::size_of::<pg_sys::RangeTblFunction>()) as *mut pg_sys::RangeTblFunction;
+        (*function).type_ = pg_sys::NodeTag::T_RangeTblFunction;
+        (*function).funcexpr = call.cast();
+        (*function).funccolcount = outputs.len() as i32;
+        let mut names = std::ptr::null_mut();
+        for entry in outputs {
+            let expr = (**entry).expr.cast::<pg_sys::Node>();
+            names = pg_sys::lappend(names, pg_sys::makeString(pg_sys::pstrdup((**entry).resname)).cast());
+            (*function).funccoltypes = pg_sys::lappend_oid((*function).funccoltypes, pg_sys::exprType(expr));
+            (*function).funccoltypmods = pg_sys::lappend_int((*function).funccoltypmods, pg_sys::exprTypmod(expr));
+            (*function).funccolcollations = pg_sys::lappend_oid((*function).funccolcollations, pg_sys::exprCollation(expr));
+        }
+        (*function).funccolnames = names;
+        let rte = pg_sys::palloc0(std::mem::size_of::<pg_sys::RangeTblEntry>()) as *mut pg_sys::RangeTblEntry;
+        (*rte).type_ = pg_sys::NodeTag::T_RangeTblEntry;
+        (*rte).rtekind = pg_sys::RTEKind::RTE_FUNCTION;
+        (*rte).functions = pg_sys::lappend(std::ptr::null_mut(), function.cast());
+        (*rte).eref = pg_sys::makeAlias(c"dp_partials".as_ptr(), pg_sys::copyObjectImpl(names.cast()).cast());
+        (*rte).inFromCl = true;
+        rte
+    }
+}
+
+/// The OID of function `schema.name(types)`; an error if it does not exist.
+///
+/// # Safety
+/// Inside a transaction.
+unsafe fn lookup(schema: &str, name: &str, types: &[pg_sys::Oid]) -> pg_sys::Oid {
+    // SAFETY: the caller's contract; the name list holds palloc'd String nodes.
+    unsafe {
+        let part = |s: &str| pg_sys::makeString(pg_sys::pstrdup(CString::new(s).expect("no NUL").as_ptr())).cast();
+        let names = pg_sys::lappend(pg_sys::lappend(std::ptr::null_mut(), part(schema)), part(name));
+        let mut types = types.to_vec();
+        pg_sys::LookupFuncName(names, types.len() as i32, types.as_mut_ptr(), false)
+    }
+}
+
+/// The schema dpnoise is installed in.
+fn extension_schema() -> String {
+    Spi::get_one::<String>(
+        "SELECT n.nspname::pg_catalog.text FROM pg_catalog.pg_extension e \
+         JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) e.extnamespace \
+         WHERE e.extname OPERATOR(pg_catalog.=) 'dpnoise'",
+    )
+    .ok()
+    .flatten()
+    .unwrap_or_else(|| pgrx::error!("dpnoise: its schema is missing (internal error)"))
+}
+
+/// A copy of a by-reference datum of a type `len` long (-1: varlena, -2: C string).
+///
+/// # Safety
+/// `value` points to a live datum of that type.
+unsafe fn copy_datum(value: pg_sys::Datum, len: i16) -> pg_sys::Datum {
+    // SAFETY: the caller's contract; the copy is palloc'd as long as the original.
+    unsafe {
+        let source = value.cast_mut_ptr::<u8>();
+        let size = match len {
+            -1 => pgrx::varlena::varsize_any(source.cast()),
+            -2 => CStr::from_ptr(source.cast()).to_bytes_with_nul().len(),
+            n => n as usize,
+        };
+        let copy = pg_sys::palloc(size) as *mut u8;
+        std::ptr::copy_nonoverlapping(source, copy, size);
+        pg_sys::Datum::from(copy)
+    }
+}
+
+/// Whether an expression tree holds a SubLink.
+///
+/// # Safety
+/// `node` is null or a live expression tree.
+unsafe fn has_sublink(node: *mut pg_sys::Node) -> bool {
+    /// # Safety
+    /// Called by `expression_tree_walker` with live nodes.
+    #[pgrx::pg_guard]
+    unsafe extern "C-unwind" fn walk(node: *mut pg_sys::Node, context: *mut std::ffi::c_void) -> bool {
+        // SAFETY: the caller's contract.
+        unsafe {
+            if node.is_null() {
+                return false;
+            }
+            (*node).type_ == pg_sys::NodeTag::T_SubLink || pg_sys::expression_tree_walker(node, Some(walk), context)
+        }
+    }
+    // SAFETY: the caller's contract.
+    unsafe { walk(node, std::ptr::null_mut()) }
+}
+
+/// # Safety
+/// Inside a transaction; the nodes are live.
+unsafe fn node_list(nodes: &[*mut pg_sys::Node]) -> *mut pg_sys::List {
+    // SAFETY: the caller's contract.
+    unsafe { nodes.iter().fold(std::ptr::null_mut(), |list, n| pg_sys::lappend(list, (*n).cast())) }
+}
+
+/// A by-value constant of `type_` (int4, int8 or float8).
+fn datum_const(type_: pg_sys::Oid, value: pg_sys::Datum) -> *mut pg_sys::Node {
+    let len = if type_ == pg_sys::INT4OID { 4 } else { 8 };
+    // SAFETY: makeConst pallocs a Const node; by-value types need no copy.
+    unsafe { pg_sys::makeConst(type_, -1, pg_sys::InvalidOid, len, value, false, true).cast() }
+}
+
+fn int4_const(value: i32) -> *mut pg_sys::Node {
+    datum_const(pg_sys::INT4OID, pg_sys::Datum::from(value))
+}
+
+fn float8_const(value: f64) -> *mut pg_sys::Node {
+    datum_const(pg_sys::FLOAT8OID, crate::fmgr::f64_datum(value))
+}
+
+fn null_const(type_: pg_sys::Oid) -> *mut pg_sys::Node {
+    // SAFETY: makeNullConst pallocs a Const node of the type.
+    unsafe { pg_sys::makeNullConst(type_, -1, if type_ == pg_sys::TEXTOID { pg_sys::DEFAULT_COLLATION_OID } else { pg_sys::InvalidOid }).cast() }
+}
+
+fn text_const(value: &str) -> *mut pg_sys::Node {
+    let value = CString::new(value).expect("no NUL in a parameter or SQL text");
+    // SAFETY: cstring_to_text pallocs a text copy, which the Const points to.
+    unsafe {
+        let text = pg_sys::cstring_to_text(value.as_ptr());
+        pg_sys::makeConst(pg_sys::TEXTOID, -1, pg_sys::DEFAULT_COLLATION_OID, -1, pg_sys::Datum::from(text), false, false).cast()
+    }
+}

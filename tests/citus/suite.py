@@ -1,0 +1,222 @@
+#!/usr/bin/env python3
+"""dpnoise on a Citus cluster (scripts/citus.sh starts it).
+
+    suite.py test COORDINATOR_PORT WORKER_PORT WORKER_PORT
+    suite.py demo COORDINATOR_PORT WORKER_PORT WORKER_PORT
+
+`test` checks, on a table of ROWS rows in 32 shards and a local copy:
+- every dpnoise aggregate is split: EXPLAIN VERBOSE shows dp_partials on the
+  coordinator, and the partials' own plan Citus's tasks on the workers;
+- answers are within the noise of the exact ones, and with the same seed
+  the distributed release equals the serial one bit for bit (so the exact
+  lattice sums are identical);
+- after each statement, the coordinator's ledger has one more row per call
+  site and every worker's ledger none, for every plan shape (two phases,
+  GROUP BY the distribution column, one shard, empty input, per-row);
+- a release on a worker, directly or through run_command_on_shards, is
+  refused and charges nothing; an analyst gets nothing exact on any node.
+Exits non-zero on the first failure.
+"""
+import math
+import re
+import sys
+
+import psycopg
+
+ROWS = 100_000
+DB = "dpnoise_citus"
+FAILED = []
+
+
+def connect(port, user="postgres"):
+    return psycopg.connect(host="127.0.0.1", port=port, dbname=DB, user=user, autocommit=True)
+
+
+def check(name, ok, detail=""):
+    print(("ok    " if ok else "FAIL  ") + name + (f": {detail}" if detail else ""))
+    if not ok:
+        FAILED.append(name)
+
+
+def one(conn, sql, params=None):
+    return conn.execute(sql, params).fetchone()
+
+
+def refused(conn, sql, sqlstate):
+    try:
+        conn.execute(sql)
+    except psycopg.Error as e:
+        return e.sqlstate == sqlstate, f"{e.sqlstate}: {str(e).splitlines()[0]}"
+    return False, "not refused"
+
+
+def setup(coord):
+    coord.execute("DROP TABLE IF EXISTS staff, staff_local")
+    coord.execute("CREATE TABLE staff (id bigint, region text, salary float8, age bigint)")
+    coord.execute("SELECT create_distributed_table('staff', 'id', shard_count => 32)")
+    coord.execute(
+        f"""INSERT INTO staff SELECT i, (ARRAY['north','south','east','west'])[1 + i % 4],
+                   round((30000 + 40000 * ((i * 7919) % 1000) / 1000.0)::numeric, 2)::float8, 18 + i % 50
+            FROM generate_series(1, {ROWS}) i"""
+    )
+    coord.execute("CREATE TABLE staff_local AS SELECT * FROM staff")
+    coord.execute("SELECT dp_budget_grant('postgres', 1e6, 0.5)")
+
+
+def ledger_counts(coord, workers):
+    return [one(c, "SELECT count(*) FROM dpnoise.ledger")[0] for c in [coord] + workers]
+
+
+# (query over staff, call sites that release): every plan shape Citus has.
+SHAPES = [
+    ("SELECT region, dp_count(1.0) FROM staff GROUP BY region", 1),
+    ("SELECT dp_count(1.0), dp_sum(salary, 1.0, 0, 100000), dp_avg(salary, 1.0, 0, 100000) FROM staff", 3),
+    ("SELECT id, dp_count(1.0), dp_sum(age, 1.0, 0, 100) FROM staff WHERE id < 20 GROUP BY id", 2),
+    ("SELECT dp_count(1.0), dp_sum_staircase(salary, 1.0, 100000) FROM staff WHERE id = 5", 2),
+    ("SELECT dp_count(salary, 1.0), dp_sum_laplace(age, 1.0, 0, 100) FROM staff WHERE false", 2),
+    ("SELECT dp_count(0.5, 1e-6, 'auto'), dp_sum(salary, 1.0, 0, 100000, 1e-6, 'truncated_laplace') FROM staff", 2),
+    ("SELECT region, count(*), dp_count(1.0, 'staircase') FROM staff GROUP BY region HAVING count(*) > 0", 1),
+    ("SELECT id, dp_laplace(salary, 1.0, 1000) FROM staff WHERE id < 50 ORDER BY id LIMIT 5", 1),
+]
+
+
+def test(ports):
+    coord = connect(ports[0])
+    workers = [connect(p) for p in ports[1:]]
+    setup(coord)
+
+    # Pushed down: the coordinator releases over dp_partials, whose query
+    # Citus runs as tasks on the workers (count and sum of lattice steps).
+    for sql, _ in SHAPES:
+        plan = "\n".join(r[0] for r in coord.execute("EXPLAIN (VERBOSE, COSTS OFF) " + sql))
+        inner = re.search(r"dp_partials\('(.*?)'::text\)", plan, re.S)
+        ok = inner is not None
+        detail = "no dp_partials in the plan"
+        if ok:
+            text = inner.group(1).replace("''", "'")
+            inner_plan = "\n".join(r[0] for r in coord.execute("EXPLAIN (VERBOSE, COSTS OFF) " + text))
+            ok = "Task Count" in inner_plan and "Query: SELECT" in inner_plan and "dp_" not in re.sub(
+                r"dp_lattice_steps", "", "\n".join(l for l in inner_plan.splitlines() if "Query:" in l))
+            detail = "the partials ran on workers, with no release there" if ok else inner_plan[:400]
+        check(f"pushed down: {sql[:70]}", ok, detail)
+
+    # Ledger: one row per call site, on the coordinator only.
+    for sql, sites in SHAPES:
+        before = ledger_counts(coord, workers)
+        coord.execute(sql).fetchall()
+        after = ledger_counts(coord, workers)
+        delta = [a - b for a, b in zip(after, before)]
+        check(f"ledger {delta}: {sql[:60]}", delta == [sites] + [0] * len(workers))
+
+    # Within the noise of the exact answers (tails below e^-30).
+    exact_count, exact_sum = one(coord, "SELECT count(*), sum(salary) FROM staff_local")
+    noisy_count, noisy_sum = one(coord, "SELECT dp_count(1.0), dp_sum_laplace(salary, 1.0, 0, 100000) FROM staff")
+    check("dp_count within noise", abs(noisy_count - exact_count) <= 30, f"{noisy_count} vs {exact_count}")
+    check("dp_sum_laplace within noise", abs(noisy_sum - exact_sum) <= 30 * 100000, f"{noisy_sum:.1f} vs {exact_sum:.1f}")
+
+    # Same seed, same draws: the distributed release is the serial one.
+    for agg in [
+        "dp_count(1.0)",
+        "dp_sum(salary, 1.0, 0, 100000)",
+        "dp_sum(age, 1.0, 0, 100)",
+        "dp_avg(salary, 1.0, 20000, 80000)",
+        "dp_sum_staircase(salary, 0.5, 70000)",
+        "dp_sum(salary, 1.0, 0, 100000, 1e-6, 'gaussian')",
+    ]:
+        answers = []
+        for table in ["staff", "staff_local"]:
+            coord.execute("SET dpnoise.seed = '12345'")
+            answers.append(coord.execute(f"SELECT region, {agg} FROM {table} GROUP BY region ORDER BY region").fetchall())
+        coord.execute("RESET dpnoise.seed")
+        check(f"bit-identical to serial: {agg}", answers[0] == answers[1], f"{answers[0][:1]} vs {answers[1][:1]}")
+
+    # A prepared statement: parameters folded at planning (custom plans).
+    coord.execute("PREPARE q(float8, bigint) AS SELECT dp_count($1) FROM staff WHERE id < $2")
+    got = [one(coord, "EXECUTE q(1.0, 1000)")[0] for _ in range(7)]
+    check("prepared statement", all(abs(g - 999) <= 30 for g in got), str(got))
+
+    # A curator that is not a superuser: SELECT on the table and a budget.
+    coord.execute("DROP ROLE IF EXISTS citus_curator")
+    coord.execute("CREATE ROLE citus_curator LOGIN")
+    coord.execute("GRANT SELECT ON staff TO citus_curator")
+    coord.execute("SELECT dp_budget_grant('citus_curator', 10)")
+    curator = connect(ports[0], "citus_curator")
+    before = ledger_counts(coord, workers)
+    rows = curator.execute("SELECT region, dp_count(1.0), dp_sum(salary, 1.0, 0, 100000) FROM staff GROUP BY region").fetchall()
+    after = ledger_counts(coord, workers)
+    check("a non-superuser curator", len(rows) == 4 and [a - b for a, b in zip(after, before)] == [2, 0, 0])
+
+    # One budget authority: a release on a worker is refused, charges nothing.
+    for i, w in enumerate(workers):
+        ok, detail = refused(w, "SELECT dp_count(1.0) FROM staff", "ZB002")
+        check(f"worker {i + 1}: a release over the distributed table is refused", ok, detail)
+        ok, detail = refused(w, "SELECT dp_laplace(1.0, 1.0, 1.0)", "ZB002")
+        check(f"worker {i + 1}: a per-row release is refused", ok, detail)
+    shard_runs = coord.execute(
+        "SELECT success FROM run_command_on_shards('staff', $$SELECT dp_count(1.0) FROM %s$$)").fetchall()
+    check("run_command_on_shards: every shard refuses", shard_runs and not any(r[0] for r in shard_runs))
+    check("no worker ledger has a row", ledger_counts(coord, workers)[1:] == [0] * len(workers))
+
+    # Analysts: the table protected, an analyst with a budget and no SELECT.
+    coord.execute("SELECT dp_protect('staff', 'id')")
+    coord.execute("DROP ROLE IF EXISTS citus_analyst")
+    coord.execute("CREATE ROLE citus_analyst LOGIN")
+    coord.execute("SELECT dp_analyst('citus_analyst')")
+    coord.execute("SELECT dp_budget_grant('citus_analyst', 10)")
+    analyst = connect(ports[0], "citus_analyst")
+    before = ledger_counts(coord, workers)
+    for sql, state in [
+        ("SELECT dp_count(1.0) FROM staff", "ZB003"),
+        ("SELECT * FROM staff LIMIT 1", "ZB003"),
+        ("SELECT worker_partial_agg('dp_count(double precision)'::regprocedure, 1.0) FROM staff", "ZB003"),
+        ("SELECT * FROM dp_partials('SELECT count(*) FROM staff') AS p(n bigint)", "ZB003"),
+    ]:
+        ok, detail = refused(analyst, sql, state)
+        check(f"analyst on the coordinator: {sql[:60]}", ok, detail)
+    for i, port in enumerate(ports[1:]):
+        # A shard placed on this worker, read directly, and the exact partial aggregate.
+        shard = one(coord, "SELECT 'staff_' || min(s.shardid) FROM pg_dist_shard s JOIN pg_dist_placement p USING (shardid) "
+                           "JOIN pg_dist_node n USING (groupid) WHERE s.logicalrelid = 'staff'::regclass AND n.nodeport = %s",
+                    (port,))[0]
+        w = connect(port, "citus_analyst")
+        for sql in [f"SELECT count(*) FROM {shard}",
+                    f"SELECT worker_partial_agg('dp_count(double precision)'::regprocedure, 1.0::float8) FROM {shard}",
+                    "SELECT worker_partial_agg('dp_count(double precision)'::regprocedure, 1.0::float8) FROM pg_class"]:
+            ok, detail = refused(w, sql, "42501")
+            check(f"analyst on worker {i + 1}: {sql[:70]}", ok, detail)
+    after = ledger_counts(coord, workers)
+    check("analyst refusals charge nothing", after == before, f"{before} -> {after}")
+    coord.execute("SELECT dp_unprotect('staff')")
+
+    print(f"citus suite: {'FAILED ' + str(len(FAILED)) if FAILED else 'all passed'}")
+    return 1 if FAILED else 0
+
+
+def demo(ports):
+    coord = connect(ports[0])
+    setup(coord)
+    print("Exact answers next to dpnoise's on a Citus cluster (coordinator + 2 workers, 32 shards):")
+    for sql in [
+        """SELECT region, count(*) AS exact_count, dp_count(1.0) AS noisy_count,
+                  round(sum(salary)::numeric, 2) AS exact_sum,
+                  round(dp_sum_laplace(salary, 1.0, 0, 100000)::numeric, 2) AS noisy_sum
+           FROM staff GROUP BY region ORDER BY region""",
+        "SELECT salary AS exact_salary, dp_laplace(salary, 1.0, 1000) AS noisy_salary FROM staff ORDER BY id LIMIT 3",
+        "SELECT * FROM dp_budget_remaining()",
+    ]:
+        cur = coord.execute(sql)
+        names = [d.name for d in cur.description]
+        rows = cur.fetchall()
+        widths = [max(len(n), *(len(str(r[i])) for r in rows)) for i, n in enumerate(names)]
+        print(" | ".join(n.ljust(w) for n, w in zip(names, widths)))
+        print("-+-".join("-" * w for w in widths))
+        for r in rows:
+            print(" | ".join(str(v).ljust(w) for v, w in zip(r, widths)))
+        print()
+    print("Ledger rows per node (coordinator, workers):", ledger_counts(coord, [connect(p) for p in ports[1:]]))
+    return 0
+
+
+if __name__ == "__main__":
+    mode, *ports = sys.argv[1:]
+    sys.exit({"test": test, "demo": demo}[mode]([int(p) for p in ports]))
