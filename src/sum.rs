@@ -64,6 +64,11 @@ enum Kind {
 }
 
 impl Kind {
+    /// The aggregate called `name`, if it is one of this module's.
+    fn named(name: &str) -> Option<Kind> {
+        [Kind::Sum, Kind::Laplace, Kind::Staircase, Kind::Average].into_iter().find(|k| k.name() == name)
+    }
+
     fn name(self) -> &'static str {
         match self {
             Kind::Sum => "dp_sum",
@@ -279,13 +284,7 @@ fn plan_written<T: SumValue>(kind: Kind, w: &Written<T>) -> SumPlan {
 /// # Safety
 /// `args` holds the call's evaluated arguments (None: NULL); texts are live.
 pub(crate) unsafe fn checked_cost(name: &str, integer: bool, args: &[Option<pg_sys::Datum>]) -> Option<(f64, f64)> {
-    let kind = match name {
-        "dp_sum" => Kind::Sum,
-        "dp_sum_laplace" => Kind::Laplace,
-        "dp_sum_staircase" => Kind::Staircase,
-        "dp_avg" => Kind::Average,
-        _ => return None,
-    };
+    let kind = Kind::named(name)?;
     let arg = |i: usize| args.get(i).copied().flatten();
     // SAFETY: the caller's contract.
     unsafe {
@@ -476,13 +475,7 @@ impl Kind {
 /// # Safety
 /// `args` holds the call's evaluated arguments (None: NULL); texts are live.
 pub(crate) unsafe fn distributed(name: &str, integer: bool, args: &[Option<pg_sys::Datum>]) -> Option<Distributed> {
-    let kind = match name {
-        "dp_sum" => Kind::Sum,
-        "dp_sum_laplace" => Kind::Laplace,
-        "dp_sum_staircase" => Kind::Staircase,
-        "dp_avg" => Kind::Average,
-        _ => return None,
-    };
+    let kind = Kind::named(name)?;
     let arg = |i: usize| args.get(i).copied().flatten();
     // SAFETY: the caller's contract.
     unsafe {
