@@ -11,7 +11,12 @@ set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
 CITUS_VERSION=13.2.2
-CITUS_TARBALL=${CITUS_TARBALL:-$REPO/../shared/vendor/citus-$CITUS_VERSION.tar.gz}
+# ../shared/vendor beside the checkout (a clone elsewhere finds /work/shared).
+if [ -z "${CITUS_TARBALL:-}" ]; then
+  for CITUS_TARBALL in "$REPO/../shared/vendor/citus-$CITUS_VERSION.tar.gz" "/work/shared/vendor/citus-$CITUS_VERSION.tar.gz"; do
+    [ -f "$CITUS_TARBALL" ] && break
+  done
+fi
 CITUS_BUILD=${CITUS_BUILD:-${TMPDIR:-/tmp}/dpnoise-citus-build}
 PORT=${DPNOISE_CITUS_PORT:-54340}
 NODES=("$PORT" "$((PORT + 1))" "$((PORT + 2))")
