@@ -63,33 +63,164 @@ pub fn refuse_on_worker() {
 }
 
 /// The dpnoise aggregates this module splits.
-const SPLIT: [&str; 5] = ["dp_count", "dp_sum", "dp_sum_laplace", "dp_sum_staircase", "dp_avg"];
+const SPLIT: [&str; 6] = ["dp_count", "dp_sum", "dp_sum_laplace", "dp_sum_staircase", "dp_avg", "dp_partition_selected"];
+
+/// What one planning split, for `finish` once the plan is made.
+#[derive(Default)]
+pub struct Planning {
+    /// A generic plan that needed a split (parameters not known when
+    /// planned): left to Citus, where its releases would be refused on the
+    /// workers, and priced out of the plan cache, which then keeps making
+    /// custom plans.
+    generic: bool,
+    /// The tables the partials read, which the plan now reads only as text:
+    /// a change to one (a REVOKE, an ALTER) must invalidate it all the same.
+    relations: Vec<pg_sys::Oid>,
+    /// The seals this planning wrote (`dp_partials_sealed`).
+    seals: Vec<[u8; crate::seal::SEAL_BYTES]>,
+}
 
 /// Splits every query level of `query` whose dpnoise aggregates read a
-/// Citus table (see the module's comment).
+/// Citus table (see the module's comment), noting in `planning` what the
+/// plan needs once made (`finish`).
 ///
 /// # Safety
 /// `query` is the live Query the planner hook was given, before planning;
 /// `params` its bound parameters or null; inside a transaction.
-///
-/// Returns true for a generic plan (parameters not known when planned)
-/// that needed a split: it is left to Citus, where its releases would be
-/// refused on the workers, and the caller prices it out of the plan cache,
-/// which then keeps making custom plans.
-pub unsafe fn distribute(query: *mut pg_sys::Query, params: pg_sys::ParamListInfo) -> bool {
+pub unsafe fn distribute(query: *mut pg_sys::Query, params: pg_sys::ParamListInfo, planning: &mut Planning) {
     // SAFETY: the caller's contract.
     unsafe {
         if query.is_null() || (*query).commandType != pg_sys::CmdType::CMD_SELECT || !has_dp_calls(query) {
-            return false;
+            return;
         }
         if !citus_installed() {
-            return false;
+            return;
         }
         if unknown_params(query.cast(), params) {
-            return true;
+            planning.generic = true;
+            return;
         }
-        visit(query, params);
-        false
+        visit(query, params, planning);
+    }
+}
+
+/// Completes a plan made after `distribute`: prices a generic plan out of
+/// the plan cache, makes it depend on the tables its partials read, and,
+/// for an analyst, refuses any call of `dp_partials_sealed` in it that this
+/// planning did not write (one the analyst wrote, or a SQL function of
+/// theirs that the planner inlined, carrying a seal read from a printed plan).
+///
+/// # Safety
+/// `planned` is the live PlannedStmt the planner made; inside a transaction.
+pub unsafe fn finish(planned: *mut pg_sys::PlannedStmt, planning: &Planning) {
+    // SAFETY: the caller's contract.
+    unsafe {
+        if planned.is_null() {
+            return;
+        }
+        if planning.generic && !(*planned).planTree.is_null() {
+            (*(*planned).planTree).total_cost = 1e100;
+        }
+        for relid in &planning.relations {
+            (*planned).relationOids = pg_sys::lappend_oid((*planned).relationOids, *relid);
+        }
+        if crate::gate::gated() {
+            check_sealed_calls(planned, &planning.seals);
+        }
+    }
+}
+
+/// Refuses a plan holding a call of `dp_partials_sealed` whose seal is not
+/// one of `seals` (or is not a constant).
+///
+/// # Safety
+/// As `finish`.
+unsafe fn check_sealed_calls(planned: *mut pg_sys::PlannedStmt, seals: &[[u8; crate::seal::SEAL_BYTES]]) {
+    struct Search<'a> {
+        function: pg_sys::Oid,
+        seals: &'a [[u8; crate::seal::SEAL_BYTES]],
+    }
+    /// # Safety
+    /// Called by `expression_tree_walker` with live nodes and the Search.
+    #[pgrx::pg_guard]
+    unsafe extern "C-unwind" fn walk(node: *mut pg_sys::Node, context: *mut std::ffi::c_void) -> bool {
+        // SAFETY: the caller's contract; casts follow the node tags (OpExpr, DistinctExpr and
+        // NullIfExpr share one struct); a bytea Const's value is a live varlena.
+        unsafe {
+            if node.is_null() {
+                return false;
+            }
+            let search = &*(context as *const Search);
+            let (funcid, args) = match (*node).type_ {
+                pg_sys::NodeTag::T_FuncExpr => ((*(node as *mut pg_sys::FuncExpr)).funcid, (*(node as *mut pg_sys::FuncExpr)).args),
+                pg_sys::NodeTag::T_OpExpr | pg_sys::NodeTag::T_DistinctExpr | pg_sys::NodeTag::T_NullIfExpr => {
+                    ((*(node as *mut pg_sys::OpExpr)).opfuncid, (*(node as *mut pg_sys::OpExpr)).args)
+                }
+                _ => (pg_sys::InvalidOid, std::ptr::null_mut()),
+            };
+            if funcid == search.function {
+                let seal = list_items::<pg_sys::Node>(args).get(1).copied().filter(|a| (**a).type_ == pg_sys::NodeTag::T_Const);
+                let ours = seal.is_some_and(|c| {
+                    let c = c as *mut pg_sys::Const;
+                    if (*c).constisnull {
+                        return false;
+                    }
+                    let value = pg_sys::pg_detoast_datum_packed((*c).constvalue.cast_mut_ptr());
+                    let bytes = std::slice::from_raw_parts(
+                        pgrx::varlena::vardata_any(value) as *const u8,
+                        pgrx::varlena::varsize_any_exhdr(value),
+                    );
+                    search.seals.iter().any(|s| s.as_slice() == bytes)
+                });
+                if !ours {
+                    return true;
+                }
+            }
+            pg_sys::expression_tree_walker(node, Some(walk), context)
+        }
+    }
+    // SAFETY: the caller's contract: the plan tree, its subplans and Citus's custom plans are live;
+    // each node is cast to the struct its tag names.
+    unsafe {
+        // Read without a query: this runs after every plan of an analyst's, its own queries' too.
+        let Some(schema) = crate::gate::own_schema() else { return };
+        let schema = CStr::from_ptr(pg_sys::get_namespace_name(schema)).to_string_lossy().into_owned();
+        let function = find(&schema, "dp_partials_sealed", &[pg_sys::TEXTOID, pg_sys::BYTEAOID], true);
+        if function == pg_sys::InvalidOid {
+            // An older version of dpnoise, not updated yet: it has none.
+            return;
+        }
+        let search = Search { function, seals };
+        let context = (&raw const search) as *mut std::ffi::c_void;
+        let mut plans = vec![planned];
+        let mut refused = false;
+        while let Some(stmt) = plans.pop() {
+            for plan in crate::parameters::plan_nodes(stmt) {
+                let mut lists = vec![(*plan).targetlist, (*plan).qual];
+                match (*plan).type_ {
+                    pg_sys::NodeTag::T_FunctionScan => lists.push((*(plan as *mut pg_sys::FunctionScan)).functions),
+                    pg_sys::NodeTag::T_CustomScan => {
+                        // Plans held by an extension's node (Citus's): walked as statements of their own.
+                        for inner in list_items::<pg_sys::Plan>((*(plan as *mut pg_sys::CustomScan)).custom_plans) {
+                            let stmt = pg_sys::palloc0(std::mem::size_of::<pg_sys::PlannedStmt>()) as *mut pg_sys::PlannedStmt;
+                            (*stmt).type_ = pg_sys::NodeTag::T_PlannedStmt;
+                            (*stmt).planTree = inner;
+                            plans.push(stmt);
+                        }
+                    }
+                    _ => {}
+                }
+                refused |= lists.into_iter().any(|list| !list.is_null() && walk(list.cast(), context));
+            }
+        }
+        if refused {
+            crate::errors::raise_sqlstate(
+                crate::gate::QUERY_REFUSED,
+                "dpnoise: dp_partials_sealed runs only the partials the planner writes, in the statement it writes them for"
+                    .to_owned(),
+                Some("Query the distributed table itself; dpnoise splits the query.".to_owned()),
+            );
+        }
     }
 }
 
@@ -242,15 +373,15 @@ unsafe fn sub_levels(level: *mut pg_sys::Query) -> Vec<*mut pg_sys::Query> {
 
 /// # Safety
 /// As `distribute`, for one level.
-unsafe fn visit(level: *mut pg_sys::Query, params: pg_sys::ParamListInfo) {
+unsafe fn visit(level: *mut pg_sys::Query, params: pg_sys::ParamListInfo, planning: &mut Planning) {
     // SAFETY: the caller's contract.
     unsafe {
         for sub in sub_levels(level) {
-            visit(sub, params);
+            visit(sub, params, planning);
         }
         if !(*level).hasAggs {
             if row_calls((*level).targetList.cast()) && reads_citus(level) {
-                split_rows(level, params);
+                split_rows(level, params, planning);
             }
             return;
         }
@@ -258,7 +389,89 @@ unsafe fn visit(level: *mut pg_sys::Query, params: pg_sys::ParamListInfo) {
         if calls.iter().all(|(_, r)| r.is_none()) || !reads_citus(level) {
             return;
         }
-        split(level, &calls, params);
+        split(level, &calls, params, planning);
+    }
+}
+
+/// The relations the level's FROM reads, its subqueries' and CTEs' included.
+///
+/// # Safety
+/// `level` is a live Query.
+unsafe fn relations(level: *mut pg_sys::Query, into: &mut Vec<pg_sys::Oid>) {
+    // SAFETY: the caller's contract.
+    unsafe {
+        for rte in list_items::<pg_sys::RangeTblEntry>((*level).rtable) {
+            if (*rte).rtekind == pg_sys::RTEKind::RTE_RELATION {
+                into.push((*rte).relid);
+            }
+        }
+        for sub in sub_levels(level) {
+            relations(sub, into);
+        }
+    }
+}
+
+/// Whether the partials of `level` must run sealed, as the extension's
+/// owner: an analyst's level that reads a protected table (the gate vouched
+/// for it: no SELECT privilege is needed). Then every other table it reads
+/// needs the analyst's SELECT now, and each protected Citus table must be
+/// distributed by its privacy unit (a person's rows on one shard, so that
+/// the gate's bounding, per person, runs where the rows are).
+///
+/// # Safety
+/// `level` is a live Query; inside a transaction.
+unsafe fn sealed(level: *mut pg_sys::Query) -> bool {
+    // SAFETY: the caller's contract.
+    unsafe {
+        let mut relids = Vec::new();
+        relations(level, &mut relids);
+        let protected: Vec<(pg_sys::Oid, i16)> =
+            relids.iter().filter_map(|r| crate::gate::protected_unit(*r).map(|unit| (*r, unit))).collect();
+        if protected.is_empty() {
+            return false;
+        }
+        check_permissions(level);
+        for (relid, unit) in protected {
+            let distribution = Spi::get_two::<String, String>(&format!(
+                "SELECT partmethod::pg_catalog.text, pg_catalog.column_to_column_name(logicalrelid, partkey) \
+                 FROM pg_catalog.pg_dist_partition WHERE logicalrelid OPERATOR(pg_catalog.=) {}::pg_catalog.oid",
+                relid.to_u32()
+            ))
+            .ok();
+            let Some((Some(method), column)) = distribution else { continue };
+            if method == "n" {
+                // A reference table: every node holds all of it.
+                continue;
+            }
+            let unit_name = CStr::from_ptr(pg_sys::get_attname(relid, unit, false)).to_string_lossy().into_owned();
+            if column.as_deref() != Some(unit_name.as_str()) {
+                crate::errors::raise_sqlstate(
+                    crate::gate::QUERY_REFUSED,
+                    "dpnoise over a Citus table: an analyst's query over a protected table needs it distributed by its privacy unit".to_owned(),
+                    Some(format!(
+                        "Ask the DBA to distribute it by the privacy unit: SELECT alter_distributed_table('{}', distribution_column := '{unit_name}');",
+                        CStr::from_ptr(pg_sys::get_rel_name(relid)).to_string_lossy()
+                    )),
+                );
+            }
+        }
+        true
+    }
+}
+
+/// Checks, as the executor would for the analyst, the SELECT privilege on
+/// every table of the level that the gate did not vouch for: the partials
+/// run as the extension's owner.
+///
+/// # Safety
+/// `level` is a live Query; inside a transaction.
+unsafe fn check_permissions(level: *mut pg_sys::Query) {
+    // SAFETY: the caller's contract; ExecCheckRTPerms reads each RTE's requiredPerms (0: vouched).
+    unsafe {
+        pg_sys::ExecCheckRTPerms((*level).rtable, true);
+        for sub in sub_levels(level) {
+            check_permissions(sub);
+        }
     }
 }
 
@@ -267,28 +480,13 @@ unsafe fn visit(level: *mut pg_sys::Query, params: pg_sys::ParamListInfo) {
 /// # Safety
 /// `level` is a live Query; inside a transaction.
 unsafe fn reads_citus(level: *mut pg_sys::Query) -> bool {
-    /// # Safety
-    /// As `reads_citus`.
-    unsafe fn relations(level: *mut pg_sys::Query, into: &mut Vec<u32>) {
-        // SAFETY: the caller's contract.
-        unsafe {
-            for rte in list_items::<pg_sys::RangeTblEntry>((*level).rtable) {
-                if (*rte).rtekind == pg_sys::RTEKind::RTE_RELATION {
-                    into.push((*rte).relid.to_u32());
-                }
-            }
-            for sub in sub_levels(level) {
-                relations(sub, into);
-            }
-        }
-    }
     let mut relids = Vec::new();
     // SAFETY: the caller's contract.
     unsafe { relations(level, &mut relids) };
     if relids.is_empty() {
         return false;
     }
-    let list = relids.iter().map(u32::to_string).collect::<Vec<_>>().join(",");
+    let list = relids.iter().map(|r| r.to_u32().to_string()).collect::<Vec<_>>().join(",");
     Spi::get_one::<bool>(&format!(
         "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_dist_partition \
          WHERE logicalrelid OPERATOR(pg_catalog.=) ANY ('{{{list}}}'::pg_catalog.oid[]))"
@@ -313,11 +511,16 @@ struct Split {
 /// # Safety
 /// `level` is a live Query whose dpnoise aggregates `calls` read a Citus
 /// table; `params` its bound parameters or null; inside a transaction.
-unsafe fn split(level: *mut pg_sys::Query, calls: &[(*mut pg_sys::Aggref, Option<(String, usize)>)], params: pg_sys::ParamListInfo) {
+unsafe fn split(
+    level: *mut pg_sys::Query,
+    calls: &[(*mut pg_sys::Aggref, Option<(String, usize)>)],
+    params: pg_sys::ParamListInfo,
+    planning: &mut Planning,
+) {
     // SAFETY: the caller's contract; new nodes are palloc'd in the planner's memory context, and
     // each node is cast only to the struct its tag names.
     unsafe {
-        refuse_analyst();
+        let sealed = sealed(level);
         let hint = "Write it as separate queries, or over WITH t AS MATERIALIZED (SELECT ...) SELECT ... FROM t.";
         if !(*level).groupingSets.is_null() {
             unsupported("GROUPING SETS, ROLLUP and CUBE are not supported", hint);
@@ -341,7 +544,10 @@ unsafe fn split(level: *mut pg_sys::Query, calls: &[(*mut pg_sys::Aggref, Option
                 continue;
             };
             if !SPLIT.contains(&name.as_str()) {
-                unsupported(&format!("{name} is not supported yet"), "dp_count, dp_sum, dp_sum_laplace, dp_sum_staircase and dp_avg are.");
+                unsupported(
+                    &format!("{name} is not supported yet"),
+                    "dp_count, dp_sum, dp_sum_laplace, dp_sum_staircase, dp_avg and dp_partition_selected are.",
+                );
             }
             if !(**aggref).aggdistinct.is_null() || !(**aggref).aggorder.is_null() || (**aggref).agglevelsup != 0 {
                 unsupported(&format!("{name} with DISTINCT, ORDER BY or an outer level's columns is not supported"), hint);
@@ -415,20 +621,35 @@ unsafe fn split(level: *mut pg_sys::Query, calls: &[(*mut pg_sys::Aggref, Option
         for column in whole {
             group_by(level, var(column));
         }
-        release_over(level, partials, &outputs, &schema);
+        release_over(level, partials, &outputs, &schema, sealed, planning);
     }
 }
 
-/// Makes `level` read `dp_partials(<partials as SQL>)` alone.
+/// Makes `level` read `dp_partials(<partials as SQL>)` alone, or
+/// `dp_partials_sealed(<SQL>, <seal>)` when `sealed`.
 ///
 /// # Safety
 /// `level` is a live Query, `partials` its partials (live), `outputs` their target entries.
-unsafe fn release_over(level: *mut pg_sys::Query, partials: *mut pg_sys::Query, outputs: &[*mut pg_sys::TargetEntry], schema: &str) {
+unsafe fn release_over(
+    level: *mut pg_sys::Query,
+    partials: *mut pg_sys::Query,
+    outputs: &[*mut pg_sys::TargetEntry],
+    schema: &str,
+    sealed: bool,
+    planning: &mut Planning,
+) {
     // SAFETY: the caller's contract; new nodes are palloc'd in the planner's memory context.
     unsafe {
-        let text = pg_sys::pg_get_querydef(partials, false);
-        let source = text_const(&CStr::from_ptr(text).to_string_lossy());
-        (*level).rtable = pg_sys::lappend(std::ptr::null_mut(), function_rte(schema, source, outputs).cast());
+        relations(partials, &mut planning.relations);
+        let text = deparse(partials);
+        let (function, args) = if sealed {
+            let seal = crate::seal::seal(text.as_bytes());
+            planning.seals.push(seal);
+            ("dp_partials_sealed", vec![text_const(&text), bytea_const(&seal)])
+        } else {
+            ("dp_partials", vec![text_const(&text)])
+        };
+        (*level).rtable = pg_sys::lappend(std::ptr::null_mut(), function_rte(schema, function, &args, outputs).cast());
         let from = pg_sys::palloc0(std::mem::size_of::<pg_sys::RangeTblRef>()) as *mut pg_sys::RangeTblRef;
         (*from).type_ = pg_sys::NodeTag::T_RangeTblRef;
         (*from).rtindex = 1;
@@ -490,10 +711,11 @@ unsafe fn group_by(level: *mut pg_sys::Query, expr: *mut pg_sys::Node) {
 /// # Safety
 /// `level` is a live Query without aggregates that calls a per-row dpnoise
 /// function and reads a Citus table; `params` as `distribute`'s.
-unsafe fn split_rows(level: *mut pg_sys::Query, params: pg_sys::ParamListInfo) {
+unsafe fn split_rows(level: *mut pg_sys::Query, params: pg_sys::ParamListInfo, planning: &mut Planning) {
     // SAFETY: the caller's contract; new nodes are palloc'd in the planner's memory context.
     unsafe {
-        refuse_analyst();
+        // The gate admits no per-row function over protected rows: the
+        // partials read what the caller may read.
         let hint = "Write it over WITH t AS MATERIALIZED (SELECT ...) SELECT ... FROM t.";
         if (*level).hasWindowFuncs || (*level).hasTargetSRFs || !(*level).rowMarks.is_null() || !(*level).groupClause.is_null() {
             unsupported("window functions, set-returning outputs, FOR UPDATE and GROUP BY are not supported with per-row functions", hint);
@@ -520,7 +742,7 @@ unsafe fn split_rows(level: *mut pg_sys::Query, params: pg_sys::ParamListInfo) {
         (*partials).limitCount = std::ptr::null_mut();
         let partials = substitute_params(partials, params);
         let outputs = list_items::<pg_sys::TargetEntry>((*partials).targetList);
-        release_over(level, partials, &outputs, &schema);
+        release_over(level, partials, &outputs, &schema, false, planning);
     }
 }
 
@@ -574,17 +796,6 @@ impl Rows {
     }
 }
 
-/// Refuses an analyst's query over a Citus table (ZB003).
-fn refuse_analyst() {
-    if crate::gate::analyst() {
-        crate::errors::raise_sqlstate(
-            crate::gate::QUERY_REFUSED,
-            "dpnoise over a Citus table: an analyst's query over a distributed table is not admitted yet".to_owned(),
-            Some("Ask a curator to publish the answer, or query a table that is not distributed.".to_owned()),
-        );
-    }
-}
-
 /// The level's GROUP BY keys: each key's expression and sort-group reference.
 ///
 /// # Safety
@@ -615,16 +826,19 @@ unsafe fn plan_split(aggref: *mut pg_sys::Aggref, name: &str, first: usize, sche
         let entries = list_items::<pg_sys::TargetEntry>((*aggref).args);
         let types = aggregate_types(aggref);
         let mut constants: Vec<*mut pg_sys::Const> = Vec::new();
+        // The gate's dp_share(ε, k) calls (a person's k groups share ε),
+        // kept as calls in the merge: an analyst's statement is charged
+        // their total (gate::cost).
+        let mut shares: Vec<Option<*mut pg_sys::Node>> = Vec::new();
         for entry in &entries[first..] {
-            let folded = pg_sys::eval_const_expressions(std::ptr::null_mut(), substitute_params((**entry).expr.cast(), params));
-            if (*folded).type_ != pg_sys::NodeTag::T_Const {
-                unsupported(
-                    &format!("the privacy parameters of {name} must be constants when the query is planned"),
-                    "With a prepared statement, SET plan_cache_mode = force_custom_plan.",
-                );
-            }
-            constants.push(folded.cast());
+            let written: *mut pg_sys::Node = substitute_params((**entry).expr.cast(), params);
+            let folded = fold(written, name);
+            let share = crate::parameters::share_call(written).is_some();
+            constants.push(folded);
+            shares.push(share.then_some(written));
         }
+        // The merge's ε or δ: the share call, else the constant.
+        let budget = |i: usize, value: f64| shares.get(i).copied().flatten().unwrap_or_else(|| float8_const(value));
         let values: Vec<Option<pg_sys::Datum>> = std::iter::repeat_n(None, first)
             .chain(constants.iter().map(|c| (!(**c).constisnull).then_some((**c).constvalue)))
             .collect();
@@ -633,6 +847,20 @@ unsafe fn plan_split(aggref: *mut pg_sys::Aggref, name: &str, first: usize, sche
             a.cast::<pg_sys::Node>()
         };
         let value = || pg_sys::copyObjectImpl((*entries[0]).expr.cast()).cast::<pg_sys::Node>();
+        if name == "dp_partition_selected" {
+            let epsilon = crate::aggref::f64_parameter(values[0], "epsilon");
+            let delta = crate::aggref::f64_parameter(values[1], "delta");
+            crate::selection::selection(epsilon, delta);
+            let count = aggregate(lookup("pg_catalog", "count", &[]), pg_sys::INT8OID, &[], std::ptr::null_mut());
+            (*count).aggstar = true;
+            return Split {
+                partials: vec![filter(count)],
+                merge: lookup(schema, "dp_merge_selected", &[pg_sys::INT8OID, pg_sys::FLOAT8OID, pg_sys::FLOAT8OID]),
+                result: pg_sys::BOOLOID,
+                constants: vec![budget(0, epsilon), budget(1, delta)],
+                null_count: false,
+            };
+        }
         if name == "dp_count" {
             crate::count::checked_cost(first == 1, &values);
             let partial = if first == 1 {
@@ -649,11 +877,13 @@ unsafe fn plan_split(aggref: *mut pg_sys::Aggref, name: &str, first: usize, sche
                 2 => (0.0, text(1).unwrap_or_default()),
                 _ => (crate::aggref::f64_parameter(params[1], "delta"), text(2).unwrap_or_default()),
             };
+            let epsilon = crate::aggref::f64_parameter(params[0], "epsilon");
+            let delta = if params.len() == 3 { budget(1, delta) } else { float8_const(delta) };
             return Split {
                 partials: vec![filter(partial)],
                 merge: lookup(schema, "dp_merge_count", &[pg_sys::INT8OID, pg_sys::FLOAT8OID, pg_sys::FLOAT8OID, pg_sys::TEXTOID]),
                 result: pg_sys::INT8OID,
-                constants: vec![constants[0].cast(), float8_const(delta), text_const(&mechanism)],
+                constants: vec![budget(0, epsilon), delta, text_const(&mechanism)],
                 null_count: false,
             };
         }
@@ -693,15 +923,49 @@ unsafe fn plan_split(aggref: *mut pg_sys::Aggref, name: &str, first: usize, sche
             constants: vec![
                 int4_const(d.kind),
                 int4_const(d.k),
-                float8_const(d.epsilon),
+                budget(0, d.epsilon),
                 datum_const(bound, d.lower),
                 datum_const(bound, d.upper),
-                float8_const(d.delta),
+                // dp_sum's δ is its fifth argument (the fourth parameter).
+                if name == "dp_sum" && entries.len() >= 5 { budget(3, d.delta) } else { float8_const(d.delta) },
                 text_or_null(&d.mechanism),
                 text_or_null(&d.loss),
             ],
             null_count: !average,
         }
+    }
+}
+
+/// A privacy parameter folded to a constant, dp_share(ε, k) (STABLE, which
+/// the planner would not fold) computed here as the gate's rewrite does.
+///
+/// # Safety
+/// `expr` is a live expression without unknown parameters; inside a transaction.
+unsafe fn fold(expr: *mut pg_sys::Node, name: &str) -> *mut pg_sys::Const {
+    // SAFETY: the caller's contract; casts follow the node tags.
+    unsafe {
+        let constant = |node: *mut pg_sys::Node| -> *mut pg_sys::Const {
+            let folded = pg_sys::eval_const_expressions(std::ptr::null_mut(), node);
+            if (*folded).type_ != pg_sys::NodeTag::T_Const {
+                unsupported(
+                    &format!("the privacy parameters of {name} must be constants when the query is planned"),
+                    "With a prepared statement, SET plan_cache_mode = force_custom_plan.",
+                );
+            }
+            folded.cast()
+        };
+        let Some(args) = crate::parameters::share_call(expr) else { return constant(expr) };
+        let args = crate::gate::list_nodes(args);
+        let (total, parts) = (constant(args[0]), constant(args[1]));
+        if (*total).constisnull || (*parts).constisnull {
+            return null_const(pg_sys::FLOAT8OID).cast();
+        }
+        let parts = (*parts).constvalue.value() as i32;
+        if parts < 1 {
+            crate::errors::raise_sqlstate("22023", "dp_share: parts must be at least 1".to_string(), None);
+        }
+        let total = f64::from_bits((*total).constvalue.value() as u64);
+        float8_const(dpnoise_core::rational::share(total, parts as u32)).cast()
     }
 }
 
@@ -846,17 +1110,23 @@ unsafe fn aggregate(funcid: pg_sys::Oid, result: pg_sys::Oid, args: &[*mut pg_sy
     }
 }
 
-/// The FROM item `dp_partials(<text>) AS dp_partials(k1, ..., p1, ...)`.
+/// The FROM item `function(<args>) AS dp_partials(k1, ..., p1, ...)`.
 ///
 /// # Safety
-/// Inside a transaction; `outputs` are the partials' live target entries.
-unsafe fn function_rte(schema: &str, text: *mut pg_sys::Node, outputs: &[*mut pg_sys::TargetEntry]) -> *mut pg_sys::RangeTblEntry {
+/// Inside a transaction; `args` are live constants; `outputs` are the partials' live target entries.
+unsafe fn function_rte(
+    schema: &str,
+    function: &str,
+    args: &[*mut pg_sys::Node],
+    outputs: &[*mut pg_sys::TargetEntry],
+) -> *mut pg_sys::RangeTblEntry {
     // SAFETY: the caller's contract; nodes are zeroed, then tagged and filled.
     unsafe {
+        let types: Vec<pg_sys::Oid> = args.iter().map(|a| pg_sys::exprType(*a)).collect();
         let call = pg_sys::makeFuncExpr(
-            lookup(schema, "dp_partials", &[pg_sys::TEXTOID]),
+            lookup(schema, function, &types),
             pg_sys::RECORDOID,
-            node_list(&[text]),
+            node_list(args),
             pg_sys::InvalidOid,
             pg_sys::DEFAULT_COLLATION_OID,
             pg_sys::CoercionForm::COERCE_EXPLICIT_CALL,
@@ -890,12 +1160,21 @@ unsafe fn function_rte(schema: &str, text: *mut pg_sys::Node, outputs: &[*mut pg
 /// # Safety
 /// Inside a transaction.
 unsafe fn lookup(schema: &str, name: &str, types: &[pg_sys::Oid]) -> pg_sys::Oid {
+    // SAFETY: the caller's contract.
+    unsafe { find(schema, name, types, false) }
+}
+
+/// The OID of function `schema.name(types)`; InvalidOid if it does not exist and `missing_ok`.
+///
+/// # Safety
+/// Inside a transaction.
+unsafe fn find(schema: &str, name: &str, types: &[pg_sys::Oid], missing_ok: bool) -> pg_sys::Oid {
     // SAFETY: the caller's contract; the name list holds palloc'd String nodes.
     unsafe {
         let part = |s: &str| pg_sys::makeString(pg_sys::pstrdup(CString::new(s).expect("no NUL").as_ptr())).cast();
         let names = pg_sys::lappend(pg_sys::lappend(std::ptr::null_mut(), part(schema)), part(name));
         let mut types = types.to_vec();
-        pg_sys::LookupFuncName(names, types.len() as i32, types.as_mut_ptr(), false)
+        pg_sys::LookupFuncName(names, types.len() as i32, types.as_mut_ptr(), missing_ok)
     }
 }
 
@@ -976,6 +1255,43 @@ fn float8_const(value: f64) -> *mut pg_sys::Node {
 fn null_const(type_: pg_sys::Oid) -> *mut pg_sys::Node {
     // SAFETY: makeNullConst pallocs a Const node of the type.
     unsafe { pg_sys::makeNullConst(type_, -1, if type_ == pg_sys::TEXTOID { pg_sys::DEFAULT_COLLATION_OID } else { pg_sys::InvalidOid }).cast() }
+}
+
+fn bytea_const(value: &[u8]) -> *mut pg_sys::Node {
+    // SAFETY: the varlena is palloc'd with its header and filled; the Const points to it.
+    unsafe {
+        let size = pg_sys::VARHDRSZ + value.len();
+        let bytes = pg_sys::palloc(size) as *mut u8;
+        pgrx::set_varsize_4b(bytes.cast(), size as i32);
+        std::ptr::copy_nonoverlapping(value.as_ptr(), bytes.add(pg_sys::VARHDRSZ), value.len());
+        pg_sys::makeConst(pg_sys::BYTEAOID, -1, pg_sys::InvalidOid, -1, pg_sys::Datum::from(bytes), false, false).cast()
+    }
+}
+
+/// The partials as SQL, every name outside pg_catalog qualified: written
+/// with the search_path `dp_partials_sealed` runs with, so the text reads
+/// the same objects whatever search_path the session has when it runs.
+///
+/// # Safety
+/// `partials` is a live Query; inside a transaction.
+unsafe fn deparse(partials: *mut pg_sys::Query) -> String {
+    // SAFETY: the caller's contract; the setting is undone at the nest level it was made at.
+    unsafe {
+        let nest = pg_sys::NewGUCNestLevel();
+        pg_sys::set_config_option(
+            c"search_path".as_ptr(),
+            c"pg_catalog, pg_temp".as_ptr(),
+            pg_sys::GucContext::PGC_USERSET,
+            pg_sys::GucSource::PGC_S_SESSION,
+            pg_sys::GucAction::GUC_ACTION_SAVE,
+            true,
+            0,
+            false,
+        );
+        let text = CStr::from_ptr(pg_sys::pg_get_querydef(partials, false)).to_string_lossy().into_owned();
+        pg_sys::AtEOXact_GUC(true, nest);
+        text
+    }
 }
 
 fn text_const(value: &str) -> *mut pg_sys::Node {

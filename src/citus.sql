@@ -28,6 +28,26 @@ $$;
 COMMENT ON FUNCTION dp_partials(text) IS
     'The exact partials of a dpnoise aggregate over a Citus table, as the planner hook wrote them; runs with the caller''s privileges.';
 
+-- The partials of an analyst's query over a distributed protected table:
+-- run as the extension's owner (the workers check SELECT on the shards,
+-- which the analyst does not hold), and only the text the planner hook
+-- wrote, sealed with this backend's key (src/seal.rs). The search_path is
+-- the one the text was written for.
+CREATE FUNCTION dp_check_seal(query text, seal bytea) RETURNS void
+    AS 'MODULE_PATHNAME', 'dp_check_seal' LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+COMMENT ON FUNCTION dp_check_seal(text, bytea) IS
+    'Raises 42501 unless the seal is this session''s for the query (dp_partials_sealed).';
+CREATE FUNCTION dp_partials_sealed(query text, seal bytea) RETURNS SETOF record
+    LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp SET dpnoise.analyst = off AS $$
+BEGIN
+    PERFORM @extschema@.dp_check_seal(query, seal);
+    RETURN QUERY EXECUTE query;
+END
+$$;
+COMMENT ON FUNCTION dp_partials_sealed(text, bytea) IS
+    'The exact partials of an analyst''s admitted query over a distributed protected table, as the planner hook wrote and sealed them; runs as the extension''s owner.';
+
 -- The merges: the original call's parameters, normalised.
 CREATE FUNCTION dp_merge_count_step(bigint, bigint, double precision, double precision, text) RETURNS bigint
     AS 'MODULE_PATHNAME', 'dp_merge_count_step' LANGUAGE C IMMUTABLE PARALLEL SAFE;
@@ -65,3 +85,13 @@ CREATE AGGREGATE dp_merge_sum(steps numeric, n bigint, kind integer, k integer, 
 COMMENT ON AGGREGATE dp_merge_sum(numeric, bigint, integer, integer, double precision, bigint, bigint,
                                   double precision, text, text) IS
     'dp_sum, dp_sum_laplace or dp_sum_staircase of bigint (kind 0-2) over exact partial sums: noise drawn once, here.';
+
+CREATE FUNCTION dp_merge_selected_step(bigint, bigint, double precision, double precision) RETURNS bigint
+    AS 'MODULE_PATHNAME', 'dp_merge_count_step' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+CREATE FUNCTION dp_merge_selected_final(bigint) RETURNS boolean
+    AS 'MODULE_PATHNAME', 'dp_merge_selected_final' LANGUAGE C VOLATILE PARALLEL SAFE;
+CREATE AGGREGATE dp_merge_selected(partial bigint, epsilon double precision, delta double precision) (
+    SFUNC = dp_merge_selected_step, STYPE = bigint, INITCOND = '0', FINALFUNC = dp_merge_selected_final, PARALLEL = SAFE
+);
+COMMENT ON AGGREGATE dp_merge_selected(bigint, double precision, double precision) IS
+    'dp_partition_selected over exact partial counts (a Citus table''s shards): drawn once, here.';

@@ -356,7 +356,8 @@ unsafe extern "C-unwind" fn planner(
         // analyst gate first (it refuses raw reads before anything else).
         crate::gate::check_query(parse);
         check_query_parameters(parse);
-        let generic = distribute(parse, bound_params);
+        let mut planning = crate::citus::Planning::default();
+        distribute(parse, bound_params, &raw mut planning);
         let implicit = std::mem::replace(&mut *(&raw mut IMPLICIT_SCROLL), false);
         let scroll = (implicit || cursor_options as u32 & pg_sys::CURSOR_OPT_SCROLL != 0) && has_volatile(parse);
         let planned = match PREV_PLANNER {
@@ -366,10 +367,7 @@ unsafe extern "C-unwind" fn planner(
         if scroll {
             materialize(planned);
         }
-        if generic && !(*planned).planTree.is_null() {
-            // Priced out: the plan cache keeps making custom plans.
-            (*(*planned).planTree).total_cost = 1e100;
-        }
+        finish(planned, &raw const planning);
         planned
     }
 }
@@ -406,9 +404,24 @@ unsafe extern "C-unwind" fn check_query_parameters(parse: *mut pg_sys::Query) {
 /// `parse` is the live Query the planner hook was given, `params` its bound
 /// parameters or null; inside a transaction.
 #[pg_guard]
-unsafe extern "C-unwind" fn distribute(parse: *mut pg_sys::Query, params: pg_sys::ParamListInfo) -> bool {
-    // SAFETY: the caller's contract is distribute's.
-    unsafe { crate::citus::distribute(parse, params) }
+unsafe extern "C-unwind" fn distribute(
+    parse: *mut pg_sys::Query,
+    params: pg_sys::ParamListInfo,
+    planning: *mut crate::citus::Planning,
+) {
+    // SAFETY: the caller's contract is distribute's; `planning` points to the caller's local.
+    unsafe { crate::citus::distribute(parse, params, &mut *planning) }
+}
+
+/// Completes the plan after `distribute` (`citus::finish`).
+///
+/// # Safety
+/// `planned` is the live PlannedStmt the planner made; `planning` points to
+/// what `distribute` noted; inside a transaction.
+#[pg_guard]
+unsafe extern "C-unwind" fn finish(planned: *mut pg_sys::PlannedStmt, planning: *const crate::citus::Planning) {
+    // SAFETY: the caller's contract is finish's; `planning` points to the caller's local.
+    unsafe { crate::citus::finish(planned, &*planning) }
 }
 
 /// # Safety

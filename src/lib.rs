@@ -30,6 +30,7 @@ mod parameters;
 mod plans;
 mod release;
 mod rng;
+mod seal;
 mod refine;
 mod row_noise;
 mod selection;

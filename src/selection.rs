@@ -32,14 +32,31 @@ pub fn selection(epsilon: f64, delta: f64) -> Rc<PartitionSelection> {
 // The state counts rows: on a table with one row per person, the persons
 // in the group.
 v1_function!(pg_finfo_dp_partition_selected_final, dp_partition_selected_final, |fcinfo| {
-    refuse_window(fcinfo, "dp_partition_selected");
-    let [epsilon, delta] = aggregate_arguments(fcinfo, [0, 1], "dp_partition_selected");
-    let (epsilon, delta) = (f64_parameter(epsilon, "epsilon"), f64_parameter(delta, "delta"));
-    // SAFETY: argument 0 of the final function is the int8 state (SQL: STYPE = bigint, INITCOND 0), never NULL.
-    let persons = unsafe { arg_datum(fcinfo, 0) }.value() as i64;
-    let selection = selection(epsilon, delta);
-    // SAFETY: the live final call; every parameter is checked above.
-    unsafe { crate::budget::pay(fcinfo, "dp_partition_selected", "optimal thresholding", epsilon, delta) };
-    let kept = crate::rng::with_rng(|rng| selection.keep(rng, persons.max(0) as u64));
-    pgrx::pg_sys::Datum::from(kept)
+    selected(fcinfo, 0)
 });
+
+// dp_merge_selected(partial, epsilon, delta): dp_partition_selected over
+// exact partial counts (a Citus table's shards); see src/citus.rs.
+v1_function!(pg_finfo_dp_merge_selected_final, dp_merge_selected_final, |fcinfo| { selected(fcinfo, 1) });
+
+/// The release of dp_partition_selected, or of its merge, whose (ε, δ) are
+/// the aggregate's arguments `first` and `first + 1`.
+///
+/// # Safety
+/// `fcinfo` is a live final call of either, whose state is the int8 count.
+unsafe fn selected(fcinfo: pgrx::pg_sys::FunctionCallInfo, first: usize) -> pgrx::pg_sys::Datum {
+    // SAFETY: the caller's contract: a live final call with the int8 state; every parameter is
+    // checked before anything is paid.
+    unsafe {
+        refuse_window(fcinfo, "dp_partition_selected");
+        let [epsilon, delta] = aggregate_arguments(fcinfo, [first, first + 1], "dp_partition_selected");
+        let (epsilon, delta) = (f64_parameter(epsilon, "epsilon"), f64_parameter(delta, "delta"));
+        // Argument 0 of the final function is the int8 state (SQL: STYPE = bigint, INITCOND 0), never NULL.
+        let persons = arg_datum(fcinfo, 0).value() as i64;
+        let selection = selection(epsilon, delta);
+        // The live final call; every parameter is checked above.
+        crate::budget::pay(fcinfo, "dp_partition_selected", "optimal thresholding", epsilon, delta);
+        let kept = crate::rng::with_rng(|rng| selection.keep(rng, persons.max(0) as u64));
+        pgrx::pg_sys::Datum::from(kept)
+    }
+}

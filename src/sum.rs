@@ -510,6 +510,51 @@ unsafe fn lattice_steps<T: SumValue>(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys
 v1_function!(pg_finfo_dp_lattice_steps, dp_lattice_steps, |fcinfo| { lattice_steps::<f64>(fcinfo) });
 v1_function!(pg_finfo_dp_lattice_steps_int, dp_lattice_steps_int, |fcinfo| { lattice_steps::<i64>(fcinfo) });
 
+/// dp_merge_sum's parameters, from its ten arguments (steps, n, kind, k, ε,
+/// lower, upper, δ, mechanism, loss; None: NULL): the aggregate, its k and
+/// what the original call wrote.
+///
+/// # Safety
+/// Texts in `args` are live.
+unsafe fn merged_written<T: SumValue>(args: &[Option<pg_sys::Datum>]) -> (Kind, i32, Written<T>) {
+    let arg = |i: usize| args.get(i).copied().flatten();
+    let kind = Kind::from_code(i64_parameter(arg(2), "kind") as i32);
+    let k = i64_parameter(arg(3), "k") as i32;
+    let upper = T::parameter(arg(6), "upper");
+    let lower = if kind == Kind::Staircase { upper.negate() } else { T::parameter(arg(5), "lower") };
+    // SAFETY: the caller's contract: texts are live.
+    let text = |i: usize, name: &str| arg(i).map(|d| unsafe { text_parameter(Some(d), name) });
+    let w = Written {
+        epsilon: f64_parameter(arg(4), "epsilon"),
+        lower,
+        upper,
+        delta: f64_parameter(arg(7), "delta"),
+        mechanism: text(8, "mechanism"),
+        loss: text(9, "loss"),
+    };
+    (kind, k, w)
+}
+
+/// Checks a dp_merge_sum call's parameters as its final function will and
+/// returns what it pays (an analyst's statement pays before it runs).
+///
+/// # Safety
+/// As `merged_written`.
+pub(crate) unsafe fn merged_cost(integer: bool, args: &[Option<pg_sys::Datum>]) -> (f64, f64) {
+    // SAFETY: the caller's contract.
+    unsafe {
+        if integer {
+            let (kind, _, w) = merged_written::<i64>(args);
+            plan_written(kind, &w);
+            (w.epsilon, w.delta)
+        } else {
+            let (kind, _, w) = merged_written::<f64>(args);
+            plan_written(kind, &w);
+            (w.epsilon, w.delta)
+        }
+    }
+}
+
 /// dp_merge_sum's call: (steps, n, kind, k, ε, lower, upper, δ, mechanism,
 /// loss), the original aggregate's parameters in one layout; and its k.
 ///
@@ -519,21 +564,10 @@ unsafe fn merged_call<T: SumValue>(fcinfo: pg_sys::FunctionCallInfo) -> (Kind, i
     const NAME: &str = "dp_merge_sum";
     // SAFETY: the caller's contract: dp_merge_sum has these ten arguments; texts are live in this call.
     unsafe {
-        let [kind, k, epsilon, lower, upper, delta, mechanism, loss] =
-            aggregate_arguments(fcinfo, [2, 3, 4, 5, 6, 7, 8, 9], NAME);
-        let kind = Kind::from_code(i64_parameter(kind, "kind") as i32);
-        let k = i64_parameter(k, "k") as i32;
-        let upper = T::parameter(upper, "upper");
-        let lower = if kind == Kind::Staircase { upper.negate() } else { T::parameter(lower, "lower") };
-        let text = |t: Option<pg_sys::Datum>, name: &str| t.map(|d| text_parameter(Some(d), name));
-        let w = Written {
-            epsilon: f64_parameter(epsilon, "epsilon"),
-            lower,
-            upper,
-            delta: f64_parameter(delta, "delta"),
-            mechanism: text(mechanism, "mechanism"),
-            loss: text(loss, "loss"),
-        };
+        // The parameters: the partials (arguments 0 and 1) are values.
+        let params = aggregate_arguments(fcinfo, [2, 3, 4, 5, 6, 7, 8, 9], NAME);
+        let args: Vec<Option<pg_sys::Datum>> = [None, None].into_iter().chain(params).collect();
+        let (kind, k, w) = merged_written::<T>(&args);
         let fingerprint = |t: &Option<String>| t.as_deref().map_or(0, text_fingerprint);
         let key = [
             w.epsilon.to_bits(),

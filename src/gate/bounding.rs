@@ -208,6 +208,8 @@ pub(super) unsafe fn bound(query: *mut pg_sys::Query, protected: &Protected, bou
         (*rte).rtekind = pg_sys::RTEKind::RTE_SUBQUERY;
         (*rte).subquery = per_person;
         (*rte).eref = pg_sys::makeAlias(c"dp_per_person".as_ptr(), names);
+        // Named as an alias too: the level deparsed (on Citus) reads them by these names.
+        (*rte).alias = pg_sys::makeAlias(c"dp_per_person".as_ptr(), pg_sys::copyObjectImpl(names.cast()).cast());
         (*rte).inFromCl = true;
         let column_var = |i: usize| -> *mut pg_sys::Node {
             let expr = (*outputs[i]).expr.cast::<pg_sys::Node>();

@@ -130,12 +130,35 @@ unsafe fn releases(stmt: *mut pg_sys::PlannedStmt, params: pg_sys::ParamListInfo
         let mut costs = Vec::new();
         for (plan, aggref) in calls {
             let types = super::aggregate_types(aggref);
-            let Some((name, first)) = crate::parameters::releasing((*aggref).aggfnoid, &types) else { continue };
+            let Some((name, first)) = crate::parameters::releasing((*aggref).aggfnoid, &types).or_else(|| merging((*aggref).aggfnoid))
+            else {
+                continue;
+            };
             let args = crate::aggref::plan_arguments(plan, aggref, &name);
             costs.push(checked(&name, first, &types, args, params));
         }
         costs
     }
+}
+
+/// dpnoise's merges (a split over a Citus table, `citus`): their name and
+/// first privacy argument (the ones before are the partials).
+fn merging(funcid: pg_sys::Oid) -> Option<(String, usize)> {
+    // SAFETY: catalog lookups by OID inside the caller's transaction; null / InvalidOid for unknown ones.
+    let (name, schema) = unsafe {
+        let name = pg_sys::get_func_name(funcid);
+        if name.is_null() {
+            return None;
+        }
+        (std::ffi::CStr::from_ptr(name).to_string_lossy().into_owned(), pg_sys::get_func_namespace(funcid))
+    };
+    let first = match name.as_str() {
+        "dp_merge_count" | "dp_merge_selected" => 1,
+        "dp_merge_sum" => 2,
+        _ => return None,
+    };
+    // Only dpnoise's own.
+    (super::own_schema() == Some(schema)).then_some((name, first))
 }
 
 /// Evaluates one call's privacy parameters and checks them, as shared
@@ -198,6 +221,14 @@ unsafe fn cost(
 ) -> (f64, f64) {
     let integer = types.first() == Some(&pg_sys::INT8OID);
     match name {
+        // The merges: dp_merge_count(partial, ε, δ, mechanism) is dp_count's
+        // (ε, δ, mechanism) form; dp_merge_sum's bounds tell its type.
+        // SAFETY: the caller's contract is the check's own.
+        "dp_merge_count" => unsafe { crate::count::checked_cost(true, values) },
+        // SAFETY: the caller's contract is the check's own.
+        "dp_merge_selected" => unsafe { cost("dp_partition_selected", 0, &[], &values[1..]) },
+        // SAFETY: the caller's contract is the check's own.
+        "dp_merge_sum" => unsafe { crate::sum::merged_cost(types.get(5) == Some(&pg_sys::INT8OID), values) },
         // SAFETY: the caller's contract is the check's own.
         "dp_count" => unsafe { crate::count::checked_cost(first == 1, values) },
         "dp_partition_selected" => {

@@ -340,8 +340,25 @@ fn protected() -> Option<std::rc::Rc<Protected>> {
 }
 
 /// Whether the gate applies now: an analyst's session, outside the gate's own lookups.
-fn gated() -> bool {
+pub(crate) fn gated() -> bool {
     analyst() && !LOADING.with(|l| l.get())
+}
+
+/// For an analyst's session: the schema dpnoise is installed in (that of
+/// its dp_share), read without a query.
+pub(crate) fn own_schema() -> Option<pg_sys::Oid> {
+    let share = protected()?.share;
+    // SAFETY: a catalog lookup by OID inside the caller's transaction.
+    (share != pg_sys::InvalidOid).then(|| unsafe { pg_sys::get_func_namespace(share) })
+}
+
+/// For an analyst's session: the privacy unit's column of the protected
+/// table `relid`, if it is one.
+pub(crate) fn protected_unit(relid: pg_sys::Oid) -> Option<i16> {
+    if !gated() {
+        return None;
+    }
+    protected().and_then(|p| p.tables.get(&relid).map(|t| t.unit))
 }
 
 /// Why a query is refused, and how to write it instead. Checks return it

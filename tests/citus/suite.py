@@ -157,16 +157,127 @@ def test(ports):
     check("run_command_on_shards: every shard refuses", shard_runs and not any(r[0] for r in shard_runs))
     check("no worker ledger has a row", ledger_counts(coord, workers)[1:] == [0] * len(workers))
 
-    # Analysts: the table protected, an analyst with a budget and no SELECT.
+    analysts(coord, workers, ports)
+
+    print(f"citus suite: {'FAILED ' + str(len(FAILED)) if FAILED else 'all passed'}")
+    return 1 if FAILED else 0
+
+
+def analyst_charges(coord):
+    """The analyst's ledger rows: their count and the last one's epsilon."""
+    return one(coord, "SELECT count(*), (array_agg(epsilon ORDER BY id DESC))[1] FROM dpnoise.ledger "
+                      "WHERE role = 'citus_analyst'::regrole")
+
+
+def plan_constants(conn, sql):
+    """Runs sql with debug_print_plan on, as an analyst may, and returns the
+    text and bytea constants of the plans printed (the seals among them)."""
+    details = []
+    conn.add_notice_handler(lambda d: details.append(d.message_detail or ""))
+    conn.execute("SET client_min_messages = log")
+    conn.execute("SET debug_pretty_print = off")
+    conn.execute("SET debug_print_plan = on")
+    try:
+        conn.execute(sql).fetchall()
+    finally:
+        conn.execute("RESET debug_print_plan")
+        conn.execute("RESET client_min_messages")
+    found = re.findall(r":consttype (\d+) .*?:constisnull false .*?:constvalue \d+ \[ ([^\]]*) \]", re.sub(r"\s+", " ", " ".join(details)))
+    value = lambda raw: bytes(int(x) & 0xFF for x in raw.split())[4:]  # a 4-byte varlena header
+    texts = [value(raw).decode() for kind, raw in found if kind == "25"]
+    seals = [value(raw) for kind, raw in found if kind == "17"]
+    # (format_node_dump breaks its lines at spaces only.)
+    return [t for t in texts if "count(" in t], seals
+
+
+def analysts(coord, workers, ports):
+    """An analyst over distributed protected tables: admitted queries run
+    pushed down (the partials sealed, as the extension's owner), bounded per
+    person across shards, charged once on the coordinator; nothing exact on
+    any route."""
+    coord.execute("DROP TABLE IF EXISTS visits, visits_by_site, open_data")
+    # A person's visits (up to 7 sites each), distributed by the person, and
+    # a copy distributed by the site.
+    coord.execute("CREATE TABLE visits (person bigint, site text, minutes float8)")
+    coord.execute("SELECT create_distributed_table('visits', 'person', shard_count => 8)")
+    coord.execute("INSERT INTO visits SELECT i % 1000, 's' || (i % 7), i % 60 FROM generate_series(1, 21000) i")
+    coord.execute("CREATE TABLE visits_by_site AS SELECT * FROM visits")
+    coord.execute("SELECT create_distributed_table('visits_by_site', 'site', shard_count => 8)")
+    coord.execute("CREATE TABLE open_data (id bigint, x float8)")
+    coord.execute("SELECT create_distributed_table('open_data', 'id', shard_count => 8)")
+    coord.execute("INSERT INTO open_data SELECT i, i FROM generate_series(1, 1000) i")
     coord.execute("SELECT dp_protect('staff', 'id')")
+    coord.execute("SELECT dp_protect('visits', 'person', 3)")
+    coord.execute("SELECT dp_protect('visits_by_site', 'person', 3)")
     coord.execute("DROP ROLE IF EXISTS citus_analyst")
     coord.execute("CREATE ROLE citus_analyst LOGIN")
     coord.execute("SELECT dp_analyst('citus_analyst')")
-    coord.execute("SELECT dp_budget_grant('citus_analyst', 10)")
+    coord.execute("SELECT dp_budget_grant('citus_analyst', 1000, 0.01)")
     analyst = connect(ports[0], "citus_analyst")
-    before = ledger_counts(coord, workers)
+
+    # Admitted: one ledger row per statement on the coordinator, with the
+    # whole epsilon (the bounded query's groups share it, 2.5 in all, not 2.5/3).
+    remote = []
+    analyst.add_notice_handler(lambda d: remote.append(d.message_primary or ""))
+    analyst.execute("SET citus.log_remote_commands = on")
+    analyst.execute("SET client_min_messages = log")
+    for sql, epsilon, check_rows in [
+        ("SELECT dp_count(1.0) FROM staff", 1.0, lambda rows: abs(rows[0][0] - ROWS) <= 30),
+        ("SELECT region, dp_count(1.0), dp_sum(salary, 1.0, 0, 100000) FROM staff GROUP BY region", 2.5,
+         lambda rows: len(rows) == 4 and all(abs(r[1] - ROWS / 4) <= 30 for r in rows)),
+        # Each person visits all 7 sites; k = 3 keeps 3 of them: 3000 in all
+        # (7000 unbounded), each count's noise at epsilon 1/3.
+        ("SELECT site, dp_count(1.0), dp_avg(minutes, 1.0, 0, 60) FROM visits GROUP BY site", 2.5,
+         lambda rows: abs(sum(r[1] for r in rows) - 3000) <= 7 * 90 and all(0 <= r[2] <= 60 for r in rows)),
+    ]:
+        before, lw = analyst_charges(coord), ledger_counts(coord, workers)[1:]
+        remote.clear()
+        rows = analyst.execute(sql).fetchall()
+        shards = [c for c in remote if "issuing" in c and re.search(r"\b(staff|visits)_\d+", c)]
+        after, aw = analyst_charges(coord), ledger_counts(coord, workers)[1:]
+        check(f"analyst, admitted: {sql[:70]}", check_rows(rows), str(rows[:2]))
+        check(f"analyst, pushed down to the shards: {sql[:50]}",
+              len(shards) >= 8 and not any(re.search(r"dp_(count|sum|avg|merge|partition)", c) for c in shards),
+              shards[0][:160] if shards else "no shard query")
+        check(f"analyst, charged once, epsilon {epsilon}: {sql[:50]}",
+              after[0] == before[0] + 1 and abs(float(after[1]) - epsilon) < 1e-9 and aw == lw, f"{before} -> {after}, workers {lw} -> {aw}")
+    analyst.execute("RESET citus.log_remote_commands")
+    analyst.execute("RESET client_min_messages")
+
+    # A table that is not distributed by its privacy unit: refused, clearly.
+    ok, detail = refused(analyst, "SELECT site, dp_count(1.0) FROM visits_by_site GROUP BY site", "ZB003")
+    check("analyst: a table not distributed by its privacy unit is refused", ok and "privacy unit" in detail, detail)
+    # A distributed table that is not protected: the analyst's own SELECT privilege.
+    ok, detail = refused(analyst, "SELECT dp_count(1.0) FROM open_data", "42501")
+    check("analyst: an unprotected table needs SELECT", ok, detail)
+    coord.execute("GRANT SELECT ON open_data TO citus_analyst")
+    got = one(analyst, "SELECT dp_count(1.0) FROM open_data")[0]
+    check("analyst: with SELECT, as a curator would", abs(got - 1000) <= 30, str(got))
+
+    # Nothing exact: a seal read from a printed plan, replayed directly or
+    # through a SQL function the planner inlines or a PL/pgSQL EXECUTE; a
+    # forged seal; the shards and partial aggregates on the workers.
+    texts, seals = plan_constants(analyst, "SELECT dp_count(1.0) FROM staff")
+    check("the printed plan shows the partials and their seal", bool(texts) and len(seals) >= 1, f"{len(texts)} texts, {len(seals)} seals")
+    text, seal = (texts[0], seals[0]) if texts and seals else ("SELECT count(*) FROM public.staff", b"\0" * 32)
+    analyst.execute("CREATE FUNCTION pg_temp.inlined(text, bytea) RETURNS SETOF record LANGUAGE sql "
+                    "AS 'SELECT * FROM dp_partials_sealed($1, $2) AS t(n bigint)'")
+    analyst.execute("CREATE FUNCTION pg_temp.dynamic(q text, s bytea) RETURNS SETOF record LANGUAGE plpgsql "
+                    "AS $f$ BEGIN RETURN QUERY EXECUTE 'SELECT * FROM dp_partials_sealed($1, $2) AS t(n bigint)' USING q, s; END $f$")
+    before = ledger_counts(coord, workers) + [analyst_charges(coord)[0]]
+    for name, sql, params, state in [
+        ("a leaked seal, replayed", "SELECT * FROM dp_partials_sealed(%s, %s) AS t(n bigint)", (text, seal), "ZB003"),
+        ("a leaked seal, in an inlined SQL function", "SELECT * FROM pg_temp.inlined(%s, %s) AS t(n bigint)", (text, seal), "ZB003"),
+        ("a leaked seal, in PL/pgSQL EXECUTE", "SELECT * FROM pg_temp.dynamic(%s, %s) AS t(n bigint)", (text, seal), "ZB003"),
+        ("a forged seal", "SELECT * FROM dp_partials_sealed(%s, %s) AS t(n bigint)", (text, b"\0" * 32), "ZB003"),
+        ("the seal check itself", "SELECT dp_check_seal(%s, %s)", (text, b"\0" * 32), "42501"),
+    ]:
+        try:
+            rows = analyst.execute(sql, params).fetchall()
+            check(f"analyst: {name}", False, f"answered {rows[:1]}")
+        except psycopg.Error as e:
+            check(f"analyst: {name}", e.sqlstate == state, f"{e.sqlstate}: {str(e).splitlines()[0]}")
     for sql, state in [
-        ("SELECT dp_count(1.0) FROM staff", "ZB003"),
         ("SELECT * FROM staff LIMIT 1", "ZB003"),
         ("SELECT worker_partial_agg('dp_count(double precision)'::regprocedure, 1.0) FROM staff", "ZB003"),
         ("SELECT * FROM dp_partials('SELECT count(*) FROM staff') AS p(n bigint)", "ZB003"),
@@ -184,12 +295,12 @@ def test(ports):
                     "SELECT worker_partial_agg('dp_count(double precision)'::regprocedure, 1.0::float8) FROM pg_class"]:
             ok, detail = refused(w, sql, "42501")
             check(f"analyst on worker {i + 1}: {sql[:70]}", ok, detail)
-    after = ledger_counts(coord, workers)
+        ok, detail = refused(w, "SELECT dp_check_seal('SELECT count(*) FROM staff', '\\x00')", "42501")
+        check(f"analyst on worker {i + 1}: a seal from another session", ok, detail)
+    after = ledger_counts(coord, workers) + [analyst_charges(coord)[0]]
     check("analyst refusals charge nothing", after == before, f"{before} -> {after}")
-    coord.execute("SELECT dp_unprotect('staff')")
-
-    print(f"citus suite: {'FAILED ' + str(len(FAILED)) if FAILED else 'all passed'}")
-    return 1 if FAILED else 0
+    for table in ["staff", "visits", "visits_by_site"]:
+        coord.execute(f"SELECT dp_unprotect('{table}')")
 
 
 def demo(ports):
