@@ -30,7 +30,8 @@ def timed(conn, sql):
 def main(rows, ports):
     conn = psycopg.connect(host="127.0.0.1", port=ports[0], dbname="dpnoise_citus", user="postgres", autocommit=True)
     conn.execute("SET dpnoise.enforce_budget = off")
-    exists = conn.execute("SELECT to_regclass('bench') IS NOT NULL AND (SELECT count(*) FROM bench) = %s", (rows,)).fetchone()[0]
+    exists = conn.execute("SELECT to_regclass('bench') IS NOT NULL AND to_regclass('bench_local') IS NOT NULL").fetchone()[0]
+    exists = exists and conn.execute("SELECT count(*) FROM bench_local").fetchone()[0] == rows
     if not exists:
         conn.execute("DROP TABLE IF EXISTS bench, bench_local")
         conn.execute("CREATE TABLE bench (id bigint, g int, v float8)")

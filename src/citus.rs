@@ -22,6 +22,12 @@
 //! before anything runs), so both halves see the same ones. A release on a
 //! Citus worker node is refused (`refuse_on_worker`): budgets live on the
 //! coordinator.
+//!
+//! An analyst's admitted level over a protected table (the gate has
+//! rewritten it: bounded per person, partition selection in HAVING) is
+//! split the same way, its partials run as the extension's owner in
+//! `dp_partials_sealed` (`sealed`, `crate::seal`); `finish` refuses a plan
+//! holding a seal its planning did not write.
 
 use crate::gate::bounding::collect_aggregates;
 use crate::gate::{aggregate_types, list_items};
@@ -38,6 +44,13 @@ fn unsupported(what: &str, hint: &str) -> ! {
     crate::errors::raise_sqlstate("0A000", format!("dpnoise over a Citus table: {what}"), Some(hint.to_owned()))
 }
 
+/// The first column of a catalog query's first row, read-only: pgrx's
+/// Spi::get_one assigns a transaction ID, which a parallel query's leader
+/// (where a release runs) and a standby cannot.
+fn read_one<T: pgrx::FromDatum + pgrx::IntoDatum>(sql: &str) -> Option<T> {
+    Spi::connect(|client| client.select(sql, Some(1), &[])?.first().get_one::<T>()).ok().flatten()
+}
+
 fn citus_installed() -> bool {
     // SAFETY: a catalog lookup by a NUL-terminated name, inside a transaction (every caller's).
     unsafe { pg_sys::get_extension_oid(c"citus".as_ptr(), true) != pg_sys::InvalidOid }
@@ -50,7 +63,7 @@ pub fn refuse_on_worker() {
     if !citus_installed() {
         return;
     }
-    let group = Spi::get_one::<i32>("SELECT groupid FROM pg_catalog.pg_dist_local_group").ok().flatten().unwrap_or(0);
+    let group = read_one::<i32>("SELECT groupid FROM pg_catalog.pg_dist_local_group").unwrap_or(0);
     if group > 0 {
         crate::errors::raise_sqlstate(
             crate::errors::LEDGER_UNAVAILABLE,
@@ -432,11 +445,13 @@ unsafe fn sealed(level: *mut pg_sys::Query) -> bool {
         }
         check_permissions(level);
         for (relid, unit) in protected {
-            let distribution = Spi::get_two::<String, String>(&format!(
+            let distribution = Spi::connect(|client| {
+                client.select(&format!(
                 "SELECT partmethod::pg_catalog.text, pg_catalog.column_to_column_name(logicalrelid, partkey) \
                  FROM pg_catalog.pg_dist_partition WHERE logicalrelid OPERATOR(pg_catalog.=) {}::pg_catalog.oid",
                 relid.to_u32()
-            ))
+                ), Some(1), &[])?.first().get_two::<String, String>()
+            })
             .ok();
             let Some((Some(method), column)) = distribution else { continue };
             if method == "n" {
@@ -487,12 +502,10 @@ unsafe fn reads_citus(level: *mut pg_sys::Query) -> bool {
         return false;
     }
     let list = relids.iter().map(|r| r.to_u32().to_string()).collect::<Vec<_>>().join(",");
-    Spi::get_one::<bool>(&format!(
+    read_one::<bool>(&format!(
         "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_dist_partition \
          WHERE logicalrelid OPERATOR(pg_catalog.=) ANY ('{{{list}}}'::pg_catalog.oid[]))"
     ))
-    .ok()
-    .flatten()
     .unwrap_or(false)
 }
 
@@ -1180,13 +1193,11 @@ unsafe fn find(schema: &str, name: &str, types: &[pg_sys::Oid], missing_ok: bool
 
 /// The schema dpnoise is installed in.
 fn extension_schema() -> String {
-    Spi::get_one::<String>(
+    read_one::<String>(
         "SELECT n.nspname::pg_catalog.text FROM pg_catalog.pg_extension e \
          JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) e.extnamespace \
          WHERE e.extname OPERATOR(pg_catalog.=) 'dpnoise'",
     )
-    .ok()
-    .flatten()
     .unwrap_or_else(|| pgrx::error!("dpnoise: its schema is missing (internal error)"))
 }
 

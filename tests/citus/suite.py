@@ -130,6 +130,16 @@ def test(ports):
         coord.execute("RESET dpnoise.seed")
         check(f"bit-identical to serial: {agg}", answers[0] == answers[1], f"{answers[0][:1]} vs {answers[1][:1]}")
 
+    # A release, and the split's catalog reads, assign no transaction ID: a
+    # parallel query's leader (where a release runs) and a standby cannot.
+    for table in ["staff_local", "staff"]:
+        with connect(ports[0]) as fresh:
+            fresh.autocommit = False
+            fresh.execute(f"SELECT dp_count(1.0) FROM {table}").fetchall()
+            xid = one(fresh, "SELECT pg_current_xact_id_if_assigned()")[0]
+            fresh.rollback()
+        check(f"no transaction ID assigned by a release over {table}", xid is None, str(xid))
+
     # A prepared statement: parameters folded at planning (custom plans).
     coord.execute("PREPARE q(float8, bigint) AS SELECT dp_count($1) FROM staff WHERE id < $2")
     got = [one(coord, "EXECUTE q(1.0, 1000)")[0] for _ in range(7)]
