@@ -4,7 +4,7 @@
     bench/citus.py ROWS COORDINATOR_PORT WORKER_PORT WORKER_PORT
 (scripts/citus.sh bench [ROWS] starts the cluster and runs this.)
 
-Prints the median of RUNS timings of each query over a distributed table of
+Prints the median of RUNS timings of each query (taken in turn) over a distributed table of
 ROWS rows (32 shards), the ratio of each dp aggregate to its plain
 counterpart in the same run, and the same queries on one node (a local
 copy on the coordinator) against the cluster.
@@ -18,13 +18,16 @@ import psycopg
 RUNS = 7
 
 
-def timed(conn, sql):
-    times = []
+def timed(conn, *queries):
+    """The median time of each query, RUNS rounds of each in turn (so a
+    slow spell of the machine falls on all of them alike)."""
+    times = [[] for _ in queries]
     for _ in range(RUNS):
-        start = time.perf_counter()
-        conn.execute(sql).fetchall()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+        for i, sql in enumerate(queries):
+            start = time.perf_counter()
+            conn.execute(sql).fetchall()
+            times[i].append(time.perf_counter() - start)
+    return [statistics.median(t) for t in times]
 
 
 def main(rows, ports):
@@ -47,9 +50,12 @@ def main(rows, ports):
     for plain, dp in pairs:
         for grouped in ["", " GROUP BY g"]:
             keys = "g, " if grouped else ""
-            t_plain = timed(conn, f"SELECT {keys}{plain} FROM bench{grouped}")
-            t_dp = timed(conn, f"SELECT {keys}{dp} FROM bench{grouped}")
-            t_local = timed(conn, f"SELECT {keys}{dp} FROM bench_local{grouped}")
+            t_plain, t_dp, t_local = timed(
+                conn,
+                f"SELECT {keys}{plain} FROM bench{grouped}",
+                f"SELECT {keys}{dp} FROM bench{grouped}",
+                f"SELECT {keys}{dp} FROM bench_local{grouped}",
+            )
             print(f"{dp:26s}{grouped:12s} cluster {t_dp * 1000:8.1f} ms | Citus {plain:8s} {t_plain * 1000:8.1f} ms "
                   f"| ratio {t_dp / t_plain:5.2f} | one node {t_local * 1000:8.1f} ms ({t_local / t_dp:4.2f}x the cluster's)")
 

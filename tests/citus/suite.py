@@ -205,7 +205,7 @@ def analysts(coord, workers, ports):
     pushed down (the partials sealed, as the extension's owner), bounded per
     person across shards, charged once on the coordinator; nothing exact on
     any route."""
-    coord.execute("DROP TABLE IF EXISTS visits, visits_by_site, open_data")
+    coord.execute("DROP TABLE IF EXISTS visits, visits_by_site, open_data, site_list")
     # A person's visits (up to 7 sites each), distributed by the person, and
     # a copy distributed by the site.
     coord.execute("CREATE TABLE visits (person bigint, site text, minutes float8)")
@@ -216,6 +216,10 @@ def analysts(coord, workers, ports):
     coord.execute("CREATE TABLE open_data (id bigint, x float8)")
     coord.execute("SELECT create_distributed_table('open_data', 'id', shard_count => 8)")
     coord.execute("INSERT INTO open_data SELECT i, i FROM generate_series(1, 1000) i")
+    coord.execute("CREATE TABLE site_list (site text)")
+    coord.execute("SELECT create_reference_table('site_list')")
+    coord.execute("INSERT INTO site_list SELECT 's' || i FROM generate_series(0, 9) i")
+    coord.execute("GRANT SELECT ON site_list TO PUBLIC")
     coord.execute("SELECT dp_protect('staff', 'id')")
     coord.execute("SELECT dp_protect('visits', 'person', 3)")
     coord.execute("SELECT dp_protect('visits_by_site', 'person', 3)")
@@ -260,6 +264,15 @@ def analysts(coord, workers, ports):
     # A distributed table that is not protected: the analyst's own SELECT privilege.
     ok, detail = refused(analyst, "SELECT dp_count(1.0) FROM open_data", "42501")
     check("analyst: an unprotected table needs SELECT", ok, detail)
+    # The partials run as the owner: a public table joined to a protected
+    # one still needs the analyst's SELECT, checked when planned.
+    before = analyst_charges(coord)
+    ok, detail = refused(analyst, "SELECT dp_count(1.0) FROM staff s JOIN open_data o ON o.id = s.id", "42501")
+    check("analyst: a public table joined to a protected one needs SELECT", ok and analyst_charges(coord) == before, detail)
+    # Keys listed by a public table: not yet on a distributed table; refused clearly, charged nothing.
+    ok, detail = refused(analyst, "SELECT k.site, dp_count(1.0) FROM site_list k LEFT JOIN visits v ON v.site = k.site "
+                                  "GROUP BY k.site", "ZB003")
+    check("analyst: keys listed by a public table are refused", ok and "listed" in detail and analyst_charges(coord) == before, detail)
     coord.execute("GRANT SELECT ON open_data TO citus_analyst")
     got = one(analyst, "SELECT dp_count(1.0) FROM open_data")[0]
     check("analyst: with SELECT, as a curator would", abs(got - 1000) <= 30, str(got))
