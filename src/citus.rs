@@ -197,7 +197,11 @@ unsafe fn check_sealed_calls(planned: *mut pg_sys::PlannedStmt, seals: &[[u8; cr
     unsafe {
         // Read without a query: this runs after every plan of an analyst's, its own queries' too.
         let Some(schema) = crate::gate::own_schema() else { return };
-        let schema = CStr::from_ptr(pg_sys::get_namespace_name(schema)).to_string_lossy().into_owned();
+        let schema = pg_sys::get_namespace_name(schema);
+        if schema.is_null() {
+            return;
+        }
+        let schema = CStr::from_ptr(schema).to_string_lossy().into_owned();
         let function = find(&schema, "dp_partials_sealed", &[pg_sys::TEXTOID, pg_sys::BYTEAOID], true);
         if function == pg_sys::InvalidOid {
             // An older version of dpnoise, not updated yet: it has none.
@@ -438,10 +442,22 @@ unsafe fn sealed(level: *mut pg_sys::Query) -> bool {
     unsafe {
         let mut relids = Vec::new();
         relations(level, &mut relids);
+        if !relids.iter().any(|r| crate::gate::protected_unit(*r).is_some()) {
+            return false;
+        }
+        // Every table the level reads, in FROM, subqueries, sublinks and
+        // LATERAL items alike; and what runs as the owner is checked.
+        let relids = check_sealable(level);
         let protected: Vec<(pg_sys::Oid, i16)> =
             relids.iter().filter_map(|r| crate::gate::protected_unit(*r).map(|unit| (*r, unit))).collect();
-        if protected.is_empty() {
-            return false;
+        let list = relids.iter().map(|r| r.to_u32().to_string()).collect::<Vec<_>>().join(",");
+        if read_one::<bool>(&format!(
+            "SELECT pg_catalog.bool_or(relrowsecurity) FROM pg_catalog.pg_class \
+             WHERE oid OPERATOR(pg_catalog.=) ANY ('{{{list}}}'::pg_catalog.oid[])"
+        ))
+        .unwrap_or(false)
+        {
+            refuse_sealed("a table with row-level security is not admitted on a distributed table", "Ask the DBA.");
         }
         if has_set_operations(level) {
             // The gate's own UNION ALL (keys listed by a public table) is
@@ -452,7 +468,22 @@ unsafe fn sealed(level: *mut pg_sys::Query) -> bool {
                 Some("GROUP BY the keys without the list: the keys are then chosen by private partition selection.".to_owned()),
             );
         }
-        check_permissions(level);
+        // Citus joins distributed tables on their shards only when they are
+        // co-located; otherwise it fails when the query runs, after an
+        // analyst's statement has paid: refused here, before.
+        let groups = read_one::<i64>(&format!(
+            "SELECT count(DISTINCT colocationid) FROM pg_catalog.pg_dist_partition \
+             WHERE logicalrelid OPERATOR(pg_catalog.=) ANY ('{{{list}}}'::pg_catalog.oid[]) \
+             AND partmethod OPERATOR(pg_catalog.<>) 'n'"
+        ))
+        .unwrap_or(0);
+        if groups > 1 {
+            crate::errors::raise_sqlstate(
+                crate::gate::QUERY_REFUSED,
+                "dpnoise over a Citus table: an analyst's query may join distributed tables only when they are co-located".to_owned(),
+                Some("Ask the DBA to co-locate them (create_distributed_table(..., colocate_with => ...)), or join reference tables.".to_owned()),
+            );
+        }
         for (relid, unit) in protected {
             let distribution = Spi::connect(|client| {
                 client.select(&format!(
@@ -474,7 +505,10 @@ unsafe fn sealed(level: *mut pg_sys::Query) -> bool {
                     "dpnoise over a Citus table: an analyst's query over a protected table needs it distributed by its privacy unit".to_owned(),
                     Some(format!(
                         "Ask the DBA to distribute it by the privacy unit: SELECT alter_distributed_table('{}', distribution_column := '{unit_name}');",
-                        CStr::from_ptr(pg_sys::get_rel_name(relid)).to_string_lossy()
+                        {
+                            let name = pg_sys::get_rel_name(relid);
+                            if name.is_null() { "<table>".into() } else { CStr::from_ptr(name).to_string_lossy() }
+                        }
                     )),
                 );
             }
@@ -492,29 +526,120 @@ unsafe fn has_set_operations(level: *mut pg_sys::Query) -> bool {
     unsafe { !(*level).setOperations.is_null() || sub_levels(level).into_iter().any(|q| has_set_operations(q)) }
 }
 
-/// Checks, as the executor would for the analyst, the SELECT privilege on
-/// every table of the level that the gate did not vouch for: the partials
-/// run as the extension's owner.
+/// Refuses an analyst's level over a distributed table (ZB003).
+fn refuse_sealed(what: &str, hint: &str) -> ! {
+    crate::errors::raise_sqlstate(
+        crate::gate::QUERY_REFUSED,
+        format!("dpnoise over a Citus table: {what}"),
+        Some(hint.to_owned()),
+    )
+}
+
+/// What `check_sealable` found: the tables read, and the first refusal.
+struct Sealable {
+    relids: Vec<pg_sys::Oid>,
+    refusal: Option<(&'static str, String, &'static str)>,
+}
+
+/// Checks a level whose partials will run sealed, as the extension's
+/// owner, and returns every table it reads (its subqueries, sublinks and
+/// LATERAL items included). Refused:
+/// - a table the gate did not vouch for that the analyst cannot read
+///   (42501), as the executor would check it for them;
+/// - row-level security policies and security barriers, which the text
+///   would lose (ZB003);
+/// - any function, operator or aggregate outside pg_catalog and dpnoise,
+///   and domains and composite values (their input runs a CHECK), which
+///   would run as the owner (ZB003).
 ///
 /// # Safety
 /// `level` is a live Query; inside a transaction.
-unsafe fn check_permissions(level: *mut pg_sys::Query) {
-    // SAFETY: the caller's contract; catalog lookups by OID inside the transaction.
-    unsafe {
-        for rte in list_items::<pg_sys::RangeTblEntry>((*level).rtable) {
-            if (*rte).rtekind != pg_sys::RTEKind::RTE_RELATION || (*rte).requiredPerms == 0 {
-                continue;
-            }
-            let user = if (*rte).checkAsUser != pg_sys::InvalidOid { (*rte).checkAsUser } else { pg_sys::GetUserId() };
-            if pg_sys::pg_class_aclcheck((*rte).relid, user, pg_sys::ACL_SELECT as pg_sys::AclMode) != pg_sys::AclResult::ACLCHECK_OK {
-                let name = CStr::from_ptr(pg_sys::get_rel_name((*rte).relid)).to_string_lossy().into_owned();
-                crate::errors::raise_sqlstate("42501", format!("permission denied for table {name}"), None);
-            }
-        }
-        for sub in sub_levels(level) {
-            check_permissions(sub);
+unsafe fn check_sealable(level: *mut pg_sys::Query) -> Vec<pg_sys::Oid> {
+    /// # Safety
+    /// Called by `check_functions_in_node`, inside a transaction.
+    #[pgrx::pg_guard]
+    unsafe extern "C-unwind" fn foreign(function: pg_sys::Oid, _context: *mut std::ffi::c_void) -> bool {
+        // SAFETY: the caller's contract.
+        unsafe { crate::parameters::untrusted(function) }
+    }
+    /// Whether values of `type_` are read through code a role may write.
+    ///
+    /// # Safety
+    /// Inside a transaction.
+    unsafe fn foreign_type(type_: pg_sys::Oid) -> bool {
+        // SAFETY: syscache lookups by OID.
+        unsafe {
+            let element = pg_sys::get_element_type(type_);
+            [type_, element].into_iter().filter(|t| *t != pg_sys::InvalidOid).any(|t| {
+                let kind = pg_sys::get_typtype(t) as u8;
+                kind == b'd' || (kind == b'c' && t != pg_sys::RECORDOID)
+            })
         }
     }
+    /// # Safety
+    /// Called by the tree walkers with live nodes and the Sealable.
+    #[pgrx::pg_guard]
+    unsafe extern "C-unwind" fn walk(node: *mut pg_sys::Node, context: *mut std::ffi::c_void) -> bool {
+        // SAFETY: the caller's contract; casts follow the node tags.
+        unsafe {
+            if node.is_null() {
+                return false;
+            }
+            let found = &mut *(context as *mut Sealable);
+            let refuse = |found: &mut Sealable, state: &'static str, what: String, hint: &'static str| {
+                found.refusal = Some((state, what, hint));
+                true
+            };
+            const BUILT_IN: &str = "Use built-in functions and operators only (pg_catalog's), or ask a curator.";
+            match (*node).type_ {
+                pg_sys::NodeTag::T_Query => {
+                    return pg_sys::query_tree_walker(node.cast(), Some(walk), context, pg_sys::QTW_EXAMINE_RTES_BEFORE as i32);
+                }
+                pg_sys::NodeTag::T_RangeTblEntry => {
+                    let rte = node as *mut pg_sys::RangeTblEntry;
+                    if (*rte).rtekind == pg_sys::RTEKind::RTE_RELATION {
+                        found.relids.push((*rte).relid);
+                        if !(*rte).securityQuals.is_null() {
+                            return refuse(found, crate::gate::QUERY_REFUSED, "a table with row-level security is not admitted on a distributed table".to_owned(), "Ask the DBA.");
+                        }
+                        if (*rte).requiredPerms != 0 && !pg_sys::ExecCheckRTPerms(pg_sys::lappend(std::ptr::null_mut(), rte.cast()), false) {
+                            let name = pg_sys::get_rel_name((*rte).relid);
+                            let name = if name.is_null() { "?".to_owned() } else { CStr::from_ptr(name).to_string_lossy().into_owned() };
+                            return refuse(found, "42501", format!("permission denied for table {name}"), "");
+                        }
+                    }
+                    if (*rte).rtekind == pg_sys::RTEKind::RTE_SUBQUERY && (*rte).security_barrier {
+                        return refuse(found, crate::gate::QUERY_REFUSED, "a security barrier view is not admitted on a distributed table".to_owned(), "Ask the DBA.");
+                    }
+                    // range_table_walker goes on into the entry's subquery, functions and values.
+                    return false;
+                }
+                pg_sys::NodeTag::T_Const if foreign_type((*(node as *mut pg_sys::Const)).consttype) => {
+                    return refuse(found, crate::gate::QUERY_REFUSED, "a domain or composite constant is not admitted on a distributed table".to_owned(), BUILT_IN);
+                }
+                pg_sys::NodeTag::T_CoerceToDomain => {
+                    return refuse(found, crate::gate::QUERY_REFUSED, "a domain is not admitted on a distributed table".to_owned(), BUILT_IN);
+                }
+                _ => {}
+            }
+            if pg_sys::check_functions_in_node(node, Some(foreign), std::ptr::null_mut()) {
+                return refuse(
+                    found,
+                    crate::gate::QUERY_REFUSED,
+                    "an analyst's query over a distributed table may call only built-in functions (they run where the shards are, as the extension's owner)".to_owned(),
+                    BUILT_IN,
+                );
+            }
+            pg_sys::expression_tree_walker(node, Some(walk), context)
+        }
+    }
+    let mut found = Sealable { relids: Vec::new(), refusal: None };
+    // SAFETY: the caller's contract; `found` outlives the walk.
+    unsafe { walk(level.cast(), (&raw mut found).cast()) };
+    if let Some((state, what, hint)) = found.refusal {
+        crate::errors::raise_sqlstate(state, what, (!hint.is_empty()).then(|| hint.to_owned()));
+    }
+    found.relids
 }
 
 /// Whether the level's FROM (its subqueries and CTEs included) reads a Citus table.

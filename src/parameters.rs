@@ -93,7 +93,7 @@ unsafe fn forbidden(node: *mut pg_sys::Node) -> bool {
 ///
 /// # Safety
 /// Inside a transaction (it reads the catalog).
-unsafe fn untrusted(function: pg_sys::Oid) -> bool {
+pub(crate) unsafe fn untrusted(function: pg_sys::Oid) -> bool {
     // SAFETY: inside a transaction (the caller's contract), so the syscache lookup of
     // get_func_namespace and the catalog scans of get_extension_oid and getExtensionOfObject may
     // run. They take OIDs and a NUL-terminated literal, and answer InvalidOid for an unknown

@@ -5,10 +5,12 @@
 //! table; on Citus, the workers would still check it, so the partials run
 //! as the extension's owner, in `dp_partials_sealed(query, seal)`, a
 //! SECURITY DEFINER function. It runs only the text the planner hook
-//! wrote: the seal is an HMAC-SHA256 of that text under a key this backend
-//! drew from the OS and never shows, checked by `dp_check_seal` before the
-//! text runs. A seal read from a printed plan is still refused when a
-//! statement the analyst wrote carries it (`citus::check_sealed_calls`).
+//! wrote: the seal is a fresh random nonce and an HMAC-SHA256 of the nonce
+//! and the text under a key this backend drew from the OS and never shows,
+//! checked by `dp_check_seal` before the text runs. Each planning seals
+//! with new nonces, and refuses a plan holding a seal it did not write
+//! (`citus::check_sealed_calls`): a seal read from a printed plan cannot
+//! be written again by planning the same query.
 
 use crate::fmgr::v1_function;
 use pgrx::pg_sys;
@@ -18,8 +20,9 @@ use std::ffi::c_void;
 
 /// PostgreSQL's `PG_SHA256` (common/cryptohash.h).
 const PG_SHA256: i32 = 3;
-/// An HMAC-SHA256 tag's length in bytes.
-pub const SEAL_BYTES: usize = 32;
+/// A seal's length in bytes: a 16-byte nonce, then an HMAC-SHA256 tag.
+pub const SEAL_BYTES: usize = NONCE_BYTES + 32;
+const NONCE_BYTES: usize = 16;
 
 unsafe extern "C" {
     fn pg_hmac_create(kind: i32) -> *mut c_void;
@@ -53,10 +56,20 @@ fn key() -> [u8; 32] {
     })
 }
 
-/// The seal of `text`.
+/// A new seal of `text`: a fresh nonce and its tag.
 pub fn seal(text: &[u8]) -> [u8; SEAL_BYTES] {
+    let mut nonce = [0u8; NONCE_BYTES];
+    rand_chacha::ChaCha20Rng::from_os_rng().fill_bytes(&mut nonce);
+    let mut seal = [0u8; SEAL_BYTES];
+    seal[..NONCE_BYTES].copy_from_slice(&nonce);
+    seal[NONCE_BYTES..].copy_from_slice(&tag(&nonce, text));
+    seal
+}
+
+/// The HMAC-SHA256 of the nonce and the text under this backend's key.
+fn tag(nonce: &[u8], text: &[u8]) -> [u8; 32] {
     let key = key();
-    let mut tag = [0u8; SEAL_BYTES];
+    let mut tag = [0u8; 32];
     // SAFETY: PostgreSQL's HMAC over buffers that outlive each call; the context is freed before
     // returning, and any failure is raised after it is.
     let ok = unsafe {
@@ -65,6 +78,7 @@ pub fn seal(text: &[u8]) -> [u8; SEAL_BYTES] {
             false
         } else {
             let ok = pg_hmac_init(ctx, key.as_ptr(), key.len()) == 0
+                && pg_hmac_update(ctx, nonce.as_ptr(), nonce.len()) == 0
                 && pg_hmac_update(ctx, text.as_ptr(), text.len()) == 0
                 && pg_hmac_final(ctx, tag.as_mut_ptr(), tag.len()) == 0;
             pg_hmac_free(ctx);
@@ -77,10 +91,13 @@ pub fn seal(text: &[u8]) -> [u8; SEAL_BYTES] {
     tag
 }
 
-/// Whether `tag` is the seal of `text` (compared in constant time).
-pub fn sealed(text: &[u8], tag: &[u8]) -> bool {
-    let expected = seal(text);
-    tag.len() == SEAL_BYTES && expected.iter().zip(tag).fold(0u8, |d, (a, b)| d | (a ^ b)) == 0
+/// Whether `seal` is a seal of `text` this backend wrote (compared in constant time).
+pub fn sealed(text: &[u8], seal: &[u8]) -> bool {
+    if seal.len() != SEAL_BYTES {
+        return false;
+    }
+    let expected = tag(&seal[..NONCE_BYTES], text);
+    expected.iter().zip(&seal[NONCE_BYTES..]).fold(0u8, |d, (a, b)| d | (a ^ b)) == 0
 }
 
 // dp_check_seal(query text, seal bytea): raises unless the seal is this

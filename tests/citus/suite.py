@@ -269,6 +269,12 @@ def analysts(coord, workers, ports):
     before = analyst_charges(coord)
     ok, detail = refused(analyst, "SELECT dp_count(1.0) FROM staff s JOIN open_data o ON o.id = s.id", "42501")
     check("analyst: a public table joined to a protected one needs SELECT", ok and analyst_charges(coord) == before, detail)
+    # Distributed tables that are not co-located: refused before anything is charged.
+    coord.execute("GRANT SELECT ON open_data TO citus_analyst")
+    ok, detail = refused(analyst, "SELECT dp_count(1.0) FROM staff s JOIN open_data o ON o.id = s.id", "ZB003")
+    check("analyst: tables that are not co-located are refused, charged nothing",
+          ok and "co-located" in detail and analyst_charges(coord) == before, detail)
+    coord.execute("REVOKE SELECT ON open_data FROM citus_analyst")
     # Keys listed by a public table: not yet on a distributed table; refused clearly, charged nothing.
     ok, detail = refused(analyst, "SELECT k.site, dp_count(1.0) FROM site_list k LEFT JOIN visits v ON v.site = k.site "
                                   "GROUP BY k.site", "ZB003")
@@ -287,8 +293,23 @@ def analysts(coord, workers, ports):
                     "AS 'SELECT * FROM dp_partials_sealed($1, $2) AS t(n bigint)'")
     analyst.execute("CREATE FUNCTION pg_temp.dynamic(q text, s bytea) RETURNS SETOF record LANGUAGE plpgsql "
                     "AS $f$ BEGIN RETURN QUERY EXECUTE 'SELECT * FROM dp_partials_sealed($1, $2) AS t(n bigint)' USING q, s; END $f$")
+    analyst.execute("CREATE TEMP TABLE seen (who text)")
+    analyst.execute("CREATE FUNCTION pg_temp.whoami() RETURNS int LANGUAGE plpgsql "
+                    "AS $f$ BEGIN INSERT INTO seen SELECT current_user; RETURN 1; END $f$")
+    coord.execute("DROP TABLE IF EXISTS secret")
+    coord.execute("CREATE TABLE secret (x int)")
     before = ledger_counts(coord, workers) + [analyst_charges(coord)[0]]
     for name, sql, params, state in [
+        # The same admitted query in an unreferenced CTE writes the same text
+        # in the same planning: its seal must still differ (a fresh nonce).
+        ("a leaked seal, replayed beside the query that wrote it",
+         "WITH a AS (SELECT dp_count(1.0) FROM staff) SELECT * FROM dp_partials_sealed(%s, %s) AS t(n bigint)", (text, seal), "ZB003"),
+        # Code the analyst wrote would run as the extension's owner.
+        ("the analyst's function, in a public subquery",
+         "SELECT dp_count(1.0) FROM staff s, (SELECT pg_temp.whoami() AS w) x", None, "ZB003"),
+        # A table the analyst cannot read, in a sublink of a public subquery.
+        ("a table without SELECT, in a sublink",
+         "SELECT dp_count(1.0) FROM staff s, (SELECT 1 AS one WHERE EXISTS (SELECT 1 FROM secret)) x", None, "42501"),
         ("a leaked seal, replayed", "SELECT * FROM dp_partials_sealed(%s, %s) AS t(n bigint)", (text, seal), "ZB003"),
         ("a leaked seal, in an inlined SQL function", "SELECT * FROM pg_temp.inlined(%s, %s) AS t(n bigint)", (text, seal), "ZB003"),
         ("a leaked seal, in PL/pgSQL EXECUTE", "SELECT * FROM pg_temp.dynamic(%s, %s) AS t(n bigint)", (text, seal), "ZB003"),
@@ -322,6 +343,8 @@ def analysts(coord, workers, ports):
         check(f"analyst on worker {i + 1}: a seal from another session", ok, detail)
     after = ledger_counts(coord, workers) + [analyst_charges(coord)[0]]
     check("analyst refusals charge nothing", after == before, f"{before} -> {after}")
+    seen = analyst.execute("SELECT who FROM seen").fetchall()
+    check("nothing the analyst wrote ran", seen == [], str(seen))
     for table in ["staff", "visits", "visits_by_site"]:
         coord.execute(f"SELECT dp_unprotect('{table}')")
 
