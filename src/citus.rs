@@ -91,6 +91,10 @@ pub struct Planning {
     relations: Vec<pg_sys::Oid>,
     /// The seals this planning wrote (`dp_partials_sealed`).
     seals: Vec<[u8; crate::seal::SEAL_BYTES]>,
+    /// The tables sealed partials read with the analyst's privileges:
+    /// added to the plan's range table, so the executor checks them again
+    /// each time the plan runs (a cached plan outlives a REVOKE of a role).
+    checked: Vec<*mut pg_sys::RangeTblEntry>,
 }
 
 /// Splits every query level of `query` whose dpnoise aggregates read a
@@ -136,6 +140,9 @@ pub unsafe fn finish(planned: *mut pg_sys::PlannedStmt, planning: &Planning) {
         }
         for relid in &planning.relations {
             (*planned).relationOids = pg_sys::lappend_oid((*planned).relationOids, *relid);
+        }
+        for rte in &planning.checked {
+            (*planned).rtable = pg_sys::lappend((*planned).rtable, (*rte).cast());
         }
         if crate::gate::gated() {
             check_sealed_calls(planned, &planning.seals);
@@ -437,7 +444,7 @@ unsafe fn relations(level: *mut pg_sys::Query, into: &mut Vec<pg_sys::Oid>) {
 ///
 /// # Safety
 /// `level` is a live Query; inside a transaction.
-unsafe fn sealed(level: *mut pg_sys::Query) -> bool {
+unsafe fn sealed(level: *mut pg_sys::Query, planning: &mut Planning) -> bool {
     // SAFETY: the caller's contract.
     unsafe {
         let mut relids = Vec::new();
@@ -447,7 +454,8 @@ unsafe fn sealed(level: *mut pg_sys::Query) -> bool {
         }
         // Every table the level reads, in FROM, subqueries, sublinks and
         // LATERAL items alike; and what runs as the owner is checked.
-        let relids = check_sealable(level);
+        let (relids, checked) = check_sealable(level);
+        planning.checked.extend(checked);
         let protected: Vec<(pg_sys::Oid, i16)> =
             relids.iter().filter_map(|r| crate::gate::protected_unit(*r).map(|unit| (*r, unit))).collect();
         let list = relids.iter().map(|r| r.to_u32().to_string()).collect::<Vec<_>>().join(",");
@@ -535,9 +543,11 @@ fn refuse_sealed(what: &str, hint: &str) -> ! {
     )
 }
 
-/// What `check_sealable` found: the tables read, and the first refusal.
+/// What `check_sealable` found: the tables read, those read with the
+/// analyst's privileges (copies of their entries), and the first refusal.
 struct Sealable {
     relids: Vec<pg_sys::Oid>,
+    checked: Vec<*mut pg_sys::RangeTblEntry>,
     refusal: Option<(&'static str, String, &'static str)>,
 }
 
@@ -554,7 +564,7 @@ struct Sealable {
 ///
 /// # Safety
 /// `level` is a live Query; inside a transaction.
-unsafe fn check_sealable(level: *mut pg_sys::Query) -> Vec<pg_sys::Oid> {
+unsafe fn check_sealable(level: *mut pg_sys::Query) -> (Vec<pg_sys::Oid>, Vec<*mut pg_sys::RangeTblEntry>) {
     /// # Safety
     /// Called by `check_functions_in_node`, inside a transaction.
     #[pgrx::pg_guard]
@@ -607,6 +617,14 @@ unsafe fn check_sealable(level: *mut pg_sys::Query) -> Vec<pg_sys::Oid> {
                             let name = if name.is_null() { "?".to_owned() } else { CStr::from_ptr(name).to_string_lossy().into_owned() };
                             return refuse(found, "42501", format!("permission denied for table {name}"), "");
                         }
+                        if (*rte).requiredPerms != 0 {
+                            // Checked again by the executor: a plain entry, read by no node.
+                            let copy = pg_sys::copyObjectImpl(rte.cast()) as *mut pg_sys::RangeTblEntry;
+                            (*copy).securityQuals = std::ptr::null_mut();
+                            (*copy).tablesample = std::ptr::null_mut();
+                            (*copy).inh = false;
+                            found.checked.push(copy);
+                        }
                     }
                     if (*rte).rtekind == pg_sys::RTEKind::RTE_SUBQUERY && (*rte).security_barrier {
                         return refuse(found, crate::gate::QUERY_REFUSED, "a security barrier view is not admitted on a distributed table".to_owned(), "Ask the DBA.");
@@ -633,13 +651,13 @@ unsafe fn check_sealable(level: *mut pg_sys::Query) -> Vec<pg_sys::Oid> {
             pg_sys::expression_tree_walker(node, Some(walk), context)
         }
     }
-    let mut found = Sealable { relids: Vec::new(), refusal: None };
+    let mut found = Sealable { relids: Vec::new(), checked: Vec::new(), refusal: None };
     // SAFETY: the caller's contract; `found` outlives the walk.
     unsafe { walk(level.cast(), (&raw mut found).cast()) };
     if let Some((state, what, hint)) = found.refusal {
         crate::errors::raise_sqlstate(state, what, (!hint.is_empty()).then(|| hint.to_owned()));
     }
-    found.relids
+    (found.relids, found.checked)
 }
 
 /// Whether the level's FROM (its subqueries and CTEs included) reads a Citus table.
@@ -685,7 +703,7 @@ unsafe fn split(
     // SAFETY: the caller's contract; new nodes are palloc'd in the planner's memory context, and
     // each node is cast only to the struct its tag names.
     unsafe {
-        let sealed = sealed(level);
+        let sealed = sealed(level, planning);
         let hint = "Write it as separate queries, or over WITH t AS MATERIALIZED (SELECT ...) SELECT ... FROM t.";
         if !(*level).groupingSets.is_null() {
             unsupported("GROUPING SETS, ROLLUP and CUBE are not supported", hint);

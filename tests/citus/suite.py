@@ -275,7 +275,25 @@ def analysts(coord, workers, ports):
     check("analyst: tables that are not co-located are refused, charged nothing",
           ok and "co-located" in detail and analyst_charges(coord) == before, detail)
     coord.execute("REVOKE SELECT ON open_data FROM citus_analyst")
+    # A cached plan is checked again when it runs: SELECT through a role,
+    # the membership revoked after the statement was prepared.
+    coord.execute("DROP TABLE IF EXISTS staff_extra")
+    coord.execute("CREATE TABLE staff_extra (id bigint, bonus float8)")
+    coord.execute("SELECT create_distributed_table('staff_extra', 'id', colocate_with => 'staff')")
+    coord.execute("INSERT INTO staff_extra SELECT i, i FROM generate_series(1, 1000) i")
+    coord.execute("DROP ROLE IF EXISTS citus_reader")
+    coord.execute("CREATE ROLE citus_reader")
+    coord.execute("GRANT SELECT ON staff_extra TO citus_reader")
+    coord.execute("GRANT citus_reader TO citus_analyst")
+    analyst.execute("PREPARE joined AS SELECT dp_count(1.0) FROM staff s JOIN staff_extra e ON e.id = s.id")
+    got = one(analyst, "EXECUTE joined")[0]
+    check("analyst: a co-located public table joined on the distribution column", abs(got - 1000) <= 30, str(got))
+    coord.execute("REVOKE citus_reader FROM citus_analyst")
+    ok, detail = refused(analyst, "EXECUTE joined", "42501")
+    check("analyst: a cached plan is checked again after a REVOKE", ok, detail)
+    analyst.execute("DEALLOCATE joined")
     # Keys listed by a public table: not yet on a distributed table; refused clearly, charged nothing.
+    before = analyst_charges(coord)
     ok, detail = refused(analyst, "SELECT k.site, dp_count(1.0) FROM site_list k LEFT JOIN visits v ON v.site = k.site "
                                   "GROUP BY k.site", "ZB003")
     check("analyst: keys listed by a public table are refused", ok and "listed" in detail and analyst_charges(coord) == before, detail)
@@ -347,6 +365,7 @@ def analysts(coord, workers, ports):
     check("nothing the analyst wrote ran", seen == [], str(seen))
     for table in ["staff", "visits", "visits_by_site"]:
         coord.execute(f"SELECT dp_unprotect('{table}')")
+    coord.execute("DROP TABLE IF EXISTS staff_extra")
 
 
 def demo(ports):
