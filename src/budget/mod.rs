@@ -11,6 +11,7 @@
 //! reach it through [`pay`], which applies the charging model of the role.
 
 mod nodes;
+mod session;
 mod shared;
 pub mod worker;
 
@@ -25,6 +26,7 @@ pgrx::extension_sql_file!("schema.sql", name = "budget_sql");
 
 /// Registers the pool of ledger workers; only from shared_preload_libraries.
 pub fn init() {
+    session::init();
     shared::init();
     worker::register_pool();
 }
@@ -78,6 +80,15 @@ pub fn charge(request: &Charge) -> Granted {
             Some("Run the query on the primary server."),
         );
     }
+    // The session's cap, before anything is asked of the ledger.
+    let after = match &request.exact {
+        Some([epsilon, delta]) => session::check(epsilon, delta, request.releases),
+        None => session::check(
+            &dpnoise_core::rational::decimal(request.epsilon),
+            &dpnoise_core::rational::decimal(request.delta),
+            request.releases,
+        ),
+    };
     // SAFETY: MyProc is this backend's PGPROC, set before any query runs.
     let (database, index) = unsafe { (pg_sys::MyDatabaseId, (*pg_sys::MyProc).pgprocno as usize) };
     let Some(slot) = mailbox.slot(index) else {
@@ -98,7 +109,10 @@ pub fn charge(request: &Charge) -> Granted {
     });
     slot.store(FREE);
     match outcome {
-        Outcome::Granted => Granted { strict },
+        Outcome::Granted => {
+            session::spent(after);
+            Granted { strict }
+        }
         Outcome::Refused => raise_sqlstate(
             BUDGET_EXHAUSTED,
             format!(

@@ -1,0 +1,132 @@
+#!/usr/bin/env python3
+"""Session caps (dpnoise.max_epsilon_per_session), on a running server.
+
+    session.py PORT
+
+A DBA caps each connection of a role with ALTER ROLE ... SET; checks:
+- the cap refuses exactly at the boundary (0.3 admits three releases of
+  0.1, in decimal, and refuses the fourth with ZB001 naming the session
+  cap), while the role's budget is still positive, and charges nothing;
+- the user cannot raise it: SET, RESET, set_config, or a connection option;
+- two sessions of one role each have their own cap and share the role's budget;
+- an analyst's statement-level charge is capped as a whole;
+- 16 concurrent sessions of one role spend at most their cap each.
+Exits non-zero on a failure.
+"""
+import sys
+import threading
+
+import psycopg
+
+FAILED = []
+
+
+def check(name, ok, detail=""):
+    print(("PASS  " if ok else "FAIL  ") + name + (f": {detail}" if detail else ""))
+    if not ok:
+        FAILED.append(name)
+
+
+def connect(port, user="postgres", options=None):
+    return psycopg.connect(host="127.0.0.1", port=port, dbname="postgres", user=user, autocommit=True,
+                           **({"options": options} if options else {}))
+
+
+def attempt(conn, sql):
+    try:
+        conn.execute(sql).fetchall()
+        return None
+    except psycopg.Error as e:
+        return e
+
+
+def main(port):
+    admin = connect(port)
+    admin.execute("CREATE EXTENSION IF NOT EXISTS dpnoise")
+    for role in ["cap_user", "cap_analyst"]:
+        admin.execute(f"DROP ROLE IF EXISTS {role}")
+        admin.execute(f"CREATE ROLE {role} LOGIN")
+    admin.execute("SELECT dp_budget_grant('cap_user', 10)")
+    admin.execute("ALTER ROLE cap_user SET dpnoise.max_epsilon_per_session = 0.3")
+    charges = lambda role: admin.execute(
+        "SELECT count(*), coalesce(sum(epsilon), 0) FROM dpnoise.ledger WHERE role = %s::regrole", (role,)).fetchone()
+
+    # The boundary, in decimal: three releases of 0.1, then a refusal.
+    user = connect(port, "cap_user")
+    before = charges("cap_user")
+    results = [attempt(user, "SELECT dp_laplace(1.0, 0.1, 1.0)") for _ in range(4)]
+    after = charges("cap_user")
+    fourth = results[3]
+    check("a cap of 0.3 admits three releases of 0.1", results[:3] == [None] * 3, str(results[:3]))
+    check("the fourth is refused (ZB001, the session cap named), charged nothing",
+          fourth is not None and fourth.sqlstate == "ZB001" and "session" in str(fourth)
+          and after[0] - before[0] == 3 and float(after[1] - before[1]) == 0.3,
+          f"{fourth.sqlstate if fourth else None}: {str(fourth).splitlines()[0] if fourth else ''}; ledger {before} -> {after}")
+    remaining = admin.execute("SELECT epsilon_remaining FROM dp_budgets WHERE role = 'cap_user'::regrole").fetchone()
+    check("the role's budget is still positive", remaining is not None and remaining[0] > 0, str(remaining))
+
+    # The user cannot raise it.
+    for sql in ["SET dpnoise.max_epsilon_per_session = 10", "RESET dpnoise.max_epsilon_per_session",
+                "SELECT set_config('dpnoise.max_epsilon_per_session', '10', false)"]:
+        e = attempt(user, sql)
+        check(f"the user cannot raise it: {sql}", e is not None and e.sqlstate == "42501", e.sqlstate if e else "allowed")
+    e = attempt(user, "SELECT dp_laplace(1.0, 0.1, 1.0)")
+    check("still capped after those attempts", e is not None and e.sqlstate == "ZB001", e.sqlstate if e else "released")
+    try:
+        connect(port, "cap_user", "-c dpnoise.max_epsilon_per_session=10").close()
+        check("a connection option cannot raise it", False, "connected")
+    except psycopg.Error as e:
+        check("a connection option cannot raise it", e.sqlstate == "42501" or "permission denied" in str(e), str(e).splitlines()[0])
+
+    # A second session: its own cap, the role's budget shared.
+    other = connect(port, "cap_user")
+    results = [attempt(other, "SELECT dp_laplace(1.0, 0.1, 1.0)") for _ in range(4)]
+    check("a second session has its own cap", results[:3] == [None] * 3 and results[3] is not None
+          and results[3].sqlstate == "ZB001", str([r.sqlstate if r else None for r in results]))
+    check("both charged the role's one budget", float(charges("cap_user")[1] - before[1]) == 0.6, str(charges("cap_user")))
+
+    # An analyst: the statement's whole cost (dp_count 1.0 and partition
+    # selection 0.5) against a cap of 1.2: refused before it runs, then a
+    # smaller one is admitted.
+    admin.execute("DROP TABLE IF EXISTS cap_people")
+    admin.execute("CREATE TABLE cap_people (id int PRIMARY KEY, region text)")
+    admin.execute("INSERT INTO cap_people SELECT i, 'r' || (i % 3) FROM generate_series(1, 300) i")
+    admin.execute("SELECT dp_protect('cap_people', 'id')")
+    admin.execute("SELECT dp_analyst('cap_analyst')")
+    admin.execute("SELECT dp_budget_grant('cap_analyst', 10, 0.01)")
+    admin.execute("ALTER ROLE cap_analyst SET dpnoise.max_epsilon_per_session = 1.2")
+    analyst = connect(port, "cap_analyst")
+    before = charges("cap_analyst")
+    e = attempt(analyst, "SELECT region, dp_count(1.0) FROM cap_people GROUP BY region")
+    check("an analyst's statement over its cap is refused whole, charged nothing",
+          e is not None and e.sqlstate == "ZB001" and charges("cap_analyst") == before, e.sqlstate if e else "released")
+    e = attempt(analyst, "SELECT dp_count(1.0) FROM cap_people")
+    check("one within its cap is admitted", e is None and float(charges("cap_analyst")[1] - before[1]) == 1.0,
+          str(e).splitlines()[0] if e else "")
+
+    # 16 sessions at once, each trying 5 releases of 0.1 under a cap of 0.3.
+    before = charges("cap_user")
+    granted = []
+
+    def run():
+        conn = connect(port, "cap_user")
+        granted.append(sum(attempt(conn, "SELECT dp_laplace(1.0, 0.1, 1.0)") is None for _ in range(5)))
+        conn.close()
+
+    threads = [threading.Thread(target=run) for _ in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    after = charges("cap_user")
+    check("16 concurrent sessions spend at most their cap each", granted == [3] * 16
+          and after[0] - before[0] == 48 and float(after[1] - before[1]) == 4.8, f"{granted}; ledger {before} -> {after}")
+
+    admin.execute("SELECT dp_unprotect('cap_people')")
+    admin.execute("DROP TABLE cap_people")
+    print(f"session caps: {'FAILED ' + str(len(FAILED)) if FAILED else 'all passed'}")
+    return 1 if FAILED else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(int(sys.argv[1])))
