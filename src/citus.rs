@@ -60,11 +60,23 @@ fn citus_installed() -> bool {
 /// coordinator's): the budgets live on the coordinator, which runs every
 /// dpnoise aggregate's release itself. A worker would charge its own ledger.
 pub fn refuse_on_worker() {
-    if !citus_installed() {
-        return;
+    thread_local! {
+        /// (local transaction, whether this node is a Citus worker): read
+        /// once per transaction, not once per release.
+        static WORKER: std::cell::Cell<Option<(u32, bool)>> = const { std::cell::Cell::new(None) };
     }
-    let group = read_one::<i32>("SELECT groupid FROM pg_catalog.pg_dist_local_group").unwrap_or(0);
-    if group > 0 {
+    // SAFETY: MyProc is this backend's PGPROC, set before any query runs; lxid is its own.
+    let transaction = unsafe { (*pg_sys::MyProc).lxid };
+    let worker = match WORKER.with(|w| w.get()) {
+        Some((t, worker)) if t == transaction => worker,
+        _ => {
+            let worker = citus_installed()
+                && read_one::<i32>("SELECT groupid FROM pg_catalog.pg_dist_local_group").unwrap_or(0) > 0;
+            WORKER.with(|w| w.set(Some((transaction, worker))));
+            worker
+        }
+    };
+    if worker {
         crate::errors::raise_sqlstate(
             crate::errors::LEDGER_UNAVAILABLE,
             "dpnoise: the release could not be charged, so nothing was released: this node is a Citus worker, \

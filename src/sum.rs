@@ -233,6 +233,21 @@ struct Written<T> {
     loss: Option<String>,
 }
 
+impl<T: SumValue> Written<T> {
+    /// The call-site cache key of these parameters (`salt` tells apart the
+    /// aggregates that share a cache: dp_merge_sum's kinds).
+    fn key(&self, salt: u64) -> [u64; 5] {
+        let fingerprint = |t: &Option<String>| t.as_deref().map_or(0, text_fingerprint);
+        [
+            self.epsilon.to_bits(),
+            self.lower.bits(),
+            self.upper.bits(),
+            self.delta.to_bits(),
+            fingerprint(&self.mechanism).rotate_left(32) ^ fingerprint(&self.loss) ^ salt,
+        ]
+    }
+}
+
 /// Reads `kind`'s parameters from its `n` arguments (`arg(i)`: the value of
 /// argument i, None for NULL).
 ///
@@ -310,14 +325,7 @@ unsafe fn sum_call<T: SumValue>(fcinfo: pg_sys::FunctionCallInfo, kind: Kind) ->
     unsafe {
         let n = argument_count(fcinfo);
         let w = written::<T>(kind, n, |i| aggregate_arguments(fcinfo, [i], aggregate)[0]);
-        let fingerprint = |t: &Option<String>| t.as_deref().map_or(0, text_fingerprint);
-        let key = [
-            w.epsilon.to_bits(),
-            w.lower.bits(),
-            w.upper.bits(),
-            w.delta.to_bits(),
-            fingerprint(&w.mechanism).rotate_left(32) ^ fingerprint(&w.loss),
-        ];
+        let key = w.key(0);
         let plan = call_site_cache(fcinfo, key, || plan_written(kind, &w));
         SumCall { epsilon: w.epsilon, delta: w.delta, params: [w.epsilon.to_bits(), w.lower.bits(), w.upper.bits()], plan }
     }
@@ -568,14 +576,7 @@ unsafe fn merged_call<T: SumValue>(fcinfo: pg_sys::FunctionCallInfo) -> (Kind, i
         let params = aggregate_arguments(fcinfo, [2, 3, 4, 5, 6, 7, 8, 9], NAME);
         let args: Vec<Option<pg_sys::Datum>> = [None, None].into_iter().chain(params).collect();
         let (kind, k, w) = merged_written::<T>(&args);
-        let fingerprint = |t: &Option<String>| t.as_deref().map_or(0, text_fingerprint);
-        let key = [
-            w.epsilon.to_bits(),
-            w.lower.bits(),
-            w.upper.bits(),
-            w.delta.to_bits(),
-            fingerprint(&w.mechanism).rotate_left(32) ^ fingerprint(&w.loss) ^ kind.code() as u64,
-        ];
+        let key = w.key(kind.code() as u64);
         let plan = call_site_cache(fcinfo, key, || plan_written(kind, &w));
         if plan.lattice().k != k {
             pgrx::error!("{NAME}: the partial sums were taken on another lattice (internal error)");
