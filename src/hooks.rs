@@ -356,6 +356,7 @@ unsafe extern "C-unwind" fn planner(
         // analyst gate first (it refuses raw reads before anything else).
         crate::gate::check_query(parse);
         check_query_parameters(parse);
+        crate::budget::touch_session();
         let mut planning = crate::citus::Planning::default();
         distribute(parse, bound_params, &raw mut planning);
         let implicit = std::mem::replace(&mut *(&raw mut IMPLICIT_SCROLL), false);

@@ -31,6 +31,12 @@ pub fn init() {
     worker::register_pool();
 }
 
+/// Publishes this session's entry for dp_sessions if its role or caps
+/// changed (each statement, as it is planned).
+pub fn touch_session() {
+    session::touch();
+}
+
 /// One charge request: `releases` releases at (ε, δ) each.
 pub struct Charge<'a> {
     pub mechanism: &'a str,
@@ -136,6 +142,7 @@ fn fill(slot: &mut Slot, request: &Charge, database: pg_sys::Oid) {
         slot.database = database;
         slot.role = pg_sys::GetOuterUserId();
         slot.pid = pg_sys::MyProcPid;
+        slot.started = pg_sys::MyStartTimestamp;
         slot.requester = pg_sys::MyLatch;
     }
     slot.taker = 0;

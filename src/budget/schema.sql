@@ -42,7 +42,9 @@ CREATE TABLE dpnoise.ledger (
     epsilon    numeric NOT NULL,
     delta      numeric NOT NULL,
     releases   bigint NOT NULL,
-    pid        integer NOT NULL
+    pid        integer NOT NULL,
+    -- With pid, the session that was charged (its backend start time).
+    session_start timestamptz
 );
 CREATE INDEX ON dpnoise.ledger (role, id);
 SELECT pg_catalog.pg_extension_config_dump('dpnoise.budget', '');
@@ -60,7 +62,7 @@ SELECT pg_catalog.pg_extension_config_dump('dpnoise.ledger_id_seq', '');
 -- so reading then updating cannot race.
 CREATE FUNCTION dpnoise.charge_batch(
     requesters oid[], epsilons numeric[], deltas numeric[], releases bigint[],
-    mechanisms text[], statements text[], pids integer[])
+    mechanisms text[], statements text[], pids integer[], starts timestamptz[])
 RETURNS TABLE (granted boolean, is_strict boolean, remaining_epsilon numeric, remaining_delta numeric)
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
@@ -114,8 +116,8 @@ BEGIN
     FROM (SELECT requesters[k] AS r, sum(epsilons[k] * releases[k]) AS e, sum(deltas[k] * releases[k]) AS d
           FROM generate_subscripts(requesters, 1) k WHERE g[k] GROUP BY 1) c
     WHERE p.role = c.r;
-    INSERT INTO dpnoise.ledger (role, charged_at, statement, mechanism, epsilon, delta, releases, pid)
-    SELECT requesters[k], clock_timestamp(), statements[k], mechanisms[k], epsilons[k], deltas[k], releases[k], pids[k]
+    INSERT INTO dpnoise.ledger (role, charged_at, statement, mechanism, epsilon, delta, releases, pid, session_start)
+    SELECT requesters[k], clock_timestamp(), statements[k], mechanisms[k], epsilons[k], deltas[k], releases[k], pids[k], starts[k]
     FROM generate_subscripts(requesters, 1) k WHERE g[k] ORDER BY k;
     RETURN QUERY SELECT g[k], st[k], re[k], rd[k] FROM generate_subscripts(requesters, 1) k ORDER BY k;
 END $$;
@@ -199,7 +201,7 @@ END $$;
 COMMENT ON FUNCTION dp_budget_set_global(double precision, double precision) IS
     'Caps what all roles together may spend in this database (NULL removes the cap).';
 
-REVOKE EXECUTE ON FUNCTION dpnoise.charge_batch(oid[], numeric[], numeric[], bigint[], text[], text[], integer[]),
+REVOKE EXECUTE ON FUNCTION dpnoise.charge_batch(oid[], numeric[], numeric[], bigint[], text[], text[], integer[], timestamptz[]),
     dpnoise.amount(text, double precision, double precision),
     dpnoise.existing_role(regrole),
     dp_budget_grant(regrole, double precision, double precision),
@@ -227,7 +229,7 @@ LEFT JOIN pg_catalog.pg_roles r ON r.oid = b.role;
 CREATE VIEW dp_my_budget WITH (security_barrier) AS
 SELECT * FROM dp_budgets WHERE role = (SELECT r.oid FROM pg_catalog.pg_roles r WHERE r.rolname = current_user)::regrole;
 CREATE VIEW dp_my_ledger WITH (security_barrier) AS
-SELECT l.id, l.charged_at, l.statement, l.mechanism, l.epsilon, l.delta, l.releases
+SELECT l.id, l.charged_at, l.statement, l.mechanism, l.epsilon, l.delta, l.releases, l.pid, l.session_start
 FROM dpnoise.ledger l
 WHERE l.role = (SELECT r.oid FROM pg_catalog.pg_roles r WHERE r.rolname = current_user)::regrole;
 GRANT SELECT ON dp_my_budget, dp_my_ledger TO PUBLIC;
@@ -247,7 +249,7 @@ COMMENT ON TABLE dpnoise.global_cap IS 'An optional cap on what all roles togeth
 COMMENT ON TABLE dpnoise.ledger IS 'One row per charge, committed before the release it pays for.';
 COMMENT ON SEQUENCE dpnoise.ledger_id_seq IS 'Numbers the ledger''s charges.';
 COMMENT ON TABLE dpnoise.charge_lock IS 'Never holds a row: the ledger workers lock it to charge one batch at a time.';
-COMMENT ON FUNCTION dpnoise.charge_batch(oid[], numeric[], numeric[], bigint[], text[], text[], integer[]) IS
+COMMENT ON FUNCTION dpnoise.charge_batch(oid[], numeric[], numeric[], bigint[], text[], text[], integer[], timestamptz[]) IS
     'Charges a batch of releases; called by the ledger worker only.';
 COMMENT ON FUNCTION dpnoise.amount(text, double precision, double precision) IS 'Checks a granted amount and returns it as the exact decimal written.';
 COMMENT ON FUNCTION dpnoise.existing_role(regrole) IS 'Checks that a role exists (42704 otherwise).';

@@ -1,6 +1,7 @@
 //! The shared-memory mailbox between releasing processes and the ledger
 //! workers: one request slot per PGPROC, and a table of running workers
-//! (one per database).
+//! (one per database). Beside it, one session entry per PGPROC: what that
+//! connection has spent and its caps, read by the dp_sessions view.
 
 use pgrx::pg_sys;
 use std::ffi::CStr;
@@ -29,6 +30,7 @@ pub enum Outcome {
 
 /// Fixed-capacity text in shared memory.
 #[repr(C)]
+#[derive(Clone, Copy)]
 pub struct Text<const N: usize> {
     len: u32,
     bytes: [u8; N],
@@ -56,6 +58,8 @@ pub struct Slot {
     pub database: pg_sys::Oid,
     pub role: pg_sys::Oid,
     pub pid: i32,
+    /// The requester's backend start: with its pid, the session the ledger records.
+    pub started: pg_sys::TimestampTz,
     /// The worker that took it, so its exit can fail what it held.
     pub taker: i32,
     pub requester: *mut pg_sys::Latch,
@@ -69,6 +73,23 @@ pub struct Slot {
     pub remaining_epsilon: Text<64>,
     pub remaining_delta: Text<64>,
     pub message: Text<256>,
+}
+
+/// What one connection has spent and may spend, as exact decimals; written
+/// by that connection only, under the session lock.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct Session {
+    pub pid: i32,
+    pub started: pg_sys::TimestampTz,
+    pub database: pg_sys::Oid,
+    /// The role the session's releases are charged to (its current role).
+    pub role: pg_sys::Oid,
+    pub spent_epsilon: Text<96>,
+    pub spent_delta: Text<96>,
+    /// Empty: no cap.
+    pub cap_epsilon: Text<48>,
+    pub cap_delta: Text<48>,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -102,6 +123,8 @@ impl WorkerEntry {
 #[repr(C)]
 pub struct Header {
     pub lock: *mut pg_sys::LWLock,
+    /// Guards the session entries (not the slots or the worker table).
+    pub sessions_lock: *mut pg_sys::LWLock,
     pub slot_count: usize,
     pub workers: [WorkerEntry; MAX_DATABASES],
 }
@@ -118,7 +141,7 @@ static mut PREV_STARTUP: pg_sys::shmem_startup_hook_type = None;
 fn size() -> usize {
     // SAFETY: MaxBackends is set before shmem_request_hook runs and never changes afterwards.
     let slots = unsafe { pg_sys::MaxBackends } as usize;
-    std::mem::size_of::<Header>() + slots * std::mem::size_of::<Slot>()
+    std::mem::size_of::<Header>() + slots * (std::mem::size_of::<Slot>() + std::mem::size_of::<Session>())
 }
 
 /// Installs the hooks; only from `shared_preload_libraries`.
@@ -147,7 +170,7 @@ unsafe extern "C-unwind" fn request() {
             prev();
         }
         pg_sys::RequestAddinShmemSpace(size());
-        pg_sys::RequestNamedLWLockTranche(NAME.as_ptr(), 1);
+        pg_sys::RequestNamedLWLockTranche(NAME.as_ptr(), 2);
     }
 }
 
@@ -168,7 +191,9 @@ unsafe extern "C-unwind" fn startup() {
         let header = pg_sys::ShmemInitStruct(NAME.as_ptr(), size(), &mut found) as *mut Header;
         if !found {
             std::ptr::write_bytes(header as *mut u8, 0, size());
-            (*header).lock = &raw mut (*pg_sys::GetNamedLWLockTranche(NAME.as_ptr())).lock;
+            let locks = pg_sys::GetNamedLWLockTranche(NAME.as_ptr());
+            (*header).lock = &raw mut (*locks).lock;
+            (*header).sessions_lock = &raw mut (*locks.add(1)).lock;
             (*header).slot_count = pg_sys::MaxBackends as usize;
         }
         SHARED = header;
@@ -222,6 +247,41 @@ impl Mailbox {
     pub fn slots(&self) -> impl Iterator<Item = SlotRef> {
         let mailbox = *self;
         (0..self.slot_count()).filter_map(move |i| mailbox.slot(i))
+    }
+
+    fn sessions(&self) -> *mut Session {
+        // SAFETY: the session entries follow the slots, slot_count of them (see size()).
+        unsafe { (self.header.add(1) as *mut Slot).add(self.slot_count()) as *mut Session }
+    }
+
+    /// Rewrites the session entry of PGPROC number `index` (this process's
+    /// own) with `f`, under the session lock.
+    pub fn publish(&self, index: usize, f: impl FnOnce(&mut Session)) {
+        if index >= self.slot_count() {
+            return;
+        }
+        // SAFETY: the entry lies within the session array; the exclusive lock
+        // keeps readers out while `f` writes it, and only this process writes
+        // its own PGPROC's entry.
+        unsafe {
+            pg_sys::LWLockAcquire((*self.header).sessions_lock, pg_sys::LWLockMode::LW_EXCLUSIVE);
+            f(&mut *self.sessions().add(index));
+            pg_sys::LWLockRelease((*self.header).sessions_lock);
+        }
+    }
+
+    /// A copy of every session entry that was ever written (pid not 0),
+    /// taken under the session lock; entries of exited backends included.
+    pub fn session_entries(&self) -> Vec<Session> {
+        // SAFETY: reads the session array under the shared lock, so no entry
+        // is half-written; the copies outlive the lock.
+        unsafe {
+            pg_sys::LWLockAcquire((*self.header).sessions_lock, pg_sys::LWLockMode::LW_SHARED);
+            let all = std::slice::from_raw_parts(self.sessions(), self.slot_count());
+            let written = all.iter().filter(|s| s.pid != 0).copied().collect();
+            pg_sys::LWLockRelease((*self.header).sessions_lock);
+            written
+        }
     }
 
     /// Runs `f` holding the mailbox's lock exclusively: the worker table is

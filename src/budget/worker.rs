@@ -98,7 +98,7 @@ pub fn launch(entry: usize) -> bool {
 }
 
 const CHARGE: &str = "SELECT c.granted, c.is_strict, c.remaining_epsilon::text, c.remaining_delta::text \
-     FROM dpnoise.charge_batch($1::oid[], $2::numeric[], $3::numeric[], $4, $5, $6, $7) c";
+     FROM dpnoise.charge_batch($1::oid[], $2::numeric[], $3::numeric[], $4, $5, $6, $7, $8) c";
 
 thread_local! {
     /// The charge query, planned once per worker.
@@ -206,7 +206,7 @@ fn charge_batch(batch: &[usize]) {
     let mailbox = shared::mailbox().expect("preloaded");
     let mut roles = Vec::with_capacity(batch.len());
     let (mut epsilons, mut deltas, mut mechanisms, mut statements) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-    let (mut releases, mut pids) = (Vec::new(), Vec::new());
+    let (mut releases, mut pids, mut starts) = (Vec::new(), Vec::new(), Vec::new());
     for &i in batch {
         // TAKEN by this worker (take_batch): ours until it is finished.
         mailbox.slot(i).expect("taken index").with(|slot| {
@@ -217,11 +217,12 @@ fn charge_batch(batch: &[usize]) {
             mechanisms.push(slot.mechanism.get().to_owned());
             statements.push(slot.statement.get().to_owned());
             pids.push(slot.pid);
+            starts.push(TimestampWithTimeZone::try_from(slot.started).ok());
         });
     }
     let replies: Vec<Reply> = BackgroundWorker::transaction(AssertUnwindSafe(|| {
         Spi::connect_mut(|client| {
-            let args: [DatumWithOid; 7] = [
+            let args: [DatumWithOid; 8] = [
                 roles.into(),
                 epsilons.into(),
                 deltas.into(),
@@ -229,6 +230,7 @@ fn charge_batch(batch: &[usize]) {
                 mechanisms.into(),
                 statements.into(),
                 pids.into(),
+                starts.into(),
             ];
             let table = PLAN
                 .with(|plan| {
@@ -242,6 +244,7 @@ fn charge_batch(batch: &[usize]) {
                             PgBuiltInOids::TEXTARRAYOID,
                             PgBuiltInOids::TEXTARRAYOID,
                             PgBuiltInOids::INT4ARRAYOID,
+                            PgBuiltInOids::TIMESTAMPTZARRAYOID,
                         ]
                         .map(PgOid::BuiltIn);
                         *plan = Some(client.prepare_mut(CHARGE, &types)?.keep());

@@ -10,11 +10,15 @@ A DBA caps each connection of a role with ALTER ROLE ... SET; checks:
 - the user cannot raise it: SET, RESET, set_config, or a connection option;
 - two sessions of one role each have their own cap and share the role's budget;
 - an analyst's statement-level charge is capped as a whole;
-- 16 concurrent sessions of one role spend at most their cap each.
+- 16 concurrent sessions of one role spend at most their cap each;
+- dp_session_budget lowers a session's cap and never raises it;
+- dp_sessions shows what each session spent, equal to the ledger's sums
+  per session (pid and backend start), and a role only its own sessions.
 Exits non-zero on a failure.
 """
 import sys
 import threading
+import time
 
 import psycopg
 
@@ -104,28 +108,107 @@ def main(port):
     check("one within its cap is admitted", e is None and float(charges("cap_analyst")[1] - before[1]) == 1.0,
           str(e).splitlines()[0] if e else "")
 
-    # 16 sessions at once, each trying 5 releases of 0.1 under a cap of 0.3.
+    # 16 sessions at once, each trying 5 releases of 0.1 under a cap of 0.3;
+    # they stay open until dp_sessions is compared with the ledger.
     before = charges("cap_user")
-    granted = []
+    granted, conns = [], []
+    done = threading.Barrier(17)
 
     def run():
         conn = connect(port, "cap_user")
+        conns.append(conn)
         granted.append(sum(attempt(conn, "SELECT dp_laplace(1.0, 0.1, 1.0)") is None for _ in range(5)))
-        conn.close()
+        done.wait()
 
     threads = [threading.Thread(target=run) for _ in range(16)]
     for t in threads:
         t.start()
+    done.wait()
     for t in threads:
         t.join()
     after = charges("cap_user")
     check("16 concurrent sessions spend at most their cap each", granted == [3] * 16
           and after[0] - before[0] == 48 and float(after[1] - before[1]) == 4.8, f"{granted}; ledger {before} -> {after}")
+    pids = [c.info.backend_pid for c in conns]
+    view = dict(admin.execute("SELECT pid, epsilon_spent FROM dp_sessions WHERE pid = ANY(%s)", (pids,)).fetchall())
+    check("dp_sessions shows each of the 16 sessions' spending (0.3)",
+          sorted(view) == sorted(pids) and all(float(v) == 0.3 for v in view.values()), str(view))
+    for conn in conns:
+        conn.close()
 
+    sessions_view(port, admin, charges)
+
+    admin.execute("ALTER ROLE cap_user RESET dpnoise.max_epsilon_per_session")
     admin.execute("SELECT dp_unprotect('cap_people')")
     admin.execute("DROP TABLE cap_people")
     print(f"session caps: {'FAILED ' + str(len(FAILED)) if FAILED else 'all passed'}")
     return 1 if FAILED else 0
+
+
+def sessions_view(port, admin, charges):
+    """dp_session_budget, and dp_sessions against the ledger."""
+    # Lowered under the DBA's cap of 0.3: 0.2 admits two releases of 0.1.
+    user = connect(port, "cap_user")
+    e = attempt(user, "SELECT dp_session_budget(0.2)")
+    results = [attempt(user, "SELECT dp_laplace(1.0, 0.1, 1.0)") for _ in range(3)]
+    check("dp_session_budget(0.2) admits two releases of 0.1, refuses the third naming it",
+          e is None and results[:2] == [None, None] and results[2] is not None and results[2].sqlstate == "ZB001"
+          and "dp_session_budget" in str(results[2]), str([r.sqlstate if r else None for r in results]))
+    for sql, why in [("SELECT dp_session_budget(0.25)", "above its own lower cap"),
+                     ("SELECT dp_session_budget(1)", "above the DBA's cap")]:
+        e = attempt(user, sql)
+        check(f"dp_session_budget cannot raise the cap ({why})", e is not None and e.sqlstate == "42501",
+              e.sqlstate if e else "allowed")
+    e = attempt(user, "SELECT dp_laplace(1.0, 0.1, 1.0)")
+    check("still capped at 0.2 after those attempts", e is not None and e.sqlstate == "ZB001", e.sqlstate if e else "released")
+    # A role without a DBA cap: its own cap, once set, is never raised; delta too.
+    admin.execute("DROP ROLE IF EXISTS cap_free")
+    admin.execute("CREATE ROLE cap_free LOGIN")
+    admin.execute("SELECT dp_budget_grant('cap_free', 10, 0.001)")
+    free = connect(port, "cap_free")
+    free.execute("SELECT dp_session_budget(0.15, 0.00001)")
+    a = attempt(free, "SELECT dp_laplace(1.0, 0.1, 1.0)")
+    b = attempt(free, "SELECT dp_laplace(1.0, 0.1, 1.0)")
+    c = attempt(free, "SELECT dp_session_budget(0.5)")
+    d = attempt(free, "SELECT dp_session_budget(NULL, 0.001)")
+    check("without a DBA cap: the session's own cap holds (0.15: one release of 0.1), and cannot be raised",
+          a is None and b is not None and b.sqlstate == "ZB001" and c is not None and c.sqlstate == "42501"
+          and d is not None and d.sqlstate == "42501", str([x.sqlstate if x else None for x in (a, b, c, d)]))
+    e = attempt(free, "SELECT dp_session_budget(-1)")
+    check("a negative cap is refused (22023)", e is not None and e.sqlstate == "22023", e.sqlstate if e else "allowed")
+
+    # The view against the ledger, per session, for every live session.
+    view = admin.execute(
+        "SELECT pid, backend_start, epsilon_spent, delta_spent FROM dp_sessions WHERE role IN ('cap_user', 'cap_free') "
+        "ORDER BY pid").fetchall()
+    ledger = admin.execute(
+        "SELECT l.pid, l.session_start, sum(l.epsilon * l.releases), sum(l.delta * l.releases) FROM dpnoise.ledger l "
+        "JOIN pg_stat_activity a ON a.pid = l.pid AND a.backend_start = l.session_start "
+        "WHERE l.role IN ('cap_user'::regrole, 'cap_free'::regrole) GROUP BY 1, 2 ORDER BY 1").fetchall()
+    check("dp_sessions equals the ledger's sums per session (pid, backend start)", len(view) >= 2 and view == ledger,
+          f"view {view}; ledger {ledger}")
+    caps = dict(admin.execute("SELECT pid, epsilon_cap FROM dp_sessions").fetchall())
+    check("dp_sessions shows each session's cap in force",
+          float(caps.get(user.info.backend_pid, 0)) == 0.2 and float(caps.get(free.info.backend_pid, 0)) == 0.15, str(caps))
+    # pg_read_all_stats lets it see every backend in pg_stat_activity, which
+    # dp_sessions joins: dp_sessions still shows it only its own.
+    admin.execute("GRANT pg_read_all_stats TO cap_free")
+    mine = free.execute("SELECT pid, role::text FROM dp_sessions").fetchall()
+    check("a role sees only its own sessions in dp_sessions (even with pg_read_all_stats)",
+          mine == [(free.info.backend_pid, "cap_free")], str(mine))
+    e = attempt(free, "SELECT * FROM dpnoise.sessions()")
+    check("the function behind it is not the user's to call", e is not None and e.sqlstate == "42501",
+          e.sqlstate if e else "allowed")
+    pid = free.info.backend_pid
+    free.close()
+    user.close()
+    for _ in range(50):
+        gone = admin.execute("SELECT count(*) FROM dp_sessions WHERE pid = %s", (pid,)).fetchone() == (0,)
+        if gone:
+            break
+        time.sleep(0.1)
+    check("a closed session leaves dp_sessions", gone)
+    admin.execute("DROP ROLE cap_free")
 
 
 if __name__ == "__main__":

@@ -91,6 +91,8 @@ BEGIN
         FROM pg_proc p JOIN pg_depend d ON d.objid = p.oid AND d.classid = 'pg_proc'::regclass AND d.deptype = 'e'
         JOIN pg_extension x ON x.oid = d.refobjid AND x.extname = 'dpnoise'
         WHERE p.pronamespace = 'public'::regnamespace
+          -- It lowers this session's cap for good: its bad input is checked last.
+          AND p.proname <> 'dp_session_budget'
           AND p.proname NOT LIKE 'dp\_budget\_%' ESCAPE '\' OR p.proname = 'dp_budget_remaining'
         ORDER BY p.oid
     LOOP
@@ -266,3 +268,13 @@ FROM (VALUES (outcome('SELECT dp_laplace(salary * 1e30, 1, 1) FROM secret')),
              (outcome($$SELECT dp_noise_box(ARRAY[salary * 'Infinity'::float8], 1, ARRAY[1.0]) FROM secret$$)),
              (outcome('SELECT dp_noise_box(ARRAY[salary, salary], 1, ARRAY[1.0]) FROM secret')),
              (outcome('SELECT dp_noise_l1_staircase(ARRAY[salary * 1e30, 0], 1, 1) FROM secret'))) v(o);
+
+-- dp_session_budget's bad input (left out of the calls above: a cap it
+-- sets holds for the rest of the session), then a cap of 0, which ends
+-- this session's releases; nothing charged.
+SELECT charges() AS before \gset
+SELECT v, left(outcome(format('SELECT dp_session_budget(%s)', v)), 5) AS sqlstate
+FROM unnest(ARRAY['''NaN''', '''Infinity''', '-1', '''-Infinity''', 'NULL, 2', 'NULL, -1', 'NULL, ''NaN''']) v;
+SELECT dp_session_budget(0);
+SELECT left(outcome('SELECT dp_laplace(1, 1, 1)'), 5) AS capped_at_zero, left(outcome('SELECT dp_session_budget(0.1)'), 5) AS not_raised;
+SELECT charges() - :before AS charged;
