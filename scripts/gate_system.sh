@@ -30,6 +30,8 @@ SQL
 
 # One analyst session, kept open, fed statement by statement.
 coproc ANALYST { "$PG_BIN/psql" -X -q -h 127.0.0.1 -p "$PORT" -U gate_system_analyst -d $DB -At 2>&1; }
+# Bash unsets ANALYST_PID once the coprocess exits: keep it while it runs.
+analyst_pid=$ANALYST_PID
 ask() {
   echo "$1" >&"${ANALYST[1]}"
   echo "SELECT 'end-of-answer';" >&"${ANALYST[1]}"
@@ -71,6 +73,6 @@ psql_ -U postgres -d $DB -c "SELECT dp_unprotect('visits')" >/dev/null
 out=$(ask 'EXECUTE by_group;')
 echo "$out" | grep -q "permission denied" || fail "a prepared plan still vouches for a table no longer protected: $out"
 echo '\q' >&"${ANALYST[1]}"
-wait "$ANALYST_PID" 2>/dev/null || true
+wait "$analyst_pid" 2>/dev/null || true
 psql_ -U postgres -d postgres -c "DROP DATABASE $DB WITH (FORCE)"
 echo "gate: an open analyst session sees protection, a lost unique index (bounded per person), unprotection, and a lowered max_groups_contributed (its prepared plans made again) at its next statement"

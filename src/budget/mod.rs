@@ -86,25 +86,38 @@ pub fn charge(request: &Charge) -> Granted {
             Some("Run the query on the primary server."),
         );
     }
-    // The session's cap, before anything is asked of the ledger.
-    let after = match &request.exact {
-        Some([epsilon, delta]) => session::check(epsilon, delta, request.releases),
-        None => session::check(
-            &dpnoise_core::rational::decimal(request.epsilon),
-            &dpnoise_core::rational::decimal(request.delta),
-            request.releases,
-        ),
+    let amounts = match &request.exact {
+        Some([epsilon, delta]) => [epsilon.clone(), delta.clone()],
+        None => [dpnoise_core::rational::decimal(request.epsilon), dpnoise_core::rational::decimal(request.delta)],
     };
+    if !amounts.iter().all(|a| shared::Text::<{ shared::AMOUNT }>::fits(a)) {
+        // Never charge a cut-off (smaller) amount.
+        unavailable("an amount is too long a decimal to charge exactly");
+    }
     // SAFETY: MyProc is this backend's PGPROC, set before any query runs.
     let (database, index) = unsafe { (pg_sys::MyDatabaseId, (*pg_sys::MyProc).pgprocno as usize) };
     let Some(slot) = mailbox.slot(index) else {
         unavailable("this process has no request slot");
     };
     // A request this process abandoned (cancelled while waiting) is still
-    // owed an answer; the slot is ours again once it is DONE.
+    // owed an answer; the slot is ours again once it is DONE. Its session
+    // counted it; if the ledger refused it, it is given back now.
     wait_until_done(slot, database);
-    // The slot is this process's own (its PGPROC's) and DONE or FREE: ours to fill.
-    slot.with(|s| fill(s, request, database));
+    if slot.load() == DONE {
+        let abandoned = slot.with(|s| {
+            let reservation = session::Reservation { index: s.session, pid: s.pid, started: s.started };
+            (s.outcome, reservation, [s.epsilon.get().to_owned(), s.delta.get().to_owned()], s.releases)
+        });
+        if let (Outcome::Refused, reservation, [epsilon, delta], releases) = abandoned {
+            session::refund(&reservation, &epsilon, &delta, releases);
+        }
+        slot.store(FREE);
+    }
+    // The session's caps, before anything is asked of the ledger: the
+    // charge is counted in the session now, and given back if refused.
+    let reservation = session::reserve(&amounts[0], &amounts[1], request.releases);
+    // The slot is this process's own (its PGPROC's) and FREE: ours to fill.
+    slot.with(|s| fill(s, request, &amounts, &reservation, database));
     slot.store(PENDING);
     wake_worker(database);
     wait_until_done(slot, database);
@@ -114,11 +127,13 @@ pub fn charge(request: &Charge) -> Granted {
         (s.outcome, s.strict, text(&s.remaining_epsilon), text(&s.remaining_delta), s.message.get().to_owned())
     });
     slot.store(FREE);
+    if outcome == Outcome::Refused {
+        session::refund(&reservation, &amounts[0], &amounts[1], request.releases);
+    }
+    // Failed: the worker may have committed before it stopped, so the
+    // session keeps counting the charge (never less than the ledger).
     match outcome {
-        Outcome::Granted => {
-            session::spent(after);
-            Granted { strict }
-        }
+        Outcome::Granted => Granted { strict },
         Outcome::Refused => raise_sqlstate(
             BUDGET_EXHAUSTED,
             format!(
@@ -136,28 +151,21 @@ pub fn charge(request: &Charge) -> Granted {
     }
 }
 
-fn fill(slot: &mut Slot, request: &Charge, database: pg_sys::Oid) {
+fn fill(slot: &mut Slot, request: &Charge, amounts: &[String; 2], session: &session::Reservation, database: pg_sys::Oid) {
+    slot.pid = session.pid;
+    slot.started = session.started;
+    slot.session = session.index;
     // SAFETY: plain reads of this backend's identity and latch, set before any query runs.
     unsafe {
         slot.database = database;
         slot.role = pg_sys::GetOuterUserId();
-        slot.pid = pg_sys::MyProcPid;
-        slot.started = pg_sys::MyStartTimestamp;
         slot.requester = pg_sys::MyLatch;
     }
     slot.taker = 0;
     slot.releases = request.releases;
     slot.strict = false;
-    match &request.exact {
-        Some([epsilon, delta]) => {
-            slot.epsilon.set(epsilon);
-            slot.delta.set(delta);
-        }
-        None => {
-            slot.epsilon.set(&dpnoise_core::rational::decimal(request.epsilon));
-            slot.delta.set(&dpnoise_core::rational::decimal(request.delta));
-        }
-    }
+    slot.epsilon.set(&amounts[0]);
+    slot.delta.set(&amounts[1]);
     slot.mechanism.set(request.mechanism);
     // SAFETY: debug_query_string is this backend's current statement text (or null), valid while it runs.
     let statement = unsafe { pg_sys::debug_query_string };

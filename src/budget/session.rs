@@ -11,10 +11,15 @@
 //! charged (a ROLLBACK refunds nothing), and a release the cap would pass
 //! is refused with ZB001 before anything is charged.
 //!
-//! Each session publishes its spending, its caps and its role in its
-//! PGPROC's entry in shared memory (`shared::Session`), which the
-//! `dp_sessions` view reads: after each charge, each change of its cap,
-//! and when a statement is planned under another role or cap.
+//! What a connection spent, and the cap it set itself, live in its PGPROC's
+//! entry in shared memory (`shared::Session`), the one record of them: its
+//! parallel workers reserve against the same entry under the same lock
+//! (their own process state starts empty), and `dp_sessions` reads it. A
+//! charge is counted there before the ledger is asked and given back only
+//! if the ledger refuses it, so a charge the ledger commits is never
+//! missing from the session, even when its requester is cancelled. The
+//! connection also publishes its current role and the cap in force when a
+//! statement is planned under another role or DBA cap.
 
 use super::shared;
 use crate::errors::{raise_sqlstate, BUDGET_EXHAUSTED};
@@ -35,10 +40,6 @@ const DELTA: usize = 1;
 const NAMES: [&str; 2] = ["epsilon", "delta"];
 
 thread_local! {
-    /// (ε, δ) this session was charged, as exact decimals.
-    static SPENT: RefCell<[String; 2]> = RefCell::new(["0".to_owned(), "0".to_owned()]);
-    /// The caps this session set itself with dp_session_budget (decimals).
-    static OWN_CAP: RefCell<[Option<String>; 2]> = const { RefCell::new([None, None]) };
     /// The role and settings last published, so a statement publishes
     /// again only when one of them changed.
     static PUBLISHED: RefCell<Option<(pg_sys::Oid, [u64; 2])>> = const { RefCell::new(None) };
@@ -78,16 +79,15 @@ struct Cap {
 }
 
 /// The caps in force, ε then δ: the lower of the DBA's setting (0: none)
-/// and the session's own.
-fn caps() -> [Option<Cap>; 2] {
+/// and the session's own (`own`, decimals; empty: none).
+fn caps(own: [&str; 2]) -> [Option<Cap>; 2] {
     let settings = [MAX_EPSILON.get(), MAX_DELTA.get()];
-    let own = OWN_CAP.with(|c| c.borrow().clone());
     std::array::from_fn(|i| {
         let setting = (settings[i] > 0.0).then(|| Cap {
             decimal: dpnoise_core::rational::decimal(settings[i]),
             set_by: format!("dpnoise.max_{}_per_session", NAMES[i]),
         });
-        let own = own[i].clone().map(|decimal| Cap { decimal, set_by: "dp_session_budget".to_owned() });
+        let own = (!own[i].is_empty()).then(|| Cap { decimal: own[i].to_owned(), set_by: "dp_session_budget".to_owned() });
         match (setting, own) {
             (Some(s), Some(o)) => Some(if numeric(&o.decimal) < numeric(&s.decimal) { o } else { s }),
             (s, o) => s.or(o),
@@ -95,43 +95,138 @@ fn caps() -> [Option<Cap>; 2] {
     })
 }
 
-/// What the session will have spent after a charge of (ε, δ) each for
-/// `releases` releases (decimals), refused with ZB001 if that passes a cap.
-/// Nothing is recorded: `spent` does, once the charge is granted.
-pub fn check(epsilon: &str, delta: &str, releases: i64) -> [String; 2] {
-    let spent = SPENT.with(|s| s.borrow().clone());
+/// The connection whose entry this process's charges count against: its
+/// own, or in a parallel worker its leader's (whose session it is).
+struct Connection {
+    index: usize,
+    pid: i32,
+    /// Whether this process is the connection itself (not a parallel worker).
+    own: bool,
+}
+
+fn connection() -> Option<Connection> {
+    // SAFETY: MyProc is this process's PGPROC (or null outside one); a
+    // parallel worker's lock group leader is its leader's PGPROC, which
+    // outlives the worker; pid and pgprocno are set before either runs queries.
+    unsafe {
+        if pg_sys::MyProc.is_null() {
+            return None;
+        }
+        let leader = (*pg_sys::MyProc).lockGroupLeader;
+        if !leader.is_null() && leader != pg_sys::MyProc {
+            return Some(Connection { index: (*leader).pgprocno as usize, pid: (*leader).pid, own: false });
+        }
+        Some(Connection { index: (*pg_sys::MyProc).pgprocno as usize, pid: pg_sys::MyProcPid, own: true })
+    }
+}
+
+/// Makes `entry` this connection's if it is another's (a process that had
+/// this PGPROC before): nothing spent, no cap of its own. True if the
+/// entry is the connection's; a parallel worker never claims its leader's.
+fn claim(entry: &mut shared::Session, connection: &Connection) -> bool {
+    // SAFETY: plain reads of this backend's identity, set before any query runs.
+    let (started, database, login) = unsafe { (pg_sys::MyStartTimestamp, pg_sys::MyDatabaseId, pg_sys::GetSessionUserId()) };
+    if entry.pid == connection.pid && (!connection.own || entry.started == started) {
+        return true;
+    }
+    if !connection.own {
+        return false;
+    }
+    entry.pid = connection.pid;
+    entry.started = started;
+    entry.database = database;
+    entry.login = login;
+    entry.role = login;
+    for text in [&mut entry.spent_epsilon, &mut entry.spent_delta] {
+        text.set("0");
+    }
+    for text in [&mut entry.own_epsilon, &mut entry.own_delta, &mut entry.cap_epsilon, &mut entry.cap_delta] {
+        text.set("");
+    }
+    true
+}
+
+/// What a charge reserved of its session: given back if the ledger refuses it.
+pub struct Reservation {
+    pub index: u32,
+    pub pid: i32,
+    pub started: pg_sys::TimestampTz,
+}
+
+fn no_session() -> ! {
+    raise_sqlstate(
+        crate::errors::LEDGER_UNAVAILABLE,
+        "dpnoise: the release could not be charged, so nothing was released: this process has no session entry".to_owned(),
+        Some("Run the query in a client connection with dpnoise in shared_preload_libraries.".to_owned()),
+    );
+}
+
+/// Counts a charge of (ε, δ) each for `releases` releases (decimals)
+/// against the connection's caps and, if they admit it, adds it to what
+/// the connection has spent, before the ledger is asked: a charge the
+/// ledger then commits is never missing from the session (even if its
+/// requester is cancelled while waiting). A charge past a cap is refused
+/// with ZB001 and nothing is counted or charged. The connection's parallel
+/// workers count against the same entry, under the same lock.
+pub fn reserve(epsilon: &str, delta: &str, releases: i64) -> Reservation {
+    let mailbox = shared::mailbox().unwrap_or_else(|| no_session());
+    let connection = connection().unwrap_or_else(|| no_session());
     let times = AnyNumeric::from(releases);
     let asked = [epsilon, delta];
-    let after: [AnyNumeric; 2] = std::array::from_fn(|i| numeric(&spent[i]) + numeric(asked[i]) * times.clone());
-    for (i, cap) in caps().into_iter().enumerate() {
-        let Some(cap) = cap else { continue };
-        if after[i] > numeric(&cap.decimal) {
-            raise_sqlstate(
-                BUDGET_EXHAUSTED,
-                format!(
-                    "dpnoise: this session's cap is reached: the release asks {} = {}{}; this session has spent {} of its cap of {} ({})",
-                    NAMES[i],
-                    asked[i],
-                    if releases == 1 { String::new() } else { format!(" for each of {releases} releases") },
-                    spent[i],
-                    cap.decimal,
-                    cap.set_by,
-                ),
-                Some("Nothing was released or charged. The cap is per connection; the role's budget may still have more.".to_owned()),
-            );
+    let cost: [AnyNumeric; 2] = std::array::from_fn(|i| numeric(asked[i]) * times.clone());
+    let outcome = mailbox.session(connection.index, |entry| {
+        if !claim(entry, &connection) {
+            return None;
         }
+        let spent = [entry.spent_epsilon.get().to_owned(), entry.spent_delta.get().to_owned()];
+        let after: [AnyNumeric; 2] = std::array::from_fn(|i| numeric(&spent[i]) + cost[i].clone());
+        for (i, cap) in caps([entry.own_epsilon.get(), entry.own_delta.get()]).into_iter().enumerate() {
+            if let Some(cap) = cap {
+                if after[i] > numeric(&cap.decimal) {
+                    return Some(Err((i, spent[i].clone(), cap)));
+                }
+            }
+        }
+        fitted(&mut entry.spent_epsilon, &after[EPSILON].to_string(), true);
+        fitted(&mut entry.spent_delta, &after[DELTA].to_string(), true);
+        Some(Ok(Reservation { index: connection.index as u32, pid: entry.pid, started: entry.started }))
+    });
+    match outcome.flatten() {
+        None => no_session(),
+        Some(Ok(reservation)) => reservation,
+        Some(Err((i, spent, cap))) => raise_sqlstate(
+            BUDGET_EXHAUSTED,
+            format!(
+                "dpnoise: this session's cap is reached: the release asks {} = {}{}; this session has spent {spent} of its cap of {} ({})",
+                NAMES[i],
+                asked[i],
+                if releases == 1 { String::new() } else { format!(" for each of {releases} releases") },
+                cap.decimal,
+                cap.set_by,
+            ),
+            Some("Nothing was released or charged. The cap is per connection; the role's budget may still have more.".to_owned()),
+        ),
     }
-    after.map(|a| a.to_string())
 }
 
-/// Records what the session has spent, once a charge is granted.
-pub fn spent(after: [String; 2]) {
-    SPENT.with(|s| *s.borrow_mut() = after);
-    publish();
+/// Gives back what `reserve` counted for a charge the ledger refused
+/// (decimals, as reserved), if the session is still the same connection.
+pub fn refund(session: &Reservation, epsilon: &str, delta: &str, releases: i64) {
+    let Some(mailbox) = shared::mailbox() else { return };
+    let times = AnyNumeric::from(releases);
+    let cost = [numeric(epsilon) * times.clone(), numeric(delta) * times];
+    mailbox.session(session.index as usize, |entry| {
+        if entry.pid == session.pid && entry.started == session.started {
+            let back = |text: &shared::Text<256>, cost: &AnyNumeric| (numeric(text.get()) - cost.clone()).to_string();
+            let (e, d) = (back(&entry.spent_epsilon, &cost[EPSILON]), back(&entry.spent_delta, &cost[DELTA]));
+            fitted(&mut entry.spent_epsilon, &e, true);
+            fitted(&mut entry.spent_delta, &d, true);
+        }
+    });
 }
 
-/// Publishes this session's entry again if its role or the DBA's caps
-/// changed since it last did (called as each statement is planned).
+/// Publishes this session's role and caps if they changed since it last
+/// did (called as each statement is planned).
 pub fn touch() {
     // SAFETY: a plain read of this backend's current role.
     let role = unsafe { pg_sys::GetOuterUserId() };
@@ -141,38 +236,55 @@ pub fn touch() {
     }
 }
 
-/// Decimals as shared memory holds them: in full, or (past its room, for
-/// amounts no one writes) in scientific notation, which numeric reads too.
-fn fitted<const N: usize>(text: &mut shared::Text<N>, decimal: &str) {
+/// A decimal (≥ 0) as shared memory holds it: whole, or, past its room
+/// (for amounts no one writes, like 1 + 1e-300), cut after the last
+/// fractional digit that fits and, when `up`, rounded up there: what a
+/// session spent is never counted as less, and a cap never as more.
+fn fitted<const N: usize>(text: &mut shared::Text<N>, decimal: &str, up: bool) {
     if decimal.len() <= N {
         text.set(decimal);
-    } else {
-        text.set(&format!("{:e}", decimal.parse::<f64>().unwrap_or(f64::INFINITY)));
+        return;
     }
+    if !decimal.find('.').is_some_and(|point| point + 1 < N) {
+        // No fractional digit would be kept: the integer part alone is too long.
+        pgrx::error!("dpnoise: an amount does not fit in the session's entry: {decimal}");
+    }
+    let mut digits: Vec<u8> = decimal.as_bytes()[..N].to_vec();
+    if up {
+        // Add one at the last kept digit, carrying past the point.
+        let mut carry = true;
+        for d in digits.iter_mut().rev().filter(|d| d.is_ascii_digit()) {
+            if *d == b'9' {
+                *d = b'0';
+            } else {
+                *d += 1;
+                carry = false;
+                break;
+            }
+        }
+        if carry {
+            digits.insert(0, b'1');
+            digits.pop();
+        }
+    }
+    text.set(std::str::from_utf8(&digits).expect("ASCII digits"));
 }
 
-/// Writes this session's entry in shared memory.
+/// Writes this session's role and caps in force to its entry.
 fn publish() {
-    let Some(mailbox) = shared::mailbox() else { return };
-    // SAFETY: plain reads of this backend's identity, set before any query runs.
-    let (role, pid, started, database, index) = unsafe {
-        // Client connections only: not the ledger workers, nor a parallel worker.
-        if pg_sys::MyProc.is_null() || pg_sys::MyBackendType != pg_sys::BackendType::B_BACKEND {
-            return;
-        }
-        (pg_sys::GetOuterUserId(), pg_sys::MyProcPid, pg_sys::MyStartTimestamp, pg_sys::MyDatabaseId, (*pg_sys::MyProc).pgprocno)
-    };
-    let spent = SPENT.with(|s| s.borrow().clone());
-    let caps = caps();
-    mailbox.publish(index as usize, |entry| {
-        entry.pid = pid;
-        entry.started = started;
-        entry.database = database;
+    let (Some(mailbox), Some(connection)) = (shared::mailbox(), connection()) else { return };
+    // The connection itself only: not a parallel worker, nor the ledger worker.
+    if !connection.own || super::worker::is_ledger_worker() {
+        return;
+    }
+    // SAFETY: a plain read of this backend's current role.
+    let role = unsafe { pg_sys::GetOuterUserId() };
+    mailbox.session(connection.index, |entry| {
+        claim(entry, &connection);
         entry.role = role;
-        fitted(&mut entry.spent_epsilon, &spent[EPSILON]);
-        fitted(&mut entry.spent_delta, &spent[DELTA]);
-        fitted(&mut entry.cap_epsilon, caps[EPSILON].as_ref().map_or("", |c| &c.decimal));
-        fitted(&mut entry.cap_delta, caps[DELTA].as_ref().map_or("", |c| &c.decimal));
+        let caps = caps([entry.own_epsilon.get(), entry.own_delta.get()]);
+        fitted(&mut entry.cap_epsilon, caps[EPSILON].as_ref().map_or("", |c| &c.decimal), false);
+        fitted(&mut entry.cap_delta, caps[DELTA].as_ref().map_or("", |c| &c.decimal), false);
     });
     PUBLISHED.with(|p| *p.borrow_mut() = Some((role, [MAX_EPSILON.get().to_bits(), MAX_DELTA.get().to_bits()])));
 }
@@ -199,32 +311,40 @@ fn dp_session_budget(epsilon: default!(Option<f64>, "NULL"), delta: default!(Opt
             }
         }
     }
-    let current = caps();
-    let mut own = OWN_CAP.with(|c| c.borrow().clone());
-    for i in [EPSILON, DELTA] {
-        let Some(v) = asked[i] else { continue };
-        let decimal = dpnoise_core::rational::decimal(v);
-        if let Some(cap) = &current[i] {
-            if numeric(&decimal) > numeric(&cap.decimal) {
-                raise_sqlstate(
-                    "42501",
-                    format!(
-                        "dpnoise: a session's cap can only be lowered: {} = {decimal} is above this session's cap of {} ({})",
-                        NAMES[i], cap.decimal, cap.set_by
-                    ),
-                    Some("Nothing was changed.".to_owned()),
-                );
+    let mailbox = shared::mailbox().unwrap_or_else(|| no_session());
+    let connection = connection().unwrap_or_else(|| no_session());
+    let outcome = mailbox.session(connection.index, |entry| {
+        claim(entry, &connection);
+        let current = caps([entry.own_epsilon.get(), entry.own_delta.get()]);
+        let mut own = [entry.own_epsilon.get().to_owned(), entry.own_delta.get().to_owned()];
+        for i in [EPSILON, DELTA] {
+            let Some(v) = asked[i] else { continue };
+            let decimal = dpnoise_core::rational::decimal(v);
+            if let Some(cap) = &current[i] {
+                if numeric(&decimal) > numeric(&cap.decimal) {
+                    return Err((i, decimal, cap.decimal.clone(), cap.set_by.clone()));
+                }
             }
+            own[i] = decimal;
         }
-        own[i] = Some(decimal);
+        fitted(&mut entry.own_epsilon, &own[EPSILON], false);
+        fitted(&mut entry.own_delta, &own[DELTA], false);
+        Ok(())
+    });
+    if let Some(Err((i, decimal, cap, set_by))) = outcome {
+        raise_sqlstate(
+            "42501",
+            format!("dpnoise: a session's cap can only be lowered: {} = {decimal} is above this session's cap of {cap} ({set_by})", NAMES[i]),
+            Some("Nothing was changed.".to_owned()),
+        );
     }
-    OWN_CAP.with(|c| *c.borrow_mut() = own);
     publish();
 }
 
 /// Every session of this database that has published an entry and that the
-/// caller may see (a superuser: all; another role: the sessions charged to
-/// a role whose privileges it has). Exited backends' entries are left to
+/// caller may see (a superuser: all; another role: the connections logged
+/// in as a role whose privileges it has: what a connection spent is its
+/// own, whatever roles it charged). Exited backends' entries are left to
 /// the dp_sessions view, which joins pg_stat_activity on pid and start.
 /// Declared by sessions.sql as dpnoise.sessions(), in the budget's schema.
 #[pg_extern(volatile, parallel_restricted, sql = false)]
@@ -247,7 +367,7 @@ fn dp_session_entries() -> TableIterator<
     let rows: Vec<_> = entries
         .into_iter()
         // SAFETY: has_privs_of_role reads the catalog; superusers have every role's privileges.
-        .filter(|s| s.database == database && unsafe { pg_sys::has_privs_of_role(me, s.role) })
+        .filter(|s| s.database == database && unsafe { pg_sys::has_privs_of_role(me, s.login) })
         .map(|s| {
             (
                 s.pid,

@@ -47,10 +47,18 @@ impl<const N: usize> Text<N> {
         self.len = n as u32;
     }
 
+    /// Whether `s` fits whole.
+    pub fn fits(s: &str) -> bool {
+        s.len() <= N
+    }
+
     pub fn get(&self) -> &str {
         std::str::from_utf8(&self.bytes[..self.len as usize]).unwrap_or("")
     }
 }
+
+/// The room for an amount asked in a request slot.
+pub const AMOUNT: usize = 512;
 
 #[repr(C)]
 pub struct Slot {
@@ -58,16 +66,21 @@ pub struct Slot {
     pub database: pg_sys::Oid,
     pub role: pg_sys::Oid,
     pub pid: i32,
-    /// The requester's backend start: with its pid, the session the ledger records.
+    /// The session that asked (the connection's pid, above, and start;
+    /// its leader's for a parallel worker), which the ledger records, and
+    /// its entry (`Mailbox::session`), refunded if the charge is refused.
     pub started: pg_sys::TimestampTz,
+    pub session: u32,
     /// The worker that took it, so its exit can fail what it held.
     pub taker: i32,
     pub requester: *mut pg_sys::Latch,
     pub releases: i64,
     pub outcome: Outcome,
     pub strict: bool,
-    pub epsilon: Text<40>,
-    pub delta: Text<40>,
+    /// Exact decimals: room for any f64's (up to about 330 characters)
+    /// and the exact sums charged for an analyst's statement.
+    pub epsilon: Text<AMOUNT>,
+    pub delta: Text<AMOUNT>,
     pub mechanism: Text<48>,
     pub statement: Text<1024>,
     pub remaining_epsilon: Text<64>,
@@ -75,21 +88,29 @@ pub struct Slot {
     pub message: Text<256>,
 }
 
-/// What one connection has spent and may spend, as exact decimals; written
-/// by that connection only, under the session lock.
+/// What one connection has spent and may spend, as exact decimals: the one
+/// record of it, which the connection and its parallel workers read and
+/// write under the session lock only.
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct Session {
+    /// The connection (its leader's, for a parallel worker): a new process
+    /// in the same PGPROC finds another pid or start and starts afresh.
     pub pid: i32,
     pub started: pg_sys::TimestampTz,
     pub database: pg_sys::Oid,
-    /// The role the session's releases are charged to (its current role).
+    /// The role the connection logged in as (who may see the entry).
+    pub login: pg_sys::Oid,
+    /// The role its releases are charged to, as of its last statement.
     pub role: pg_sys::Oid,
-    pub spent_epsilon: Text<96>,
-    pub spent_delta: Text<96>,
-    /// Empty: no cap.
-    pub cap_epsilon: Text<48>,
-    pub cap_delta: Text<48>,
+    pub spent_epsilon: Text<256>,
+    pub spent_delta: Text<256>,
+    /// Caps the connection set itself (dp_session_budget); empty: none.
+    pub own_epsilon: Text<64>,
+    pub own_delta: Text<64>,
+    /// The cap in force as of its last statement, for dp_sessions; empty: none.
+    pub cap_epsilon: Text<64>,
+    pub cap_delta: Text<64>,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -254,19 +275,21 @@ impl Mailbox {
         unsafe { (self.header.add(1) as *mut Slot).add(self.slot_count()) as *mut Session }
     }
 
-    /// Rewrites the session entry of PGPROC number `index` (this process's
-    /// own) with `f`, under the session lock.
-    pub fn publish(&self, index: usize, f: impl FnOnce(&mut Session)) {
+    /// Runs `f` on the session entry of PGPROC number `index` holding the
+    /// session lock exclusively: no other process reads or writes any entry
+    /// meanwhile. None if there is no such entry. An error raised in `f`
+    /// releases the lock (PostgreSQL releases every LWLock on error recovery).
+    pub fn session<T>(&self, index: usize, f: impl FnOnce(&mut Session) -> T) -> Option<T> {
         if index >= self.slot_count() {
-            return;
+            return None;
         }
         // SAFETY: the entry lies within the session array; the exclusive lock
-        // keeps readers out while `f` writes it, and only this process writes
-        // its own PGPROC's entry.
+        // makes this the only reference to any entry in any process while `f` runs.
         unsafe {
             pg_sys::LWLockAcquire((*self.header).sessions_lock, pg_sys::LWLockMode::LW_EXCLUSIVE);
-            f(&mut *self.sessions().add(index));
+            let out = f(&mut *self.sessions().add(index));
             pg_sys::LWLockRelease((*self.header).sessions_lock);
+            Some(out)
         }
     }
 

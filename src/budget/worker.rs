@@ -25,6 +25,13 @@ pub fn pool_registered() -> bool {
     POOL_REGISTERED.load(Ordering::Relaxed)
 }
 
+/// This process is a ledger worker (set as it starts; a process's own copy).
+static LEDGER_WORKER: AtomicBool = AtomicBool::new(false);
+
+pub fn is_ledger_worker() -> bool {
+    LEDGER_WORKER.load(Ordering::Relaxed)
+}
+
 /// Registers the pool's workers (entries 0..POOL); only while the server
 /// starts, when their slots can be reserved.
 pub fn register_pool() {
@@ -55,6 +62,7 @@ pub fn register_pool() {
 #[unsafe(no_mangle)]
 pub extern "C-unwind" fn dpnoise_ledger_pool_main(arg: pg_sys::Datum) {
     let entry = arg.value();
+    LEDGER_WORKER.store(true, Ordering::Relaxed);
     let mailbox = shared::mailbox().expect("the ledger worker needs dpnoise preloaded");
     BackgroundWorker::attach_signal_handlers(SignalWakeFlags::SIGHUP | SignalWakeFlags::SIGTERM);
     let database = loop {
@@ -118,6 +126,7 @@ struct Reply {
 #[unsafe(no_mangle)]
 pub extern "C-unwind" fn dpnoise_ledger_main(arg: pg_sys::Datum) {
     let entry = arg.value();
+    LEDGER_WORKER.store(true, Ordering::Relaxed);
     let mailbox = shared::mailbox().expect("the ledger worker needs dpnoise preloaded");
     let database = mailbox.locked(|h| h.workers[entry].database);
     BackgroundWorker::attach_signal_handlers(SignalWakeFlags::SIGHUP | SignalWakeFlags::SIGTERM);

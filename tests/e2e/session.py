@@ -209,6 +209,69 @@ def sessions_view(port, admin, charges):
         time.sleep(0.1)
     check("a closed session leaves dp_sessions", gone)
     admin.execute("DROP ROLE cap_free")
+    parallel_and_cancelled(port, admin)
+
+
+def parallel_and_cancelled(port, admin):
+    """A parallel worker's charges count against its leader's session; a
+    charge whose requester was cancelled is counted; a refused one is not."""
+    admin.execute("DROP ROLE IF EXISTS cap_par")
+    admin.execute("CREATE ROLE cap_par LOGIN")
+    admin.execute("SELECT dp_budget_grant('cap_par', 10)")
+    admin.execute("DROP TABLE IF EXISTS cap_rows")
+    admin.execute("CREATE TABLE cap_rows AS SELECT i, i % 5 AS g FROM generate_series(1, 20000) i")
+    admin.execute("GRANT SELECT ON cap_rows TO cap_par")
+    conn = connect(port, "cap_par")
+    pid = conn.info.backend_pid
+    conn.execute("SELECT dp_session_budget(0.5)")
+    conn.execute("SET force_parallel_mode = on")
+    conn.execute("SET parallel_setup_cost = 0")
+    plan = "\n".join(r[0] for r in conn.execute("EXPLAIN SELECT g, dp_count(0.4) FROM cap_rows GROUP BY g").fetchall())
+    first = attempt(conn, "SELECT g, dp_count(0.4) FROM cap_rows GROUP BY g")
+    second = attempt(conn, "SELECT g, dp_count(0.4) FROM cap_rows GROUP BY g")
+    check("in a parallel worker (Gather), the session's own cap of 0.5 admits one release of 0.4, not two",
+          "Gather" in plan and first is None and second is not None and second.sqlstate == "ZB001",
+          f"{[x.sqlstate if x else None for x in (first, second)]}; plan: {plan.splitlines()[0]}")
+    rows = admin.execute("SELECT pid, session_start = (SELECT backend_start FROM pg_stat_activity WHERE pid = %s) "
+                         "FROM dpnoise.ledger WHERE role = 'cap_par'::regrole", (pid,)).fetchall()
+    spent = admin.execute("SELECT epsilon_spent FROM dp_sessions WHERE pid = %s", (pid,)).fetchone()
+    check("the worker's charge is the connection's: the ledger row names its pid and start, dp_sessions shows it",
+          rows == [(pid, True)] and spent is not None and float(spent[0]) == 0.4, f"ledger {rows}; view {spent}")
+    conn.execute("RESET force_parallel_mode")
+
+    # Cancelled while the ledger is held: the worker commits the charge
+    # later, and the session counted it already.
+    holder = connect(port)
+    holder.autocommit = False
+    holder.execute("LOCK TABLE dpnoise.charge_lock IN EXCLUSIVE MODE")
+    conn.execute("SET statement_timeout = '500ms'")
+    e = attempt(conn, "SELECT dp_laplace(1.0, 0.05, 1.0)")
+    conn.execute("RESET statement_timeout")
+    holder.rollback()
+    holder.close()
+    for _ in range(50):
+        ledger = admin.execute("SELECT coalesce(sum(epsilon * releases), 0) FROM dpnoise.ledger "
+                               "WHERE role = 'cap_par'::regrole").fetchone()[0]
+        if float(ledger) == 0.45:
+            break
+        time.sleep(0.1)
+    spent = admin.execute("SELECT epsilon_spent FROM dp_sessions WHERE pid = %s", (pid,)).fetchone()
+    check("a charge whose requester was cancelled is in the ledger and in dp_sessions alike",
+          e is not None and e.sqlstate == "57014" and float(ledger) == 0.45 and spent is not None
+          and float(spent[0]) == 0.45, f"{e.sqlstate if e else None}; ledger {ledger}; view {spent}")
+
+    # Refused by the ledger (the role's budget), so given back to the session.
+    admin.execute("SELECT dp_budget_revoke('cap_par')")
+    admin.execute("SELECT dp_budget_grant('cap_par', 0.01)")
+    e = attempt(conn, "SELECT dp_laplace(1.0, 0.02, 1.0)")
+    spent = admin.execute("SELECT epsilon_spent FROM dp_sessions WHERE pid = %s", (pid,)).fetchone()
+    check("a release the role's budget refuses is not counted in the session",
+          e is not None and e.sqlstate == "ZB001" and "privacy budget exhausted" in str(e)
+          and spent is not None and float(spent[0]) == 0.45, f"{e.sqlstate if e else None}; view {spent}")
+    conn.close()
+    admin.execute("DROP TABLE cap_rows")
+    admin.execute("DROP OWNED BY cap_par")
+    admin.execute("DROP ROLE cap_par")
 
 
 if __name__ == "__main__":
