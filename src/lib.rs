@@ -50,6 +50,14 @@ pub extern "C-unwind" fn _PG_init() {
     // The core's long loops (γ searches, figure sums, samplers' retries)
     // call this: a cancel or a statement timeout ends them within a moment.
     dpnoise_core::interrupt::set_check(check_for_interrupts);
+    // An error's DETAIL goes to the client: no Rust backtrace in it, even
+    // when the server was started with RUST_BACKTRACE set (set
+    // RUST_LIB_BACKTRACE=1 to have them). Only while the postmaster loads
+    // the library, single-threaded, before anything reads the variable.
+    // SAFETY: process_shared_preload_libraries_in_progress is a plain flag of this process.
+    if unsafe { pgrx::pg_sys::process_shared_preload_libraries_in_progress } && std::env::var_os("RUST_LIB_BACKTRACE").is_none() {
+        std::env::set_var("RUST_LIB_BACKTRACE", "0");
+    }
     gucs::init();
     budget::init();
     gate::init();

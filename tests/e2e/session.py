@@ -255,6 +255,9 @@ def parallel_and_cancelled(port, admin):
         if float(ledger) == 0.45:
             break
         time.sleep(0.1)
+    detail = e.diag.message_detail if e is not None else None
+    check("the cancel's error carries no Rust backtrace to the client", not detail or "dpnoise::" not in detail,
+          (detail or "")[:200])
     spent = admin.execute("SELECT epsilon_spent FROM dp_sessions WHERE pid = %s", (pid,)).fetchone()
     check("a charge whose requester was cancelled is in the ledger and in dp_sessions alike",
           e is not None and e.sqlstate == "57014" and float(ledger) == 0.45 and spent is not None
