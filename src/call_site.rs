@@ -24,6 +24,15 @@ pub struct Paid {
     paid_sets: u8,
     /// A rescan callback is registered (aggregates).
     watching: bool,
+    /// A strict role's releases paid ahead at this call site, in the
+    /// statement `ahead_statement`, at (ε, δ) `ahead_amounts`; and whether
+    /// the role was found strict in that statement.
+    ahead: u64,
+    /// What the strict role paid here in that statement, ahead included.
+    strict_paid: u64,
+    ahead_statement: u64,
+    ahead_amounts: (f64, f64),
+    strict: bool,
 }
 
 impl Paid {
@@ -58,6 +67,33 @@ impl Paid {
     pub fn forget(&mut self) {
         self.paid_sets = 0;
         self.watching = false;
+        (self.ahead, self.strict_paid) = (0, 0);
+    }
+
+    /// If the role was found strict in `statement`, how many releases it
+    /// has paid for here in it (its releases here may then be paid ahead).
+    pub fn strict_paid(&self, statement: u64) -> Option<u64> {
+        (self.strict && self.ahead_statement == statement).then_some(self.strict_paid)
+    }
+
+    /// Takes one release paid ahead for (ε, δ) in `statement`, if one is left.
+    pub fn take_ahead(&mut self, statement: u64, epsilon: f64, delta: f64) -> bool {
+        if self.ahead > 0 && self.ahead_statement == statement && self.ahead_amounts == (epsilon, delta) {
+            self.ahead -= 1;
+            return true;
+        }
+        false
+    }
+
+    /// A strict role was charged in `statement` for `releases` at (ε, δ),
+    /// this one and `releases - 1` ahead.
+    pub fn record_strict(&mut self, statement: u64, epsilon: f64, delta: f64, releases: u64) {
+        if self.strict_paid(statement).is_none() {
+            self.strict_paid = 0;
+        }
+        (self.strict, self.ahead_statement, self.ahead_amounts) = (true, statement, (epsilon, delta));
+        self.ahead = releases.saturating_sub(1);
+        self.strict_paid += releases;
     }
 }
 

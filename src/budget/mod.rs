@@ -285,17 +285,29 @@ pub unsafe fn pay(fcinfo: pg_sys::FunctionCallInfo, function: &str, mechanism: &
     let set = unsafe { set_key(fcinfo) };
     // SAFETY: fcinfo is the live call (this function's contract); the reference is dropped before it returns.
     let paid = unsafe { crate::call_site::call_site(fcinfo) }.paid();
-    if paid.covers(statement, set, epsilon, delta) {
+    if paid.covers(statement, set, epsilon, delta) || paid.take_ahead(statement, epsilon, delta) {
         return;
     }
+    // A strict role pays for every group. Once it is known strict in this
+    // statement (from its first charge), a hashed aggregate pays in one
+    // charge for the groups of its table it has not paid for yet: two
+    // commits for a statement, not one per group. (Never more than the
+    // groups of the table: with a LIMIT, those it does not reach; spilled
+    // to disk or over several grouping sets, it pays as it goes.)
+    let releases = match paid.strict_paid(statement) {
+        // SAFETY: fcinfo is the live call of a final or per-row function.
+        Some(paid_here) => unsafe { hashed_groups(fcinfo) }.saturating_sub(paid_here).max(1),
+        None => 1,
+    };
     // An analyst's statement paid for its call sites before it ran.
     let granted = if crate::gate::cost::take(statement, epsilon, delta) {
         Granted { strict: false }
     } else {
         let mechanism = format!("{function} ({mechanism})");
-        charge(&Charge { mechanism: &mechanism, epsilon, delta, releases: 1, exact: None })
+        charge(&Charge { mechanism: &mechanism, epsilon, delta, releases: releases as i64, exact: None })
     };
     if granted.strict {
+        paid.record_strict(statement, epsilon, delta, releases);
         return;
     }
     paid.record(statement, set, epsilon, delta);
@@ -321,6 +333,31 @@ unsafe fn set_key(fcinfo: pg_sys::FunctionCallInfo) -> u32 {
         } else {
             ((*agg).current_phase.max(0) as u32 & 0x7fff) << 16 | set
         }
+    }
+}
+
+/// How many groups the hash table this final function is releasing from
+/// holds (all of them, unless the aggregate spilled to disk: then those of
+/// the batch in memory); 0 if it is not releasing from a hash table.
+///
+/// # Safety
+/// `fcinfo` is a live call.
+unsafe fn hashed_groups(fcinfo: pg_sys::FunctionCallInfo) -> u64 {
+    // SAFETY: fcinfo's context, when an AggState, is the live node running this final
+    // function; while it finalizes from its hash tables, perhash[current_set] is the
+    // table being read (nodeAgg.c), whose simplehash counts its members.
+    unsafe {
+        let Some(agg) = agg_state(fcinfo) else { return 0 };
+        let hashing = !(*agg).hashcontext.is_null() && (*agg).curaggcontext == (*agg).hashcontext;
+        let set = (*agg).current_set;
+        if !hashing || (*agg).perhash.is_null() || set < 0 || set >= (*agg).num_hashes {
+            return 0;
+        }
+        let table = (*(*agg).perhash.add(set as usize)).hashtable;
+        if table.is_null() || (*table).hashtab.is_null() {
+            return 0;
+        }
+        u64::from((*(*table).hashtab).members)
     }
 }
 

@@ -26,7 +26,8 @@ pub fn uniform_below<E: Entropy>(rng: &mut E, n: u128) -> u128 {
 }
 
 /// Uniform on {0, …, n − 1} for 1 ≤ n ≤ 2^64, by Lemire's multiply-and-reject,
-/// which is exact and usually costs one word.
+/// which is exact and usually costs one word; a power of two costs its bits
+/// only, and n ≤ 2^32 half a word (from the entropy's pool).
 #[inline(always)]
 fn uniform_below_u64<E: Entropy>(rng: &mut E, n: u128) -> u64 {
     if n == 1u128 << 64 {
@@ -34,7 +35,10 @@ fn uniform_below_u64<E: Entropy>(rng: &mut E, n: u128) -> u64 {
     }
     let n = n as u64;
     if n.is_power_of_two() {
-        return rng.next_u64() & (n - 1);
+        return rng.bits(n.trailing_zeros());
+    }
+    if n <= 1 << 32 {
+        return uniform_below_u32(rng, n as u32) as u64;
     }
     // Lemire's nearly divisionless method: the division runs only when the
     // low half falls in the first n values, which is rare.
@@ -46,6 +50,20 @@ fn uniform_below_u64<E: Entropy>(rng: &mut E, n: u128) -> u64 {
         }
     }
     (m >> 64) as u64
+}
+
+/// Uniform on {0, …, n − 1} for 1 ≤ n < 2^32: Lemire's method on 32 fair
+/// bits, exact as the 64-bit one is.
+#[inline(always)]
+fn uniform_below_u32<E: Entropy>(rng: &mut E, n: u32) -> u32 {
+    let mut m = rng.bits(32) * n as u64;
+    if (m as u32) < n {
+        let threshold = n.wrapping_neg() % n;
+        while (m as u32) < threshold {
+            m = rng.bits(32) * n as u64;
+        }
+    }
+    (m >> 32) as u32
 }
 
 /// Bernoulli(p / q), exactly, for 0 ≤ p ≤ q, q ≥ 1.

@@ -21,7 +21,7 @@ fn rng(seed: u64) -> BitPool<ChaCha20Rng> {
 #[test]
 fn uniform_below_is_uniform() {
     let mut r = rng(1);
-    for n in [1u128, 2, 3, 7, 1000, (1u128 << 64) + 3] {
+    for n in [1u128, 2, 3, 7, 64, 1000, (1 << 32) - 1, 1 << 40, 3 << 33, (1u128 << 64) + 3] {
         let width = n.min(1000);
         let h = histogram(N / 4, || {
             let x = uniform_below(&mut r, n);

@@ -63,8 +63,21 @@ SELECT count(*) FROM (SELECT g, dp_count(0.01) FROM t CROSS JOIN generate_series
 SELECT count(dp_laplace(5, 0.01, 1.0)) FROM generate_series(1, 1000);
 RESET ROLE;
 SELECT spent('strict_analyst') AS strict_role_paid;
--- 0.5 is left: 100 groups at 0.01 no longer fit. The refusal comes at the
--- first group past the budget; the groups before it were charged.
+-- Hashed, the strict role paid in two charges (the first group, which
+-- showed it strict, then the other 99 at once): two commits, not 100.
+-- Sorted, one per group.
+SELECT releases, epsilon FROM dpnoise.ledger WHERE role = 'strict_analyst'::regrole AND mechanism LIKE 'dp_count%' ORDER BY id;
+SELECT spent('strict_analyst') AS before \gset
+SELECT dp_budget_grant('strict_analyst', 1);
+SET ROLE strict_analyst;
+SET enable_hashagg = off;
+SELECT count(*) FROM (SELECT g, dp_count(0.01) FROM t CROSS JOIN generate_series(1, 100) g GROUP BY g) s;
+RESET enable_hashagg;
+RESET ROLE;
+SELECT spent('strict_analyst') - :before AS sorted_paid,
+       (SELECT count(*) FROM dpnoise.ledger WHERE role = 'strict_analyst'::regrole AND mechanism LIKE 'dp_count%') AS charges;
+-- 0.5 is left: 100 groups at 0.01 no longer fit. The first group is
+-- charged; the charge for the other 99 is refused, before any is released.
 SET ROLE strict_analyst;
 SELECT outcome('SELECT g, dp_count(0.01) FROM t CROSS JOIN generate_series(1, 100) g GROUP BY g');
 RESET ROLE;
