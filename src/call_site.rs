@@ -9,10 +9,14 @@ use pgrx::pg_sys;
 /// every further set pays again (never less than the model asks).
 const REMEMBERED_SETS: usize = 16;
 
-/// What a call site has paid for in the current execution.
+/// What a call site has paid for in the current execution, and for which
+/// role: a role switched mid-statement (`set_config('role', …)` in the
+/// select list) pays for itself.
 #[derive(Clone, Copy, Default)]
 #[repr(C)]
 pub struct Paid {
+    /// The role whose payment this is (`GetOuterUserId`).
+    role: pg_sys::Oid,
     /// The (ε, δ) paid at this call site; a default (non-strict) role's
     /// later releases of the same set are covered by it.
     epsilon: f64,
@@ -24,30 +28,31 @@ pub struct Paid {
     paid_sets: u8,
     /// A rescan callback is registered (aggregates).
     watching: bool,
-    /// A strict role's releases paid ahead at this call site, in the
-    /// statement `ahead_statement`, at (ε, δ) `ahead_amounts`; and whether
-    /// the role was found strict in that statement.
-    ahead: u64,
-    /// What the strict role paid here in that statement, ahead included.
-    strict_paid: u64,
-    ahead_statement: u64,
-    ahead_amounts: (f64, f64),
+    /// The role was found strict here (its first charge said so); what it
+    /// paid here in this execution, and how many of those releases are
+    /// still unused (paid ahead), at (ε, δ) `ahead_amounts`. Paid ahead is
+    /// paid for: it stays usable for the rest of the execution (a cursor's
+    /// later FETCH), by the same role at the same amounts only.
     strict: bool,
+    strict_paid: u64,
+    ahead: u64,
+    ahead_amounts: (f64, f64),
 }
 
 impl Paid {
-    pub fn covers(&self, statement: u64, set: u32, epsilon: f64, delta: f64) -> bool {
-        self.statement == statement
+    pub fn covers(&self, role: pg_sys::Oid, statement: u64, set: u32, epsilon: f64, delta: f64) -> bool {
+        self.role == role
+            && self.statement == statement
             && epsilon <= self.epsilon
             && delta <= self.delta
             && self.sets[..self.paid_sets as usize].contains(&set)
     }
 
-    pub fn record(&mut self, statement: u64, set: u32, epsilon: f64, delta: f64) {
-        if self.statement != statement || self.epsilon != epsilon || self.delta != delta {
+    pub fn record(&mut self, role: pg_sys::Oid, statement: u64, set: u32, epsilon: f64, delta: f64) {
+        if self.role != role || self.statement != statement || self.epsilon != epsilon || self.delta != delta {
             self.paid_sets = 0;
         }
-        (self.statement, self.epsilon, self.delta) = (statement, epsilon, delta);
+        (self.role, self.statement, self.epsilon, self.delta) = (role, statement, epsilon, delta);
         if (self.paid_sets as usize) < REMEMBERED_SETS {
             self.sets[self.paid_sets as usize] = set;
             self.paid_sets += 1;
@@ -67,31 +72,30 @@ impl Paid {
     pub fn forget(&mut self) {
         self.paid_sets = 0;
         self.watching = false;
-        (self.ahead, self.strict_paid) = (0, 0);
     }
 
-    /// If the role was found strict in `statement`, how many releases it
-    /// has paid for here in it (its releases here may then be paid ahead).
-    pub fn strict_paid(&self, statement: u64) -> Option<u64> {
-        (self.strict && self.ahead_statement == statement).then_some(self.strict_paid)
+    /// If `role` was found strict here, how many releases it has paid for
+    /// here (its later releases may then be paid ahead).
+    pub fn strict_paid(&self, role: pg_sys::Oid) -> Option<u64> {
+        (self.strict && self.role == role).then_some(self.strict_paid)
     }
 
-    /// Takes one release paid ahead for (ε, δ) in `statement`, if one is left.
-    pub fn take_ahead(&mut self, statement: u64, epsilon: f64, delta: f64) -> bool {
-        if self.ahead > 0 && self.ahead_statement == statement && self.ahead_amounts == (epsilon, delta) {
+    /// Takes one release `role` paid ahead at (ε, δ), if one is left.
+    pub fn take_ahead(&mut self, role: pg_sys::Oid, epsilon: f64, delta: f64) -> bool {
+        if self.ahead > 0 && self.role == role && self.ahead_amounts == (epsilon, delta) {
             self.ahead -= 1;
             return true;
         }
         false
     }
 
-    /// A strict role was charged in `statement` for `releases` at (ε, δ),
-    /// this one and `releases - 1` ahead.
-    pub fn record_strict(&mut self, statement: u64, epsilon: f64, delta: f64, releases: u64) {
-        if self.strict_paid(statement).is_none() {
-            self.strict_paid = 0;
+    /// A strict `role` was charged for `releases` at (ε, δ): this one, and
+    /// `releases - 1` ahead (any left from before at other amounts are lost).
+    pub fn record_strict(&mut self, role: pg_sys::Oid, epsilon: f64, delta: f64, releases: u64) {
+        if self.strict_paid(role).is_none() {
+            (self.strict_paid, self.paid_sets) = (0, 0);
         }
-        (self.strict, self.ahead_statement, self.ahead_amounts) = (true, statement, (epsilon, delta));
+        (self.strict, self.role, self.ahead_amounts) = (true, role, (epsilon, delta));
         self.ahead = releases.saturating_sub(1);
         self.strict_paid += releases;
     }

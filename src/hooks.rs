@@ -226,16 +226,23 @@ unsafe extern "C-unwind" fn executor_start(query: *mut pg_sys::QueryDesc, eflags
     // installed before ours (or None), called like standard_ExecutorStart with the arguments
     // unchanged. An error raised below longjmps through this frame, which owns nothing to drop.
     unsafe {
-        begin_statement_if_top_level();
-        crate::gate::check_plan((*query).plannedstmt);
-        check_parameters(query);
+        // The ledger worker runs only dpnoise's own charge query, once per
+        // batch of charges: nothing in it to check or to pay for.
+        let ledger = crate::budget::worker::is_ledger_worker();
+        if !ledger {
+            begin_statement_if_top_level();
+            crate::gate::check_plan((*query).plannedstmt);
+            check_parameters(query);
+        }
         match PREV_EXECUTOR_START {
             Some(prev) => prev(query, eflags),
             None => raw_standard_executor_start(query, eflags),
         }
         // An analyst's statement pays for all its releases before it runs
         // (after ExecutorStart's own checks, so their errors charge nothing).
-        crate::gate::cost::prepay(query, eflags);
+        if !ledger {
+            crate::gate::cost::prepay(query, eflags);
+        }
     }
 }
 

@@ -285,18 +285,24 @@ pub unsafe fn pay(fcinfo: pg_sys::FunctionCallInfo, function: &str, mechanism: &
     let set = unsafe { set_key(fcinfo) };
     // SAFETY: fcinfo is the live call (this function's contract); the reference is dropped before it returns.
     let paid = unsafe { crate::call_site::call_site(fcinfo) }.paid();
-    if paid.covers(statement, set, epsilon, delta) || paid.take_ahead(statement, epsilon, delta) {
+    // SAFETY: a plain read of the current role (the one charged).
+    let role = unsafe { pg_sys::GetOuterUserId() };
+    if paid.covers(role, statement, set, epsilon, delta) || paid.take_ahead(role, epsilon, delta) {
         return;
     }
-    // A strict role pays for every group. Once it is known strict in this
-    // statement (from its first charge), a hashed aggregate pays in one
-    // charge for the groups of its table it has not paid for yet: two
-    // commits for a statement, not one per group. (Never more than the
-    // groups of the table: with a LIMIT, those it does not reach; spilled
-    // to disk or over several grouping sets, it pays as it goes.)
-    let releases = match paid.strict_paid(statement) {
+    // A strict role pays for every release. Once its first charge here
+    // showed it strict, a hashed aggregate pays ahead, doubling: each charge
+    // is for as many releases as were paid so far, but never for more groups
+    // than its hash table holds unpaid. A whole table of N groups then costs
+    // about log2(N) commits, not N, and exactly N releases; a partial read
+    // (LIMIT, a cursor) at most twice what it released. Sorted aggregates
+    // and per-row functions pay for each release as it comes.
+    let releases = match paid.strict_paid(role) {
         // SAFETY: fcinfo is the live call of a final or per-row function.
-        Some(paid_here) => unsafe { hashed_groups(fcinfo) }.saturating_sub(paid_here).max(1),
+        Some(paid_here) => match unsafe { hashed_groups(fcinfo) }.saturating_sub(paid_here) {
+            0 => 1,
+            unpaid => unpaid.min(paid_here.max(1)),
+        },
         None => 1,
     };
     // An analyst's statement paid for its call sites before it ran.
@@ -307,10 +313,10 @@ pub unsafe fn pay(fcinfo: pg_sys::FunctionCallInfo, function: &str, mechanism: &
         charge(&Charge { mechanism: &mechanism, epsilon, delta, releases: releases as i64, exact: None })
     };
     if granted.strict {
-        paid.record_strict(statement, epsilon, delta, releases);
+        paid.record_strict(role, epsilon, delta, releases);
         return;
     }
-    paid.record(statement, set, epsilon, delta);
+    paid.record(role, statement, set, epsilon, delta);
     if !paid.watching() {
         // SAFETY: fcinfo is the live call; paid lives in the call site, in fn_mcxt, as long as the query.
         unsafe { watch_rescans(fcinfo, paid) };

@@ -57,6 +57,7 @@ impl<R: RngCore> Entropy for BitPool<R> {
     /// dropped (unread, so the bits taken stay independent) for a new word.
     #[inline]
     fn bits(&mut self, n: u32) -> u64 {
+        debug_assert!(n <= 64);
         if n == 0 {
             return 0;
         }

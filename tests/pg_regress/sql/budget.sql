@@ -63,9 +63,9 @@ SELECT count(*) FROM (SELECT g, dp_count(0.01) FROM t CROSS JOIN generate_series
 SELECT count(dp_laplace(5, 0.01, 1.0)) FROM generate_series(1, 1000);
 RESET ROLE;
 SELECT spent('strict_analyst') AS strict_role_paid;
--- Hashed, the strict role paid in two charges (the first group, which
--- showed it strict, then the other 99 at once): two commits, not 100.
--- Sorted, one per group.
+-- Hashed, the strict role paid ahead, doubling (the first group showed it
+-- strict): 8 commits for 100 groups, exactly 100 releases. Sorted, one
+-- per group.
 SELECT releases, epsilon FROM dpnoise.ledger WHERE role = 'strict_analyst'::regrole AND mechanism LIKE 'dp_count%' ORDER BY id;
 SELECT spent('strict_analyst') AS before \gset
 SELECT dp_budget_grant('strict_analyst', 1);
@@ -76,12 +76,50 @@ RESET enable_hashagg;
 RESET ROLE;
 SELECT spent('strict_analyst') - :before AS sorted_paid,
        (SELECT count(*) FROM dpnoise.ledger WHERE role = 'strict_analyst'::regrole AND mechanism LIKE 'dp_count%') AS charges;
--- 0.5 is left: 100 groups at 0.01 no longer fit. The first group is
--- charged; the charge for the other 99 is refused, before any is released.
+-- 0.5 is left: 100 groups at 0.01 no longer fit. The charges ahead stop
+-- at the first that does not fit (32 releases, with 0.18 left).
 SET ROLE strict_analyst;
 SELECT outcome('SELECT g, dp_count(0.01) FROM t CROSS JOIN generate_series(1, 100) g GROUP BY g');
 RESET ROLE;
 SELECT spent('strict_analyst') AS strict_role_paid, (SELECT epsilon_remaining FROM dp_budgets WHERE role = 'strict_analyst'::regrole);
+-- Paying ahead never costs more than twice what is released: a LIMIT pays
+-- for the groups it reaches, and a cursor fetched between other statements
+-- keeps what it paid ahead.
+SELECT dp_budget_grant('strict_analyst', 10);
+SELECT spent('strict_analyst') AS before \gset
+SET ROLE strict_analyst;
+SELECT count(*) FROM (SELECT g, dp_count(0.01) FROM t CROSS JOIN generate_series(1, 100) g GROUP BY g LIMIT 2) s;
+RESET ROLE;
+SELECT (spent('strict_analyst') - :before) / 0.01 AS limit_2_paid_releases;
+SELECT spent('strict_analyst') AS before \gset
+SET ROLE strict_analyst;
+BEGIN;
+DECLARE strict_cursor CURSOR FOR SELECT g, dp_count(0.01) FROM t CROSS JOIN generate_series(1, 100) g GROUP BY g;
+MOVE 10 IN strict_cursor;
+SELECT 1 AS another_statement;
+MOVE 10 IN strict_cursor;
+SELECT 1 AS another_statement;
+MOVE 10 IN strict_cursor;
+COMMIT;
+RESET ROLE;
+SELECT (spent('strict_analyst') - :before) / 0.01 AS thirty_fetched_paid_releases;
+-- What was paid ahead is the paying role's: a role switched in the middle
+-- of the statement (after 3 groups, with one paid ahead) pays for its own
+-- 17 releases.
+CREATE ROLE strict_b;
+GRANT SELECT ON t TO strict_b;
+SELECT dp_budget_grant('strict_b', 10);
+SELECT dp_budget_set_strict('strict_b');
+CREATE SEQUENCE switch_at;
+GRANT USAGE ON SEQUENCE switch_at TO strict_analyst, strict_b;
+SELECT spent('strict_analyst') AS before \gset
+SET ROLE strict_analyst;
+SELECT count(*) FROM (SELECT g, dp_count(0.01),
+    set_config('role', CASE WHEN nextval('switch_at') >= 3 THEN 'strict_b' ELSE current_user END, false)
+    FROM t CROSS JOIN generate_series(1, 20) g GROUP BY g) s;
+RESET ROLE;
+SELECT (spent('strict_analyst') - :before) / 0.01 AS first_role_releases, spent('strict_b') / 0.01 AS second_role_releases;
+DROP SEQUENCE switch_at;
 
 -- An ε that varies by row is refused before anything is charged.
 SELECT spent('analyst') AS before \gset
