@@ -13,10 +13,14 @@ CREATE FUNCTION dpnoise.charge_batch(
 RETURNS TABLE (granted boolean, is_strict boolean, remaining_epsilon numeric, remaining_delta numeric)
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
-    roles oid[];
-    left_epsilon numeric[];
-    left_delta numeric[];
-    strict_of boolean[];
+    -- Per distinct role of the batch (usually one): what it has left, its
+    -- model, and what this batch charges it.
+    roles oid[] := '{}';
+    left_epsilon numeric[] := '{}';
+    left_delta numeric[] := '{}';
+    strict_of boolean[] := '{}';
+    charged_epsilon numeric[] := '{}';
+    charged_delta numeric[] := '{}';
     capped boolean;
     cap_epsilon numeric;
     cap_delta numeric;
@@ -26,18 +30,31 @@ DECLARE
     rd numeric[] := '{}';
     cost_epsilon numeric;
     cost_delta numeric;
+    one_epsilon numeric;
+    one_delta numeric;
+    one_strict boolean;
     j integer;
 BEGIN
     LOCK TABLE dpnoise.charge_lock IN EXCLUSIVE MODE;
-    SELECT array_agg(x.r ORDER BY x.r), array_agg(b.epsilon - p.epsilon ORDER BY x.r),
-           array_agg(b.delta - p.delta ORDER BY x.r), array_agg(b.strict ORDER BY x.r)
-    INTO roles, left_epsilon, left_delta, strict_of
-    FROM (SELECT DISTINCT unnest(requesters) AS r) x
-    LEFT JOIN dpnoise.budget b ON b.role = x.r
-    LEFT JOIN dpnoise.spent p ON p.role = x.r;
-    SELECT c.epsilon - (SELECT sum(s.epsilon) FROM dpnoise.spent s), c.delta - (SELECT sum(s.delta) FROM dpnoise.spent s)
-    INTO cap_epsilon, cap_delta FROM dpnoise.global_cap c;
+    -- One index lookup per role: each statement here runs for every batch,
+    -- so each is kept to a plan that starts cheaply.
+    FOR i IN 1 .. cardinality(requesters) LOOP
+        CONTINUE WHEN requesters[i] = ANY (roles);
+        SELECT b.epsilon - p.epsilon, b.delta - p.delta, b.strict INTO one_epsilon, one_delta, one_strict
+        FROM dpnoise.budget b JOIN dpnoise.spent p ON p.role = b.role WHERE b.role = requesters[i];
+        roles := roles || requesters[i];
+        left_epsilon := left_epsilon || one_epsilon;
+        left_delta := left_delta || one_delta;
+        strict_of := strict_of || coalesce(one_strict, false);
+        charged_epsilon := charged_epsilon || 0::numeric;
+        charged_delta := charged_delta || 0::numeric;
+    END LOOP;
+    SELECT c.epsilon, c.delta INTO cap_epsilon, cap_delta FROM dpnoise.global_cap c;
     capped := FOUND;
+    IF capped THEN
+        SELECT cap_epsilon - coalesce(sum(s.epsilon), 0), cap_delta - coalesce(sum(s.delta), 0)
+        INTO cap_epsilon, cap_delta FROM dpnoise.spent s;
+    END IF;
     FOR i IN 1 .. cardinality(requesters) LOOP
         j := array_position(roles, requesters[i]);
         IF left_epsilon[j] IS NULL THEN
@@ -53,20 +70,26 @@ BEGIN
         IF g[i] THEN
             left_epsilon[j] := left_epsilon[j] - cost_epsilon;
             left_delta[j] := left_delta[j] - cost_delta;
+            charged_epsilon[j] := charged_epsilon[j] + cost_epsilon;
+            charged_delta[j] := charged_delta[j] + cost_delta;
             cap_epsilon := cap_epsilon - cost_epsilon;
             cap_delta := cap_delta - cost_delta;
         END IF;
         re[i] := CASE WHEN capped THEN least(left_epsilon[j], cap_epsilon) ELSE left_epsilon[j] END;
         rd[i] := CASE WHEN capped THEN least(left_delta[j], cap_delta) ELSE left_delta[j] END;
     END LOOP;
-    UPDATE dpnoise.spent p SET epsilon = p.epsilon + c.e, delta = p.delta + c.d
-    FROM (SELECT requesters[k] AS r, sum(epsilons[k] * releases[k]) AS e, sum(deltas[k] * releases[k]) AS d
-          FROM generate_subscripts(requesters, 1) k WHERE g[k] GROUP BY 1) c
-    WHERE p.role = c.r;
+    FOR j IN 1 .. cardinality(roles) LOOP
+        CONTINUE WHEN charged_epsilon[j] = 0 AND charged_delta[j] = 0;
+        UPDATE dpnoise.spent p SET epsilon = p.epsilon + charged_epsilon[j], delta = p.delta + charged_delta[j]
+        WHERE p.role = roles[j];
+    END LOOP;
+    -- In request order: unnest's ordinality.
     INSERT INTO dpnoise.ledger (role, charged_at, statement, mechanism, epsilon, delta, releases, pid, session_start)
-    SELECT requesters[k], clock_timestamp(), statements[k], mechanisms[k], epsilons[k], deltas[k], releases[k], pids[k], starts[k]
-    FROM generate_subscripts(requesters, 1) k WHERE g[k] ORDER BY k;
-    RETURN QUERY SELECT g[k], st[k], re[k], rd[k] FROM generate_subscripts(requesters, 1) k ORDER BY k;
+    SELECT u.r, clock_timestamp(), u.s, u.m, u.e, u.d, u.n, u.p, u.t
+    FROM unnest(requesters, statements, mechanisms, epsilons, deltas, releases, pids, starts, g) WITH ORDINALITY
+         AS u(r, s, m, e, d, n, p, t, ok, k)
+    WHERE u.ok ORDER BY u.k;
+    RETURN QUERY SELECT u.ok, u.strict, u.e, u.d FROM unnest(g, st, re, rd) WITH ORDINALITY AS u(ok, strict, e, d, k) ORDER BY u.k;
 END $$;
 REVOKE EXECUTE ON FUNCTION dpnoise.charge_batch(oid[], numeric[], numeric[], bigint[], text[], text[], integer[], timestamptz[]) FROM PUBLIC;
 COMMENT ON FUNCTION dpnoise.charge_batch(oid[], numeric[], numeric[], bigint[], text[], text[], integer[], timestamptz[]) IS
