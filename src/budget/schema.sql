@@ -74,7 +74,7 @@ DECLARE
     strict_of boolean[] := '{}';
     charged_epsilon numeric[] := '{}';
     charged_delta numeric[] := '{}';
-    capped boolean;
+    capped boolean := false;
     cap_epsilon numeric;
     cap_delta numeric;
     g boolean[] := '{}';
@@ -86,6 +86,8 @@ DECLARE
     one_epsilon numeric;
     one_delta numeric;
     one_strict boolean;
+    one_cap_epsilon numeric;
+    one_cap_delta numeric;
     j integer;
 BEGIN
     LOCK TABLE dpnoise.charge_lock IN EXCLUSIVE MODE;
@@ -93,8 +95,17 @@ BEGIN
     -- so each is kept to a plan that starts cheaply.
     FOR i IN 1 .. cardinality(requesters) LOOP
         CONTINUE WHEN requesters[i] = ANY (roles);
-        SELECT b.epsilon - p.epsilon, b.delta - p.delta, b.strict INTO one_epsilon, one_delta, one_strict
-        FROM dpnoise.budget b JOIN dpnoise.spent p ON p.role = b.role WHERE b.role = requesters[i];
+        -- The global cap, if any, comes along (a batch without a role with
+        -- a budget grants nothing, so never needs it).
+        SELECT b.epsilon - p.epsilon, b.delta - p.delta, b.strict, c.epsilon, c.delta
+        INTO one_epsilon, one_delta, one_strict, one_cap_epsilon, one_cap_delta
+        FROM dpnoise.budget b JOIN dpnoise.spent p ON p.role = b.role
+        LEFT JOIN dpnoise.global_cap c ON true WHERE b.role = requesters[i];
+        IF one_cap_epsilon IS NOT NULL THEN
+            capped := true;
+            cap_epsilon := one_cap_epsilon;
+            cap_delta := one_cap_delta;
+        END IF;
         roles := roles || requesters[i];
         left_epsilon := left_epsilon || one_epsilon;
         left_delta := left_delta || one_delta;
@@ -102,8 +113,6 @@ BEGIN
         charged_epsilon := charged_epsilon || 0::numeric;
         charged_delta := charged_delta || 0::numeric;
     END LOOP;
-    SELECT c.epsilon, c.delta INTO cap_epsilon, cap_delta FROM dpnoise.global_cap c;
-    capped := FOUND;
     IF capped THEN
         SELECT cap_epsilon - coalesce(sum(s.epsilon), 0), cap_delta - coalesce(sum(s.delta), 0)
         INTO cap_epsilon, cap_delta FROM dpnoise.spent s;
@@ -131,18 +140,21 @@ BEGIN
         re[i] := CASE WHEN capped THEN least(left_epsilon[j], cap_epsilon) ELSE left_epsilon[j] END;
         rd[i] := CASE WHEN capped THEN least(left_delta[j], cap_delta) ELSE left_delta[j] END;
     END LOOP;
-    FOR j IN 1 .. cardinality(roles) LOOP
-        CONTINUE WHEN charged_epsilon[j] = 0 AND charged_delta[j] = 0;
-        UPDATE dpnoise.spent p SET epsilon = p.epsilon + charged_epsilon[j], delta = p.delta + charged_delta[j]
-        WHERE p.role = roles[j];
-    END LOOP;
-    -- In request order: unnest's ordinality.
-    INSERT INTO dpnoise.ledger (role, charged_at, statement, mechanism, epsilon, delta, releases, pid, session_start)
-    SELECT u.r, clock_timestamp(), u.s, u.m, u.e, u.d, u.n, u.p, u.t
-    FROM unnest(requesters, statements, mechanisms, epsilons, deltas, releases, pids, starts, g) WITH ORDINALITY
-         AS u(r, s, m, e, d, n, p, t, ok, k)
-    WHERE u.ok ORDER BY u.k;
-    RETURN QUERY SELECT u.ok, u.strict, u.e, u.d FROM unnest(g, st, re, rd) WITH ORDINALITY AS u(ok, strict, e, d, k) ORDER BY u.k;
+    -- One statement writes what was spent and the ledger rows (in request
+    -- order: unnest's ordinality) and answers.
+    RETURN QUERY
+    WITH spend AS (
+        UPDATE dpnoise.spent p SET epsilon = p.epsilon + c.e, delta = p.delta + c.d
+        FROM unnest(roles, charged_epsilon, charged_delta) AS c(r, e, d)
+        WHERE p.role = c.r AND (c.e <> 0 OR c.d <> 0)
+    ), charges AS (
+        INSERT INTO dpnoise.ledger (role, charged_at, statement, mechanism, epsilon, delta, releases, pid, session_start)
+        SELECT u.r, clock_timestamp(), u.s, u.m, u.e, u.d, u.n, u.p, u.t
+        FROM unnest(requesters, statements, mechanisms, epsilons, deltas, releases, pids, starts, g) WITH ORDINALITY
+             AS u(r, s, m, e, d, n, p, t, ok, k)
+        WHERE u.ok ORDER BY u.k
+    )
+    SELECT u.ok, u.strict, u.e, u.d FROM unnest(g, st, re, rd) WITH ORDINALITY AS u(ok, strict, e, d, k) ORDER BY u.k;
 END $$;
 
 -- Checks a granted amount: finite, not negative, not NULL (SQLSTATE 22023).
