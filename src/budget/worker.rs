@@ -152,11 +152,14 @@ fn serve(entry: usize, database: pg_sys::Oid) {
         }
     });
     // Session settings for every charge: durable commits (whatever the
-    // server's default), a fixed search_path, and no waiting forever on a
+    // server's default), a fixed search_path, read committed (charge_batch
+    // reads what the worker before it committed, after taking its lock,
+    // whatever default a database owner set), and no waiting forever on a
     // lock a superuser holds on the ledger tables.
     BackgroundWorker::transaction(|| {
         Spi::run(
             "SET search_path = pg_catalog, pg_temp; SET synchronous_commit = on; \
+             SET default_transaction_isolation = 'read committed'; SET default_transaction_read_only = off; \
              SET lock_timeout = '10s'; SET statement_timeout = '60s'",
         )
         .expect("session settings")

@@ -36,12 +36,12 @@ impl<R: RngCore> BitPool<R> {
 }
 
 impl<R: RngCore> Entropy for BitPool<R> {
-    #[inline]
+    #[inline(always)]
     fn next_u64(&mut self) -> u64 {
         self.rng.next_u64()
     }
 
-    #[inline]
+    #[inline(always)]
     fn bit(&mut self) -> bool {
         if self.left == 0 {
             self.pool = self.rng.next_u64();
@@ -55,7 +55,7 @@ impl<R: RngCore> Entropy for BitPool<R> {
 
     /// From the pool while it holds `n` bits; otherwise what is left is
     /// dropped (unread, so the bits taken stay independent) for a new word.
-    #[inline]
+    #[inline(always)]
     fn bits(&mut self, n: u32) -> u64 {
         debug_assert!(n <= 64);
         if n == 0 {

@@ -122,17 +122,26 @@ fn bernoulli_exp_neg_unit<E: Entropy>(rng: &mut E, p: u128, q: u128) -> bool {
 /// e^(−1/t); Y = ⌊X / s⌋ then has ratio e^(−s/t) (CKS Algorithm 2).
 pub fn geometric_exp<E: Entropy>(rng: &mut E, s: u128, t: u128) -> u128 {
     debug_assert!(s > 0 && t > 0);
+    // Both loops end after a few rounds but for odds like e^(−64): they
+    // check for a cancel every 64 rounds (a check per round cost a tenth
+    // of a per-row draw).
+    let mut tries: u32 = 0;
     let u = loop {
         let u = uniform_below(rng, t);
         if bernoulli_exp_neg(rng, u, t) {
             break u;
         }
-        crate::interrupt::check();
+        tries = tries.wrapping_add(1);
+        if tries % 64 == 0 {
+            crate::interrupt::check();
+        }
     };
     let mut v: u128 = 0;
     while bernoulli_exp_neg_unit(rng, 1, 1) {
         v += 1;
-        crate::interrupt::check();
+        if v % 64 == 0 {
+            crate::interrupt::check();
+        }
     }
     let x = t
         .checked_mul(v)
