@@ -363,7 +363,7 @@ unsafe extern "C-unwind" fn planner(
         // analyst gate first (it refuses raw reads before anything else).
         crate::gate::check_query(parse);
         check_query_parameters(parse);
-        crate::budget::touch_session();
+        touch_session();
         let mut planning = crate::citus::Planning::default();
         distribute(parse, bound_params, &raw mut planning);
         let implicit = std::mem::replace(&mut *(&raw mut IMPLICIT_SCROLL), false);
@@ -391,6 +391,13 @@ unsafe extern "C-unwind" fn check_parameters(query: *mut pg_sys::QueryDesc) {
     // `plannedstmt` is null or the live PlannedStmt being started, which with the caller's
     // transaction is check_plan's contract.
     unsafe { crate::parameters::check_plan((*query).plannedstmt) }
+}
+
+/// Publishes the session's role and caps for dp_sessions (an error in it
+/// becomes a PostgreSQL error here, not an unwind through the planner).
+#[pg_guard]
+extern "C-unwind" fn touch_session() {
+    crate::budget::touch_session();
 }
 
 /// Refuses a query whose dpnoise calls take privacy parameters from

@@ -99,19 +99,23 @@ pub fn charge(request: &Charge) -> Granted {
     let Some(slot) = mailbox.slot(index) else {
         unavailable("this process has no request slot");
     };
-    // A request this process abandoned (cancelled while waiting) is still
-    // owed an answer; the slot is ours again once it is DONE. Its session
-    // counted it; if the ledger refused it, it is given back now.
-    wait_until_done(slot, database);
+    // A request abandoned in this slot (its requester cancelled while
+    // waiting; perhaps another process, in another database) is still owed
+    // an answer by its own database's worker; the slot is ours again once
+    // it is DONE. Its session counted it; if the ledger refused it, it is
+    // given back now (after the slot is freed: never twice).
+    if !matches!(slot.load(), FREE | DONE) {
+        wait_until_done(slot, slot.database());
+    }
     if slot.load() == DONE {
         let abandoned = slot.with(|s| {
             let reservation = session::Reservation { index: s.session, pid: s.pid, started: s.started };
             (s.outcome, reservation, [s.epsilon.get().to_owned(), s.delta.get().to_owned()], s.releases)
         });
+        slot.store(FREE);
         if let (Outcome::Refused, reservation, [epsilon, delta], releases) = abandoned {
             session::refund(&reservation, &epsilon, &delta, releases);
         }
-        slot.store(FREE);
     }
     // The session's caps, before anything is asked of the ledger: the
     // charge is counted in the session now, and given back if refused.

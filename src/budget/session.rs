@@ -331,6 +331,9 @@ fn dp_session_budget(epsilon: default!(Option<f64>, "NULL"), delta: default!(Opt
         fitted(&mut entry.own_delta, &own[DELTA], false);
         Ok(())
     });
+    if outcome.is_none() {
+        no_session();
+    }
     if let Some(Err((i, decimal, cap, set_by))) = outcome {
         raise_sqlstate(
             "42501",

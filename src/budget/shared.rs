@@ -342,6 +342,17 @@ impl SlotRef {
         self.state().load(Ordering::Acquire)
     }
 
+    /// The database of the request in this slot, which any process may
+    /// read while it is PENDING or TAKEN: its requester wrote it before
+    /// publishing PENDING (Release, read here after an Acquire load) and
+    /// nothing writes it again until the slot is refilled after DONE.
+    pub fn database(&self) -> pg_sys::Oid {
+        let _ = self.load();
+        // SAFETY: as above: a plain read of a field no process writes while the
+        // slot is PENDING or TAKEN, ordered after the state's Acquire load.
+        unsafe { std::ptr::read_volatile(&raw const (*self.slot).database) }
+    }
+
     pub fn store(&self, state: u32) {
         self.state().store(state, Ordering::Release)
     }

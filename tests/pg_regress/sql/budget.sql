@@ -120,6 +120,20 @@ SELECT count(*) FROM (SELECT g, dp_count(0.01),
 RESET ROLE;
 SELECT (spent('strict_analyst') - :before) / 0.01 AS first_role_releases, spent('strict_b') / 0.01 AS second_role_releases;
 DROP SEQUENCE switch_at;
+-- And a default role switched to after a strict one (with a release paid
+-- ahead) pays for each of its grouping sets itself: two.
+CREATE ROLE default_b;
+GRANT SELECT ON t TO default_b;
+SELECT dp_budget_grant('default_b', 10);
+CREATE SEQUENCE switch_again;
+GRANT USAGE ON SEQUENCE switch_again TO strict_analyst, default_b;
+SET ROLE strict_analyst;
+SELECT count(*) FROM (SELECT g, h, dp_count(0.01),
+    set_config('role', CASE WHEN nextval('switch_again') >= 3 THEN 'default_b' ELSE current_user END, false)
+    FROM t CROSS JOIN generate_series(1, 20) g CROSS JOIN (VALUES (1)) v(h) GROUP BY GROUPING SETS ((g), (h))) s;
+RESET ROLE;
+SELECT spent('default_b') / 0.01 AS default_role_paid_sets;
+DROP SEQUENCE switch_again;
 
 -- An ε that varies by row is refused before anything is charged.
 SELECT spent('analyst') AS before \gset
@@ -239,6 +253,27 @@ SET ROLE analyst;
 SELECT outcome('SELECT dp_count(0.05) FROM t');
 SELECT outcome('SELECT dp_count(0.05) FROM t');
 RESET ROLE;
+SELECT dp_budget_set_global(NULL);
+
+-- The ledger worker's batch, called as the worker calls it: a role without
+-- a budget first, two roles, the global cap, a request exactly at the
+-- boundary, zero-cost ones. Granted greedily in request order; answers and
+-- ledger rows in request order.
+CREATE ROLE batch_a;
+CREATE ROLE batch_b;
+CREATE ROLE batch_none;
+SELECT dp_budget_grant('batch_a', 1.0);
+SELECT dp_budget_grant('batch_b', 0.5);
+SELECT sum(epsilon_spent) AS total FROM dp_budgets \gset
+SELECT dp_budget_set_global(:total + 1.2, 1);
+SELECT * FROM dpnoise.charge_batch(
+    ARRAY['batch_none', 'batch_a', 'batch_b', 'batch_a', 'batch_b', 'batch_a', 'batch_b']::regrole[]::oid[],
+    ARRAY[0.1, 0.6, 0.5, 0.4, 0.1, 0, 0]::numeric[], ARRAY[0, 0, 0, 0, 0, 0, 0]::numeric[],
+    ARRAY[1, 1, 1, 1, 1, 1, 1]::bigint[], ARRAY['m1', 'm2', 'm3', 'm4', 'm5', 'm6', 'm7'],
+    ARRAY['batch', 'batch', 'batch', 'batch', 'batch', 'batch', 'batch'], ARRAY[1, 2, 3, 4, 5, 6, 7],
+    array_fill(now(), ARRAY[7]));
+SELECT mechanism, pid, role::text FROM dpnoise.ledger WHERE statement = 'batch' ORDER BY id;
+SELECT role_name, epsilon_spent FROM dp_budgets WHERE role_name LIKE 'batch%' ORDER BY 1;
 SELECT dp_budget_set_global(NULL);
 
 -- Revoking ends releases; what was spent stays.
