@@ -153,6 +153,19 @@ pub struct Reservation {
     pub started: pg_sys::TimestampTz,
 }
 
+/// What a charge of (ε, δ) each (decimals) for `releases` releases costs.
+fn cost(amounts: [&str; 2], releases: i64) -> [AnyNumeric; 2] {
+    let times = AnyNumeric::from(releases);
+    amounts.map(|a| numeric(a) * times.clone())
+}
+
+/// Sets what the entry's connection has spent to `spent` (ε, δ), rounded
+/// up where it does not fit.
+fn set_spent(entry: &mut shared::Session, spent: [AnyNumeric; 2]) {
+    fitted(&mut entry.spent_epsilon, &spent[EPSILON].to_string(), true);
+    fitted(&mut entry.spent_delta, &spent[DELTA].to_string(), true);
+}
+
 fn no_session() -> ! {
     raise_sqlstate(
         crate::errors::LEDGER_UNAVAILABLE,
@@ -171,9 +184,8 @@ fn no_session() -> ! {
 pub fn reserve(epsilon: &str, delta: &str, releases: i64) -> Reservation {
     let mailbox = shared::mailbox().unwrap_or_else(|| no_session());
     let connection = connection().unwrap_or_else(|| no_session());
-    let times = AnyNumeric::from(releases);
     let asked = [epsilon, delta];
-    let cost: [AnyNumeric; 2] = std::array::from_fn(|i| numeric(asked[i]) * times.clone());
+    let cost = cost(asked, releases);
     let outcome = mailbox.session(connection.index, |entry| {
         if !claim(entry, &connection) {
             return None;
@@ -187,8 +199,7 @@ pub fn reserve(epsilon: &str, delta: &str, releases: i64) -> Reservation {
                 }
             }
         }
-        fitted(&mut entry.spent_epsilon, &after[EPSILON].to_string(), true);
-        fitted(&mut entry.spent_delta, &after[DELTA].to_string(), true);
+        set_spent(entry, after);
         Some(Ok(Reservation { index: connection.index as u32, pid: entry.pid, started: entry.started }))
     });
     match outcome.flatten() {
@@ -213,14 +224,11 @@ pub fn reserve(epsilon: &str, delta: &str, releases: i64) -> Reservation {
 /// (decimals, as reserved), if the session is still the same connection.
 pub fn refund(session: &Reservation, epsilon: &str, delta: &str, releases: i64) {
     let Some(mailbox) = shared::mailbox() else { return };
-    let times = AnyNumeric::from(releases);
-    let cost = [numeric(epsilon) * times.clone(), numeric(delta) * times];
+    let cost = cost([epsilon, delta], releases);
     mailbox.session(session.index as usize, |entry| {
         if entry.pid == session.pid && entry.started == session.started {
-            let back = |text: &shared::Text<256>, cost: &AnyNumeric| (numeric(text.get()) - cost.clone()).to_string();
-            let (e, d) = (back(&entry.spent_epsilon, &cost[EPSILON]), back(&entry.spent_delta, &cost[DELTA]));
-            fitted(&mut entry.spent_epsilon, &e, true);
-            fitted(&mut entry.spent_delta, &d, true);
+            let spent = [entry.spent_epsilon.get(), entry.spent_delta.get()];
+            set_spent(entry, std::array::from_fn(|i| numeric(spent[i]) - cost[i].clone()));
         }
     });
 }
