@@ -112,6 +112,11 @@ pub struct CallSite {
     cache: *mut u8,
     /// The call's privacy parameters were found fixed (`parameters`).
     pub checked: bool,
+    /// The release's identity was looked up (`repeat::identity`): found
+    /// (`identified`) or not.
+    pub identity_known: bool,
+    pub identified: bool,
+    pub identity: [u8; 32],
 }
 
 impl CallSite {

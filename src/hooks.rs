@@ -228,7 +228,7 @@ unsafe extern "C-unwind" fn executor_start(query: *mut pg_sys::QueryDesc, eflags
     unsafe {
         // The ledger worker runs only dpnoise's own charge query, once per
         // batch of charges: nothing in it to check or to pay for.
-        let ledger = crate::budget::worker::is_ledger_worker();
+        let ledger = crate::budget::worker::is_ledger_worker() || crate::repeat::reading();
         if !ledger {
             begin_statement_if_top_level();
             crate::gate::check_plan((*query).plannedstmt);
@@ -238,9 +238,11 @@ unsafe extern "C-unwind" fn executor_start(query: *mut pg_sys::QueryDesc, eflags
             Some(prev) => prev(query, eflags),
             None => raw_standard_executor_start(query, eflags),
         }
-        // An analyst's statement pays for all its releases before it runs
+        // The identities of its repeatable releases, under its snapshot; then
+        // an analyst's statement pays for all its releases before it runs
         // (after ExecutorStart's own checks, so their errors charge nothing).
         if !ledger {
+            start_releases(query, eflags);
             crate::gate::cost::prepay(query, eflags);
         }
     }
@@ -359,6 +361,13 @@ unsafe extern "C-unwind" fn planner(
     // PlannedStmt (failure is an error, never null), as materialize requires. An error below
     // longjmps through this frame, which owns nothing to drop.
     unsafe {
+        // dpnoise's own read of table versions: nothing to check or mark.
+        if crate::repeat::reading() {
+            return match PREV_PLANNER {
+                Some(prev) => prev(parse, query_string, cursor_options, bound_params),
+                None => raw_standard_planner(parse, query_string, cursor_options, bound_params),
+            };
+        }
         // Checked before planning, which rewrites the tree in place: the
         // analyst gate first (it refuses raw reads before anything else).
         crate::gate::check_query(parse);
@@ -366,6 +375,8 @@ unsafe extern "C-unwind" fn planner(
         touch_session();
         let mut planning = crate::citus::Planning::default();
         distribute(parse, bound_params, &raw mut planning);
+        // After the gate's and Citus's rewrites: what is planned is what runs.
+        let releases = mark_releases(parse, bound_params);
         let implicit = std::mem::replace(&mut *(&raw mut IMPLICIT_SCROLL), false);
         let scroll = (implicit || cursor_options as u32 & pg_sys::CURSOR_OPT_SCROLL != 0) && has_volatile(parse);
         let planned = match PREV_PLANNER {
@@ -376,6 +387,7 @@ unsafe extern "C-unwind" fn planner(
             materialize(planned);
         }
         finish(planned, &raw const planning);
+        attach_releases(planned, releases);
         planned
     }
 }
@@ -391,6 +403,38 @@ unsafe extern "C-unwind" fn check_parameters(query: *mut pg_sys::QueryDesc) {
     // `plannedstmt` is null or the live PlannedStmt being started, which with the caller's
     // transaction is check_plan's contract.
     unsafe { crate::parameters::check_plan((*query).plannedstmt) }
+}
+
+/// Identifies the repeatable releases of `parse` (`repeat::mark`).
+///
+/// # Safety
+/// `parse` is the live Query the planner hook was given, `params` its bound
+/// parameters or null; inside a transaction.
+#[pg_guard]
+unsafe extern "C-unwind" fn mark_releases(parse: *mut pg_sys::Query, params: pg_sys::ParamListInfo) -> *mut pg_sys::List {
+    // SAFETY: the caller's contract is mark's.
+    unsafe { crate::repeat::mark(parse, params) }
+}
+
+/// Carries the identified releases into the plan (`repeat::attach`).
+///
+/// # Safety
+/// `planned` is the live PlannedStmt just made; `names` what mark_releases returned.
+#[pg_guard]
+unsafe extern "C-unwind" fn attach_releases(planned: *mut pg_sys::PlannedStmt, names: *mut pg_sys::List) {
+    // SAFETY: the caller's contract is attach's.
+    unsafe { crate::repeat::attach(planned, names) }
+}
+
+/// Completes the identities of a starting execution's repeatable releases
+/// (`repeat::start`).
+///
+/// # Safety
+/// `query` is the live QueryDesc ExecutorStart was given, just started; inside a transaction.
+#[pg_guard]
+unsafe extern "C-unwind" fn start_releases(query: *mut pg_sys::QueryDesc, eflags: i32) {
+    // SAFETY: the caller's contract is start's.
+    unsafe { crate::repeat::start(query, eflags) }
 }
 
 /// Publishes the session's role and caps for dp_sessions (an error in it

@@ -29,6 +29,7 @@ mod multi;
 mod parameters;
 mod plans;
 mod release;
+mod repeat;
 mod rng;
 mod seal;
 mod refine;

@@ -247,7 +247,7 @@ v1_function!(pg_finfo_dp_sum_multi_final, dp_sum_multi_final, |fcinfo| {
         (0..bounds.len()).map(|j| s.sum(j)).collect()
     };
     crate::budget::pay(fcinfo, "dp_sum_multi", "box", epsilon, 0.0);
-    with_rng(|rng| plan.release(rng, &sums)).into_datum().unwrap_or_else(|| return_null(fcinfo))
+    crate::repeat::with_release_rng(fcinfo, |rng| plan.release(rng, &sums)).into_datum().unwrap_or_else(|| return_null(fcinfo))
 });
 
 v1_function!(pg_finfo_dp_sum_multi_combine, dp_sum_multi_combine, |fcinfo| {

@@ -6,7 +6,6 @@
 use crate::call_site::call_site_cache;
 use crate::errors::OrRaise;
 use crate::fmgr::{f64_datum, i64_datum};
-use crate::rng::with_rng;
 use dpnoise_core::{Plan, Request};
 use pgrx::pg_sys;
 
@@ -39,10 +38,11 @@ pub unsafe fn release(
 ) -> pg_sys::Datum {
     // SAFETY: the caller's contract.
     unsafe { crate::budget::pay(fcinfo, function, plan.mechanism.name(), epsilon, delta) };
-    with_rng(|rng| match as_type {
+    // SAFETY: as above.
+    unsafe { crate::repeat::with_release_rng(fcinfo, |rng| match as_type {
         Release::Float => f64_datum(plan.release(rng, true_steps)),
         Release::Integer => i64_datum(plan.release_integer(rng, true_steps).or_raise()),
-    })
+    }) }
 }
 
 /// The SQL type a release is returned as.

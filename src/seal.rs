@@ -68,7 +68,11 @@ pub fn seal(text: &[u8]) -> [u8; SEAL_BYTES] {
 
 /// The HMAC-SHA256 of the nonce and the text under this backend's key.
 fn tag(nonce: &[u8], text: &[u8]) -> [u8; 32] {
-    let key = key();
+    hmac(&key(), &[nonce, text])
+}
+
+/// HMAC-SHA256 under `key` of `parts`, one after another (PostgreSQL's).
+pub fn hmac(key: &[u8], parts: &[&[u8]]) -> [u8; 32] {
     let mut tag = [0u8; 32];
     // SAFETY: PostgreSQL's HMAC over buffers that outlive each call; the context is freed before
     // returning, and any failure is raised after it is.
@@ -78,8 +82,7 @@ fn tag(nonce: &[u8], text: &[u8]) -> [u8; 32] {
             false
         } else {
             let ok = pg_hmac_init(ctx, key.as_ptr(), key.len()) == 0
-                && pg_hmac_update(ctx, nonce.as_ptr(), nonce.len()) == 0
-                && pg_hmac_update(ctx, text.as_ptr(), text.len()) == 0
+                && parts.iter().all(|p| pg_hmac_update(ctx, p.as_ptr(), p.len()) == 0)
                 && pg_hmac_final(ctx, tag.as_mut_ptr(), tag.len()) == 0;
             pg_hmac_free(ctx);
             ok

@@ -56,7 +56,7 @@ unsafe fn selected(fcinfo: pgrx::pg_sys::FunctionCallInfo, first: usize) -> pgrx
         let selection = selection(epsilon, delta);
         // The live final call; every parameter is checked above.
         crate::budget::pay(fcinfo, "dp_partition_selected", "optimal thresholding", epsilon, delta);
-        let kept = crate::rng::with_rng(|rng| selection.keep(rng, persons.max(0) as u64));
+        let kept = crate::repeat::with_release_rng(fcinfo, |rng| selection.keep(rng, persons.max(0) as u64));
         pgrx::pg_sys::Datum::from(kept)
     }
 }

@@ -13,7 +13,6 @@ use crate::call_site::{call_site_cache, text_fingerprint};
 use crate::errors::{self, OrRaise};
 use crate::fmgr::{arg_datum, arg_f64, arg_i64, arg_is_null, f64_datum, i64_datum, refuse_window, required_f64, v1_function};
 use crate::release::Release;
-use crate::rng::with_rng;
 use dpnoise_core::{
     Average, Bounds, Choice, Delta, Epsilon, IntegerBounds, Lattice, Loss, Mechanism, Plan, Request, Sensitivity, Shape,
 };
@@ -430,7 +429,7 @@ unsafe fn release_state<T: SumValue>(fcinfo: pg_sys::FunctionCallInfo, kind: Kin
             SumPlan::Single(plan) => T::release(fcinfo, aggregate, &plan, (call.epsilon, call.delta), sum),
             SumPlan::Average(average) => {
                 crate::budget::pay(fcinfo, aggregate, "staircase sum, geometric count", call.epsilon, 0.0);
-                f64_datum(with_rng(|rng| average.release(rng, sum, count)))
+                f64_datum(crate::repeat::with_release_rng(fcinfo, |rng| average.release(rng, sum, count)))
             }
         }
     }

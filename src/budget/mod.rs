@@ -45,12 +45,18 @@ pub struct Charge<'a> {
     pub releases: i64,
     /// (ε, δ) as exact decimals, when the f64s above are rounded sums.
     pub exact: Option<[String; 2]>,
+    /// The release's identity (`repeat`): if it was paid for before, it
+    /// is granted free; if this charge pays it (not a strict role's), the
+    /// ledger records it.
+    pub identity: Option<[u8; 32]>,
 }
 
 /// What the ledger answered when it granted a charge.
 pub struct Granted {
     /// The role pays for every release (no parallel composition).
     pub strict: bool,
+    /// The release was paid for before: nothing was charged.
+    pub free: bool,
 }
 
 fn unavailable(message: &str) -> ! {
@@ -102,18 +108,20 @@ pub fn charge(request: &Charge) -> Granted {
     // A request abandoned in this slot (its requester cancelled while
     // waiting; perhaps another process, in another database) is still owed
     // an answer by its own database's worker; the slot is ours again once
-    // it is DONE. Its session counted it; if the ledger refused it, it is
-    // given back now (after the slot is freed: never twice).
+    // it is DONE. Its session counted it; if the ledger refused it (or it
+    // was a repeat, free), it is given back now (after the slot is freed:
+    // never twice).
     if !matches!(slot.load(), FREE | DONE) {
         wait_until_done(slot, slot.database());
     }
     if slot.load() == DONE {
         let abandoned = slot.with(|s| {
             let reservation = session::Reservation { index: s.session, pid: s.pid, started: s.started };
-            (s.outcome, reservation, [s.epsilon.get().to_owned(), s.delta.get().to_owned()], s.releases)
+            let given_back = s.outcome == Outcome::Refused || (s.outcome == Outcome::Granted && s.free);
+            (given_back, reservation, [s.epsilon.get().to_owned(), s.delta.get().to_owned()], s.releases)
         });
         slot.store(FREE);
-        if let (Outcome::Refused, reservation, [epsilon, delta], releases) = abandoned {
+        if let (true, reservation, [epsilon, delta], releases) = abandoned {
             session::refund(&reservation, &epsilon, &delta, releases);
         }
     }
@@ -126,18 +134,19 @@ pub fn charge(request: &Charge) -> Granted {
     wake_worker(database);
     wait_until_done(slot, database);
     // DONE: the worker has let go of it; ours to read.
-    let (outcome, strict, remaining_epsilon, remaining_delta, message) = slot.with(|s| {
+    let (outcome, strict, free, remaining_epsilon, remaining_delta, message) = slot.with(|s| {
         let text = |t: &shared::Text<64>| t.get().to_owned();
-        (s.outcome, s.strict, text(&s.remaining_epsilon), text(&s.remaining_delta), s.message.get().to_owned())
+        (s.outcome, s.strict, s.free, text(&s.remaining_epsilon), text(&s.remaining_delta), s.message.get().to_owned())
     });
     slot.store(FREE);
-    if outcome == Outcome::Refused {
+    // A repeated release costs the session nothing either.
+    if outcome == Outcome::Refused || (outcome == Outcome::Granted && free) {
         session::refund(&reservation, &amounts[0], &amounts[1], request.releases);
     }
     // Failed: the worker may have committed before it stopped, so the
     // session keeps counting the charge (never less than the ledger).
     match outcome {
-        Outcome::Granted => Granted { strict },
+        Outcome::Granted => Granted { strict, free },
         Outcome::Refused => raise_sqlstate(
             BUDGET_EXHAUSTED,
             format!(
@@ -168,6 +177,8 @@ fn fill(slot: &mut Slot, request: &Charge, amounts: &[String; 2], session: &sess
     slot.taker = 0;
     slot.releases = request.releases;
     slot.strict = false;
+    slot.identity = request.identity;
+    slot.free = false;
     slot.epsilon.set(&amounts[0]);
     slot.delta.set(&amounts[1]);
     slot.mechanism.set(request.mechanism);
@@ -287,6 +298,10 @@ pub unsafe fn pay(fcinfo: pg_sys::FunctionCallInfo, function: &str, mechanism: &
     let statement = crate::hooks::statement();
     // SAFETY: fcinfo is the live call of a final or per-row function.
     let set = unsafe { set_key(fcinfo) };
+    // The release's identity, if it can be answered again (looked up
+    // before the call site is borrowed below).
+    // SAFETY: fcinfo is the live call (this function's contract).
+    let identity = unsafe { crate::repeat::identity(fcinfo) };
     // SAFETY: fcinfo is the live call (this function's contract); the reference is dropped before it returns.
     let paid = unsafe { crate::call_site::call_site(fcinfo) }.paid();
     // SAFETY: a plain read of the current role (the one charged).
@@ -311,12 +326,12 @@ pub unsafe fn pay(fcinfo: pg_sys::FunctionCallInfo, function: &str, mechanism: &
     };
     // An analyst's statement paid for its call sites before it ran.
     let granted = if crate::gate::cost::take(statement, epsilon, delta) {
-        Granted { strict: false }
+        Granted { strict: false, free: false }
     } else {
         let mechanism = format!("{function} ({mechanism})");
-        charge(&Charge { mechanism: &mechanism, epsilon, delta, releases: releases as i64, exact: None })
+        charge(&Charge { mechanism: &mechanism, epsilon, delta, releases: releases as i64, exact: None, identity })
     };
-    if granted.strict {
+    if granted.strict && !granted.free {
         paid.record_strict(role, epsilon, delta, releases);
         return;
     }

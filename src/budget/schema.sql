@@ -44,9 +44,13 @@ CREATE TABLE dpnoise.ledger (
     releases   bigint NOT NULL,
     pid        integer NOT NULL,
     -- With pid, the session that was charged (its backend start time).
-    session_start timestamptz
+    session_start timestamptz,
+    -- The release this charge paid for once and for all (src/repeat): asked
+    -- again, by any role, it is answered identically and free.
+    identity   bytea
 );
 CREATE INDEX ON dpnoise.ledger (role, id);
+CREATE UNIQUE INDEX ledger_identity ON dpnoise.ledger (identity) WHERE identity IS NOT NULL;
 SELECT pg_catalog.pg_extension_config_dump('dpnoise.budget', '');
 SELECT pg_catalog.pg_extension_config_dump('dpnoise.spent', '');
 SELECT pg_catalog.pg_extension_config_dump('dpnoise.global_cap', '');
@@ -62,8 +66,8 @@ SELECT pg_catalog.pg_extension_config_dump('dpnoise.ledger_id_seq', '');
 -- so reading then updating cannot race.
 CREATE FUNCTION dpnoise.charge_batch(
     requesters oid[], epsilons numeric[], deltas numeric[], releases bigint[],
-    mechanisms text[], statements text[], pids integer[], starts timestamptz[])
-RETURNS TABLE (granted boolean, is_strict boolean, remaining_epsilon numeric, remaining_delta numeric)
+    mechanisms text[], statements text[], pids integer[], starts timestamptz[], identities bytea[])
+RETURNS TABLE (granted boolean, is_strict boolean, remaining_epsilon numeric, remaining_delta numeric, is_free boolean)
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     -- Per distinct role of the batch (usually one): what it has left, its
@@ -89,8 +93,15 @@ DECLARE
     one_cap_epsilon numeric;
     one_cap_delta numeric;
     j integer;
+    -- Releases already paid for (src/repeat), and those this batch pays
+    -- for once and for all (not a strict role's: it pays per group).
+    paid bytea[];
+    fr boolean[] := '{}';
+    rec boolean[] := '{}';
 BEGIN
     LOCK TABLE dpnoise.charge_lock IN EXCLUSIVE MODE;
+    SELECT coalesce(array_agg(l.identity), '{}') INTO paid
+    FROM dpnoise.ledger l WHERE l.identity = ANY (identities);
     -- One index lookup per role: each statement here runs for every batch,
     -- so each is kept to a plan that starts cheaply.
     FOR i IN 1 .. cardinality(requesters) LOOP
@@ -119,6 +130,15 @@ BEGIN
     END IF;
     FOR i IN 1 .. cardinality(requesters) LOOP
         j := array_position(roles, requesters[i]);
+        fr[i] := identities[i] IS NOT NULL AND identities[i] = ANY (paid);
+        rec[i] := false;
+        IF fr[i] THEN
+            -- Asked again: answered as before, by any role, and free.
+            g[i] := true; st[i] := coalesce(strict_of[j], false);
+            re[i] := coalesce(CASE WHEN capped THEN least(left_epsilon[j], cap_epsilon) ELSE left_epsilon[j] END, 0);
+            rd[i] := coalesce(CASE WHEN capped THEN least(left_delta[j], cap_delta) ELSE left_delta[j] END, 0);
+            CONTINUE;
+        END IF;
         IF left_epsilon[j] IS NULL THEN
             -- No budget (never granted, or revoked).
             g[i] := false; st[i] := false; re[i] := 0; rd[i] := 0;
@@ -136,6 +156,10 @@ BEGIN
             charged_delta[j] := charged_delta[j] + cost_delta;
             cap_epsilon := cap_epsilon - cost_epsilon;
             cap_delta := cap_delta - cost_delta;
+            IF identities[i] IS NOT NULL AND NOT st[i] THEN
+                rec[i] := true;
+                paid := paid || identities[i];
+            END IF;
         END IF;
         re[i] := CASE WHEN capped THEN least(left_epsilon[j], cap_epsilon) ELSE left_epsilon[j] END;
         rd[i] := CASE WHEN capped THEN least(left_delta[j], cap_delta) ELSE left_delta[j] END;
@@ -148,13 +172,13 @@ BEGIN
         FROM unnest(roles, charged_epsilon, charged_delta) AS c(r, e, d)
         WHERE p.role = c.r AND (c.e <> 0 OR c.d <> 0)
     ), charges AS (
-        INSERT INTO dpnoise.ledger (role, charged_at, statement, mechanism, epsilon, delta, releases, pid, session_start)
-        SELECT u.r, clock_timestamp(), u.s, u.m, u.e, u.d, u.n, u.p, u.t
-        FROM unnest(requesters, statements, mechanisms, epsilons, deltas, releases, pids, starts, g) WITH ORDINALITY
-             AS u(r, s, m, e, d, n, p, t, ok, k)
-        WHERE u.ok ORDER BY u.k
+        INSERT INTO dpnoise.ledger (role, charged_at, statement, mechanism, epsilon, delta, releases, pid, session_start, identity)
+        SELECT u.r, clock_timestamp(), u.s, u.m, u.e, u.d, u.n, u.p, u.t, CASE WHEN u.rec THEN u.i END
+        FROM unnest(requesters, statements, mechanisms, epsilons, deltas, releases, pids, starts, g, fr, rec, identities)
+             WITH ORDINALITY AS u(r, s, m, e, d, n, p, t, ok, free, rec, i, k)
+        WHERE u.ok AND NOT u.free ORDER BY u.k
     )
-    SELECT u.ok, u.strict, u.e, u.d FROM unnest(g, st, re, rd) WITH ORDINALITY AS u(ok, strict, e, d, k) ORDER BY u.k;
+    SELECT u.ok, u.strict, u.e, u.d, u.free FROM unnest(g, st, re, rd, fr) WITH ORDINALITY AS u(ok, strict, e, d, free, k) ORDER BY u.k;
 END $$;
 
 -- Checks a granted amount: finite, not negative, not NULL (SQLSTATE 22023).
@@ -236,7 +260,7 @@ END $$;
 COMMENT ON FUNCTION dp_budget_set_global(double precision, double precision) IS
     'Caps what all roles together may spend in this database (NULL removes the cap).';
 
-REVOKE EXECUTE ON FUNCTION dpnoise.charge_batch(oid[], numeric[], numeric[], bigint[], text[], text[], integer[], timestamptz[]),
+REVOKE EXECUTE ON FUNCTION dpnoise.charge_batch(oid[], numeric[], numeric[], bigint[], text[], text[], integer[], timestamptz[], bytea[]),
     dpnoise.amount(text, double precision, double precision),
     dpnoise.existing_role(regrole),
     dp_budget_grant(regrole, double precision, double precision),
@@ -284,7 +308,7 @@ COMMENT ON TABLE dpnoise.global_cap IS 'An optional cap on what all roles togeth
 COMMENT ON TABLE dpnoise.ledger IS 'One row per charge, committed before the release it pays for.';
 COMMENT ON SEQUENCE dpnoise.ledger_id_seq IS 'Numbers the ledger''s charges.';
 COMMENT ON TABLE dpnoise.charge_lock IS 'Never holds a row: the ledger workers lock it to charge one batch at a time.';
-COMMENT ON FUNCTION dpnoise.charge_batch(oid[], numeric[], numeric[], bigint[], text[], text[], integer[], timestamptz[]) IS
+COMMENT ON FUNCTION dpnoise.charge_batch(oid[], numeric[], numeric[], bigint[], text[], text[], integer[], timestamptz[], bytea[]) IS
     'Charges a batch of releases; called by the ledger worker only.';
 COMMENT ON FUNCTION dpnoise.amount(text, double precision, double precision) IS 'Checks a granted amount and returns it as the exact decimal written.';
 COMMENT ON FUNCTION dpnoise.existing_role(regrole) IS 'Checks that a role exists (42704 otherwise).';

@@ -77,6 +77,10 @@ pub struct Slot {
     pub releases: i64,
     pub outcome: Outcome,
     pub strict: bool,
+    /// The release's identity (src/repeat), if it may be answered again;
+    /// the answer: it was paid for before, so nothing was charged.
+    pub identity: Option<[u8; 32]>,
+    pub free: bool,
     /// Exact decimals: room for any f64's (up to about 330 characters)
     /// and the exact sums charged for an analyst's statement.
     pub epsilon: Text<AMOUNT>,

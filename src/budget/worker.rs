@@ -105,8 +105,8 @@ pub fn launch(entry: usize) -> bool {
         .is_ok()
 }
 
-const CHARGE: &str = "SELECT c.granted, c.is_strict, c.remaining_epsilon::text, c.remaining_delta::text \
-     FROM dpnoise.charge_batch($1::oid[], $2::numeric[], $3::numeric[], $4, $5, $6, $7, $8) c";
+const CHARGE: &str = "SELECT c.granted, c.is_strict, c.remaining_epsilon::text, c.remaining_delta::text, c.is_free \
+     FROM dpnoise.charge_batch($1::oid[], $2::numeric[], $3::numeric[], $4, $5, $6, $7, $8, $9) c";
 
 thread_local! {
     /// The charge query, planned once per worker.
@@ -116,6 +116,7 @@ thread_local! {
 struct Reply {
     granted: bool,
     strict: bool,
+    free: bool,
     remaining_epsilon: String,
     remaining_delta: String,
 }
@@ -218,7 +219,7 @@ fn charge_batch(batch: &[usize]) {
     let mailbox = shared::mailbox().expect("preloaded");
     let mut roles = Vec::with_capacity(batch.len());
     let (mut epsilons, mut deltas, mut mechanisms, mut statements) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-    let (mut releases, mut pids, mut starts) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut releases, mut pids, mut starts, mut identities) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for &i in batch {
         // TAKEN by this worker (take_batch): ours until it is finished.
         mailbox.slot(i).expect("taken index").with(|slot| {
@@ -230,11 +231,12 @@ fn charge_batch(batch: &[usize]) {
             statements.push(slot.statement.get().to_owned());
             pids.push(slot.pid);
             starts.push(TimestampWithTimeZone::try_from(slot.started).ok());
+            identities.push(slot.identity.map(|i| i.to_vec()));
         });
     }
     let replies: Vec<Reply> = BackgroundWorker::transaction(AssertUnwindSafe(|| {
         Spi::connect_mut(|client| {
-            let args: [DatumWithOid; 8] = [
+            let args: [DatumWithOid; 9] = [
                 roles.into(),
                 epsilons.into(),
                 deltas.into(),
@@ -243,6 +245,7 @@ fn charge_batch(batch: &[usize]) {
                 statements.into(),
                 pids.into(),
                 starts.into(),
+                identities.into(),
             ];
             let table = PLAN
                 .with(|plan| {
@@ -257,6 +260,7 @@ fn charge_batch(batch: &[usize]) {
                             PgBuiltInOids::TEXTARRAYOID,
                             PgBuiltInOids::INT4ARRAYOID,
                             PgBuiltInOids::TIMESTAMPTZARRAYOID,
+                            PgBuiltInOids::BYTEAARRAYOID,
                         ]
                         .map(PgOid::BuiltIn);
                         *plan = Some(client.prepare_mut(CHARGE, &types)?.keep());
@@ -270,6 +274,7 @@ fn charge_batch(batch: &[usize]) {
                     strict: row.get(2).ok().flatten().unwrap_or(false),
                     remaining_epsilon: row.get(3).ok().flatten().unwrap_or_default(),
                     remaining_delta: row.get(4).ok().flatten().unwrap_or_default(),
+                    free: row.get(5).ok().flatten().unwrap_or(false),
                 })
                 .collect()
         })
@@ -280,6 +285,7 @@ fn charge_batch(batch: &[usize]) {
         let slot = mailbox.slot(i).expect("taken index");
         slot.with(|s| {
             s.strict = reply.strict;
+            s.free = reply.free;
             s.remaining_epsilon.set(&reply.remaining_epsilon);
             s.remaining_delta.set(&reply.remaining_delta);
         });

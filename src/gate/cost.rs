@@ -54,16 +54,14 @@ pub unsafe extern "C-unwind" fn prepay(query: *mut pg_sys::QueryDesc, eflags: i3
         return;
     }
     // SAFETY: the caller's contract.
-    let costs = unsafe { releases((*query).plannedstmt, (*query).params) };
+    let costs = unsafe { releases((*query).plannedstmt, (*query).params, (*query).estate) };
     if costs.is_empty() {
         return;
     }
     // Charged: what each call's parameters say in all (a call whose groups
     // share them spends at most that); prepaid: what its final function
     // will ask to pay.
-    let epsilons: Vec<f64> = costs.iter().map(|c| c.charged.0).collect();
-    let deltas: Vec<f64> = costs.iter().map(|c| c.charged.1).collect();
-    let total: f64 = epsilons.iter().sum();
+    let total: f64 = costs.iter().map(|c| c.charged.0).sum();
     let cap = super::max_epsilon_per_query();
     if cap > 0.0 && total > cap {
         raise(refuse(
@@ -75,14 +73,32 @@ pub unsafe extern "C-unwind" fn prepay(query: *mut pg_sys::QueryDesc, eflags: i3
             "Lower the epsilon of its aggregates (dpnoise.selection_epsilon for its group keys).",
         ));
     }
-    let what = format!("analyst query ({} releases)", costs.len());
-    charge(&Charge {
-        mechanism: &what,
-        epsilon: total,
-        delta: deltas.iter().sum(),
-        releases: 1,
-        exact: Some([dpnoise_core::rational::decimal_sum(&epsilons), dpnoise_core::rational::decimal_sum(&deltas)]),
-    });
+    // A release that can be answered again is charged on its own, with its
+    // identity (free if it was paid before); the rest as one entry.
+    for c in costs.iter().filter(|c| c.identity.is_some()) {
+        charge(&Charge {
+            mechanism: "analyst query (repeatable release)",
+            epsilon: c.charged.0,
+            delta: c.charged.1,
+            releases: 1,
+            exact: None,
+            identity: c.identity,
+        });
+    }
+    let fresh: Vec<&Cost> = costs.iter().filter(|c| c.identity.is_none()).collect();
+    if !fresh.is_empty() {
+        let epsilons: Vec<f64> = fresh.iter().map(|c| c.charged.0).collect();
+        let deltas: Vec<f64> = fresh.iter().map(|c| c.charged.1).collect();
+        let what = format!("analyst query ({} releases)", fresh.len());
+        charge(&Charge {
+            mechanism: &what,
+            epsilon: epsilons.iter().sum(),
+            delta: deltas.iter().sum(),
+            releases: 1,
+            exact: Some([dpnoise_core::rational::decimal_sum(&epsilons), dpnoise_core::rational::decimal_sum(&deltas)]),
+            identity: None,
+        });
+    }
     let statement = crate::hooks::statement();
     PREPAID.with(|p| {
         let mut p = p.borrow_mut();
@@ -100,14 +116,17 @@ struct Cost {
     /// The (ε, δ) charged for it: its parameters' totals, which the groups
     /// of a person share when the gate bounded them (`dp_share`).
     charged: (f64, f64),
+    /// Its identity, if it can be answered again (`repeat`).
+    identity: Option<[u8; 32]>,
 }
 
 /// The cost of every finalizing dpnoise aggregate in the plan, each
 /// checked as its final function will check it.
 ///
 /// # Safety
-/// `stmt` is null or a live PlannedStmt; `params` its live parameters or null.
-unsafe fn releases(stmt: *mut pg_sys::PlannedStmt, params: pg_sys::ParamListInfo) -> Vec<Cost> {
+/// `stmt` is null or a live PlannedStmt; `params` its live parameters or
+/// null; `estate` its execution's, started.
+unsafe fn releases(stmt: *mut pg_sys::PlannedStmt, params: pg_sys::ParamListInfo, estate: *mut pg_sys::EState) -> Vec<Cost> {
     // SAFETY: the caller's contract: the plan tree and its subplans are live; lists are read below their length.
     unsafe {
         if stmt.is_null() {
@@ -135,7 +154,9 @@ unsafe fn releases(stmt: *mut pg_sys::PlannedStmt, params: pg_sys::ParamListInfo
                 continue;
             };
             let args = crate::aggref::plan_arguments(plan, aggref, &name);
-            costs.push(checked(&name, first, &types, args, params));
+            let mut cost = checked(&name, first, &types, args, params);
+            cost.identity = crate::repeat::planned_identity(estate, aggref);
+            costs.push(cost);
         }
         costs
     }
@@ -205,7 +226,7 @@ unsafe fn checked(
         let paid = cost(name, first, types, &values);
         let charged = cost(name, first, types, &totals);
         pg_sys::FreeExprContext(context, true);
-        Cost { paid, charged }
+        Cost { paid, charged, identity: None }
     }
 }
 

@@ -1,0 +1,532 @@
+//! What identifies a release, read from the query as the planner gets it.
+//!
+//! For each query level with dpnoise aggregates, the level's FROM (its
+//! range table, with every subquery, view and CTE body in it), its WHERE
+//! and joins, its GROUP BY (the expressions and their operators), each
+//! aggregate call (its arguments, FILTER, ORDER BY and parameters), and
+//! the values of the statement's parameters are hashed into a digest. The
+//! level's target list beyond its group keys, its HAVING, ORDER BY, LIMIT
+//! and everything outside the level only post-process the releases, and
+//! are left out: a release wrapped in `SELECT * FROM (…) LIMIT 1` or
+//! counted by `count(*)` keeps its identity. Source positions are left out
+//! too (the same text at another offset is the same release).
+//!
+//! A level is identified only if its true values are a function of the
+//! data it reads and nothing else: every function in it is immutable and
+//! PostgreSQL's or dpnoise's own; nothing in it reads the time, a setting,
+//! a sequence or an outer query's row; no subquery in it has a LIMIT, a
+//! DISTINCT ON, a window function, a row lock or an aggregate whose result
+//! depends on the order of its rows; every table it reads is tracked for
+//! writes (`dp_track`, repeat.sql) and has no inheritance children; no
+//! TABLESAMPLE; no grouping sets; its group keys are of types whose
+//! equality is equality of bytes once normalised (so the same group has
+//! the same key bytes whichever row represents it). Anything else is a
+//! fresh release, charged, with fresh noise.
+
+use crate::gate::list_items;
+use pgrx::pg_sys;
+use std::ffi::c_void;
+
+/// What the execution needs of one identified aggregate call.
+pub struct Marked {
+    /// The digest of its level and of the call.
+    pub digest: [u8; 32],
+    /// The tables its level reads (their versions complete the identity).
+    pub relations: Vec<pg_sys::Oid>,
+    /// Its level's GROUP BY items: the Agg node must group by all of them.
+    pub group_items: usize,
+}
+
+/// Aggref locations at or below this mark an identified call: the
+/// `MARK - location`-th entry of the plan's marker. A location is only read
+/// for error positions while parsing, which is over.
+pub const MARK: i32 = -1_000_000;
+
+/// Marks every identified dpnoise aggregate call in `parse` (its location
+/// becomes its marker number) and returns what each needs.
+///
+/// # Safety
+/// `parse` is the live Query the planner hook was given and `params` its
+/// bound parameters (or null); inside a transaction.
+pub unsafe fn mark(parse: *mut pg_sys::Query, params: pg_sys::ParamListInfo) -> Vec<Marked> {
+    let mut walk = Levels { stack: Vec::new(), params, marked: Vec::new(), extension: extension() };
+    // SAFETY: the caller's contract; `walk` outlives the walk and is only reached through the pointer.
+    unsafe { levels(parse.cast(), (&raw mut walk).cast()) };
+    walk.marked
+}
+
+/// dpnoise's extension OID.
+fn extension() -> pg_sys::Oid {
+    // SAFETY: a catalog lookup by name inside a transaction.
+    unsafe { pg_sys::get_extension_oid(c"dpnoise".as_ptr(), true) }
+}
+
+struct Levels {
+    /// The levels enclosing the one being walked, outermost first.
+    stack: Vec<*mut pg_sys::Query>,
+    params: pg_sys::ParamListInfo,
+    marked: Vec<Marked>,
+    extension: pg_sys::Oid,
+}
+
+/// Visits every query level (subqueries, CTEs and sublinks included).
+///
+/// # Safety
+/// Called by `query_tree_walker` / `expression_tree_walker` (or `mark`) with
+/// a live node and the `Levels` `mark` made; inside a transaction.
+#[pgrx::pg_guard]
+unsafe extern "C-unwind" fn levels(node: *mut pg_sys::Node, context: *mut c_void) -> bool {
+    // SAFETY: the caller's contract; casts follow node tags.
+    unsafe {
+        if node.is_null() {
+            return false;
+        }
+        if (*node).type_ == pg_sys::NodeTag::T_Query {
+            let query = node as *mut pg_sys::Query;
+            let walk = &mut *(context as *mut Levels);
+            identify(query, walk);
+            walk.stack.push(query);
+            let done = pg_sys::query_tree_walker(query, Some(levels), context, 0);
+            (*(context as *mut Levels)).stack.pop();
+            return done;
+        }
+        pg_sys::expression_tree_walker(node, Some(levels), context)
+    }
+}
+
+/// dpnoise's aggregates whose final functions draw from `with_release_rng`.
+const REPEATABLE: [&str; 7] =
+    ["dp_count", "dp_partition_selected", "dp_sum", "dp_sum_laplace", "dp_sum_staircase", "dp_avg", "dp_sum_multi"];
+
+/// The dpnoise aggregate calls of one level (its outputs and HAVING).
+///
+/// # Safety
+/// `level` is a live Query; inside a transaction.
+unsafe fn level_calls(level: *mut pg_sys::Query) -> Vec<*mut pg_sys::Aggref> {
+    /// # Safety
+    /// Called by `expression_tree_walker` with live nodes and the Vec.
+    #[pgrx::pg_guard]
+    unsafe extern "C-unwind" fn find(node: *mut pg_sys::Node, context: *mut c_void) -> bool {
+        // SAFETY: the caller's contract; casts follow node tags. A sublink's query is another level.
+        unsafe {
+            if node.is_null() || (*node).type_ == pg_sys::NodeTag::T_Query {
+                return false;
+            }
+            if (*node).type_ == pg_sys::NodeTag::T_Aggref {
+                let aggref = node as *mut pg_sys::Aggref;
+                let types = crate::gate::aggregate_types(aggref);
+                let ours = (*aggref).agglevelsup == 0
+                    && crate::parameters::releasing((*aggref).aggfnoid, &types)
+                        .is_some_and(|(name, _)| REPEATABLE.contains(&name.as_str()));
+                if ours {
+                    (*(context as *mut Vec<*mut pg_sys::Aggref>)).push(aggref);
+                }
+                return false;
+            }
+            pg_sys::expression_tree_walker(node, Some(find), context)
+        }
+    }
+    let mut found: Vec<*mut pg_sys::Aggref> = Vec::new();
+    // SAFETY: the caller's contract; `found` outlives both walks.
+    unsafe {
+        for list in [(*level).targetList.cast(), (*level).havingQual] {
+            find(list, (&raw mut found).cast());
+        }
+    }
+    found
+}
+
+/// Identifies the dpnoise aggregate calls of `level`, if the level can be.
+///
+/// # Safety
+/// `level` is a live Query inside the tree `walk` walks; inside a transaction.
+unsafe fn identify(level: *mut pg_sys::Query, walk: &mut Levels) {
+    // SAFETY: the caller's contract; every list is a live List of the level.
+    unsafe {
+        let calls = level_calls(level);
+        if calls.is_empty() {
+            return;
+        }
+        let mut check = Check {
+            depth: 0,
+            ok: true,
+            relations: Vec::new(),
+            params: Vec::new(),
+            extension: walk.extension,
+        };
+        let q = &*level;
+        if q.commandType != pg_sys::CmdType::CMD_SELECT
+            || !q.groupingSets.is_null()
+            || q.hasRecursive
+            || q.hasModifyingCTE
+            || !q.rowMarks.is_null()
+        {
+            return;
+        }
+        // What is identified: the rows (FROM, its CTEs, WHERE), the groups, each call.
+        let mut text = Vec::new();
+        let group_items = list_items::<pg_sys::SortGroupClause>(q.groupClause);
+        for clause in &group_items {
+            let entry = pg_sys::get_sortgroupclause_tle(*clause, q.targetList);
+            let expr = (*entry).expr as *mut pg_sys::Node;
+            if !operators_ours(*clause) || !key_type_supported(pg_sys::exprType(expr), pg_sys::exprCollation(expr)) {
+                return;
+            }
+            check_node(expr, &mut check);
+            serialize(expr, &mut text);
+        }
+        serialize(q.groupClause.cast(), &mut text);
+        serialize(q.cteList.cast(), &mut text);
+        serialize(q.rtable.cast(), &mut text);
+        serialize(q.jointree.cast(), &mut text);
+        for cte in list_items::<pg_sys::CommonTableExpr>(q.cteList) {
+            check_node((*cte).ctequery, &mut check);
+        }
+        pg_sys::range_table_walker(q.rtable, Some(checker), (&raw mut check).cast(), pg_sys::QTW_EXAMINE_RTES_BEFORE as i32);
+        check_node(q.jointree.cast(), &mut check);
+        let mut level_check = check;
+        if !level_check.ok {
+            return;
+        }
+        for aggref in calls {
+            let mut call = Check { relations: Vec::new(), params: Vec::new(), ..level_check };
+            for list in [(*aggref).aggdirectargs, (*aggref).args, (*aggref).aggorder, (*aggref).aggdistinct] {
+                check_node(list.cast(), &mut call);
+            }
+            check_node((*aggref).aggfilter.cast(), &mut call);
+            let mut params = level_check.params.clone();
+            params.extend(call.params);
+            let Some(values) = (call.ok).then(|| parameter_values(&params, walk.params)).flatten() else {
+                continue;
+            };
+            let mut whole = text.clone();
+            serialize(aggref.cast(), &mut whole);
+            whole.extend_from_slice(&values);
+            let digest = crate::seal::hmac(b"dpnoise release identity v1", &[&whole]);
+            let index = walk.marked.len() as i32;
+            (*aggref).location = MARK - index;
+            walk.marked.push(Marked { digest, relations: level_check.relations.clone(), group_items: group_items.len() });
+        }
+        level_check.relations.clear();
+    }
+}
+
+/// `node`'s text form without source positions (nor a statement's place
+/// in its string), appended to `into`.
+///
+/// # Safety
+/// `node` is null or a live node tree.
+unsafe fn serialize(node: *mut pg_sys::Node, into: &mut Vec<u8>) {
+    // SAFETY: the caller's contract; nodeToString returns a palloc'd NUL-terminated string.
+    let text = unsafe {
+        if node.is_null() {
+            into.extend_from_slice(b"<>");
+            return;
+        }
+        let s = pg_sys::nodeToString(node as *const c_void);
+        let owned = std::ffi::CStr::from_ptr(s).to_bytes().to_vec();
+        pg_sys::pfree(s.cast());
+        owned
+    };
+    into.extend_from_slice(&strip_positions(&text));
+    into.push(0);
+}
+
+/// Removes `:location N`, `:stmt_location N`, `:stmt_len N` and `:queryId N`
+/// fields (a field name is preceded by a space and followed by one; a token
+/// inside a name or a constant has its spaces escaped, so cannot match).
+fn strip_positions(text: &[u8]) -> Vec<u8> {
+    const FIELDS: [&[u8]; 4] = [b" :location ", b" :stmt_location ", b" :stmt_len ", b" :queryId "];
+    let mut out = Vec::with_capacity(text.len());
+    let mut i = 0;
+    'outer: while i < text.len() {
+        for field in FIELDS {
+            if text[i..].starts_with(field) {
+                let mut j = i + field.len();
+                if j < text.len() && text[j] == b'-' {
+                    j += 1;
+                }
+                while j < text.len() && text[j].is_ascii_digit() {
+                    j += 1;
+                }
+                i = j;
+                continue 'outer;
+            }
+        }
+        out.push(text[i]);
+        i += 1;
+    }
+    out
+}
+
+/// Whether a group key of `type_` (compared under `collation`) has bytes
+/// that `group_key` can normalise so that equal keys have equal bytes.
+pub fn key_type_supported(type_: pg_sys::Oid, collation: pg_sys::Oid) -> bool {
+    use pg_sys::*;
+    let supported = [
+        INT2OID, INT4OID, INT8OID, OIDOID, BOOLOID, DATEOID, TIMEOID, TIMESTAMPOID, TIMESTAMPTZOID, CHAROID, UUIDOID,
+        TEXTOID, VARCHAROID, BPCHAROID, NAMEOID, BYTEAOID, FLOAT4OID, FLOAT8OID,
+    ];
+    // SAFETY: a syscache lookup by OID inside a transaction.
+    supported.contains(&type_) && (collation == InvalidOid || unsafe { get_collation_isdeterministic(collation) })
+}
+
+/// Whether a GROUP BY, DISTINCT or ORDER BY item's operators are PostgreSQL's own.
+///
+/// # Safety
+/// `clause` is a live SortGroupClause.
+unsafe fn operators_ours(clause: *mut pg_sys::SortGroupClause) -> bool {
+    // SAFETY: the caller's contract.
+    unsafe { [(*clause).eqop, (*clause).sortop].iter().all(|op| u32::from(*op) < pg_sys::FirstNormalObjectId) }
+}
+
+/// What a level's check found: whether its rows are a function of the data
+/// alone, the tables it reads, the external parameters it uses.
+#[derive(Clone)]
+struct Check {
+    /// Query levels below the level being checked.
+    depth: u32,
+    ok: bool,
+    relations: Vec<pg_sys::Oid>,
+    params: Vec<i32>,
+    extension: pg_sys::Oid,
+}
+
+/// # Safety
+/// `node` is null or a live node of a query tree; inside a transaction.
+unsafe fn check_node(node: *mut pg_sys::Node, check: &mut Check) {
+    // SAFETY: the caller's contract; `check` outlives the walk.
+    unsafe { checker(node, (check as *mut Check).cast()) };
+}
+
+/// Clears `ok` at the first thing that makes the level's rows depend on
+/// more than its data (see the module's comment); collects its tables and
+/// parameters. Returns true to stop the walk.
+///
+/// # Safety
+/// Called by the tree walkers with a live node and the `Check`; inside a transaction.
+#[pgrx::pg_guard]
+unsafe extern "C-unwind" fn checker(node: *mut pg_sys::Node, context: *mut c_void) -> bool {
+    // SAFETY: the caller's contract; casts follow node tags.
+    unsafe {
+        if node.is_null() {
+            return false;
+        }
+        let check = &mut *(context as *mut Check);
+        let fail = |check: &mut Check| {
+            check.ok = false;
+            true
+        };
+        use pg_sys::NodeTag::*;
+        match (*node).type_ {
+            T_Query => {
+                let q = &*(node as *mut pg_sys::Query);
+                let sorted = list_items::<pg_sys::SortGroupClause>(q.groupClause)
+                    .into_iter()
+                    .chain(list_items(q.distinctClause))
+                    .chain(list_items(q.sortClause))
+                    .all(|c| operators_ours(c));
+                if q.commandType != pg_sys::CmdType::CMD_SELECT
+                    || !q.limitCount.is_null()
+                    || !q.limitOffset.is_null()
+                    || q.hasDistinctOn
+                    || q.hasWindowFuncs
+                    || q.hasRecursive
+                    || q.hasModifyingCTE
+                    || !q.rowMarks.is_null()
+                    || !sorted
+                {
+                    return fail(check);
+                }
+                check.depth += 1;
+                let stop = pg_sys::query_tree_walker(
+                    node as *mut pg_sys::Query,
+                    Some(checker),
+                    context,
+                    pg_sys::QTW_EXAMINE_RTES_BEFORE as i32,
+                );
+                (*(context as *mut Check)).depth -= 1;
+                return stop;
+            }
+            T_RangeTblEntry => {
+                let rte = &*(node as *mut pg_sys::RangeTblEntry);
+                match rte.rtekind {
+                    pg_sys::RTEKind::RTE_RELATION => {
+                        if !rte.tablesample.is_null() {
+                            return fail(check);
+                        }
+                        match rte.relkind as u8 {
+                            // A view's own entry (kept for its permissions) reads nothing.
+                            b'v' => {}
+                            b'r' if tracked(rte.relid, rte.inh) => {
+                                check.relations.push(rte.relid)
+                            }
+                            _ => return fail(check),
+                        }
+                    }
+                    // A CTE from above the level being identified is not part of it.
+                    pg_sys::RTEKind::RTE_CTE if rte.ctelevelsup > check.depth => return fail(check),
+                    pg_sys::RTEKind::RTE_NAMEDTUPLESTORE => return fail(check),
+                    _ => {}
+                }
+                return false;
+            }
+            T_Var if (*(node as *mut pg_sys::Var)).varlevelsup > check.depth => return fail(check),
+            T_GroupingFunc if (*(node as *mut pg_sys::GroupingFunc)).agglevelsup > check.depth => return fail(check),
+            T_Aggref => {
+                let aggref = node as *mut pg_sys::Aggref;
+                if (*aggref).agglevelsup > check.depth || !order_free(aggref) {
+                    return fail(check);
+                }
+            }
+            T_WindowFunc | T_SQLValueFunction | T_NextValueExpr | T_CurrentOfExpr | T_PlaceHolderVar => return fail(check),
+            T_Param => {
+                let param = &*(node as *mut pg_sys::Param);
+                match param.paramkind {
+                    pg_sys::ParamKind::PARAM_EXTERN => check.params.push(param.paramid),
+                    pg_sys::ParamKind::PARAM_SUBLINK => {}
+                    _ => return fail(check),
+                }
+            }
+            T_SortGroupClause if !operators_ours(node as *mut pg_sys::SortGroupClause) => return fail(check),
+            _ => {}
+        }
+        if pg_sys::check_functions_in_node(node, Some(function_not_ours), context) {
+            return fail(check);
+        }
+        pg_sys::expression_tree_walker(node, Some(checker), context)
+    }
+}
+
+/// True unless `funcid` is immutable and PostgreSQL's or dpnoise's own.
+///
+/// # Safety
+/// Called by `check_functions_in_node` with the `Check`; inside a transaction.
+#[pgrx::pg_guard]
+unsafe extern "C-unwind" fn function_not_ours(funcid: pg_sys::Oid, context: *mut c_void) -> bool {
+    // SAFETY: the caller's contract; syscache lookups by OID.
+    unsafe {
+        let check = &*(context as *mut Check);
+        let own = u32::from(funcid) < pg_sys::FirstNormalObjectId
+            || (check.extension != pg_sys::InvalidOid
+                && pg_sys::getExtensionOfObject(pg_sys::ProcedureRelationId, funcid) == check.extension);
+        !(own && pg_sys::func_volatile(funcid) == pg_sys::PROVOLATILE_IMMUTABLE as std::ffi::c_char)
+    }
+}
+
+/// Whether a subquery's aggregate gives the same result whatever the order
+/// of its rows: PostgreSQL's count, min, max, boolean and bit aggregates,
+/// and sums and averages of integers and numerics (exact); not floating
+/// sums, whose rounding follows the order, nor array or string aggregates.
+///
+/// # Safety
+/// `aggref` is a live Aggref; inside a transaction.
+unsafe fn order_free(aggref: *mut pg_sys::Aggref) -> bool {
+    // SAFETY: the caller's contract; a syscache lookup by OID.
+    unsafe {
+        if u32::from((*aggref).aggfnoid) >= pg_sys::FirstNormalObjectId || (*aggref).aggkind != b'n' as std::ffi::c_char {
+            return false;
+        }
+        let name = pg_sys::get_func_name((*aggref).aggfnoid);
+        if name.is_null() {
+            return false;
+        }
+        let name = std::ffi::CStr::from_ptr(name).to_bytes();
+        let exact = crate::gate::aggregate_types(aggref)
+            .iter()
+            .all(|t| [pg_sys::INT2OID, pg_sys::INT4OID, pg_sys::INT8OID, pg_sys::NUMERICOID].contains(t));
+        match name {
+            b"count" | b"min" | b"max" | b"bool_and" | b"bool_or" | b"every" | b"bit_and" | b"bit_or" | b"bit_xor" => true,
+            b"sum" | b"avg" => exact,
+            _ => false,
+        }
+    }
+}
+
+/// Whether `relid` carries dpnoise's write tracking (`dp_track`), enabled
+/// always, and (if read with its children, `inh`) has no inheritance
+/// children; the versions read at execution check the trigger again.
+fn tracked(relid: pg_sys::Oid, inh: bool) -> bool {
+    // SAFETY: the relation is locked by the parser; its relcache entry's trigger descriptor is
+    // read and the relation closed before returning.
+    unsafe {
+        let rel = pg_sys::RelationIdGetRelation(relid);
+        if rel.is_null() {
+            return false;
+        }
+        let triggers = (*rel).trigdesc;
+        let found = !(inh && (*(*rel).rd_rel).relhassubclass)
+            && !triggers.is_null()
+            && (0..(*triggers).numtriggers as usize).any(|i| {
+                let t = &*(*triggers).triggers.add(i);
+                !t.tgname.is_null()
+                    && std::ffi::CStr::from_ptr(t.tgname).to_bytes() == super::TRIGGER.as_bytes()
+                    && t.tgenabled == pg_sys::TRIGGER_FIRES_ALWAYS as std::ffi::c_char
+            });
+        pg_sys::RelationClose(rel);
+        found
+    }
+}
+
+/// The values of the external parameters `ids` (their types and binary
+/// forms), or None if one is not fixed for this plan (a generic plan's).
+///
+/// # Safety
+/// `params` is null or the live parameters of the statement being planned.
+unsafe fn parameter_values(ids: &[i32], params: pg_sys::ParamListInfo) -> Option<Vec<u8>> {
+    let mut ids = ids.to_vec();
+    ids.sort_unstable();
+    ids.dedup();
+    let mut out = Vec::new();
+    for id in ids {
+        // SAFETY: the caller's contract; a ParamListInfo's params array holds numParams entries
+        // (paramFetch, when set, returns one of them or its workspace, palloc'd here).
+        unsafe {
+            if params.is_null() || id < 1 || id > (*params).numParams {
+                return None;
+            }
+            let data = match (*params).paramFetch {
+                Some(fetch) => {
+                    let workspace = pg_sys::palloc0(std::mem::size_of::<pg_sys::ParamExternData>()) as *mut pg_sys::ParamExternData;
+                    fetch(params, id, false, workspace)
+                }
+                None => (*params).params.as_mut_ptr().add(id as usize - 1),
+            };
+            if data.is_null() || (*data).pflags as u32 & pg_sys::PARAM_FLAG_CONST == 0 {
+                return None;
+            }
+            let type_ = (*data).ptype;
+            if u32::from(type_) >= pg_sys::FirstNormalObjectId {
+                return None;
+            }
+            out.extend_from_slice(&id.to_le_bytes());
+            out.extend_from_slice(&u32::from(type_).to_le_bytes());
+            if (*data).isnull {
+                out.push(0);
+                continue;
+            }
+            let mut send = pg_sys::InvalidOid;
+            let mut varlena = false;
+            pg_sys::getTypeBinaryOutputInfo(type_, &mut send, &mut varlena);
+            let bytes = pg_sys::OidSendFunctionCall(send, (*data).value);
+            let len = pgrx::varlena::varsize_any_exhdr(bytes);
+            let body = std::slice::from_raw_parts(pgrx::varlena::vardata_any(bytes) as *const u8, len);
+            out.push(1);
+            out.extend_from_slice(&(len as u64).to_le_bytes());
+            out.extend_from_slice(body);
+        }
+    }
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::strip_positions;
+
+    #[test]
+    fn positions_are_stripped_and_nothing_else() {
+        let text = b"{AGGREF :aggfnoid 16400 :location 17} {QUERY :stmt_location 0 :stmt_len 33 :queryId -5 :x\\ :location\\ 4}";
+        let stripped = strip_positions(text);
+        assert_eq!(stripped, b"{AGGREF :aggfnoid 16400} {QUERY :x\\ :location\\ 4}".to_vec());
+    }
+}

@@ -1,0 +1,497 @@
+//! Repeated releases: a release asked again is answered identically and
+//! costs nothing (docs/budget.md, "Repeated releases").
+//!
+//! A dpnoise aggregate call is identified by what determines its true
+//! values: its query level and call, as the planner gets them
+//! (`identity`), and the version of every table the level reads, read when
+//! the statement starts, under its snapshot: the count and the newest of
+//! the transactions that wrote the table (logged by dp_track's trigger in
+//! the writer's own transaction, so visible exactly when its rows are),
+//! its file (TRUNCATE and rewrites), its catalog row and its trigger's
+//! (any DDL, a trigger disabled to write unlogged). The identity is an
+//! HMAC-SHA256 of those under a secret key that only superusers can read
+//! (dpnoise.release_key). Each group's noise is drawn from ChaCha20 seeded
+//! with an HMAC of the identity and the group's key: the same release
+//! gives the same answer to any role, and nothing needs storing but which
+//! identities were paid, which the ledger records (`charge`).
+//!
+//! What cannot be identified is a fresh release: charged, with fresh
+//! noise from the backend's generator.
+
+mod identity;
+
+// The secret key, the write log, dp_track and dp_untrack.
+pgrx::extension_sql_file!("repeat.sql", name = "repeat_sql", requires = ["budget_sql"]);
+
+use crate::rng::BackendRng;
+use dpnoise_core::BitPool;
+use identity::MARK;
+use identity::Marked;
+use pgrx::pg_sys;
+use pgrx::spi::Spi;
+use rand_chacha::rand_core::SeedableRng;
+use std::cell::{Cell, RefCell};
+
+/// dp_track's trigger on a tracked table.
+pub const TRIGGER: &str = "dpnoise_track";
+
+/// The name of the range table entry that carries a plan's identified calls.
+const MARKER: &str = "dpnoise releases";
+
+/// The identities of one running execution's calls, by marker number.
+struct Execution {
+    estate: *mut pg_sys::EState,
+    identities: Vec<Option<[u8; 32]>>,
+}
+
+thread_local! {
+    static EXECUTIONS: RefCell<Vec<Execution>> = const { RefCell::new(Vec::new()) };
+    /// The secret key, read once per backend (a backend serves one database).
+    static KEY: RefCell<Option<[u8; 32]>> = const { RefCell::new(None) };
+    /// Set while dpnoise reads its own tables here (their queries pass the hooks too).
+    static READING: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Whether dpnoise is reading versions now: the hooks leave that query alone.
+pub fn reading() -> bool {
+    READING.with(|r| r.get())
+}
+
+/// Identifies the repeatable releases of `parse` (`identity::mark`: their
+/// Aggrefs are marked) and returns what the execution needs of them, as
+/// the column names of the plan's marker entry (palloc'd: nothing for the
+/// planner hook to drop if planning fails).
+///
+/// # Safety
+/// `parse` is the live Query the planner hook was given and `params` its
+/// bound parameters (or null); inside a transaction.
+pub unsafe fn mark(parse: *mut pg_sys::Query, params: pg_sys::ParamListInfo) -> *mut pg_sys::List {
+    // SAFETY: the caller's contract; the list is made in the current (planner's) memory context.
+    unsafe {
+        let mut names: *mut pg_sys::List = std::ptr::null_mut();
+        for m in identity::mark(parse, params) {
+            let relations = m.relations.iter().map(|r| u32::from(*r).to_string()).collect::<Vec<_>>().join(",");
+            let entry = format!("{}:{}:{}", hex(&m.digest), m.group_items, relations);
+            let text = std::ffi::CString::new(entry).expect("no NUL");
+            names = pg_sys::lappend(names, pg_sys::makeString(pg_sys::pstrdup(text.as_ptr())).cast());
+        }
+        names
+    }
+}
+
+/// Appends the marker entry that carries `names` (`mark`) to the plan's
+/// range table (nothing if no call was identified).
+///
+/// # Safety
+/// `planned` is the live PlannedStmt the planner just made; `names` is
+/// null or what `mark` returned for its query.
+pub unsafe fn attach(planned: *mut pg_sys::PlannedStmt, names: *mut pg_sys::List) {
+    if names.is_null() {
+        return;
+    }
+    // SAFETY: the caller's contract; the nodes are made in the planner's memory context.
+    unsafe {
+        let rte = pg_sys::palloc0(std::mem::size_of::<pg_sys::RangeTblEntry>()) as *mut pg_sys::RangeTblEntry;
+        (*rte).type_ = pg_sys::NodeTag::T_RangeTblEntry;
+        (*rte).rtekind = pg_sys::RTEKind::RTE_RESULT;
+        let name = std::ffi::CString::new(MARKER).expect("no NUL");
+        (*rte).eref = pg_sys::makeAlias(name.as_ptr(), names);
+        (*planned).rtable = pg_sys::lappend((*planned).rtable, rte.cast());
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn unhex(text: &str) -> Option<[u8; 32]> {
+    let mut out = [0u8; 32];
+    if text.len() != 64 {
+        return None;
+    }
+    for (i, byte) in out.iter_mut().enumerate() {
+        *byte = u8::from_str_radix(text.get(2 * i..2 * i + 2)?, 16).ok()?;
+    }
+    Some(out)
+}
+
+/// The identified calls a plan carries (`attach`).
+///
+/// # Safety
+/// `stmt` is null or a live PlannedStmt.
+unsafe fn marked(stmt: *mut pg_sys::PlannedStmt) -> Vec<Marked> {
+    // SAFETY: the caller's contract; the marker's column names are String nodes.
+    unsafe {
+        if stmt.is_null() {
+            return Vec::new();
+        }
+        let Some(rte) = crate::gate::list_items::<pg_sys::RangeTblEntry>((*stmt).rtable).into_iter().next_back() else {
+            return Vec::new();
+        };
+        if (*rte).rtekind != pg_sys::RTEKind::RTE_RESULT
+            || (*rte).eref.is_null()
+            || std::ffi::CStr::from_ptr((*(*rte).eref).aliasname).to_bytes() != MARKER.as_bytes()
+        {
+            return Vec::new();
+        }
+        crate::gate::list_items::<pg_sys::String>((*(*rte).eref).colnames)
+            .into_iter()
+            .filter_map(|s| {
+                let text = std::ffi::CStr::from_ptr((*s).sval).to_str().ok()?;
+                let mut parts = text.split(':');
+                let digest = unhex(parts.next()?)?;
+                let group_items = parts.next()?.parse().ok()?;
+                let relations = parts
+                    .next()?
+                    .split(',')
+                    .filter(|r| !r.is_empty())
+                    .map(|r| r.parse::<u32>().ok().map(pg_sys::Oid::from))
+                    .collect::<Option<Vec<_>>>()?;
+                Some(Marked { digest, relations, group_items })
+            })
+            .collect()
+    }
+}
+
+/// Completes the identities of a starting execution's identified calls
+/// with the versions of the tables they read, under its snapshot; an
+/// execution with none costs nothing here. After ExecutorStart (the
+/// EState exists), before anything is charged.
+///
+/// # Safety
+/// `query` is the live QueryDesc ExecutorStart was given, just started;
+/// inside a transaction.
+pub unsafe fn start(query: *mut pg_sys::QueryDesc, eflags: i32) {
+    // SAFETY: the caller's contract; by-value reads of this process's state.
+    unsafe {
+        let marked = marked((*query).plannedstmt);
+        if marked.is_empty()
+            || pg_sys::ParallelWorkerNumber >= 0
+            || eflags & pg_sys::EXEC_FLAG_EXPLAIN_ONLY as i32 != 0
+            || crate::gucs::seed().0.is_some()
+        {
+            return;
+        }
+        let mut relations: Vec<pg_sys::Oid> = marked.iter().flat_map(|m| m.relations.iter().copied()).collect();
+        relations.sort_unstable_by_key(|r| u32::from(*r));
+        relations.dedup();
+        let (key, versions) = read_versions(&relations, (*query).snapshot);
+        let shapes = agg_shapes((*query).plannedstmt, &marked);
+        let identities = marked
+            .iter()
+            .enumerate()
+            .map(|(i, m)| {
+                let mut parts: Vec<Vec<u8>> = vec![b"release".to_vec(), m.digest.to_vec()];
+                for r in &m.relations {
+                    let version = versions.iter().find(|(rel, _)| rel == r)?.1.as_ref()?;
+                    parts.push(u32::from(*r).to_le_bytes().to_vec());
+                    parts.push((version.len() as u64).to_le_bytes().to_vec());
+                    parts.push(version.clone());
+                }
+                shapes[i].then(|| crate::seal::hmac(&key, &parts.iter().map(Vec::as_slice).collect::<Vec<_>>()))
+            })
+            .collect();
+        let estate = (*query).estate;
+        EXECUTIONS.with(|e| e.borrow_mut().push(Execution { estate, identities }));
+        // Forgotten when the execution's memory goes, however it ends.
+        let callback = pg_sys::MemoryContextAlloc((*estate).es_query_cxt, std::mem::size_of::<pg_sys::MemoryContextCallback>())
+            as *mut pg_sys::MemoryContextCallback;
+        (*callback).func = Some(forget);
+        (*callback).arg = estate.cast();
+        pg_sys::MemoryContextRegisterResetCallback((*estate).es_query_cxt, callback);
+    }
+}
+
+/// # Safety
+/// Called by PostgreSQL as a memory context reset callback with the EState `start` registered.
+#[pgrx::pg_guard]
+unsafe extern "C-unwind" fn forget(arg: *mut std::ffi::c_void) {
+    let estate = arg as *mut pg_sys::EState;
+    EXECUTIONS.with(|e| e.borrow_mut().retain(|x| x.estate != estate));
+}
+
+/// Reads the secret key and, for each of `relations`, its version (None:
+/// not tracked, or written by this transaction), under `snapshot`, as the
+/// bootstrap superuser (the key and the write log are dpnoise's).
+///
+/// # Safety
+/// `snapshot` is the live snapshot of the starting execution; inside a transaction.
+unsafe fn read_versions(relations: &[pg_sys::Oid], snapshot: pg_sys::Snapshot) -> ([u8; 32], Vec<(pg_sys::Oid, Option<Vec<u8>>)>) {
+    const VERSIONS: &str = "SELECT r.rel, t.tgenabled OPERATOR(pg_catalog.=) 'A' \
+            AND t.tgfoid OPERATOR(pg_catalog.=) 'dpnoise.track_write()'::pg_catalog.regprocedure \
+            AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_subscription_rel s WHERE s.srrelid OPERATOR(pg_catalog.=) r.rel) \
+            AND NOT EXISTS (SELECT 1 FROM dpnoise.writes w WHERE w.rel OPERATOR(pg_catalog.=) r.rel \
+                AND w.xid OPERATOR(pg_catalog.=) pg_catalog.pg_current_xact_id_if_assigned()), \
+            pg_catalog.concat_ws(' ', c.relfilenode, c.xmin, t.xmin, \
+                (SELECT pg_catalog.count(*) FROM dpnoise.writes w WHERE w.rel OPERATOR(pg_catalog.=) r.rel), \
+                (SELECT pg_catalog.max(w.xid::text COLLATE \"C\") FROM dpnoise.writes w WHERE w.rel OPERATOR(pg_catalog.=) r.rel)) \
+        FROM pg_catalog.unnest($1::pg_catalog.oid[]) r(rel) \
+        JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) r.rel \
+        LEFT JOIN pg_catalog.pg_trigger t ON t.tgrelid OPERATOR(pg_catalog.=) r.rel AND t.tgname OPERATOR(pg_catalog.=) 'dpnoise_track'";
+    let mut user = pg_sys::InvalidOid;
+    let mut context = 0;
+    // SAFETY: reads and sets this backend's current user id (restored below; an error's abort
+    // restores it too), and pushes the execution's snapshot so the read sees what it sees.
+    unsafe {
+        pg_sys::GetUserIdAndSecContext(&mut user, &mut context);
+        pg_sys::SetUserIdAndSecContext(
+            pg_sys::BOOTSTRAP_SUPERUSERID.into(),
+            context | (pg_sys::SECURITY_LOCAL_USERID_CHANGE | pg_sys::SECURITY_RESTRICTED_OPERATION) as i32,
+        );
+        pg_sys::PushActiveSnapshot(snapshot);
+    }
+    READING.with(|r| r.set(true));
+    let read = Spi::connect(|client| {
+        let key = match KEY.with(|k| *k.borrow()) {
+            Some(key) => key,
+            None => {
+                let bytes = client
+                    .select("SELECT k.key FROM dpnoise.release_key k", Some(1), &[])?
+                    .first()
+                    .get_one::<Vec<u8>>()?
+                    .unwrap_or_default();
+                let key: [u8; 32] = bytes.try_into().map_err(|_| pgrx::spi::Error::InvalidPosition)?;
+                KEY.with(|k| *k.borrow_mut() = Some(key));
+                key
+            }
+        };
+        let oids: Vec<pg_sys::Oid> = relations.to_vec();
+        let args = [oids.into()];
+        let mut versions = Vec::new();
+        for row in client.select(VERSIONS, None, &args)? {
+            let rel = row.get::<pg_sys::Oid>(1)?.unwrap_or(pg_sys::InvalidOid);
+            let current = row.get::<bool>(2)?.unwrap_or(false);
+            let version = row.get::<String>(3)?.unwrap_or_default();
+            versions.push((rel, current.then(|| version.into_bytes())));
+        }
+        Ok::<_, pgrx::spi::Error>((key, versions))
+    });
+    READING.with(|r| r.set(false));
+    // SAFETY: undoes the pushes above.
+    unsafe {
+        pg_sys::PopActiveSnapshot();
+        pg_sys::SetUserIdAndSecContext(user, context);
+    }
+    read.unwrap_or_else(|e| {
+        crate::errors::raise_sqlstate(
+            crate::errors::LEDGER_UNAVAILABLE,
+            format!("dpnoise: cannot read the versions of the tables a release reads: {e}"),
+            Some("The extension may need ALTER EXTENSION dpnoise UPDATE.".to_owned()),
+        )
+    })
+}
+
+/// For each identified call, whether every Agg node that finalizes it groups
+/// by all its level's GROUP BY items, each labelled with its item and of a
+/// type `group_key` can read (else its noise could not follow its groups).
+///
+/// # Safety
+/// `stmt` is the live PlannedStmt being started.
+unsafe fn agg_shapes(stmt: *mut pg_sys::PlannedStmt, marked: &[Marked]) -> Vec<bool> {
+    let mut ok = vec![true; marked.len()];
+    // SAFETY: the caller's contract; nodes are read through their tags.
+    unsafe {
+        for plan in crate::parameters::plan_nodes(stmt) {
+            if (*plan).type_ != pg_sys::NodeTag::T_Agg {
+                continue;
+            }
+            let agg = plan as *mut pg_sys::Agg;
+            let mut found = Vec::new();
+            for list in [(*plan).targetlist, (*plan).qual] {
+                crate::gate::bounding::collect_aggregates(list.cast(), &mut found);
+            }
+            for aggref in found {
+                let Some(i) = marker_index(aggref).filter(|&i| i < marked.len()) else { continue };
+                if (*aggref).aggsplit & pg_sys::AGGSPLITOP_SKIPFINAL != 0 {
+                    continue;
+                }
+                let shape = (*agg).aggstrategy != pg_sys::AggStrategy::AGG_MIXED
+                    && (*agg).groupingSets.is_null()
+                    && (*agg).chain.is_null()
+                    && (*agg).numCols as usize == marked[i].group_items
+                    && (0..(*agg).numCols as usize).all(|c| {
+                        let column = *(*agg).grpColIdx.add(c);
+                        let collation = *(*agg).grpCollations.add(c);
+                        let entry = input_entry(plan, column);
+                        !entry.is_null()
+                            && (*entry).ressortgroupref != 0
+                            && identity::key_type_supported(pg_sys::exprType((*entry).expr.cast()), collation)
+                    });
+                ok[i] &= shape;
+            }
+        }
+    }
+    ok
+}
+
+/// The input's target entry for column `column` (1-based) of an Agg.
+///
+/// # Safety
+/// `plan` is a live Agg plan node.
+unsafe fn input_entry(plan: *mut pg_sys::Plan, column: pg_sys::AttrNumber) -> *mut pg_sys::TargetEntry {
+    // SAFETY: the caller's contract; the input's target list is a List of TargetEntry.
+    unsafe {
+        let input = (*plan).lefttree;
+        if input.is_null() || column < 1 {
+            return std::ptr::null_mut();
+        }
+        crate::gate::list_items::<pg_sys::TargetEntry>((*input).targetlist)
+            .get(column as usize - 1)
+            .copied()
+            .unwrap_or(std::ptr::null_mut())
+    }
+}
+
+/// The marker number of an identified call.
+///
+/// # Safety
+/// `aggref` is a live Aggref.
+unsafe fn marker_index(aggref: *mut pg_sys::Aggref) -> Option<usize> {
+    // SAFETY: the caller's contract.
+    let location = unsafe { (*aggref).location };
+    (location <= MARK).then(|| (MARK - location) as usize)
+}
+
+/// The identity of the release an aggregate's final function is making
+/// (None: a fresh release), found once per call site and execution.
+///
+/// # Safety
+/// `fcinfo` is a live call of a dpnoise final or per-row function.
+pub unsafe fn identity(fcinfo: pg_sys::FunctionCallInfo) -> Option<[u8; 32]> {
+    // SAFETY: the caller's contract; the context, when an AggState, is the node running the call.
+    unsafe {
+        let context = (*fcinfo).context;
+        if context.is_null() || (*(context as *const pg_sys::Node)).type_ != pg_sys::NodeTag::T_AggState {
+            return None;
+        }
+        let site = crate::call_site::call_site(fcinfo);
+        if site.identity_known {
+            return site.identified.then_some(site.identity);
+        }
+        let agg = context as *mut pg_sys::AggState;
+        let aggref = pg_sys::AggGetAggref(fcinfo);
+        let estate = (*agg).ss.ps.state;
+        let found = if aggref.is_null() {
+            None
+        } else {
+            marker_index(aggref).and_then(|i| {
+                EXECUTIONS.with(|e| e.borrow().iter().rev().find(|x| x.estate == estate).and_then(|x| x.identities.get(i).copied().flatten()))
+            })
+        };
+        let site = crate::call_site::call_site(fcinfo);
+        site.identity_known = true;
+        site.identified = found.is_some();
+        site.identity = found.unwrap_or_default();
+        found
+    }
+}
+
+/// The identity of an identified call in a plan being started (for the
+/// analyst's prepayment), by its Aggref in the plan.
+///
+/// # Safety
+/// `estate` is the starting execution's; `aggref` a live Aggref of its plan.
+pub unsafe fn planned_identity(estate: *mut pg_sys::EState, aggref: *mut pg_sys::Aggref) -> Option<[u8; 32]> {
+    // SAFETY: the caller's contract.
+    let i = unsafe { marker_index(aggref) }?;
+    EXECUTIONS.with(|e| e.borrow().iter().rev().find(|x| x.estate == estate).and_then(|x| x.identities.get(i).copied().flatten()))
+}
+
+/// Runs `f` with the generator for this release: for an identified one,
+/// ChaCha20 seeded with the HMAC of its identity and its group's key (the
+/// same release, the same noise); otherwise the backend's.
+///
+/// # Safety
+/// `fcinfo` is a live call of a dpnoise final or per-row function.
+#[inline]
+pub unsafe fn with_release_rng<T>(fcinfo: pg_sys::FunctionCallInfo, f: impl FnOnce(&mut BackendRng) -> T) -> T {
+    // SAFETY: the caller's contract.
+    let Some(identity) = (unsafe { identity(fcinfo) }) else {
+        return crate::rng::with_rng(f);
+    };
+    // SAFETY: identity() found an AggState context running this final call.
+    let key = unsafe { group_key((*fcinfo).context as *mut pg_sys::AggState) };
+    let secret = KEY.with(|k| *k.borrow()).expect("read with the identity");
+    let seed = crate::seal::hmac(&secret, &[b"noise", &identity, &key]);
+    let mut pool = BitPool::new(rand_chacha::ChaCha20Rng::from_seed(seed));
+    f(&mut pool)
+}
+
+/// The key of the group an Agg is finalizing: each grouping column's item
+/// number (GROUP BY's, whatever order the plan put them in), type and
+/// normalised bytes, in item order.
+///
+/// # Safety
+/// `agg` is the live AggState running a final function, whose shape
+/// `agg_shapes` accepted.
+unsafe fn group_key(agg: *mut pg_sys::AggState) -> Vec<u8> {
+    // SAFETY: the caller's contract. While a final function runs, the Agg's expression context's
+    // outer tuple is the group's representative input row (nodeAgg.c), holding every grouping column.
+    unsafe {
+        let plan = (*agg).ss.ps.plan;
+        let node = plan as *mut pg_sys::Agg;
+        let slot = (*(*agg).ss.ps.ps_ExprContext).ecxt_outertuple;
+        let mut columns = Vec::new();
+        for c in 0..(*node).numCols as usize {
+            let column = *(*node).grpColIdx.add(c);
+            let entry = input_entry(plan, column);
+            let item = (*entry).ressortgroupref;
+            let type_ = pg_sys::exprType((*entry).expr.cast());
+            pg_sys::slot_getsomeattrs(slot, column as i32);
+            let i = column as usize - 1;
+            let bytes = if *(*slot).tts_isnull.add(i) { None } else { Some(key_bytes(type_, *(*slot).tts_values.add(i))) };
+            columns.push((item, type_, bytes));
+        }
+        columns.sort_by_key(|c| c.0);
+        let mut out = Vec::new();
+        for (item, type_, bytes) in columns {
+            out.extend_from_slice(&item.to_le_bytes());
+            out.extend_from_slice(&u32::from(type_).to_le_bytes());
+            match bytes {
+                None => out.push(0),
+                Some(b) => {
+                    out.push(1);
+                    out.extend_from_slice(&(b.len() as u64).to_le_bytes());
+                    out.extend_from_slice(&b);
+                }
+            }
+        }
+        out
+    }
+}
+
+/// A group key's bytes, normalised so that keys the type's equality calls
+/// equal have equal bytes (±0 and every NaN for floats; trailing blanks for
+/// char(n)).
+///
+/// # Safety
+/// `value` is a live non-null datum of `type_`, one `key_type_supported` accepts.
+unsafe fn key_bytes(type_: pg_sys::Oid, value: pg_sys::Datum) -> Vec<u8> {
+    use pg_sys::*;
+    // SAFETY: the caller's contract; by-reference values are read within their length.
+    unsafe {
+        match type_ {
+            FLOAT8OID => {
+                let x = f64::from_bits(value.value() as u64);
+                let x = if x == 0.0 { 0.0 } else if x.is_nan() { f64::NAN } else { x };
+                x.to_bits().to_le_bytes().to_vec()
+            }
+            FLOAT4OID => {
+                let x = f32::from_bits(value.value() as u32);
+                let x = if x == 0.0 { 0.0 } else if x.is_nan() { f32::NAN } else { x };
+                x.to_bits().to_le_bytes().to_vec()
+            }
+            UUIDOID => std::slice::from_raw_parts(value.cast_mut_ptr::<u8>(), 16).to_vec(),
+            NAMEOID => std::ffi::CStr::from_ptr(value.cast_mut_ptr()).to_bytes().to_vec(),
+            TEXTOID | VARCHAROID | BYTEAOID | BPCHAROID => {
+                let v = pg_detoast_datum_packed(value.cast_mut_ptr());
+                let bytes =
+                    std::slice::from_raw_parts(pgrx::varlena::vardata_any(v) as *const u8, pgrx::varlena::varsize_any_exhdr(v));
+                let end = if type_ == BPCHAROID { bytes.iter().rposition(|&b| b != b' ').map_or(0, |p| p + 1) } else { bytes.len() };
+                bytes[..end].to_vec()
+            }
+            // By value: the datum as the type's own functions leave it.
+            _ => (value.value() as u64).to_le_bytes().to_vec(),
+        }
+    }
+}
