@@ -33,8 +33,11 @@ pub struct Marked {
     pub digest: [u8; 32],
     /// The tables its level reads (their versions complete the identity).
     pub relations: Vec<pg_sys::Oid>,
-    /// Its level's GROUP BY items: the Agg node must group by all of them.
-    pub group_items: usize,
+    /// Its level's GROUP BY items (their sort-group references) in a
+    /// canonical order (by their expressions, not by where the query wrote
+    /// them or what ORDER BY made of them): the Agg node must group by all
+    /// of them, and a group's key lists its values in this order.
+    pub group_items: Vec<u32>,
 }
 
 /// Aggref locations at or below this mark an identified call: the
@@ -164,18 +167,28 @@ unsafe fn identify(level: *mut pg_sys::Query, walk: &mut Levels) {
             return;
         }
         // What is identified: the rows (FROM, its CTEs, WHERE), the groups, each call.
-        let mut text = Vec::new();
-        let group_items = list_items::<pg_sys::SortGroupClause>(q.groupClause);
-        for clause in &group_items {
-            let entry = pg_sys::get_sortgroupclause_tle(*clause, q.targetList);
+        let mut items = Vec::new();
+        for clause in list_items::<pg_sys::SortGroupClause>(q.groupClause) {
+            let entry = pg_sys::get_sortgroupclause_tle(clause, q.targetList);
             let expr = (*entry).expr as *mut pg_sys::Node;
-            if !operators_ours(*clause) || !key_type_supported(pg_sys::exprType(expr), pg_sys::exprCollation(expr)) {
+            if !operators_ours(clause) || !key_type_supported(pg_sys::exprType(expr), pg_sys::exprCollation(expr)) {
                 return;
             }
             check_node(expr, &mut check);
-            serialize(expr, &mut text);
+            // What groups: the expression and its equality (not the item's
+            // place, reference number or sort order, which ORDER BY sets).
+            let mut item = Vec::new();
+            serialize(expr, &mut item);
+            item.extend_from_slice(&u32::from((*clause).eqop).to_le_bytes());
+            items.push((item, (*clause).tleSortGroupRef));
         }
-        serialize(q.groupClause.cast(), &mut text);
+        items.sort();
+        let mut text = Vec::new();
+        for (item, _) in &items {
+            text.extend_from_slice(&(item.len() as u64).to_le_bytes());
+            text.extend_from_slice(item);
+        }
+        let group_items: Vec<u32> = items.iter().map(|(_, r)| *r).collect();
         serialize(q.cteList.cast(), &mut text);
         serialize(q.rtable.cast(), &mut text);
         serialize(q.jointree.cast(), &mut text);
@@ -205,7 +218,7 @@ unsafe fn identify(level: *mut pg_sys::Query, walk: &mut Levels) {
             let digest = crate::seal::hmac(b"dpnoise release identity v1", &[&whole]);
             let index = walk.marked.len() as i32;
             (*aggref).location = MARK - index;
-            walk.marked.push(Marked { digest, relations: level_check.relations.clone(), group_items: group_items.len() });
+            walk.marked.push(Marked { digest, relations: level_check.relations.clone(), group_items: group_items.clone() });
         }
         level_check.relations.clear();
     }

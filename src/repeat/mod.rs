@@ -42,6 +42,8 @@ const MARKER: &str = "dpnoise releases";
 struct Execution {
     estate: *mut pg_sys::EState,
     identities: Vec<Option<[u8; 32]>>,
+    /// Each call's GROUP BY items, in the canonical order of its keys.
+    items: Vec<Vec<u32>>,
 }
 
 thread_local! {
@@ -71,7 +73,8 @@ pub unsafe fn mark(parse: *mut pg_sys::Query, params: pg_sys::ParamListInfo) -> 
         let mut names: *mut pg_sys::List = std::ptr::null_mut();
         for m in identity::mark(parse, params) {
             let relations = m.relations.iter().map(|r| u32::from(*r).to_string()).collect::<Vec<_>>().join(",");
-            let entry = format!("{}:{}:{}", hex(&m.digest), m.group_items, relations);
+            let items = m.group_items.iter().map(u32::to_string).collect::<Vec<_>>().join(",");
+            let entry = format!("{}:{}:{}", hex(&m.digest), items, relations);
             let text = std::ffi::CString::new(entry).expect("no NUL");
             names = pg_sys::lappend(names, pg_sys::makeString(pg_sys::pstrdup(text.as_ptr())).cast());
         }
@@ -140,7 +143,12 @@ unsafe fn marked(stmt: *mut pg_sys::PlannedStmt) -> Vec<Marked> {
                 let text = std::ffi::CStr::from_ptr((*s).sval).to_str().ok()?;
                 let mut parts = text.split(':');
                 let digest = unhex(parts.next()?)?;
-                let group_items = parts.next()?.parse().ok()?;
+                let group_items = parts
+                    .next()?
+                    .split(',')
+                    .filter(|r| !r.is_empty())
+                    .map(|r| r.parse::<u32>().ok())
+                    .collect::<Option<Vec<_>>>()?;
                 let relations = parts
                     .next()?
                     .split(',')
@@ -192,7 +200,8 @@ pub unsafe fn start(query: *mut pg_sys::QueryDesc, eflags: i32) {
             })
             .collect();
         let estate = (*query).estate;
-        EXECUTIONS.with(|e| e.borrow_mut().push(Execution { estate, identities }));
+        let items = marked.into_iter().map(|m| m.group_items).collect();
+        EXECUTIONS.with(|e| e.borrow_mut().push(Execution { estate, identities, items }));
         // Forgotten when the execution's memory goes, however it ends.
         let callback = pg_sys::MemoryContextAlloc((*estate).es_query_cxt, std::mem::size_of::<pg_sys::MemoryContextCallback>())
             as *mut pg_sys::MemoryContextCallback;
@@ -308,13 +317,13 @@ unsafe fn agg_shapes(stmt: *mut pg_sys::PlannedStmt, marked: &[Marked]) -> Vec<b
                 let shape = (*agg).aggstrategy != pg_sys::AggStrategy::AGG_MIXED
                     && (*agg).groupingSets.is_null()
                     && (*agg).chain.is_null()
-                    && (*agg).numCols as usize == marked[i].group_items
+                    && (*agg).numCols as usize == marked[i].group_items.len()
                     && (0..(*agg).numCols as usize).all(|c| {
                         let column = *(*agg).grpColIdx.add(c);
                         let collation = *(*agg).grpCollations.add(c);
                         let entry = input_entry(plan, column);
                         !entry.is_null()
-                            && (*entry).ressortgroupref != 0
+                            && marked[i].group_items.contains(&(*entry).ressortgroupref)
                             && identity::key_type_supported(pg_sys::exprType((*entry).expr.cast()), collation)
                     });
                 ok[i] &= shape;
@@ -409,22 +418,30 @@ pub unsafe fn with_release_rng<T>(fcinfo: pg_sys::FunctionCallInfo, f: impl FnOn
     let Some(identity) = (unsafe { identity(fcinfo) }) else {
         return crate::rng::with_rng(f);
     };
-    // SAFETY: identity() found an AggState context running this final call.
-    let key = unsafe { group_key((*fcinfo).context as *mut pg_sys::AggState) };
+    // SAFETY: identity() found an AggState context running this final call, and its Aggref marked.
+    let key = unsafe {
+        let agg = (*fcinfo).context as *mut pg_sys::AggState;
+        let estate = (*agg).ss.ps.state;
+        let index = marker_index(pg_sys::AggGetAggref(fcinfo)).expect("identified");
+        let items = EXECUTIONS.with(|e| {
+            e.borrow().iter().rev().find(|x| x.estate == estate).and_then(|x| x.items.get(index).cloned()).unwrap_or_default()
+        });
+        group_key(agg, &items)
+    };
     let secret = KEY.with(|k| *k.borrow()).expect("read with the identity");
     let seed = crate::seal::hmac(&secret, &[b"noise", &identity, &key]);
     let mut pool = BitPool::new(rand_chacha::ChaCha20Rng::from_seed(seed));
     f(&mut pool)
 }
 
-/// The key of the group an Agg is finalizing: each grouping column's item
-/// number (GROUP BY's, whatever order the plan put them in), type and
-/// normalised bytes, in item order.
+/// The key of the group an Agg is finalizing: each grouping column's type
+/// and normalised bytes, in the canonical order of `items` (the call's
+/// GROUP BY items), whatever order the plan or the query put them in.
 ///
 /// # Safety
 /// `agg` is the live AggState running a final function, whose shape
-/// `agg_shapes` accepted.
-unsafe fn group_key(agg: *mut pg_sys::AggState) -> Vec<u8> {
+/// `agg_shapes` accepted for a call with `items`.
+unsafe fn group_key(agg: *mut pg_sys::AggState, items: &[u32]) -> Vec<u8> {
     // SAFETY: the caller's contract. While a final function runs, the Agg's expression context's
     // outer tuple is the group's representative input row (nodeAgg.c), holding every grouping column.
     unsafe {
@@ -435,7 +452,7 @@ unsafe fn group_key(agg: *mut pg_sys::AggState) -> Vec<u8> {
         for c in 0..(*node).numCols as usize {
             let column = *(*node).grpColIdx.add(c);
             let entry = input_entry(plan, column);
-            let item = (*entry).ressortgroupref;
+            let item = items.iter().position(|&r| r == (*entry).ressortgroupref).expect("checked by agg_shapes") as u32;
             let type_ = pg_sys::exprType((*entry).expr.cast());
             pg_sys::slot_getsomeattrs(slot, column as i32);
             let i = column as usize - 1;

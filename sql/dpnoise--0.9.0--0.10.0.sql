@@ -1,0 +1,215 @@
+-- dpnoise 0.9.0 -> 0.10.0: repeated releases. A release asked again with
+-- the same identity is answered identically and free; the ledger records
+-- the identities paid; dp_track logs the writes to a table.
+--
+-- The ledger worker of 0.10.0 calls charge_batch with identities: until
+-- this update runs, a server with the new library refuses releases (ZB002).
+ALTER TABLE dpnoise.ledger ADD COLUMN identity bytea;
+CREATE UNIQUE INDEX ledger_identity ON dpnoise.ledger (identity) WHERE identity IS NOT NULL;
+DROP FUNCTION dpnoise.charge_batch(oid[], numeric[], numeric[], bigint[], text[], text[], integer[], timestamptz[]);
+CREATE FUNCTION dpnoise.charge_batch(
+    requesters oid[], epsilons numeric[], deltas numeric[], releases bigint[],
+    mechanisms text[], statements text[], pids integer[], starts timestamptz[], identities bytea[])
+RETURNS TABLE (granted boolean, is_strict boolean, remaining_epsilon numeric, remaining_delta numeric, is_free boolean)
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    -- Per distinct role of the batch (usually one): what it has left, its
+    -- model, and what this batch charges it.
+    roles oid[] := '{}';
+    left_epsilon numeric[] := '{}';
+    left_delta numeric[] := '{}';
+    strict_of boolean[] := '{}';
+    charged_epsilon numeric[] := '{}';
+    charged_delta numeric[] := '{}';
+    capped boolean := false;
+    cap_epsilon numeric;
+    cap_delta numeric;
+    g boolean[] := '{}';
+    st boolean[] := '{}';
+    re numeric[] := '{}';
+    rd numeric[] := '{}';
+    cost_epsilon numeric;
+    cost_delta numeric;
+    one_epsilon numeric;
+    one_delta numeric;
+    one_strict boolean;
+    one_cap_epsilon numeric;
+    one_cap_delta numeric;
+    j integer;
+    -- Releases already paid for (src/repeat), and those this batch pays
+    -- for once and for all (not a strict role's: it pays per group).
+    paid bytea[];
+    fr boolean[] := '{}';
+    rec boolean[] := '{}';
+BEGIN
+    LOCK TABLE dpnoise.charge_lock IN EXCLUSIVE MODE;
+    SELECT coalesce(array_agg(l.identity), '{}') INTO paid
+    FROM dpnoise.ledger l WHERE l.identity = ANY (identities);
+    -- One index lookup per role: each statement here runs for every batch,
+    -- so each is kept to a plan that starts cheaply.
+    FOR i IN 1 .. cardinality(requesters) LOOP
+        CONTINUE WHEN requesters[i] = ANY (roles);
+        -- The global cap, if any, comes along (a batch without a role with
+        -- a budget grants nothing, so never needs it).
+        SELECT b.epsilon - p.epsilon, b.delta - p.delta, b.strict, c.epsilon, c.delta
+        INTO one_epsilon, one_delta, one_strict, one_cap_epsilon, one_cap_delta
+        FROM dpnoise.budget b JOIN dpnoise.spent p ON p.role = b.role
+        LEFT JOIN dpnoise.global_cap c ON true WHERE b.role = requesters[i];
+        IF one_cap_epsilon IS NOT NULL THEN
+            capped := true;
+            cap_epsilon := one_cap_epsilon;
+            cap_delta := one_cap_delta;
+        END IF;
+        roles := roles || requesters[i];
+        left_epsilon := left_epsilon || one_epsilon;
+        left_delta := left_delta || one_delta;
+        strict_of := strict_of || coalesce(one_strict, false);
+        charged_epsilon := charged_epsilon || 0::numeric;
+        charged_delta := charged_delta || 0::numeric;
+    END LOOP;
+    IF capped THEN
+        SELECT cap_epsilon - coalesce(sum(s.epsilon), 0), cap_delta - coalesce(sum(s.delta), 0)
+        INTO cap_epsilon, cap_delta FROM dpnoise.spent s;
+    END IF;
+    FOR i IN 1 .. cardinality(requesters) LOOP
+        j := array_position(roles, requesters[i]);
+        fr[i] := identities[i] IS NOT NULL AND identities[i] = ANY (paid);
+        rec[i] := false;
+        IF fr[i] THEN
+            -- Asked again: answered as before, by any role, and free.
+            g[i] := true; st[i] := coalesce(strict_of[j], false);
+            re[i] := coalesce(CASE WHEN capped THEN least(left_epsilon[j], cap_epsilon) ELSE left_epsilon[j] END, 0);
+            rd[i] := coalesce(CASE WHEN capped THEN least(left_delta[j], cap_delta) ELSE left_delta[j] END, 0);
+            CONTINUE;
+        END IF;
+        IF left_epsilon[j] IS NULL THEN
+            -- No budget (never granted, or revoked).
+            g[i] := false; st[i] := false; re[i] := 0; rd[i] := 0;
+            CONTINUE;
+        END IF;
+        cost_epsilon := epsilons[i] * releases[i];
+        cost_delta := deltas[i] * releases[i];
+        st[i] := strict_of[j];
+        g[i] := cost_epsilon <= left_epsilon[j] AND cost_delta <= left_delta[j]
+                AND (NOT capped OR (cost_epsilon <= cap_epsilon AND cost_delta <= cap_delta));
+        IF g[i] THEN
+            left_epsilon[j] := left_epsilon[j] - cost_epsilon;
+            left_delta[j] := left_delta[j] - cost_delta;
+            charged_epsilon[j] := charged_epsilon[j] + cost_epsilon;
+            charged_delta[j] := charged_delta[j] + cost_delta;
+            cap_epsilon := cap_epsilon - cost_epsilon;
+            cap_delta := cap_delta - cost_delta;
+            IF identities[i] IS NOT NULL AND NOT st[i] THEN
+                rec[i] := true;
+                paid := paid || identities[i];
+            END IF;
+        END IF;
+        re[i] := CASE WHEN capped THEN least(left_epsilon[j], cap_epsilon) ELSE left_epsilon[j] END;
+        rd[i] := CASE WHEN capped THEN least(left_delta[j], cap_delta) ELSE left_delta[j] END;
+    END LOOP;
+    -- One statement writes what was spent and the ledger rows (in request
+    -- order: unnest's ordinality) and answers.
+    RETURN QUERY
+    WITH spend AS (
+        UPDATE dpnoise.spent p SET epsilon = p.epsilon + c.e, delta = p.delta + c.d
+        FROM unnest(roles, charged_epsilon, charged_delta) AS c(r, e, d)
+        WHERE p.role = c.r AND (c.e <> 0 OR c.d <> 0)
+    ), charges AS (
+        INSERT INTO dpnoise.ledger (role, charged_at, statement, mechanism, epsilon, delta, releases, pid, session_start, identity)
+        SELECT u.r, clock_timestamp(), u.s, u.m, u.e, u.d, u.n, u.p, u.t, CASE WHEN u.rec THEN u.i END
+        FROM unnest(requesters, statements, mechanisms, epsilons, deltas, releases, pids, starts, g, fr, rec, identities)
+             WITH ORDINALITY AS u(r, s, m, e, d, n, p, t, ok, free, rec, i, k)
+        WHERE u.ok AND NOT u.free ORDER BY u.k
+    )
+    SELECT u.ok, u.strict, u.e, u.d, u.free FROM unnest(g, st, re, rd, fr) WITH ORDINALITY AS u(ok, strict, e, d, free, k) ORDER BY u.k;
+END $$;
+REVOKE EXECUTE ON FUNCTION dpnoise.charge_batch(oid[], numeric[], numeric[], bigint[], text[], text[], integer[], timestamptz[], bytea[]) FROM PUBLIC;
+COMMENT ON FUNCTION dpnoise.charge_batch(oid[], numeric[], numeric[], bigint[], text[], text[], integer[], timestamptz[], bytea[]) IS
+    'Charges a batch of releases; called by the ledger worker only.';
+
+-- Repeated releases (src/repeat) ------------------------------------------
+-- The secret under which a release's identity and noise are derived. Only
+-- superusers can read it (the schema is theirs). 256 bits from
+-- pg_strong_random (three version-4 UUIDs, 366 random bits, hashed). It is
+-- not dumped: a restored database has a new key, so every release is new
+-- (charged again), never answered with noise another key would give.
+CREATE TABLE dpnoise.release_key (
+    key     bytea NOT NULL CHECK (pg_catalog.length(key) = 32),
+    created timestamptz NOT NULL DEFAULT pg_catalog.now()
+);
+INSERT INTO dpnoise.release_key (key)
+SELECT pg_catalog.sha256(pg_catalog.convert_to(
+    pg_catalog.gen_random_uuid()::text || pg_catalog.gen_random_uuid()::text || pg_catalog.gen_random_uuid()::text, 'UTF8'));
+CREATE UNIQUE INDEX release_key_one ON dpnoise.release_key ((true));
+
+-- One row per transaction that wrote a tracked table, written by that
+-- transaction (dp_track's trigger): visible exactly when its rows are.
+CREATE TABLE dpnoise.writes (
+    rel oid NOT NULL,
+    xid xid8 NOT NULL,
+    PRIMARY KEY (rel, xid)
+);
+
+CREATE FUNCTION dpnoise.track_write() RETURNS trigger
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    INSERT INTO dpnoise.writes (rel, xid) VALUES (TG_RELID, pg_catalog.pg_current_xact_id())
+    ON CONFLICT DO NOTHING;
+    RETURN NULL;
+END $$;
+
+CREATE FUNCTION dp_track(rel regclass) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    kind "char";
+BEGIN
+    IF rel IS NULL THEN
+        RAISE EXCEPTION 'rel must not be NULL' USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    SELECT c.relkind INTO kind FROM pg_catalog.pg_class c WHERE c.oid = rel;
+    IF kind IS DISTINCT FROM 'r' THEN
+        RAISE EXCEPTION 'dp_track: % is not an ordinary table', rel USING ERRCODE = 'wrong_object_type',
+            HINT = 'Only ordinary tables are tracked; a partitioned table''s releases are always fresh.';
+    END IF;
+    IF pg_catalog.to_regclass('pg_catalog.pg_dist_partition') IS NOT NULL THEN
+        IF EXISTS (SELECT 1 FROM pg_catalog.pg_dist_partition p WHERE p.logicalrelid = rel) THEN
+            RAISE EXCEPTION 'dp_track: % is a Citus table, whose writes happen on its shards', rel
+                USING ERRCODE = 'feature_not_supported';
+        END IF;
+    END IF;
+    IF EXISTS (SELECT 1 FROM pg_catalog.pg_trigger t WHERE t.tgrelid = rel AND t.tgname = 'dpnoise_track') THEN
+        EXECUTE pg_catalog.format('ALTER TABLE %s ENABLE ALWAYS TRIGGER dpnoise_track', rel);
+        RETURN;
+    END IF;
+    EXECUTE pg_catalog.format(
+        'CREATE TRIGGER dpnoise_track AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON %s '
+        'FOR EACH STATEMENT EXECUTE FUNCTION dpnoise.track_write()', rel);
+    -- Fires in every session, also with session_replication_role = replica.
+    EXECUTE pg_catalog.format('ALTER TABLE %s ENABLE ALWAYS TRIGGER dpnoise_track', rel);
+END $$;
+
+CREATE FUNCTION dp_untrack(rel regclass) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    IF rel IS NULL THEN
+        RAISE EXCEPTION 'rel must not be NULL' USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    EXECUTE pg_catalog.format('DROP TRIGGER IF EXISTS dpnoise_track ON %s', rel);
+END $$;
+
+-- What is tracked, and how many writing transactions each table has seen.
+CREATE VIEW dp_tracked_tables AS
+SELECT t.tgrelid::regclass AS rel, t.tgenabled = 'A' AS tracking,
+       (SELECT pg_catalog.count(*) FROM dpnoise.writes w WHERE w.rel = t.tgrelid) AS writes
+FROM pg_catalog.pg_trigger t
+WHERE t.tgname = 'dpnoise_track' AND t.tgfoid = 'dpnoise.track_write()'::regprocedure;
+
+REVOKE EXECUTE ON FUNCTION dpnoise.track_write(), dp_track(regclass), dp_untrack(regclass) FROM PUBLIC;
+REVOKE ALL ON dp_tracked_tables FROM PUBLIC;
+
+COMMENT ON TABLE dpnoise.release_key IS 'The secret that derives repeated releases'' identities and noise; superusers only. Never change it by hand.';
+COMMENT ON TABLE dpnoise.writes IS 'One row per transaction that wrote a tracked table, written by that transaction (dp_track).';
+COMMENT ON FUNCTION dpnoise.track_write() IS 'dp_track''s statement trigger: logs the writing transaction.';
+COMMENT ON FUNCTION dp_track(regclass) IS 'Tracks writes to a table, so that a release over it asked again is answered identically and free until it is written. Superusers only.';
+COMMENT ON FUNCTION dp_untrack(regclass) IS 'Stops tracking a table: releases over it are fresh (charged) again.';
+COMMENT ON VIEW dp_tracked_tables IS 'The tables whose releases can be answered again, and how many transactions wrote each.';

@@ -1,0 +1,224 @@
+#!/usr/bin/env python3
+"""Repeated releases, on a running server.
+
+    repeat.py PORT
+
+A release asked again is answered identically and free; anything that could
+change its true value makes it a new release, with new noise and a charge.
+Checks:
+- the same query twice: identical answers, charged once;
+- the Superset shapes (the query, wrapped with LIMIT 1 and LIMIT 1000, a
+  count(*) over it) together charged once, with the query's answers;
+- another plan for the same query (parallel, sorted or hashed, GROUP BY
+  items in another order) gives the same answers, free;
+- two roles asking the same release get the same answer, the second free;
+- INSERT, UPDATE, DELETE, TRUNCATE and COPY by another session, and a
+  write with the tracking trigger disabled, each make a new release;
+- the difference attack (release, add one row, release again) never
+  yields the row's exact value;
+- now(), an untracked table, a write in the same transaction, a generic
+  plan's parameter: fresh releases, charged every time;
+- custom plans' parameters: same value, same release; another, another;
+- an analyst under the gate: repeated statements identical and charged once.
+Exits non-zero on a failure.
+"""
+import sys
+
+import psycopg
+
+FAILED = []
+
+
+def check(name, ok, detail=""):
+    print(("PASS  " if ok else "FAIL  ") + name + (f": {detail}" if detail else ""))
+    if not ok:
+        FAILED.append(name)
+
+
+def connect(port, user="postgres", dbname="dpnoise_repeat"):
+    return psycopg.connect(host="127.0.0.1", port=port, dbname=dbname, user=user, autocommit=True)
+
+
+QUERY = "SELECT region, dp_count(1.0) AS n, dp_sum(salary, 1.0, 0, 200000) AS s FROM staff GROUP BY region"
+
+
+def main(port):
+    with psycopg.connect(host="127.0.0.1", port=port, dbname="postgres", user="postgres", autocommit=True) as c:
+        c.execute("DROP DATABASE IF EXISTS dpnoise_repeat")
+        c.execute("CREATE DATABASE dpnoise_repeat")
+    su = connect(port)
+    su.execute("CREATE EXTENSION dpnoise")
+    for role in ["rep_a", "rep_b", "rep_analyst"]:
+        su.execute(f"DROP ROLE IF EXISTS {role}")
+        su.execute(f"CREATE ROLE {role} LOGIN")
+        su.execute(f"SELECT dp_budget_grant('{role}', 1000, 1)")
+    su.execute("""
+        CREATE TABLE staff (id int PRIMARY KEY, region text, team int, salary float8);
+        INSERT INTO staff SELECT i, (ARRAY['north', 'south', 'east'])[1 + i % 3], i % 4, 1000 + (i * 7919) % 150000
+        FROM generate_series(1, 30000) i;
+        CREATE TABLE loose AS SELECT * FROM staff;
+        GRANT SELECT, INSERT, UPDATE, DELETE, TRUNCATE ON staff, loose TO rep_a, rep_b;
+        ANALYZE staff;
+        SELECT dp_track('staff');
+    """)
+    spent = lambda role: float(su.execute(
+        "SELECT coalesce(sum(epsilon * releases), 0) FROM dpnoise.ledger WHERE role = %s::regrole", (role,)).fetchone()[0])
+    a = connect(port, "rep_a")
+    b = connect(port, "rep_b")
+    rows = lambda conn, sql, params=None: sorted(conn.execute(sql, params).fetchall())
+
+    # The same query twice.
+    before = spent("rep_a")
+    first = rows(a, QUERY)
+    after_first = spent("rep_a")
+    second = rows(a, QUERY)
+    check("the same query twice: identical answers", first == second, f"{first} / {second}")
+    check("the same query twice: charged once (2 aggregates, epsilon 1 each)",
+          after_first - before == 2 and spent("rep_a") == after_first, f"{before} {after_first} {spent('rep_a')}")
+
+    # Superset's shapes.
+    shapes = {
+        "LIMIT 1": f"SELECT * FROM ({QUERY}) AS virtual_table LIMIT 1",
+        "LIMIT 1000": f"SELECT * FROM ({QUERY}) AS virtual_table LIMIT 1000",
+        "count(*)": f"SELECT count(*) FROM ({QUERY}) AS virtual_table",
+        "ORDER BY, another alias": f"SELECT region, s, n FROM ({QUERY}) AS v ORDER BY s DESC",
+    }
+    out = {name: rows(a, sql) for name, sql in shapes.items()}
+    check("Superset shapes: no further charge", spent("rep_a") == after_first, f"{spent('rep_a')} vs {after_first}")
+    check("Superset shapes: LIMIT 1000 answers the query's values", out["LIMIT 1000"] == first)
+    check("Superset shapes: LIMIT 1 is one of the query's rows", len(out["LIMIT 1"]) == 1 and out["LIMIT 1"][0] in first)
+    check("Superset shapes: reordered columns carry the same values",
+          sorted((r, n, s) for r, s, n in out["ORDER BY, another alias"]) == first)
+
+    # Other plans for the same query.
+    plans = [
+        "SET max_parallel_workers_per_gather = 2; SET parallel_setup_cost = 0; SET parallel_tuple_cost = 0; "
+        "SET min_parallel_table_scan_size = 0",
+        "SET enable_hashagg = off",
+        "SET enable_sort = off; SET enable_hashagg = on",
+    ]
+    for settings in plans:
+        c = connect(port, "rep_a")
+        for s in settings.split("; "):
+            c.execute(s)
+        got = rows(c, QUERY)
+        check(f"another plan ({settings.split(';')[0]}): same answers, free",
+              got == first and spent("rep_a") == after_first, f"{got}")
+        c.close()
+    by_two = "SELECT region, team, dp_count(1.0) FROM staff GROUP BY region, team"
+    base = rows(a, by_two)
+    base_spent = spent("rep_a")
+    swapped = rows(a, by_two + " ORDER BY team, region")
+    check("GROUP BY items in another plan order: same answers, free", base == swapped and spent("rep_a") == base_spent)
+
+    # Two roles.
+    b_before = spent("rep_b")
+    check("another role: the same answers", rows(b, QUERY) == first)
+    check("another role: not charged", spent("rep_b") == b_before, f"{b_before} -> {spent('rep_b')}")
+
+    # Writes by another session make a new release.
+    writes = {
+        "INSERT": "INSERT INTO staff VALUES (1000001, 'north', 1, 5000)",
+        "UPDATE": "UPDATE staff SET salary = salary + 1 WHERE id = 1",
+        "DELETE": "DELETE FROM staff WHERE id = 2",
+        "COPY": None,
+    }
+    previous = first
+    for name, sql in writes.items():
+        if sql:
+            b.execute(sql)
+        else:
+            with b.cursor().copy("COPY staff FROM STDIN") as copy:
+                copy.write_row((1000002, "south", 2, 7000.0))
+        charged = spent("rep_a")
+        got = rows(a, QUERY)
+        check(f"{name} by another session: new noise", got != previous, f"{got}")
+        check(f"{name} by another session: charged", spent("rep_a") == charged + 2, f"{charged} -> {spent('rep_a')}")
+        previous = got
+    # A superuser writing with the trigger disabled.
+    su.execute("ALTER TABLE staff DISABLE TRIGGER dpnoise_track")
+    su.execute("INSERT INTO staff VALUES (1000003, 'east', 3, 9000)")
+    su.execute("ALTER TABLE staff ENABLE ALWAYS TRIGGER dpnoise_track")
+    got = rows(a, QUERY)
+    check("a write with the trigger disabled: new noise", got != previous)
+    previous = got
+
+    # The difference attack: add one row of known value, release again.
+    exact = []
+    diffs = []
+    count_q = "SELECT dp_sum(salary, 1.0, 0, 200000) FROM staff WHERE region = 'north'"
+    for i in range(12):
+        before_value = a.execute(count_q).fetchone()[0]
+        b.execute("INSERT INTO staff VALUES (%s, 'north', 0, 100000)", (2000000 + i,))
+        after_value = a.execute(count_q).fetchone()[0]
+        diffs.append(after_value - before_value)
+        exact.append(after_value - before_value == 100000)
+    check("the difference attack never yields the row's value", not any(exact), f"differences {diffs[:4]}...")
+
+    # TRUNCATE makes a new release (and one over an empty table is still noisy).
+    charged = spent("rep_a")
+    b.execute("TRUNCATE staff")
+    b.execute("INSERT INTO staff SELECT * FROM loose")
+    got = rows(a, QUERY)
+    check("TRUNCATE and refill: new noise, charged", got != previous and spent("rep_a") == charged + 2)
+
+    # Fresh releases: charged every time.
+    fresh = {
+        "now()": "SELECT dp_count(1.0) FROM staff WHERE id < extract(epoch FROM now())",
+        "an untracked table": "SELECT dp_count(1.0) FROM loose",
+        "LIMIT in a subquery": "SELECT dp_count(1.0) FROM (SELECT * FROM staff ORDER BY region LIMIT 100) s",
+        "random()": "SELECT dp_count(1.0) FROM staff WHERE random() < 2",
+    }
+    for name, sql in fresh.items():
+        charged = spent("rep_a")
+        a.execute(sql).fetchall()
+        a.execute(sql).fetchall()
+        check(f"{name}: charged every time", spent("rep_a") == charged + 2, f"{charged} -> {spent('rep_a')}")
+    with a.transaction():
+        a.execute("INSERT INTO staff VALUES (3000000, 'north', 0, 1)")
+        charged = spent("rep_a")
+        a.execute(QUERY).fetchall()
+        a.execute(QUERY).fetchall()
+        check("a write in the same transaction: charged every time", spent("rep_a") == charged + 4)
+
+    # Parameters: custom plans identify by value; a generic plan is fresh.
+    param_q = "SELECT dp_count(1.0) FROM staff WHERE team = %s"
+    charged = spent("rep_a")
+    one = a.execute(param_q, (1,), prepare=True).fetchone()
+    again = a.execute(param_q, (1,), prepare=True).fetchone()
+    other = a.execute(param_q, (2,), prepare=True).fetchone()
+    check("a parameter: same value, same release, charged once; another value, another",
+          one == again and spent("rep_a") == charged + 2, f"{one} {again} {other} {charged} -> {spent('rep_a')}")
+    g = connect(port, "rep_a")
+    g.execute("SET plan_cache_mode = force_generic_plan")
+    charged = spent("rep_a")
+    g.execute(param_q, (1,), prepare=True).fetchone()
+    g.execute(param_q, (1,), prepare=True).fetchone()
+    check("a generic plan's parameter: charged every time", spent("rep_a") == charged + 2)
+
+    # An analyst under the gate, over a protected table with one row per person.
+    su.execute("""
+        CREATE TABLE people (person_id int PRIMARY KEY, region text, income float8);
+        INSERT INTO people SELECT p, (ARRAY['north', 'south'])[1 + p % 2], p % 50000 FROM generate_series(1, 20000) p;
+        SELECT dp_protect('people', 'person_id');
+        SELECT dp_track('people');
+        SELECT dp_analyst('rep_analyst');
+    """)
+    an = connect(port, "rep_analyst")
+    aq = "SELECT region, dp_count(0.5), dp_sum(income, 0.5, 0, 50000) FROM people GROUP BY region"
+    charged = spent("rep_analyst")
+    r1 = rows(an, aq)
+    mid = spent("rep_analyst")
+    r2 = rows(an, aq)
+    check("analyst: the same statement twice gives identical answers", r1 == r2, f"{r1} / {r2}")
+    check("analyst: charged once", mid > charged and spent("rep_analyst") == mid, f"{charged} {mid} {spent('rep_analyst')}")
+
+    su.close()
+    if FAILED:
+        print(f"{len(FAILED)} check(s) failed: {FAILED}")
+        sys.exit(1)
+    print("all repeat checks passed")
+
+
+if __name__ == "__main__":
+    main(int(sys.argv[1]))
