@@ -383,9 +383,7 @@ pub unsafe fn identity(fcinfo: pg_sys::FunctionCallInfo) -> Option<[u8; 32]> {
         let found = if aggref.is_null() {
             None
         } else {
-            marker_index(aggref).and_then(|i| {
-                EXECUTIONS.with(|e| e.borrow().iter().rev().find(|x| x.estate == estate).and_then(|x| x.identities.get(i).copied().flatten()))
-            })
+            marker_index(aggref).and_then(|i| running(estate, |x| x.identities.get(i).copied().flatten()))
         };
         let site = crate::call_site::call_site(fcinfo);
         site.identity_known = true;
@@ -403,7 +401,12 @@ pub unsafe fn identity(fcinfo: pg_sys::FunctionCallInfo) -> Option<[u8; 32]> {
 pub unsafe fn planned_identity(estate: *mut pg_sys::EState, aggref: *mut pg_sys::Aggref) -> Option<[u8; 32]> {
     // SAFETY: the caller's contract.
     let i = unsafe { marker_index(aggref) }?;
-    EXECUTIONS.with(|e| e.borrow().iter().rev().find(|x| x.estate == estate).and_then(|x| x.identities.get(i).copied().flatten()))
+    running(estate, |x| x.identities.get(i).copied().flatten())
+}
+
+/// `f` of the running execution whose EState is `estate`, if `start` saw it.
+fn running<T>(estate: *mut pg_sys::EState, f: impl FnOnce(&Execution) -> Option<T>) -> Option<T> {
+    EXECUTIONS.with(|e| e.borrow().iter().rev().find(|x| x.estate == estate).and_then(f))
 }
 
 /// Runs `f` with the generator for this release: for an identified one,
@@ -423,9 +426,7 @@ pub unsafe fn with_release_rng<T>(fcinfo: pg_sys::FunctionCallInfo, f: impl FnOn
         let agg = (*fcinfo).context as *mut pg_sys::AggState;
         let estate = (*agg).ss.ps.state;
         let index = marker_index(pg_sys::AggGetAggref(fcinfo)).expect("identified");
-        let items = EXECUTIONS.with(|e| {
-            e.borrow().iter().rev().find(|x| x.estate == estate).and_then(|x| x.items.get(index).cloned()).unwrap_or_default()
-        });
+        let items = running(estate, |x| x.items.get(index).cloned()).unwrap_or_default();
         group_key(agg, &items)
     };
     let secret = KEY.with(|k| *k.borrow()).expect("read with the identity");
