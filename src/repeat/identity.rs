@@ -117,11 +117,7 @@ unsafe fn level_calls(level: *mut pg_sys::Query) -> Vec<*mut pg_sys::Aggref> {
             }
             if (*node).type_ == pg_sys::NodeTag::T_Aggref {
                 let aggref = node as *mut pg_sys::Aggref;
-                let types = crate::gate::aggregate_types(aggref);
-                let ours = (*aggref).agglevelsup == 0
-                    && crate::parameters::releasing((*aggref).aggfnoid, &types)
-                        .is_some_and(|(name, _)| REPEATABLE.contains(&name.as_str()));
-                if ours {
+                if (*aggref).agglevelsup == 0 && repeatable(aggref) {
                     (*(context as *mut Vec<*mut pg_sys::Aggref>)).push(aggref);
                 }
                 return false;
@@ -189,6 +185,10 @@ unsafe fn identify(level: *mut pg_sys::Query, walk: &mut Levels) {
             text.extend_from_slice(item);
         }
         let group_items: Vec<u32> = items.iter().map(|(_, r)| *r).collect();
+        // HAVING too: the planner moves its conditions on group keys into
+        // WHERE, where they can split a group (−0 from 0, 'x ' from 'x').
+        serialize(q.havingQual, &mut text);
+        check_node(q.havingQual, &mut check);
         serialize(q.cteList.cast(), &mut text);
         serialize(q.rtable.cast(), &mut text);
         serialize(q.jointree.cast(), &mut text);
@@ -388,11 +388,23 @@ unsafe extern "C-unwind" fn checker(node: *mut pg_sys::Node, context: *mut c_voi
             T_GroupingFunc if (*(node as *mut pg_sys::GroupingFunc)).agglevelsup > check.depth => return fail(check),
             T_Aggref => {
                 let aggref = node as *mut pg_sys::Aggref;
-                if (*aggref).agglevelsup > check.depth || !order_free(aggref) {
+                if (*aggref).agglevelsup > check.depth {
+                    return fail(check);
+                }
+                // The level's own dpnoise aggregates (in HAVING) are releases
+                // of their own: only their arguments are checked.
+                if check.depth == 0 && repeatable(aggref) {
+                    return pg_sys::expression_tree_walker(node, Some(checker), context);
+                }
+                if !order_free(aggref) {
                     return fail(check);
                 }
             }
-            T_WindowFunc | T_SQLValueFunction | T_NextValueExpr | T_CurrentOfExpr | T_PlaceHolderVar => return fail(check),
+            // Conversions to text follow settings (extra_float_digits,
+            // bytea_output, DateStyle, TimeZone, xmlbinary), whatever the
+            // output function's volatility says.
+            T_WindowFunc | T_SQLValueFunction | T_NextValueExpr | T_CurrentOfExpr | T_PlaceHolderVar | T_CoerceViaIO
+            | T_XmlExpr => return fail(check),
             T_Param => {
                 let param = &*(node as *mut pg_sys::Param);
                 match param.paramkind {
@@ -423,7 +435,45 @@ unsafe extern "C-unwind" fn function_not_ours(funcid: pg_sys::Oid, context: *mut
         let own = u32::from(funcid) < pg_sys::FirstNormalObjectId
             || (check.extension != pg_sys::InvalidOid
                 && pg_sys::getExtensionOfObject(pg_sys::ProcedureRelationId, funcid) == check.extension);
-        !(own && pg_sys::func_volatile(funcid) == pg_sys::PROVOLATILE_IMMUTABLE as std::ffi::c_char)
+        !(own && pg_sys::func_volatile(funcid) == pg_sys::PROVOLATILE_IMMUTABLE as std::ffi::c_char) || setting_dependent(funcid)
+    }
+}
+
+/// Immutable functions whose result still follows something the query
+/// does not name: type output (cstring) functions, which follow
+/// extra_float_digits and bytea_output; those reading a text search
+/// configuration or dictionary, which can be altered; `timezone(text, …)`,
+/// which follows timezone_abbreviations.
+///
+/// # Safety
+/// Inside a transaction (syscache lookups by OID).
+unsafe fn setting_dependent(funcid: pg_sys::Oid) -> bool {
+    // SAFETY: the caller's contract; a failed lookup returns zero / null, treated as dependent.
+    unsafe {
+        let tuple = pg_sys::SearchSysCache1(pg_sys::SysCacheIdentifier::PROCOID as i32, pg_sys::Datum::from(funcid));
+        if tuple.is_null() {
+            return true;
+        }
+        let proc_ = pg_sys::GETSTRUCT(tuple) as *mut pg_sys::FormData_pg_proc;
+        let args = (*proc_).proargtypes.values.as_slice((*proc_).pronargs as usize);
+        let name = std::ffi::CStr::from_ptr((*proc_).proname.data.as_ptr()).to_bytes();
+        let dependent = (*proc_).prorettype == pg_sys::CSTRINGOID
+            || args.iter().any(|t| [pg_sys::CSTRINGOID, pg_sys::REGCONFIGOID, pg_sys::REGDICTIONARYOID].contains(t))
+            || (name == b"timezone" && args.first() == Some(&pg_sys::TEXTOID));
+        pg_sys::ReleaseSysCache(tuple);
+        dependent
+    }
+}
+
+/// Whether `aggref` is one of dpnoise's repeatable aggregates.
+///
+/// # Safety
+/// `aggref` is a live Aggref; inside a transaction.
+unsafe fn repeatable(aggref: *mut pg_sys::Aggref) -> bool {
+    // SAFETY: the caller's contract.
+    unsafe {
+        let types = crate::gate::aggregate_types(aggref);
+        crate::parameters::releasing((*aggref).aggfnoid, &types).is_some_and(|(name, _)| REPEATABLE.contains(&name.as_str()))
     }
 }
 
@@ -469,6 +519,7 @@ fn tracked(relid: pg_sys::Oid, inh: bool) -> bool {
         }
         let triggers = (*rel).trigdesc;
         let found = !(inh && (*(*rel).rd_rel).relhassubclass)
+            && !(*(*rel).rd_rel).relispartition
             && !triggers.is_null()
             && (0..(*triggers).numtriggers as usize).any(|i| {
                 let t = &*(*triggers).triggers.add(i);

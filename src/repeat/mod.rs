@@ -173,7 +173,12 @@ pub unsafe fn start(query: *mut pg_sys::QueryDesc, eflags: i32) {
     // SAFETY: the caller's contract; by-value reads of this process's state.
     unsafe {
         let marked = marked((*query).plannedstmt);
+        // A transaction that has written anything (it has an xid) may have
+        // written a table this reads, perhaps in this very statement, before
+        // its trigger logs it: fresh. (It also keeps the versions' read
+        // below read-only, so under the execution's own snapshot.)
         if marked.is_empty()
+            || pg_sys::GetCurrentTransactionIdIfAny() != pg_sys::InvalidTransactionId
             || pg_sys::ParallelWorkerNumber >= 0
             || eflags & pg_sys::EXEC_FLAG_EXPLAIN_ONLY as i32 != 0
             || crate::gucs::seed().0.is_some()
@@ -229,6 +234,8 @@ unsafe fn read_versions(relations: &[pg_sys::Oid], snapshot: pg_sys::Snapshot) -
     const VERSIONS: &str = "SELECT r.rel, t.tgenabled OPERATOR(pg_catalog.=) 'A' \
             AND t.tgfoid OPERATOR(pg_catalog.=) 'dpnoise.track_write()'::pg_catalog.regprocedure \
             AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_subscription_rel s WHERE s.srrelid OPERATOR(pg_catalog.=) r.rel) \
+            AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_inherits i WHERE i.inhrelid OPERATOR(pg_catalog.=) r.rel) \
+            AND NOT c.relispartition \
             AND NOT EXISTS (SELECT 1 FROM dpnoise.writes w WHERE w.rel OPERATOR(pg_catalog.=) r.rel \
                 AND w.xid OPERATOR(pg_catalog.=) pg_catalog.pg_current_xact_id_if_assigned()), \
             pg_catalog.concat_ws(' ', c.relfilenode, c.xmin, t.xmin, \
