@@ -1,15 +1,26 @@
 -- dpnoise 0.9.0 -> 0.10.0: repeated releases. A release asked again with
 -- the same identity is answered identically and free; the ledger records
--- the identities paid; dp_track logs the writes to a table.
+-- the releases paid once and for all (dpnoise.paid_releases); dp_track logs
+-- the writes to a table.
 --
 -- The ledger worker of 0.10.0 calls charge_batch with identities: until
 -- this update runs, a server with the new library refuses releases (ZB002).
-ALTER TABLE dpnoise.ledger ADD COLUMN identity bytea;
-CREATE UNIQUE INDEX ledger_identity ON dpnoise.ledger (identity) WHERE identity IS NOT NULL;
+CREATE TABLE dpnoise.paid_releases (
+    identity  bytea PRIMARY KEY CHECK (pg_catalog.length(identity) = 32),
+    ledger_id bigint NOT NULL
+);
+SELECT pg_catalog.pg_extension_config_dump('dpnoise.paid_releases', '');
+COMMENT ON TABLE dpnoise.paid_releases IS 'The releases paid for once and for all, by the ledger row that paid them: asked again, they are free.';
 DROP FUNCTION dpnoise.charge_batch(oid[], numeric[], numeric[], bigint[], text[], text[], integer[], timestamptz[]);
+-- The 32-byte identities concatenated in a charge request.
+CREATE FUNCTION dpnoise.identities(packed bytea) RETURNS SETOF bytea
+LANGUAGE sql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT substring(packed FROM 1 + 32 * n FOR 32) FROM generate_series(0, coalesce(length(packed), 0) / 32 - 1) n
+$$;
+
 CREATE FUNCTION dpnoise.charge_batch(
     requesters oid[], epsilons numeric[], deltas numeric[], releases bigint[],
-    mechanisms text[], statements text[], pids integer[], starts timestamptz[], identities bytea[])
+    mechanisms text[], statements text[], pids integer[], starts timestamptz[], identities bytea[], repeats boolean[])
 RETURNS TABLE (granted boolean, is_strict boolean, remaining_epsilon numeric, remaining_delta numeric, is_free boolean)
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
@@ -36,15 +47,20 @@ DECLARE
     one_cap_epsilon numeric;
     one_cap_delta numeric;
     j integer;
-    -- Releases already paid for (src/repeat), and those this batch pays
-    -- for once and for all (not a strict role's: it pays per group).
+    -- Repeated releases (src/repeat): identities[i] holds the 32-byte
+    -- identities request i pays for once and for all (not a strict role's:
+    -- it pays per group). With repeats[i], the request is granted free if
+    -- all of them were paid before.
     paid bytea[];
+    mine bytea[];
     fr boolean[] := '{}';
-    rec boolean[] := '{}';
+    ids bigint[] := '{}';
+    new_identities bytea[] := '{}';
+    new_ledger bigint[] := '{}';
 BEGIN
     LOCK TABLE dpnoise.charge_lock IN EXCLUSIVE MODE;
-    SELECT coalesce(array_agg(l.identity), '{}') INTO paid
-    FROM dpnoise.ledger l WHERE l.identity = ANY (identities);
+    SELECT coalesce(array_agg(p.identity), '{}') INTO paid FROM dpnoise.paid_releases p
+    WHERE p.identity = ANY (ARRAY(SELECT dpnoise.identities(b) FROM unnest(identities) b));
     -- One index lookup per role: each statement here runs for every batch,
     -- so each is kept to a plan that starts cheaply.
     FOR i IN 1 .. cardinality(requesters) LOOP
@@ -73,8 +89,9 @@ BEGIN
     END IF;
     FOR i IN 1 .. cardinality(requesters) LOOP
         j := array_position(roles, requesters[i]);
-        fr[i] := identities[i] IS NOT NULL AND identities[i] = ANY (paid);
-        rec[i] := false;
+        mine := ARRAY(SELECT dpnoise.identities(identities[i]));
+        fr[i] := coalesce(repeats[i], false) AND cardinality(mine) > 0 AND mine <@ paid;
+        ids[i] := NULL;
         IF fr[i] THEN
             -- Asked again: answered as before, by any role, and free.
             g[i] := true; st[i] := coalesce(strict_of[j], false);
@@ -99,9 +116,14 @@ BEGIN
             charged_delta[j] := charged_delta[j] + cost_delta;
             cap_epsilon := cap_epsilon - cost_epsilon;
             cap_delta := cap_delta - cost_delta;
-            IF identities[i] IS NOT NULL AND NOT st[i] THEN
-                rec[i] := true;
-                paid := paid || identities[i];
+            ids[i] := nextval('dpnoise.ledger_id_seq');
+            IF NOT st[i] THEN
+                FOR k IN 1 .. cardinality(mine) LOOP
+                    CONTINUE WHEN mine[k] = ANY (paid);
+                    paid := paid || mine[k];
+                    new_identities := new_identities || mine[k];
+                    new_ledger := new_ledger || ids[i];
+                END LOOP;
             END IF;
         END IF;
         re[i] := CASE WHEN capped THEN least(left_epsilon[j], cap_epsilon) ELSE left_epsilon[j] END;
@@ -115,17 +137,21 @@ BEGIN
         FROM unnest(roles, charged_epsilon, charged_delta) AS c(r, e, d)
         WHERE p.role = c.r AND (c.e <> 0 OR c.d <> 0)
     ), charges AS (
-        INSERT INTO dpnoise.ledger (role, charged_at, statement, mechanism, epsilon, delta, releases, pid, session_start, identity)
-        SELECT u.r, clock_timestamp(), u.s, u.m, u.e, u.d, u.n, u.p, u.t, CASE WHEN u.rec THEN u.i END
-        FROM unnest(requesters, statements, mechanisms, epsilons, deltas, releases, pids, starts, g, fr, rec, identities)
-             WITH ORDINALITY AS u(r, s, m, e, d, n, p, t, ok, free, rec, i, k)
-        WHERE u.ok AND NOT u.free ORDER BY u.k
+        INSERT INTO dpnoise.ledger (id, role, charged_at, statement, mechanism, epsilon, delta, releases, pid, session_start)
+        SELECT u.id, u.r, clock_timestamp(), u.s, u.m, u.e, u.d, u.n, u.p, u.t
+        FROM unnest(ids, requesters, statements, mechanisms, epsilons, deltas, releases, pids, starts)
+             WITH ORDINALITY AS u(id, r, s, m, e, d, n, p, t, k)
+        WHERE u.id IS NOT NULL ORDER BY u.k
+    ), recorded AS (
+        INSERT INTO dpnoise.paid_releases (identity, ledger_id)
+        SELECT * FROM unnest(new_identities, new_ledger)
     )
     SELECT u.ok, u.strict, u.e, u.d, u.free FROM unnest(g, st, re, rd, fr) WITH ORDINALITY AS u(ok, strict, e, d, free, k) ORDER BY u.k;
 END $$;
-REVOKE EXECUTE ON FUNCTION dpnoise.charge_batch(oid[], numeric[], numeric[], bigint[], text[], text[], integer[], timestamptz[], bytea[]) FROM PUBLIC;
-COMMENT ON FUNCTION dpnoise.charge_batch(oid[], numeric[], numeric[], bigint[], text[], text[], integer[], timestamptz[], bytea[]) IS
+REVOKE EXECUTE ON FUNCTION dpnoise.charge_batch(oid[], numeric[], numeric[], bigint[], text[], text[], integer[], timestamptz[], bytea[], boolean[]), dpnoise.identities(bytea) FROM PUBLIC;
+COMMENT ON FUNCTION dpnoise.charge_batch(oid[], numeric[], numeric[], bigint[], text[], text[], integer[], timestamptz[], bytea[], boolean[]) IS
     'Charges a batch of releases; called by the ledger worker only.';
+COMMENT ON FUNCTION dpnoise.identities(bytea) IS 'The 32-byte release identities concatenated in a charge request.';
 
 -- Repeated releases (src/repeat) ------------------------------------------
 -- The secret under which a release's identity and noise are derived. Only
@@ -166,10 +192,10 @@ BEGIN
     IF rel IS NULL THEN
         RAISE EXCEPTION 'rel must not be NULL' USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    SELECT c.relkind INTO kind FROM pg_catalog.pg_class c WHERE c.oid = rel;
+    SELECT c.relkind INTO kind FROM pg_catalog.pg_class c WHERE c.oid = rel AND c.relpersistence = 'p';
     IF kind IS DISTINCT FROM 'r' OR EXISTS (SELECT 1 FROM pg_catalog.pg_inherits i WHERE i.inhrelid = rel) THEN
-        RAISE EXCEPTION 'dp_track: % is not an ordinary table without a parent', rel USING ERRCODE = 'wrong_object_type',
-            HINT = 'A write through a parent does not fire the table''s own statement triggers: partitions, inheritance children and parents are never tracked.';
+        RAISE EXCEPTION 'dp_track: % is not an ordinary, logged table without a parent', rel USING ERRCODE = 'wrong_object_type',
+            HINT = 'A write through a parent does not fire the table''s own statement triggers, and a crash empties an unlogged table without any: partitions, inheritance children, unlogged and temporary tables are never tracked.';
     END IF;
     IF pg_catalog.to_regclass('pg_catalog.pg_dist_partition') IS NOT NULL THEN
         IF EXISTS (SELECT 1 FROM pg_catalog.pg_dist_partition p WHERE p.logicalrelid = rel) THEN

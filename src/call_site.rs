@@ -117,6 +117,7 @@ pub struct CallSite {
     pub identity_known: bool,
     pub identified: bool,
     pub identity: [u8; 32],
+    pub identity_paid: bool,
 }
 
 impl CallSite {

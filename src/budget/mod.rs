@@ -45,10 +45,12 @@ pub struct Charge<'a> {
     pub releases: i64,
     /// (ε, δ) as exact decimals, when the f64s above are rounded sums.
     pub exact: Option<[String; 2]>,
-    /// The release's identity (`repeat`): if it was paid for before, it
-    /// is granted free; if this charge pays it (not a strict role's), the
-    /// ledger records it.
-    pub identity: Option<[u8; 32]>,
+    /// The identities of the releases it pays for once and for all
+    /// (`repeat`; not a strict role's); the ledger records them (past
+    /// `shared::IDENTITIES`, they are charged and not recorded).
+    pub identities: &'a [[u8; 32]],
+    /// Granted free if every one of `identities` was paid before.
+    pub repeat: bool,
 }
 
 /// What the ledger answered when it granted a charge.
@@ -177,7 +179,10 @@ fn fill(slot: &mut Slot, request: &Charge, amounts: &[String; 2], session: &sess
     slot.taker = 0;
     slot.releases = request.releases;
     slot.strict = false;
-    slot.identity = request.identity;
+    let recorded = request.identities.len().min(shared::IDENTITIES);
+    slot.identities[..recorded].copy_from_slice(&request.identities[..recorded]);
+    slot.identity_count = recorded as u8;
+    slot.repeat = request.repeat && recorded == request.identities.len();
     slot.free = false;
     slot.epsilon.set(&amounts[0]);
     slot.delta.set(&amounts[1]);
@@ -301,7 +306,7 @@ pub unsafe fn pay(fcinfo: pg_sys::FunctionCallInfo, function: &str, mechanism: &
     // The release's identity, if it can be answered again (looked up
     // before the call site is borrowed below).
     // SAFETY: fcinfo is the live call (this function's contract).
-    let identity = unsafe { crate::repeat::identity(fcinfo) };
+    let identified = unsafe { crate::repeat::identity(fcinfo) };
     // SAFETY: fcinfo is the live call (this function's contract); the reference is dropped before it returns.
     let paid = unsafe { crate::call_site::call_site(fcinfo) }.paid();
     // SAFETY: a plain read of the current role (the one charged).
@@ -309,6 +314,9 @@ pub unsafe fn pay(fcinfo: pg_sys::FunctionCallInfo, function: &str, mechanism: &
     if paid.covers(role, statement, set, epsilon, delta) || paid.take_ahead(role, epsilon, delta) {
         return;
     }
+    // Paid for once and for all before this statement started: free, for
+    // the rest of this execution, without asking the ledger.
+    let free = identified.is_some_and(|i| i.paid);
     // A strict role pays for every release. Once its first charge here
     // showed it strict, a hashed aggregate pays ahead, doubling: each charge
     // is for as many releases as were paid so far, but never for more groups
@@ -325,11 +333,22 @@ pub unsafe fn pay(fcinfo: pg_sys::FunctionCallInfo, function: &str, mechanism: &
         None => 1,
     };
     // An analyst's statement paid for its call sites before it ran.
-    let granted = if crate::gate::cost::take(statement, epsilon, delta) {
+    let granted = if free {
+        Granted { strict: false, free: true }
+    } else if crate::gate::cost::take(statement, epsilon, delta) {
         Granted { strict: false, free: false }
     } else {
         let mechanism = format!("{function} ({mechanism})");
-        charge(&Charge { mechanism: &mechanism, epsilon, delta, releases: releases as i64, exact: None, identity })
+        let identities: Vec<[u8; 32]> = identified.map(|i| i.identity).into_iter().collect();
+        charge(&Charge {
+            mechanism: &mechanism,
+            epsilon,
+            delta,
+            releases: releases as i64,
+            exact: None,
+            identities: &identities,
+            repeat: true,
+        })
     };
     if granted.strict && !granted.free {
         paid.record_strict(role, epsilon, delta, releases);

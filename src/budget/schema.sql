@@ -44,18 +44,21 @@ CREATE TABLE dpnoise.ledger (
     releases   bigint NOT NULL,
     pid        integer NOT NULL,
     -- With pid, the session that was charged (its backend start time).
-    session_start timestamptz,
-    -- The release this charge paid for once and for all (src/repeat): asked
-    -- again, by any role, it is answered identically and free.
-    identity   bytea
+    session_start timestamptz
 );
 CREATE INDEX ON dpnoise.ledger (role, id);
-CREATE UNIQUE INDEX ledger_identity ON dpnoise.ledger (identity) WHERE identity IS NOT NULL;
+-- The releases paid for once and for all (src/repeat), by the charge that
+-- paid them: asked again, by any role, they are answered identically and free.
+CREATE TABLE dpnoise.paid_releases (
+    identity  bytea PRIMARY KEY CHECK (pg_catalog.length(identity) = 32),
+    ledger_id bigint NOT NULL
+);
 SELECT pg_catalog.pg_extension_config_dump('dpnoise.budget', '');
 SELECT pg_catalog.pg_extension_config_dump('dpnoise.spent', '');
 SELECT pg_catalog.pg_extension_config_dump('dpnoise.global_cap', '');
 SELECT pg_catalog.pg_extension_config_dump('dpnoise.ledger', '');
 SELECT pg_catalog.pg_extension_config_dump('dpnoise.ledger_id_seq', '');
+SELECT pg_catalog.pg_extension_config_dump('dpnoise.paid_releases', '');
 
 -- Called by the ledger worker (as the bootstrap superuser) once per batch
 -- of requests, in request order; it answers each only after the commit.
@@ -64,9 +67,15 @@ SELECT pg_catalog.pg_extension_config_dump('dpnoise.ledger_id_seq', '');
 -- if any) covers it. Only the worker writes dpnoise.spent, and the lock on
 -- dpnoise.charge_lock keeps even two workers of one database from interleaving,
 -- so reading then updating cannot race.
+-- The 32-byte identities concatenated in a charge request.
+CREATE FUNCTION dpnoise.identities(packed bytea) RETURNS SETOF bytea
+LANGUAGE sql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT substring(packed FROM 1 + 32 * n FOR 32) FROM generate_series(0, coalesce(length(packed), 0) / 32 - 1) n
+$$;
+
 CREATE FUNCTION dpnoise.charge_batch(
     requesters oid[], epsilons numeric[], deltas numeric[], releases bigint[],
-    mechanisms text[], statements text[], pids integer[], starts timestamptz[], identities bytea[])
+    mechanisms text[], statements text[], pids integer[], starts timestamptz[], identities bytea[], repeats boolean[])
 RETURNS TABLE (granted boolean, is_strict boolean, remaining_epsilon numeric, remaining_delta numeric, is_free boolean)
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
@@ -93,15 +102,20 @@ DECLARE
     one_cap_epsilon numeric;
     one_cap_delta numeric;
     j integer;
-    -- Releases already paid for (src/repeat), and those this batch pays
-    -- for once and for all (not a strict role's: it pays per group).
+    -- Repeated releases (src/repeat): identities[i] holds the 32-byte
+    -- identities request i pays for once and for all (not a strict role's:
+    -- it pays per group). With repeats[i], the request is granted free if
+    -- all of them were paid before.
     paid bytea[];
+    mine bytea[];
     fr boolean[] := '{}';
-    rec boolean[] := '{}';
+    ids bigint[] := '{}';
+    new_identities bytea[] := '{}';
+    new_ledger bigint[] := '{}';
 BEGIN
     LOCK TABLE dpnoise.charge_lock IN EXCLUSIVE MODE;
-    SELECT coalesce(array_agg(l.identity), '{}') INTO paid
-    FROM dpnoise.ledger l WHERE l.identity = ANY (identities);
+    SELECT coalesce(array_agg(p.identity), '{}') INTO paid FROM dpnoise.paid_releases p
+    WHERE p.identity = ANY (ARRAY(SELECT dpnoise.identities(b) FROM unnest(identities) b));
     -- One index lookup per role: each statement here runs for every batch,
     -- so each is kept to a plan that starts cheaply.
     FOR i IN 1 .. cardinality(requesters) LOOP
@@ -130,8 +144,9 @@ BEGIN
     END IF;
     FOR i IN 1 .. cardinality(requesters) LOOP
         j := array_position(roles, requesters[i]);
-        fr[i] := identities[i] IS NOT NULL AND identities[i] = ANY (paid);
-        rec[i] := false;
+        mine := ARRAY(SELECT dpnoise.identities(identities[i]));
+        fr[i] := coalesce(repeats[i], false) AND cardinality(mine) > 0 AND mine <@ paid;
+        ids[i] := NULL;
         IF fr[i] THEN
             -- Asked again: answered as before, by any role, and free.
             g[i] := true; st[i] := coalesce(strict_of[j], false);
@@ -156,9 +171,14 @@ BEGIN
             charged_delta[j] := charged_delta[j] + cost_delta;
             cap_epsilon := cap_epsilon - cost_epsilon;
             cap_delta := cap_delta - cost_delta;
-            IF identities[i] IS NOT NULL AND NOT st[i] THEN
-                rec[i] := true;
-                paid := paid || identities[i];
+            ids[i] := nextval('dpnoise.ledger_id_seq');
+            IF NOT st[i] THEN
+                FOR k IN 1 .. cardinality(mine) LOOP
+                    CONTINUE WHEN mine[k] = ANY (paid);
+                    paid := paid || mine[k];
+                    new_identities := new_identities || mine[k];
+                    new_ledger := new_ledger || ids[i];
+                END LOOP;
             END IF;
         END IF;
         re[i] := CASE WHEN capped THEN least(left_epsilon[j], cap_epsilon) ELSE left_epsilon[j] END;
@@ -172,11 +192,14 @@ BEGIN
         FROM unnest(roles, charged_epsilon, charged_delta) AS c(r, e, d)
         WHERE p.role = c.r AND (c.e <> 0 OR c.d <> 0)
     ), charges AS (
-        INSERT INTO dpnoise.ledger (role, charged_at, statement, mechanism, epsilon, delta, releases, pid, session_start, identity)
-        SELECT u.r, clock_timestamp(), u.s, u.m, u.e, u.d, u.n, u.p, u.t, CASE WHEN u.rec THEN u.i END
-        FROM unnest(requesters, statements, mechanisms, epsilons, deltas, releases, pids, starts, g, fr, rec, identities)
-             WITH ORDINALITY AS u(r, s, m, e, d, n, p, t, ok, free, rec, i, k)
-        WHERE u.ok AND NOT u.free ORDER BY u.k
+        INSERT INTO dpnoise.ledger (id, role, charged_at, statement, mechanism, epsilon, delta, releases, pid, session_start)
+        SELECT u.id, u.r, clock_timestamp(), u.s, u.m, u.e, u.d, u.n, u.p, u.t
+        FROM unnest(ids, requesters, statements, mechanisms, epsilons, deltas, releases, pids, starts)
+             WITH ORDINALITY AS u(id, r, s, m, e, d, n, p, t, k)
+        WHERE u.id IS NOT NULL ORDER BY u.k
+    ), recorded AS (
+        INSERT INTO dpnoise.paid_releases (identity, ledger_id)
+        SELECT * FROM unnest(new_identities, new_ledger)
     )
     SELECT u.ok, u.strict, u.e, u.d, u.free FROM unnest(g, st, re, rd, fr) WITH ORDINALITY AS u(ok, strict, e, d, free, k) ORDER BY u.k;
 END $$;
@@ -260,8 +283,9 @@ END $$;
 COMMENT ON FUNCTION dp_budget_set_global(double precision, double precision) IS
     'Caps what all roles together may spend in this database (NULL removes the cap).';
 
-REVOKE EXECUTE ON FUNCTION dpnoise.charge_batch(oid[], numeric[], numeric[], bigint[], text[], text[], integer[], timestamptz[], bytea[]),
+REVOKE EXECUTE ON FUNCTION dpnoise.charge_batch(oid[], numeric[], numeric[], bigint[], text[], text[], integer[], timestamptz[], bytea[], boolean[]),
     dpnoise.amount(text, double precision, double precision),
+    dpnoise.identities(bytea),
     dpnoise.existing_role(regrole),
     dp_budget_grant(regrole, double precision, double precision),
     dp_budget_revoke(regrole),
@@ -308,9 +332,11 @@ COMMENT ON TABLE dpnoise.global_cap IS 'An optional cap on what all roles togeth
 COMMENT ON TABLE dpnoise.ledger IS 'One row per charge, committed before the release it pays for.';
 COMMENT ON SEQUENCE dpnoise.ledger_id_seq IS 'Numbers the ledger''s charges.';
 COMMENT ON TABLE dpnoise.charge_lock IS 'Never holds a row: the ledger workers lock it to charge one batch at a time.';
-COMMENT ON FUNCTION dpnoise.charge_batch(oid[], numeric[], numeric[], bigint[], text[], text[], integer[], timestamptz[], bytea[]) IS
+COMMENT ON FUNCTION dpnoise.charge_batch(oid[], numeric[], numeric[], bigint[], text[], text[], integer[], timestamptz[], bytea[], boolean[]) IS
     'Charges a batch of releases; called by the ledger worker only.';
 COMMENT ON FUNCTION dpnoise.amount(text, double precision, double precision) IS 'Checks a granted amount and returns it as the exact decimal written.';
+COMMENT ON FUNCTION dpnoise.identities(bytea) IS 'The 32-byte release identities concatenated in a charge request.';
+COMMENT ON TABLE dpnoise.paid_releases IS 'The releases paid for once and for all, by the ledger row that paid them: asked again, they are free.';
 COMMENT ON FUNCTION dpnoise.existing_role(regrole) IS 'Checks that a role exists (42704 otherwise).';
 COMMENT ON VIEW dp_budgets IS 'Every role''s budget: granted, spent and remaining epsilon and delta. Superusers only.';
 COMMENT ON VIEW dp_my_budget IS 'The calling role''s own budget row.';

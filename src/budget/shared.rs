@@ -60,6 +60,9 @@ impl<const N: usize> Text<N> {
 /// The room for an amount asked in a request slot.
 pub const AMOUNT: usize = 512;
 
+/// How many release identities one charge can record.
+pub const IDENTITIES: usize = 16;
+
 #[repr(C)]
 pub struct Slot {
     pub state: AtomicU32,
@@ -77,9 +80,12 @@ pub struct Slot {
     pub releases: i64,
     pub outcome: Outcome,
     pub strict: bool,
-    /// The release's identity (src/repeat), if it may be answered again;
-    /// the answer: it was paid for before, so nothing was charged.
-    pub identity: Option<[u8; 32]>,
+    /// The identities of the releases this charge pays for once and for
+    /// all (src/repeat), the first `identity_count`; with `repeat`, the
+    /// charge is free if all were paid before. The answer: it was free.
+    pub identities: [[u8; 32]; IDENTITIES],
+    pub identity_count: u8,
+    pub repeat: bool,
     pub free: bool,
     /// Exact decimals: room for any f64's (up to about 330 characters)
     /// and the exact sums charged for an analyst's statement.

@@ -106,7 +106,7 @@ pub fn launch(entry: usize) -> bool {
 }
 
 const CHARGE: &str = "SELECT c.granted, c.is_strict, c.remaining_epsilon::text, c.remaining_delta::text, c.is_free \
-     FROM dpnoise.charge_batch($1::oid[], $2::numeric[], $3::numeric[], $4, $5, $6, $7, $8, $9) c";
+     FROM dpnoise.charge_batch($1::oid[], $2::numeric[], $3::numeric[], $4, $5, $6, $7, $8, $9, $10) c";
 
 thread_local! {
     /// The charge query, planned once per worker.
@@ -219,7 +219,8 @@ fn charge_batch(batch: &[usize]) {
     let mailbox = shared::mailbox().expect("preloaded");
     let mut roles = Vec::with_capacity(batch.len());
     let (mut epsilons, mut deltas, mut mechanisms, mut statements) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-    let (mut releases, mut pids, mut starts, mut identities) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut releases, mut pids, mut starts, mut identities, mut repeats) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for &i in batch {
         // TAKEN by this worker (take_batch): ours until it is finished.
         mailbox.slot(i).expect("taken index").with(|slot| {
@@ -231,12 +232,14 @@ fn charge_batch(batch: &[usize]) {
             statements.push(slot.statement.get().to_owned());
             pids.push(slot.pid);
             starts.push(TimestampWithTimeZone::try_from(slot.started).ok());
-            identities.push(slot.identity.map(|i| i.to_vec()));
+            let count = slot.identity_count as usize;
+            identities.push((count > 0).then(|| slot.identities[..count].concat()));
+            repeats.push(slot.repeat);
         });
     }
     let replies: Vec<Reply> = BackgroundWorker::transaction(AssertUnwindSafe(|| {
         Spi::connect_mut(|client| {
-            let args: [DatumWithOid; 9] = [
+            let args: [DatumWithOid; 10] = [
                 roles.into(),
                 epsilons.into(),
                 deltas.into(),
@@ -246,6 +249,7 @@ fn charge_batch(batch: &[usize]) {
                 pids.into(),
                 starts.into(),
                 identities.into(),
+                repeats.into(),
             ];
             let table = PLAN
                 .with(|plan| {
@@ -261,6 +265,7 @@ fn charge_batch(batch: &[usize]) {
                             PgBuiltInOids::INT4ARRAYOID,
                             PgBuiltInOids::TIMESTAMPTZARRAYOID,
                             PgBuiltInOids::BYTEAARRAYOID,
+                            PgBuiltInOids::BOOLARRAYOID,
                         ]
                         .map(PgOid::BuiltIn);
                         *plan = Some(client.prepare_mut(CHARGE, &types)?.keep());

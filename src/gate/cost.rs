@@ -58,10 +58,18 @@ pub unsafe extern "C-unwind" fn prepay(query: *mut pg_sys::QueryDesc, eflags: i3
     if costs.is_empty() {
         return;
     }
+    // A release paid for once and for all before (`repeat`) is free: its
+    // final function knows, and nothing is prepaid for it.
+    let costs: Vec<Cost> = costs.into_iter().filter(|c| !c.identity.is_some_and(|i| i.paid)).collect();
+    if costs.is_empty() {
+        return;
+    }
     // Charged: what each call's parameters say in all (a call whose groups
     // share them spends at most that); prepaid: what its final function
     // will ask to pay.
-    let total: f64 = costs.iter().map(|c| c.charged.0).sum();
+    let epsilons: Vec<f64> = costs.iter().map(|c| c.charged.0).collect();
+    let deltas: Vec<f64> = costs.iter().map(|c| c.charged.1).collect();
+    let total: f64 = epsilons.iter().sum();
     let cap = super::max_epsilon_per_query();
     if cap > 0.0 && total > cap {
         raise(refuse(
@@ -73,32 +81,19 @@ pub unsafe extern "C-unwind" fn prepay(query: *mut pg_sys::QueryDesc, eflags: i3
             "Lower the epsilon of its aggregates (dpnoise.selection_epsilon for its group keys).",
         ));
     }
-    // A release that can be answered again is charged on its own, with its
-    // identity (free if it was paid before); the rest as one entry.
-    for c in costs.iter().filter(|c| c.identity.is_some()) {
-        charge(&Charge {
-            mechanism: "analyst query (repeatable release)",
-            epsilon: c.charged.0,
-            delta: c.charged.1,
-            releases: 1,
-            exact: None,
-            identity: c.identity,
-        });
-    }
-    let fresh: Vec<&Cost> = costs.iter().filter(|c| c.identity.is_none()).collect();
-    if !fresh.is_empty() {
-        let epsilons: Vec<f64> = fresh.iter().map(|c| c.charged.0).collect();
-        let deltas: Vec<f64> = fresh.iter().map(|c| c.charged.1).collect();
-        let what = format!("analyst query ({} releases)", fresh.len());
-        charge(&Charge {
-            mechanism: &what,
-            epsilon: epsilons.iter().sum(),
-            delta: deltas.iter().sum(),
-            releases: 1,
-            exact: Some([dpnoise_core::rational::decimal_sum(&epsilons), dpnoise_core::rational::decimal_sum(&deltas)]),
-            identity: None,
-        });
-    }
+    // One charge for the whole statement, all or nothing, recording the
+    // releases it pays for once and for all.
+    let identities: Vec<[u8; 32]> = costs.iter().filter_map(|c| c.identity.map(|i| i.identity)).collect();
+    let what = format!("analyst query ({} releases)", costs.len());
+    charge(&Charge {
+        mechanism: &what,
+        epsilon: total,
+        delta: deltas.iter().sum(),
+        releases: 1,
+        exact: Some([dpnoise_core::rational::decimal_sum(&epsilons), dpnoise_core::rational::decimal_sum(&deltas)]),
+        identities: &identities,
+        repeat: false,
+    });
     let statement = crate::hooks::statement();
     PREPAID.with(|p| {
         let mut p = p.borrow_mut();
@@ -117,7 +112,7 @@ struct Cost {
     /// of a person share when the gate bounded them (`dp_share`).
     charged: (f64, f64),
     /// Its identity, if it can be answered again (`repeat`).
-    identity: Option<[u8; 32]>,
+    identity: Option<crate::repeat::Identified>,
 }
 
 /// The cost of every finalizing dpnoise aggregate in the plan, each

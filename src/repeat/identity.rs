@@ -520,6 +520,7 @@ fn tracked(relid: pg_sys::Oid, inh: bool) -> bool {
         let triggers = (*rel).trigdesc;
         let found = !(inh && (*(*rel).rd_rel).relhassubclass)
             && !(*(*rel).rd_rel).relispartition
+            && (*(*rel).rd_rel).relpersistence == pg_sys::RELPERSISTENCE_PERMANENT as std::ffi::c_char
             && !triggers.is_null()
             && (0..(*triggers).numtriggers as usize).any(|i| {
                 let t = &*(*triggers).triggers.add(i);

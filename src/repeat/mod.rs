@@ -32,6 +32,18 @@ use pgrx::spi::Spi;
 use rand_chacha::rand_core::SeedableRng;
 use std::cell::{Cell, RefCell};
 
+/// What every identity starts with (fixed length).
+const VERSION: &[u8; 16] = &{
+    let mut v = [b' '; 16];
+    let name = concat!("dpnoise ", env!("CARGO_PKG_VERSION")).as_bytes();
+    let mut i = 0;
+    while i < name.len() && i < 16 {
+        v[i] = name[i];
+        i += 1;
+    }
+    v
+};
+
 /// dp_track's trigger on a tracked table.
 pub const TRIGGER: &str = "dpnoise_track";
 
@@ -42,6 +54,8 @@ const MARKER: &str = "dpnoise releases";
 struct Execution {
     estate: *mut pg_sys::EState,
     identities: Vec<Option<[u8; 32]>>,
+    /// Whether each identity was paid for before the execution started.
+    paid: Vec<bool>,
     /// Each call's GROUP BY items, in the canonical order of its keys.
     items: Vec<Vec<u32>>,
 }
@@ -188,25 +202,27 @@ pub unsafe fn start(query: *mut pg_sys::QueryDesc, eflags: i32) {
         let mut relations: Vec<pg_sys::Oid> = marked.iter().flat_map(|m| m.relations.iter().copied()).collect();
         relations.sort_unstable_by_key(|r| u32::from(*r));
         relations.dedup();
-        let (key, versions) = read_versions(&relations, (*query).snapshot);
         let shapes = agg_shapes((*query).plannedstmt, &marked);
-        let identities = marked
-            .iter()
-            .enumerate()
-            .map(|(i, m)| {
-                let mut parts: Vec<Vec<u8>> = vec![b"release".to_vec(), m.digest.to_vec()];
-                for r in &m.relations {
-                    let version = versions.iter().find(|(rel, _)| rel == r)?.1.as_ref()?;
-                    parts.push(u32::from(*r).to_le_bytes().to_vec());
-                    parts.push((version.len() as u64).to_le_bytes().to_vec());
-                    parts.push(version.clone());
-                }
-                shapes[i].then(|| crate::seal::hmac(&key, &parts.iter().map(Vec::as_slice).collect::<Vec<_>>()))
-            })
-            .collect();
+        let (identities, paid) = read(&relations, (*query).snapshot, |key, versions| {
+            marked
+                .iter()
+                .enumerate()
+                .map(|(i, m)| {
+                    // The library's version too: another version may draw other noise from one seed.
+                    let mut parts: Vec<Vec<u8>> = vec![VERSION.to_vec(), m.digest.to_vec()];
+                    for r in &m.relations {
+                        let version = versions.iter().find(|(rel, _)| rel == r)?.1.as_ref()?;
+                        parts.push(u32::from(*r).to_le_bytes().to_vec());
+                        parts.push((version.len() as u64).to_le_bytes().to_vec());
+                        parts.push(version.clone());
+                    }
+                    shapes[i].then(|| crate::seal::hmac(key, &parts.iter().map(Vec::as_slice).collect::<Vec<_>>()))
+                })
+                .collect()
+        });
         let estate = (*query).estate;
         let items = marked.into_iter().map(|m| m.group_items).collect();
-        EXECUTIONS.with(|e| e.borrow_mut().push(Execution { estate, identities, items }));
+        EXECUTIONS.with(|e| e.borrow_mut().push(Execution { estate, identities, paid, items }));
         // Forgotten when the execution's memory goes, however it ends.
         let callback = pg_sys::MemoryContextAlloc((*estate).es_query_cxt, std::mem::size_of::<pg_sys::MemoryContextCallback>())
             as *mut pg_sys::MemoryContextCallback;
@@ -225,17 +241,24 @@ unsafe extern "C-unwind" fn forget(arg: *mut std::ffi::c_void) {
 }
 
 /// Reads the secret key and, for each of `relations`, its version (None:
-/// not tracked, or written by this transaction), under `snapshot`, as the
-/// bootstrap superuser (the key and the write log are dpnoise's).
+/// not tracked), under `snapshot`, as the bootstrap superuser (the key and
+/// the write log are dpnoise's); `identify` makes the calls' identities of
+/// them, and whether the ledger holds each as paid is read too.
 ///
 /// # Safety
-/// `snapshot` is the live snapshot of the starting execution; inside a transaction.
-unsafe fn read_versions(relations: &[pg_sys::Oid], snapshot: pg_sys::Snapshot) -> ([u8; 32], Vec<(pg_sys::Oid, Option<Vec<u8>>)>) {
+/// `snapshot` is the live snapshot of the starting execution, whose
+/// transaction has no xid (so SPI runs read-only, under the pushed
+/// snapshot); inside a transaction.
+unsafe fn read(
+    relations: &[pg_sys::Oid],
+    snapshot: pg_sys::Snapshot,
+    identify: impl FnOnce(&[u8; 32], &[(pg_sys::Oid, Option<Vec<u8>>)]) -> Vec<Option<[u8; 32]>>,
+) -> (Vec<Option<[u8; 32]>>, Vec<bool>) {
     const VERSIONS: &str = "SELECT r.rel, t.tgenabled OPERATOR(pg_catalog.=) 'A' \
             AND t.tgfoid OPERATOR(pg_catalog.=) 'dpnoise.track_write()'::pg_catalog.regprocedure \
             AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_subscription_rel s WHERE s.srrelid OPERATOR(pg_catalog.=) r.rel) \
             AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_inherits i WHERE i.inhrelid OPERATOR(pg_catalog.=) r.rel) \
-            AND NOT c.relispartition \
+            AND NOT c.relispartition AND c.relpersistence OPERATOR(pg_catalog.=) 'p' \
             AND NOT EXISTS (SELECT 1 FROM dpnoise.writes w WHERE w.rel OPERATOR(pg_catalog.=) r.rel \
                 AND w.xid OPERATOR(pg_catalog.=) pg_catalog.pg_current_xact_id_if_assigned()), \
             pg_catalog.concat_ws(' ', c.relfilenode, c.xmin, t.xmin, \
@@ -244,6 +267,8 @@ unsafe fn read_versions(relations: &[pg_sys::Oid], snapshot: pg_sys::Snapshot) -
         FROM pg_catalog.unnest($1::pg_catalog.oid[]) r(rel) \
         JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) r.rel \
         LEFT JOIN pg_catalog.pg_trigger t ON t.tgrelid OPERATOR(pg_catalog.=) r.rel AND t.tgname OPERATOR(pg_catalog.=) 'dpnoise_track'";
+    const PAID: &str = "SELECT p.identity FROM dpnoise.paid_releases p \
+        WHERE p.identity OPERATOR(pg_catalog.=) ANY ($1::pg_catalog.bytea[])";
     let mut user = pg_sys::InvalidOid;
     let mut context = 0;
     // SAFETY: reads and sets this backend's current user id (restored below; an error's abort
@@ -280,7 +305,17 @@ unsafe fn read_versions(relations: &[pg_sys::Oid], snapshot: pg_sys::Snapshot) -
             let version = row.get::<String>(3)?.unwrap_or_default();
             versions.push((rel, current.then(|| version.into_bytes())));
         }
-        Ok::<_, pgrx::spi::Error>((key, versions))
+        let identities = identify(&key, &versions);
+        let known: Vec<Vec<u8>> = identities.iter().flatten().map(|i| i.to_vec()).collect();
+        let mut paid_before = Vec::new();
+        if !known.is_empty() {
+            let args = [known.into()];
+            for row in client.select(PAID, None, &args)? {
+                paid_before.push(row.get::<Vec<u8>>(1)?.unwrap_or_default());
+            }
+        }
+        let paid = identities.iter().map(|i| i.is_some_and(|i| paid_before.iter().any(|p| p[..] == i[..]))).collect();
+        Ok::<_, pgrx::spi::Error>((identities, paid))
     });
     READING.with(|r| r.set(false));
     // SAFETY: undoes the pushes above.
@@ -368,12 +403,20 @@ unsafe fn marker_index(aggref: *mut pg_sys::Aggref) -> Option<usize> {
     (location <= MARK).then(|| (MARK - location) as usize)
 }
 
+/// A release that can be answered again: its identity, and whether it
+/// was paid for before its statement started.
+#[derive(Clone, Copy)]
+pub struct Identified {
+    pub identity: [u8; 32],
+    pub paid: bool,
+}
+
 /// The identity of the release an aggregate's final function is making
 /// (None: a fresh release), found once per call site and execution.
 ///
 /// # Safety
 /// `fcinfo` is a live call of a dpnoise final or per-row function.
-pub unsafe fn identity(fcinfo: pg_sys::FunctionCallInfo) -> Option<[u8; 32]> {
+pub unsafe fn identity(fcinfo: pg_sys::FunctionCallInfo) -> Option<Identified> {
     // SAFETY: the caller's contract; the context, when an AggState, is the node running the call.
     unsafe {
         let context = (*fcinfo).context;
@@ -382,33 +425,29 @@ pub unsafe fn identity(fcinfo: pg_sys::FunctionCallInfo) -> Option<[u8; 32]> {
         }
         let site = crate::call_site::call_site(fcinfo);
         if site.identity_known {
-            return site.identified.then_some(site.identity);
+            return site.identified.then_some(Identified { identity: site.identity, paid: site.identity_paid });
         }
         let agg = context as *mut pg_sys::AggState;
         let aggref = pg_sys::AggGetAggref(fcinfo);
-        let estate = (*agg).ss.ps.state;
-        let found = if aggref.is_null() {
-            None
-        } else {
-            marker_index(aggref).and_then(|i| running(estate, |x| x.identities.get(i).copied().flatten()))
-        };
+        let found = if aggref.is_null() { None } else { planned_identity((*agg).ss.ps.state, aggref) };
         let site = crate::call_site::call_site(fcinfo);
         site.identity_known = true;
         site.identified = found.is_some();
-        site.identity = found.unwrap_or_default();
+        site.identity = found.map(|i| i.identity).unwrap_or_default();
+        site.identity_paid = found.is_some_and(|i| i.paid);
         found
     }
 }
 
-/// The identity of an identified call in a plan being started (for the
-/// analyst's prepayment), by its Aggref in the plan.
+/// The identity of an identified call in a plan being run, by its Aggref
+/// in the plan (for the analyst's prepayment, and the final function's).
 ///
 /// # Safety
-/// `estate` is the starting execution's; `aggref` a live Aggref of its plan.
-pub unsafe fn planned_identity(estate: *mut pg_sys::EState, aggref: *mut pg_sys::Aggref) -> Option<[u8; 32]> {
+/// `estate` is the execution's; `aggref` a live Aggref of its plan.
+pub unsafe fn planned_identity(estate: *mut pg_sys::EState, aggref: *mut pg_sys::Aggref) -> Option<Identified> {
     // SAFETY: the caller's contract.
     let i = unsafe { marker_index(aggref) }?;
-    running(estate, |x| x.identities.get(i).copied().flatten())
+    running(estate, |x| Some(Identified { identity: x.identities.get(i).copied().flatten()?, paid: *x.paid.get(i)? }))
 }
 
 /// `f` of the running execution whose EState is `estate`, if `start` saw it.
@@ -425,7 +464,7 @@ fn running<T>(estate: *mut pg_sys::EState, f: impl FnOnce(&Execution) -> Option<
 #[inline]
 pub unsafe fn with_release_rng<T>(fcinfo: pg_sys::FunctionCallInfo, f: impl FnOnce(&mut BackendRng) -> T) -> T {
     // SAFETY: the caller's contract.
-    let Some(identity) = (unsafe { identity(fcinfo) }) else {
+    let Some(Identified { identity, .. }) = (unsafe { identity(fcinfo) }) else {
         return crate::rng::with_rng(f);
     };
     // SAFETY: identity() found an AggState context running this final call, and its Aggref marked.

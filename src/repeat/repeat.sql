@@ -37,10 +37,10 @@ BEGIN
     IF rel IS NULL THEN
         RAISE EXCEPTION 'rel must not be NULL' USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    SELECT c.relkind INTO kind FROM pg_catalog.pg_class c WHERE c.oid = rel;
+    SELECT c.relkind INTO kind FROM pg_catalog.pg_class c WHERE c.oid = rel AND c.relpersistence = 'p';
     IF kind IS DISTINCT FROM 'r' OR EXISTS (SELECT 1 FROM pg_catalog.pg_inherits i WHERE i.inhrelid = rel) THEN
-        RAISE EXCEPTION 'dp_track: % is not an ordinary table without a parent', rel USING ERRCODE = 'wrong_object_type',
-            HINT = 'A write through a parent does not fire the table''s own statement triggers: partitions, inheritance children and parents are never tracked.';
+        RAISE EXCEPTION 'dp_track: % is not an ordinary, logged table without a parent', rel USING ERRCODE = 'wrong_object_type',
+            HINT = 'A write through a parent does not fire the table''s own statement triggers, and a crash empties an unlogged table without any: partitions, inheritance children, unlogged and temporary tables are never tracked.';
     END IF;
     IF pg_catalog.to_regclass('pg_catalog.pg_dist_partition') IS NOT NULL THEN
         IF EXISTS (SELECT 1 FROM pg_catalog.pg_dist_partition p WHERE p.logicalrelid = rel) THEN

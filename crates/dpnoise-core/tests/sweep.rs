@@ -50,9 +50,21 @@ struct Sweep {
 }
 
 impl Sweep {
-    fn run(&mut self, name: String, case: impl FnOnce() + Send + 'static) {
+    /// A case over the limit runs once more and fails only if it is over
+    /// it again: a machine busy with something else (a build beside the
+    /// suite) slows one run, not a case that is slow in itself.
+    fn run<F: Fn() + Send + Sync + 'static>(&mut self, name: String, case: F) {
         self.cases += 1;
-        match timed(case) {
+        let case = std::sync::Arc::new(case);
+        let once = |case: &std::sync::Arc<F>| {
+            let case = std::sync::Arc::clone(case);
+            timed(move || case())
+        };
+        let time = match once(&case) {
+            Some(t) if t > LIMIT => once(&case).map(|again| again.min(t)),
+            other => other,
+        };
+        match time {
             None => self.failures.push(format!("{name}: still running after {DEADLINE:?}")),
             Some(t) if t > LIMIT => self.failures.push(format!("{name}: {t:?}")),
             Some(t) if t > self.slowest.0 => self.slowest = (t, name),

@@ -198,7 +198,7 @@ SELECT outcome($$SELECT dp_budget_grant('analyst', 1000)$$);
 SELECT outcome($$SELECT dp_budget_revoke('strict_analyst')$$);
 SELECT outcome($$SELECT dp_budget_set_strict('analyst', false)$$);
 SELECT outcome($$SELECT dp_budget_set_global(NULL)$$);
-SELECT outcome($$SELECT * FROM dpnoise.charge_batch('{1}', '{0}', '{0}', '{1}', '{x}', '{y}', '{0}', '{}', '{}')$$);
+SELECT outcome($$SELECT * FROM dpnoise.charge_batch('{1}', '{0}', '{0}', '{1}', '{x}', '{y}', '{0}', '{}', '{}', '{}')$$);
 SELECT outcome('SET dpnoise.enforce_budget = off');
 SELECT outcome('SET dpnoise.seed = 1');
 SELECT count(*) AS mine FROM dp_my_ledger \gset
@@ -271,27 +271,33 @@ SELECT * FROM dpnoise.charge_batch(
     ARRAY[0.1, 0.6, 0.5, 0.4, 0.1, 0, 0]::numeric[], ARRAY[0, 0, 0, 0, 0, 0, 0]::numeric[],
     ARRAY[1, 1, 1, 1, 1, 1, 1]::bigint[], ARRAY['m1', 'm2', 'm3', 'm4', 'm5', 'm6', 'm7'],
     ARRAY['batch', 'batch', 'batch', 'batch', 'batch', 'batch', 'batch'], ARRAY[1, 2, 3, 4, 5, 6, 7],
-    array_fill(now(), ARRAY[7]), array_fill(NULL::bytea, ARRAY[7]));
+    array_fill(now(), ARRAY[7]), array_fill(NULL::bytea, ARRAY[7]), array_fill(false, ARRAY[7]));
 SELECT mechanism, pid, role::text FROM dpnoise.ledger WHERE statement = 'batch' ORDER BY id;
 SELECT role_name, epsilon_spent FROM dp_budgets WHERE role_name LIKE 'batch%' ORDER BY 1;
 SELECT dp_budget_set_global(NULL);
--- Identities (repeated releases): the first request of an identity pays
--- and records it; a later one, in the batch or after, by any role (even one
--- without a budget), is granted free, with no ledger row; a strict role
--- pays without recording it (it pays per group).
+-- Identities (repeated releases): a request pays for the identities it
+-- carries once and for all, and records them (a strict role pays without
+-- recording: it pays per group); a repeat (repeats[i]) whose identities
+-- were all paid, in the batch or before, by any role (even one without a
+-- budget), is granted free, with no ledger row.
 SELECT dp_budget_grant('batch_a', 1.0);
 SELECT dp_budget_grant('batch_b', 1.0);
 SELECT dp_budget_set_strict('batch_b');
+\set one 'decode(repeat(''01'', 32), ''hex'')'
+\set two 'decode(repeat(''02'', 32), ''hex'')'
 SELECT granted, is_free FROM dpnoise.charge_batch(
-    ARRAY['batch_a', 'batch_b', 'batch_none', 'batch_b']::regrole[]::oid[],
-    ARRAY[0.25, 0.25, 0.25, 0.25]::numeric[], ARRAY[0, 0, 0, 0]::numeric[], ARRAY[1, 1, 1, 1]::bigint[],
-    ARRAY['i1', 'i2', 'i3', 'i4'], ARRAY['identity', 'identity', 'identity', 'identity'], ARRAY[1, 2, 3, 4],
-    array_fill(now(), ARRAY[4]), ARRAY['\x01', '\x01', '\x01', '\x02']::bytea[]);
+    ARRAY['batch_a', 'batch_b', 'batch_none', 'batch_b', 'batch_a']::regrole[]::oid[],
+    ARRAY[0.25, 0.25, 0.25, 0.25, 0.25]::numeric[], ARRAY[0, 0, 0, 0, 0]::numeric[], ARRAY[1, 1, 1, 1, 1]::bigint[],
+    ARRAY['i1', 'i2', 'i3', 'i4', 'i5'], array_fill('identity'::text, ARRAY[5]), ARRAY[1, 2, 3, 4, 5],
+    array_fill(now(), ARRAY[5]),
+    ARRAY[:one, :one, :one, :two, :one || :two]::bytea[], ARRAY[true, true, true, true, true]);
 SELECT granted, is_free FROM dpnoise.charge_batch(
-    ARRAY['batch_b', 'batch_a']::regrole[]::oid[], ARRAY[0.25, 0.25]::numeric[], ARRAY[0, 0]::numeric[],
-    ARRAY[1, 1]::bigint[], ARRAY['i5', 'i6'], ARRAY['identity', 'identity'], ARRAY[5, 6],
-    array_fill(now(), ARRAY[2]), ARRAY['\x02', '\x01']::bytea[]);
-SELECT mechanism, role::text, identity FROM dpnoise.ledger WHERE statement = 'identity' ORDER BY id;
+    ARRAY['batch_b', 'batch_a', 'batch_a']::regrole[]::oid[], ARRAY[0.25, 0.25, 0.25]::numeric[], ARRAY[0, 0, 0]::numeric[],
+    ARRAY[1, 1, 1]::bigint[], ARRAY['i6', 'i7', 'i8'], array_fill('identity'::text, ARRAY[3]), ARRAY[6, 7, 8],
+    array_fill(now(), ARRAY[3]), ARRAY[:two, :one || :two, :one]::bytea[], ARRAY[true, true, false]);
+SELECT l.mechanism, l.role::text, encode(substring(p.identity FOR 2), 'hex') AS identity
+FROM dpnoise.ledger l LEFT JOIN dpnoise.paid_releases p ON p.ledger_id = l.id
+WHERE l.statement = 'identity' ORDER BY l.id, 3;
 SELECT dp_budget_set_strict('batch_b', false);
 
 -- Revoking ends releases; what was spent stays.
