@@ -209,6 +209,11 @@ unsafe fn identify(level: *mut pg_sys::Query, walk: &mut Levels) {
             check_node((*aggref).aggfilter.cast(), &mut call);
             let mut params = level_check.params.clone();
             params.extend(call.params);
+            // Tables read in the call's own arguments or FILTER (a subquery) version it too.
+            let mut relations = level_check.relations.clone();
+            relations.extend(call.relations.iter().copied());
+            relations.sort_unstable_by_key(|r| u32::from(*r));
+            relations.dedup();
             let Some(values) = (call.ok).then(|| parameter_values(&params, walk.params)).flatten() else {
                 continue;
             };
@@ -218,7 +223,7 @@ unsafe fn identify(level: *mut pg_sys::Query, walk: &mut Levels) {
             let digest = crate::seal::hmac(b"dpnoise release identity v1", &[&whole]);
             let index = walk.marked.len() as i32;
             (*aggref).location = MARK - index;
-            walk.marked.push(Marked { digest, relations: level_check.relations.clone(), group_items: group_items.clone() });
+            walk.marked.push(Marked { digest, relations, group_items: group_items.clone() });
         }
         level_check.relations.clear();
     }
@@ -385,6 +390,16 @@ unsafe extern "C-unwind" fn checker(node: *mut pg_sys::Node, context: *mut c_voi
                 return false;
             }
             T_Var if (*(node as *mut pg_sys::Var)).varlevelsup > check.depth => return fail(check),
+            // A whole row, or a value of a type of the user's (a composite,
+            // an enum, a domain), is compared by what the catalog says of it
+            // now, which DDL can change without a rewrite.
+            T_Var
+                if (*(node as *mut pg_sys::Var)).varattno == 0
+                    || u32::from((*(node as *mut pg_sys::Var)).vartype) >= pg_sys::FirstNormalObjectId =>
+            {
+                return fail(check)
+            }
+            T_Const if u32::from((*(node as *mut pg_sys::Const)).consttype) >= pg_sys::FirstNormalObjectId => return fail(check),
             T_GroupingFunc if (*(node as *mut pg_sys::GroupingFunc)).agglevelsup > check.depth => return fail(check),
             T_Aggref => {
                 let aggref = node as *mut pg_sys::Aggref;

@@ -263,7 +263,10 @@ unsafe fn read(
                 AND w.xid OPERATOR(pg_catalog.=) pg_catalog.pg_current_xact_id_if_assigned()), \
             pg_catalog.concat_ws(' ', c.relfilenode, c.xmin, t.xmin, \
                 (SELECT pg_catalog.count(*) FROM dpnoise.writes w WHERE w.rel OPERATOR(pg_catalog.=) r.rel), \
-                (SELECT pg_catalog.max(w.xid::text COLLATE \"C\") FROM dpnoise.writes w WHERE w.rel OPERATOR(pg_catalog.=) r.rel)) \
+                (SELECT pg_catalog.max(w.xid::pg_catalog.text COLLATE pg_catalog.\"C\") FROM dpnoise.writes w \
+                 WHERE w.rel OPERATOR(pg_catalog.=) r.rel), \
+                (SELECT pg_catalog.string_agg(a.xmin::pg_catalog.text, ',' ORDER BY a.attnum) FROM pg_catalog.pg_attribute a \
+                 WHERE a.attrelid OPERATOR(pg_catalog.=) r.rel)) \
         FROM pg_catalog.unnest($1::pg_catalog.oid[]) r(rel) \
         JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) r.rel \
         LEFT JOIN pg_catalog.pg_trigger t ON t.tgrelid OPERATOR(pg_catalog.=) r.rel AND t.tgname OPERATOR(pg_catalog.=) 'dpnoise_track'";
@@ -281,6 +284,24 @@ unsafe fn read(
         );
         pg_sys::PushActiveSnapshot(snapshot);
     }
+    // Run as a superuser, the queries below must not resolve a name the
+    // caller chose: a type in pg_temp is found before pg_catalog's unless
+    // the path says otherwise (and every name is qualified besides).
+    // SAFETY: a GUC nest level, ended below (an error's abort ends it too).
+    let nest = unsafe {
+        let nest = pg_sys::NewGUCNestLevel();
+        pg_sys::set_config_option(
+            c"search_path".as_ptr(),
+            c"pg_catalog, pg_temp".as_ptr(),
+            pg_sys::GucContext::PGC_USERSET,
+            pg_sys::GucSource::PGC_S_SESSION,
+            pg_sys::GucAction::GUC_ACTION_SAVE,
+            true,
+            0,
+            false,
+        );
+        nest
+    };
     READING.with(|r| r.set(true));
     let read = Spi::connect(|client| {
         let key = match KEY.with(|k| *k.borrow()) {
@@ -320,6 +341,7 @@ unsafe fn read(
     READING.with(|r| r.set(false));
     // SAFETY: undoes the pushes above.
     unsafe {
+        pg_sys::AtEOXact_GUC(true, nest);
         pg_sys::PopActiveSnapshot();
         pg_sys::SetUserIdAndSecContext(user, context);
     }

@@ -16,8 +16,12 @@ Checks:
   write with the tracking trigger disabled, each make a new release;
 - the difference attack (release, add one row, release again) never
   yields the row's exact value;
-- now(), an untracked table, a write in the same transaction, a generic
-  plan's parameter: fresh releases, charged every time;
+- a write to a table read only in the call's FILTER makes a new release;
+- a type shadowed in pg_temp never runs inside dpnoise's own reads;
+- dp_track refuses a partition; a HAVING that splits a group is another release;
+- now(), an untracked table, a LIMIT subquery, random(), a whole-row
+  comparison, a conversion to text, a write in the same transaction, a
+  generic plan's parameter: fresh releases, charged every time;
 - custom plans' parameters: same value, same release; another, another;
 - an analyst under the gate: repeated statements identical and charged once.
 Exits non-zero on a failure.
@@ -180,12 +184,38 @@ def main(port):
     part = a.execute("SELECT dp_count(1.0) FROM signs GROUP BY f HAVING f::text = '0'").fetchone()[0]
     check("HAVING that splits a group: another release", whole - part != 100, f"{whole} {part}")
 
+    # A table read in the call's own FILTER (a subquery) versions the release too.
+    su.execute("CREATE TABLE flagged (id int PRIMARY KEY, flag int); INSERT INTO flagged SELECT i, i % 2 FROM generate_series(1, 30000) i; "
+               "GRANT SELECT ON flagged TO rep_a; SELECT dp_track('flagged')")
+    filtered = "SELECT dp_count(1.0) FILTER (WHERE id IN (SELECT id FROM flagged WHERE flag = 1)) FROM staff"
+    before = a.execute(filtered).fetchone()[0]
+    charged = spent("rep_a")
+    su.execute("UPDATE flagged SET flag = 1 WHERE id = 2")
+    after = a.execute(filtered).fetchone()[0]
+    check("a write to a table read in FILTER: new noise, charged", after - before != 1 and spent("rep_a") == charged + 1,
+          f"{before} {after} {charged} -> {spent('rep_a')}")
+
+    # Names in dpnoise's own reads are PostgreSQL's, whatever the caller's
+    # search_path: a type shadowed in pg_temp never runs its CHECK.
+    shadow = connect(port, "rep_a")
+    shadow.execute("CREATE FUNCTION pg_temp.evil(x pg_catalog.text) RETURNS bool LANGUAGE plpgsql AS "
+                   "$$ BEGIN RAISE EXCEPTION 'shadowing type ran as %', current_user; END $$")
+    shadow.execute("CREATE DOMAIN pg_temp.text AS pg_catalog.text CHECK (pg_temp.evil(VALUE))")
+    try:
+        shadow.execute(QUERY).fetchall()
+        check("a type shadowed in pg_temp is not used by dpnoise's reads", True)
+    except psycopg.Error as e:
+        check("a type shadowed in pg_temp is not used by dpnoise's reads", False, str(e).splitlines()[0])
+    shadow.close()
+
     # Fresh releases: charged every time.
     fresh = {
         "now()": "SELECT dp_count(1.0) FROM staff WHERE id < extract(epoch FROM now())",
         "an untracked table": "SELECT dp_count(1.0) FROM loose",
         "LIMIT in a subquery": "SELECT dp_count(1.0) FROM (SELECT * FROM staff ORDER BY region LIMIT 100) s",
         "random()": "SELECT dp_count(1.0) FROM staff WHERE random() < 2",
+        "a whole-row comparison": "SELECT dp_count(1.0) FROM staff x, staff y WHERE y.id = x.id + 1 AND x < y",
+        "a conversion to text": "SELECT dp_count(1.0) FROM staff WHERE salary::text LIKE '1%'",
     }
     for name, sql in fresh.items():
         charged = spent("rep_a")
