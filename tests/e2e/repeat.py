@@ -27,6 +27,7 @@ Checks:
 Exits non-zero on a failure.
 """
 import sys
+from decimal import Decimal
 
 import psycopg
 
@@ -65,8 +66,9 @@ def main(port):
         ANALYZE staff;
         SELECT dp_track('staff');
     """)
-    spent = lambda role: float(su.execute(
-        "SELECT coalesce(sum(epsilon * releases), 0) FROM dpnoise.ledger WHERE role = %s::regrole", (role,)).fetchone()[0])
+    # Exact decimals (numeric), as the ledger keeps them.
+    spent = lambda role: su.execute(
+        "SELECT coalesce(sum(epsilon * releases), 0) FROM dpnoise.ledger WHERE role = %s::regrole", (role,)).fetchone()[0]
     a = connect(port, "rep_a")
     b = connect(port, "rep_b")
     rows = lambda conn, sql, params=None: sorted(conn.execute(sql, params).fetchall())
@@ -180,19 +182,22 @@ def main(port):
     # WHERE): it is part of the identity.
     su.execute("CREATE TABLE signs (f float8); INSERT INTO signs SELECT CASE WHEN i <= 100 THEN '-0' ELSE '0' END::float8 "
                "FROM generate_series(1, 1000) i; GRANT SELECT ON signs TO rep_a; SELECT dp_track('signs')")
-    whole = a.execute("SELECT dp_count(1.0) FROM signs GROUP BY f").fetchone()[0]
-    part = a.execute("SELECT dp_count(1.0) FROM signs GROUP BY f HAVING f::text = '0'").fetchone()[0]
-    check("HAVING that splits a group: another release", whole - part != 100, f"{whole} {part}")
+    whole = a.execute("SELECT dp_count(0.001) FROM signs GROUP BY f").fetchone()[0]
+    charged = spent("rep_a")
+    # atan2(0, -1) = pi, atan2(-0, -1) = -pi: a condition on the key that -0 and 0 fail apart.
+    part = a.execute("SELECT dp_count(0.001) FROM signs GROUP BY f HAVING atan2(f, -1) > 0").fetchone()[0]
+    check("HAVING that splits a group: another release, charged",
+          whole - part != 100 and spent("rep_a") == charged + Decimal("0.001"), f"{whole} {part}")
 
     # A table read in the call's own FILTER (a subquery) versions the release too.
     su.execute("CREATE TABLE flagged (id int PRIMARY KEY, flag int); INSERT INTO flagged SELECT i, i % 2 FROM generate_series(1, 30000) i; "
                "GRANT SELECT ON flagged TO rep_a; SELECT dp_track('flagged')")
-    filtered = "SELECT dp_count(1.0) FILTER (WHERE id IN (SELECT id FROM flagged WHERE flag = 1)) FROM staff"
+    filtered = "SELECT dp_count(0.001) FILTER (WHERE id IN (SELECT id FROM flagged WHERE flag = 1)) FROM staff"
     before = a.execute(filtered).fetchone()[0]
     charged = spent("rep_a")
     su.execute("UPDATE flagged SET flag = 1 WHERE id = 2")
     after = a.execute(filtered).fetchone()[0]
-    check("a write to a table read in FILTER: new noise, charged", after - before != 1 and spent("rep_a") == charged + 1,
+    check("a write to a table read in FILTER: new noise, charged", after - before != 1 and spent("rep_a") == charged + Decimal("0.001"),
           f"{before} {after} {charged} -> {spent('rep_a')}")
 
     # Names in dpnoise's own reads are PostgreSQL's, whatever the caller's
