@@ -170,9 +170,12 @@ CREATE UNIQUE INDEX release_key_one ON dpnoise.release_key ((true));
 
 -- One row per transaction that wrote a tracked table, written by that
 -- transaction (dp_track's trigger): visible exactly when its rows are.
+-- The ledger worker merges a table's rows into one (n: the transactions it
+-- stands for, xid: the newest), when a statement finds many.
 CREATE TABLE dpnoise.writes (
     rel oid NOT NULL,
     xid xid8 NOT NULL,
+    n   bigint NOT NULL DEFAULT 1,
     PRIMARY KEY (rel, xid)
 );
 
@@ -226,7 +229,7 @@ END $$;
 -- What is tracked, and how many writing transactions each table has seen.
 CREATE VIEW dp_tracked_tables AS
 SELECT t.tgrelid::regclass AS rel, t.tgenabled = 'A' AS tracking,
-       (SELECT pg_catalog.count(*) FROM dpnoise.writes w WHERE w.rel = t.tgrelid) AS writes
+       (SELECT pg_catalog.sum(w.n) FROM dpnoise.writes w WHERE w.rel = t.tgrelid) AS writes
 FROM pg_catalog.pg_trigger t
 WHERE t.tgname = 'dpnoise_track' AND t.tgfoid = 'dpnoise.track_write()'::regprocedure;
 
@@ -234,7 +237,7 @@ REVOKE EXECUTE ON FUNCTION dpnoise.track_write(), dp_track(regclass), dp_untrack
 REVOKE ALL ON dp_tracked_tables FROM PUBLIC;
 
 COMMENT ON TABLE dpnoise.release_key IS 'The secret that derives repeated releases'' identities and noise; superusers only. Never change it by hand.';
-COMMENT ON TABLE dpnoise.writes IS 'One row per transaction that wrote a tracked table, written by that transaction (dp_track).';
+COMMENT ON TABLE dpnoise.writes IS 'One row per transaction that wrote a tracked table, written by that transaction (dp_track); the ledger worker merges them (n: how many).';
 COMMENT ON FUNCTION dpnoise.track_write() IS 'dp_track''s statement trigger: logs the writing transaction.';
 COMMENT ON FUNCTION dp_track(regclass) IS 'Tracks writes to a table, so that a release over it asked again is answered identically and free until it is written. Superusers only.';
 COMMENT ON FUNCTION dp_untrack(regclass) IS 'Stops tracking a table: releases over it are fresh (charged) again.';

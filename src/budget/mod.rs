@@ -257,6 +257,38 @@ fn wake_worker(database: pg_sys::Oid) {
     }
 }
 
+/// Asks this database's ledger worker to compact the write log of tracked
+/// tables (`repeat`), waking it if one runs or an idle pool worker can
+/// take the database; otherwise the next worker to serve it will. Never
+/// raises: the caller is a statement that only reads.
+pub fn request_compaction() {
+    let Some(mailbox) = shared::mailbox() else { return };
+    // SAFETY: a by-value read of this backend's database, set before any query runs.
+    let database = unsafe { pg_sys::MyDatabaseId };
+    mailbox.locked(|h| {
+        if !h.compact.contains(&database) {
+            if let Some(free) = h.compact.iter_mut().find(|d| **d == pg_sys::InvalidOid) {
+                *free = database;
+            }
+        }
+        if let Some(w) = h.workers.iter().find(|w| w.serves(database)) {
+            if w.state == WorkerState::Running {
+                // SAFETY: a Running entry's latch is its worker's PGPROC latch, in shared memory for the server's life; read under the mailbox lock.
+                unsafe { pg_sys::SetLatch(w.latch) };
+            }
+            return;
+        }
+        if let Some(w) = h.workers[..shared::POOL].iter_mut().find(|w| w.state == WorkerState::Idle) {
+            w.database = database;
+            w.state = WorkerState::Starting;
+            // SAFETY: a plain clock read.
+            w.since = unsafe { pg_sys::GetCurrentTimestamp() };
+            // SAFETY: as above: an Idle pool worker's latch, read under the mailbox lock.
+            unsafe { pg_sys::SetLatch(w.latch) };
+        }
+    });
+}
+
 /// Waits on this process's latch until the slot is DONE (or FREE),
 /// restarting the worker if it went away while the request was pending.
 fn wait_until_done(slot: SlotRef, database: pg_sys::Oid) {

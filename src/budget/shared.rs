@@ -158,6 +158,9 @@ pub struct Header {
     pub sessions_lock: *mut pg_sys::LWLock,
     pub slot_count: usize,
     pub workers: [WorkerEntry; MAX_DATABASES],
+    /// Databases whose write log (src/repeat) wants compacting by their
+    /// ledger worker; InvalidOid: a free entry.
+    pub compact: [pg_sys::Oid; MAX_DATABASES],
 }
 
 const NAME: &CStr = c"dpnoise ledger";
@@ -254,6 +257,7 @@ pub fn mailbox() -> Option<Mailbox> {
 /// What `Mailbox::locked` lends: the worker table, and the slots.
 pub struct Locked<'a> {
     pub workers: &'a mut [WorkerEntry; MAX_DATABASES],
+    pub compact: &'a mut [pg_sys::Oid; MAX_DATABASES],
     mailbox: Mailbox,
 }
 
@@ -327,7 +331,7 @@ impl Mailbox {
         // and this process lends it to `f` only.
         unsafe {
             pg_sys::LWLockAcquire((*self.header).lock, pg_sys::LWLockMode::LW_EXCLUSIVE);
-            let mut locked = Locked { workers: &mut (*self.header).workers, mailbox: *self };
+            let mut locked = Locked { workers: &mut (*self.header).workers, compact: &mut (*self.header).compact, mailbox: *self };
             let out = f(&mut locked);
             pg_sys::LWLockRelease((*self.header).lock);
             out

@@ -177,6 +177,11 @@ fn serve(entry: usize, database: pg_sys::Oid) {
             idle_since = std::time::Instant::now();
             continue;
         }
+        if take_compaction(database) {
+            compact();
+            idle_since = std::time::Instant::now();
+            continue;
+        }
         if idle_since.elapsed() >= IDLE_EXIT && retire(entry, database) {
             return;
         }
@@ -190,6 +195,42 @@ fn serve(entry: usize, database: pg_sys::Oid) {
             unsafe { pg_sys::ProcessConfigFile(pg_sys::GucContext::PGC_SIGHUP) };
         }
     }
+}
+
+/// Whether a compaction of this database's write log was asked for (and
+/// takes the request).
+fn take_compaction(database: pg_sys::Oid) -> bool {
+    let mailbox = shared::mailbox().expect("preloaded");
+    mailbox.locked(|h| match h.compact.iter_mut().find(|d| **d == database) {
+        Some(d) => {
+            *d = pg_sys::InvalidOid;
+            true
+        }
+        None => false,
+    })
+}
+
+/// Merges each tracked table's logged writes into one row (src/repeat):
+/// their count and newest transaction stay what every snapshot taken
+/// afterwards sees, so no release's identity changes; a snapshot taken
+/// before sees the rows as they were (MVCC), so neither does its.
+const COMPACT: &str = "WITH old AS (
+        DELETE FROM dpnoise.writes w
+        WHERE w.rel IN (SELECT v.rel FROM dpnoise.writes v GROUP BY v.rel HAVING pg_catalog.count(*) > 1)
+        RETURNING w.rel, w.xid, w.n)
+    INSERT INTO dpnoise.writes (rel, xid, n)
+    SELECT o.rel, pg_catalog.max(o.xid), pg_catalog.sum(o.n) FROM old o GROUP BY o.rel";
+
+fn compact() {
+    BackgroundWorker::transaction(|| {
+        // A database whose dpnoise predates the write log has nothing to compact.
+        if Spi::get_one::<bool>("SELECT pg_catalog.to_regclass('dpnoise.writes') IS NOT NULL").ok().flatten() == Some(true) {
+            Spi::run(COMPACT).expect("dpnoise: compacting the write log");
+            // The planner's estimates follow (an index range, not a scan of
+            // what was deleted); autovacuum reclaims the rows.
+            Spi::run("ANALYZE dpnoise.writes").expect("dpnoise: analyzing the write log");
+        }
+    });
 }
 
 /// Takes up to BATCH pending requests of this database.

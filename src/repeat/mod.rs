@@ -44,6 +44,10 @@ const VERSION: &[u8; 16] = &{
     v
 };
 
+/// A table's write log rows past which its statements ask the ledger
+/// worker to merge them (reading them costs each statement that reads it).
+const COMPACT_AT: i64 = 64;
+
 /// dp_track's trigger on a tracked table.
 pub const TRIGGER: &str = "dpnoise_track";
 
@@ -254,22 +258,23 @@ unsafe fn read(
     snapshot: pg_sys::Snapshot,
     identify: impl FnOnce(&[u8; 32], &[(pg_sys::Oid, Option<Vec<u8>>)]) -> Vec<Option<[u8; 32]>>,
 ) -> (Vec<Option<[u8; 32]>>, Vec<bool>) {
+    // The write log is read once per table (one index range: its rows are
+    // few, the ledger worker merges them); a write by this transaction
+    // never reaches here (it has an xid: start()).
     const VERSIONS: &str = "SELECT r.rel, t.tgenabled OPERATOR(pg_catalog.=) 'A' \
             AND t.tgfoid OPERATOR(pg_catalog.=) 'dpnoise.track_write()'::pg_catalog.regprocedure \
             AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_subscription_rel s WHERE s.srrelid OPERATOR(pg_catalog.=) r.rel) \
             AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_inherits i WHERE i.inhrelid OPERATOR(pg_catalog.=) r.rel) \
-            AND NOT c.relispartition AND c.relpersistence OPERATOR(pg_catalog.=) 'p' \
-            AND NOT EXISTS (SELECT 1 FROM dpnoise.writes w WHERE w.rel OPERATOR(pg_catalog.=) r.rel \
-                AND w.xid OPERATOR(pg_catalog.=) pg_catalog.pg_current_xact_id_if_assigned()), \
-            pg_catalog.concat_ws(' ', c.relfilenode, c.xmin, t.xmin, \
-                (SELECT pg_catalog.count(*) FROM dpnoise.writes w WHERE w.rel OPERATOR(pg_catalog.=) r.rel), \
-                (SELECT pg_catalog.max(w.xid::pg_catalog.text COLLATE pg_catalog.\"C\") FROM dpnoise.writes w \
-                 WHERE w.rel OPERATOR(pg_catalog.=) r.rel), \
+            AND NOT c.relispartition AND c.relpersistence OPERATOR(pg_catalog.=) 'p', \
+            pg_catalog.concat_ws(' ', c.relfilenode, c.xmin, t.xmin, COALESCE(w.transactions, 0), COALESCE(w.newest::pg_catalog.text, '-'), \
                 (SELECT pg_catalog.string_agg(a.xmin::pg_catalog.text, ',' ORDER BY a.attnum) FROM pg_catalog.pg_attribute a \
-                 WHERE a.attrelid OPERATOR(pg_catalog.=) r.rel)) \
+                 WHERE a.attrelid OPERATOR(pg_catalog.=) r.rel)), \
+            w.rows \
         FROM pg_catalog.unnest($1::pg_catalog.oid[]) r(rel) \
         JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) r.rel \
-        LEFT JOIN pg_catalog.pg_trigger t ON t.tgrelid OPERATOR(pg_catalog.=) r.rel AND t.tgname OPERATOR(pg_catalog.=) 'dpnoise_track'";
+        LEFT JOIN pg_catalog.pg_trigger t ON t.tgrelid OPERATOR(pg_catalog.=) r.rel AND t.tgname OPERATOR(pg_catalog.=) 'dpnoise_track' \
+        CROSS JOIN LATERAL (SELECT pg_catalog.sum(x.n) AS transactions, pg_catalog.max(x.xid) AS newest, pg_catalog.count(*) AS rows \
+            FROM dpnoise.writes x WHERE x.rel OPERATOR(pg_catalog.=) r.rel) w";
     const PAID: &str = "SELECT p.identity FROM dpnoise.paid_releases p \
         WHERE p.identity OPERATOR(pg_catalog.=) ANY ($1::pg_catalog.bytea[])";
     let mut user = pg_sys::InvalidOid;
@@ -320,11 +325,16 @@ unsafe fn read(
         let oids: Vec<pg_sys::Oid> = relations.to_vec();
         let args = [oids.into()];
         let mut versions = Vec::new();
+        let mut compact = false;
         for row in client.select(VERSIONS, None, &args)? {
             let rel = row.get::<pg_sys::Oid>(1)?.unwrap_or(pg_sys::InvalidOid);
             let current = row.get::<bool>(2)?.unwrap_or(false);
             let version = row.get::<String>(3)?.unwrap_or_default();
             versions.push((rel, current.then(|| version.into_bytes())));
+            compact |= row.get::<i64>(4)?.unwrap_or(0) > COMPACT_AT;
+        }
+        if compact {
+            crate::budget::request_compaction();
         }
         let identities = identify(&key, &versions);
         let known: Vec<Vec<u8>> = identities.iter().flatten().map(|i| i.to_vec()).collect();

@@ -18,6 +18,8 @@ Checks:
   yields the row's exact value;
 - a write to a table read only in the call's FILTER makes a new release;
 - a type shadowed in pg_temp never runs inside dpnoise's own reads;
+- a long write log is compacted into one row, and a release's identity
+  (its answer, its being paid) survives the compaction;
 - dp_track refuses a partition; a HAVING that splits a group is another release;
 - now(), an untracked table, a LIMIT subquery, random(), a whole-row
   comparison, a conversion to text, a write in the same transaction, a
@@ -27,6 +29,7 @@ Checks:
 Exits non-zero on a failure.
 """
 import sys
+import time
 from decimal import Decimal
 
 import psycopg
@@ -212,6 +215,27 @@ def main(port):
     except psycopg.Error as e:
         check("a type shadowed in pg_temp is not used by dpnoise's reads", False, str(e).splitlines()[0])
     shadow.close()
+
+    # The write log is compacted by the ledger worker when a statement finds
+    # it long; a release's identity survives the compaction.
+    su.execute("CREATE TABLE busy (id int PRIMARY KEY, v float8); INSERT INTO busy SELECT i, i FROM generate_series(1, 1000) i; "
+               "GRANT SELECT, UPDATE ON busy TO rep_a, rep_b; SELECT dp_track('busy')")
+    for i in range(100):
+        b.execute("UPDATE busy SET v = v WHERE id = %s", (i + 1,))
+    log_rows = lambda: su.execute("SELECT count(*), sum(n) FROM dpnoise.writes WHERE rel = 'busy'::regclass").fetchone()
+    busy_q = "SELECT dp_sum(v, 1.0, 0, 1000) FROM busy"
+    before_rows = log_rows()
+    first_busy = a.execute(busy_q).fetchone()[0]
+    charged = spent("rep_a")
+    for _ in range(100):
+        if log_rows()[0] == 1:
+            break
+        time.sleep(0.1)
+    after_rows = log_rows()
+    check("a long write log is compacted into one row, standing for every write",
+          before_rows[0] >= 100 and after_rows == (1, before_rows[1]), f"{before_rows} -> {after_rows}")
+    check("after compaction the release is the same, and free",
+          a.execute(busy_q).fetchone()[0] == first_busy and spent("rep_a") == charged)
 
     # Fresh releases: charged every time.
     fresh = {
