@@ -289,6 +289,16 @@ def main(port):
     r2 = rows(an, aq)
     check("analyst: the same statement twice gives identical answers", r1 == r2, f"{r1} / {r2}")
     check("analyst: charged once", mid > charged and spent("rep_analyst") == mid, f"{charged} {mid} {spent('rep_analyst')}")
+    # The difference attack as an analyst: one person added between two releases.
+    exact = []
+    sq = "SELECT dp_sum(income, 0.5, 0, 50000) FROM people"
+    for i in range(8):
+        x = an.execute(sq).fetchone()[0]
+        charged = spent("rep_analyst")
+        su.execute("INSERT INTO people VALUES (%s, 'north', 40000)", (100000 + i,))
+        y = an.execute(sq).fetchone()[0]
+        exact.append(y - x == 40000 or spent("rep_analyst") == charged)
+    check("analyst: the difference attack never yields the person's value, and pays", not any(exact))
 
     su.close()
     if FAILED:
