@@ -176,6 +176,7 @@ unsafe extern "C-unwind" fn transaction_ended(event: pg_sys::XactEvent::Type, _a
             (*(&raw mut RUNNING)).clear();
             (*(&raw mut SUBTRANSACTION_DEPTHS)).clear();
         }
+        crate::repeat::aborted();
     }
 }
 
@@ -207,6 +208,7 @@ unsafe extern "C-unwind" fn subtransaction_event(
                     if event == pg_sys::SubXactEvent::SUBXACT_EVENT_ABORT_SUB {
                         DEPTH = depths[at].1;
                         running.truncate(depths[at].2);
+                        crate::repeat::aborted();
                     }
                     depths.truncate(at);
                 }

@@ -286,7 +286,18 @@ fn protected() -> Option<std::rc::Rc<Protected>> {
             context | (pg_sys::SECURITY_LOCAL_USERID_CHANGE | pg_sys::SECURITY_RESTRICTED_OPERATION) as i32,
         );
     }
+    /// LOADING while it lives: cleared when dropped, also by an error
+    /// unwinding through the load (in a subtransaction a PL/pgSQL
+    /// EXCEPTION block catches, the flag would otherwise stay set, and the
+    /// gate off, until the transaction ends).
+    struct Loading;
+    impl Drop for Loading {
+        fn drop(&mut self) {
+            LOADING.with(|l| l.set(false));
+        }
+    }
     LOADING.with(|l| l.set(true));
+    let loading = Loading;
     let loaded = Spi::connect(|client| {
         let own = client
             .select(
@@ -331,7 +342,7 @@ fn protected() -> Option<std::rc::Rc<Protected>> {
         let uniform = function("dp_uniform", 0)?;
         Ok(Some(std::rc::Rc::new(Protected { tables, allowed, own: [protected_table, allowed_table], selection, share, uniform })))
     });
-    LOADING.with(|l| l.set(false));
+    drop(loading);
     // SAFETY: restores what was read above.
     unsafe { pg_sys::SetUserIdAndSecContext(user, context) };
     let loaded = loaded.unwrap_or_else(|e| pgrx::error!("dpnoise: cannot read the protected tables: {e}"));

@@ -77,6 +77,29 @@ pub fn reading() -> bool {
     READING.with(|r| r.get())
 }
 
+/// `READING` for as long as it lives: cleared when dropped, also by an
+/// error unwinding through the read (a flag left set would turn the gate
+/// and the executor checks off for the rest of the session).
+struct Reading;
+
+impl Reading {
+    fn start() -> Reading {
+        READING.with(|r| r.set(true));
+        Reading
+    }
+}
+
+impl Drop for Reading {
+    fn drop(&mut self) {
+        READING.with(|r| r.set(false));
+    }
+}
+
+/// Clears `READING` when a (sub)transaction aborts, whatever ended the read.
+pub fn aborted() {
+    READING.with(|r| r.set(false));
+}
+
 /// Identifies the repeatable releases of `parse` (`identity::mark`: their
 /// Aggrefs are marked) and returns what the execution needs of them, as
 /// the column names of the plan's marker entry (palloc'd: nothing for the
@@ -307,7 +330,7 @@ unsafe fn read(
         );
         nest
     };
-    READING.with(|r| r.set(true));
+    let reading = Reading::start();
     let read = Spi::connect(|client| {
         let key = match KEY.with(|k| *k.borrow()) {
             Some(key) => key,
@@ -348,7 +371,7 @@ unsafe fn read(
         let paid = identities.iter().map(|i| i.is_some_and(|i| paid_before.iter().any(|p| p[..] == i[..]))).collect();
         Ok::<_, pgrx::spi::Error>((identities, paid))
     });
-    READING.with(|r| r.set(false));
+    drop(reading);
     // SAFETY: undoes the pushes above.
     unsafe {
         pg_sys::AtEOXact_GUC(true, nest);

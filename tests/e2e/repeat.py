@@ -278,6 +278,8 @@ def main(port):
         CREATE TABLE people (person_id int PRIMARY KEY, region text, income float8);
         INSERT INTO people SELECT p, (ARRAY['north', 'south'])[1 + p % 2], p % 50000 FROM generate_series(1, 20000) p;
         SELECT dp_protect('people', 'person_id');
+        -- Even with SELECT granted, the gate alone keeps raw rows from an analyst.
+        GRANT SELECT ON people TO rep_analyst;
         SELECT dp_track('people');
         SELECT dp_analyst('rep_analyst');
     """)
@@ -299,6 +301,30 @@ def main(port):
         y = an.execute(sq).fetchone()[0]
         exact.append(y - x == 40000 or spent("rep_analyst") == charged)
     check("analyst: the difference attack never yields the person's value, and pays", not any(exact))
+    # An error inside dpnoise's version read (a statement timeout while the
+    # write log is locked), caught by an EXCEPTION block, leaves the gate on.
+    su.execute("""CREATE FUNCTION try_then_read() RETURNS text LANGUAGE plpgsql AS $$
+        BEGIN
+            BEGIN
+                PERFORM dp_count(0.5) FROM people;
+            EXCEPTION WHEN query_canceled THEN NULL;
+            END;
+            SET LOCAL statement_timeout = 0;
+            RETURN (SELECT count(*)::text FROM people);
+        END $$""")
+    locker = connect(port)
+    locker.execute("BEGIN")
+    locker.execute("LOCK TABLE dpnoise.writes IN ACCESS EXCLUSIVE MODE")
+    try:
+        an.execute("SET statement_timeout = '300ms'")
+        raw = an.execute("SELECT try_then_read()").fetchone()[0]
+        check("an error in the version read leaves the gate on (raw read refused)", False, f"read {raw}")
+    except psycopg.Error as e:
+        check("an error in the version read leaves the gate on (raw read refused)",
+              "timeout" not in str(e) and e.sqlstate != "57014", f"{e.sqlstate} {str(e).splitlines()[0]}")
+    finally:
+        locker.execute("ROLLBACK")
+        an.execute("RESET statement_timeout")
 
     su.close()
     if FAILED:
