@@ -263,6 +263,11 @@ fn wake_worker(database: pg_sys::Oid) {
 /// raises: the caller is a statement that only reads.
 pub fn request_compaction() {
     let Some(mailbox) = shared::mailbox() else { return };
+    // SAFETY: a plain query of the server's state.
+    if unsafe { pg_sys::RecoveryInProgress() } {
+        // A standby's log is the primary's, merged there.
+        return;
+    }
     // SAFETY: a by-value read of this backend's database, set before any query runs.
     let database = unsafe { pg_sys::MyDatabaseId };
     mailbox.locked(|h| {

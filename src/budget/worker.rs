@@ -167,6 +167,7 @@ fn serve(entry: usize, database: pg_sys::Oid) {
     });
 
     let mut idle_since = std::time::Instant::now();
+    let mut compacting = false;
     loop {
         // SAFETY: MyLatch, read by value on this process's only thread, is its own PGPROC latch
         // (set by InitProcess), which only its owner may reset, as here.
@@ -177,8 +178,10 @@ fn serve(entry: usize, database: pg_sys::Oid) {
             idle_since = std::time::Instant::now();
             continue;
         }
-        if take_compaction(database) {
-            compact();
+        // The write log is merged in chunks, charges served between them.
+        compacting |= take_compaction(database);
+        if compacting {
+            compacting = compact_chunk();
             idle_since = std::time::Instant::now();
             continue;
         }
@@ -210,27 +213,36 @@ fn take_compaction(database: pg_sys::Oid) -> bool {
     })
 }
 
-/// Merges each tracked table's logged writes into one row (src/repeat):
-/// their count and newest transaction stay what every snapshot taken
-/// afterwards sees, so no release's identity changes; a snapshot taken
-/// before sees the rows as they were (MVCC), so neither does its.
+/// Merges tracked tables' logged writes (src/repeat), the first CHUNK rows
+/// in (table, transaction) order at a time: each table's rows among them
+/// become one, standing for as many transactions (n) with the newest's ID.
+/// What a snapshot taken afterwards sees sums to the same count with the
+/// same newest transaction, so no release's identity changes; a snapshot
+/// taken before sees the rows as they were (MVCC). Returns whether the
+/// chunk merged anything (then there may be more).
 const COMPACT: &str = "WITH old AS (
         DELETE FROM dpnoise.writes w
-        WHERE w.rel IN (SELECT v.rel FROM dpnoise.writes v GROUP BY v.rel HAVING pg_catalog.count(*) > 1)
-        RETURNING w.rel, w.xid, w.n)
-    INSERT INTO dpnoise.writes (rel, xid, n)
-    SELECT o.rel, pg_catalog.max(o.xid), pg_catalog.sum(o.n) FROM old o GROUP BY o.rel";
+        WHERE (w.rel, w.xid) IN (SELECT v.rel, v.xid FROM dpnoise.writes v ORDER BY v.rel, v.xid LIMIT 10000)
+        RETURNING w.rel, w.xid, w.n),
+    merged AS (
+        INSERT INTO dpnoise.writes (rel, xid, n)
+        SELECT o.rel, pg_catalog.max(o.xid), pg_catalog.sum(o.n) FROM old o GROUP BY o.rel
+        RETURNING 1)
+    SELECT (SELECT pg_catalog.count(*) FROM old) OPERATOR(pg_catalog.>) (SELECT pg_catalog.count(*) FROM merged)";
 
-fn compact() {
+fn compact_chunk() -> bool {
+    // SAFETY: a plain query of the server's state.
+    if unsafe { pg_sys::RecoveryInProgress() } {
+        return false;
+    }
     BackgroundWorker::transaction(|| {
         // A database whose dpnoise predates the write log has nothing to compact.
-        if Spi::get_one::<bool>("SELECT pg_catalog.to_regclass('dpnoise.writes') IS NOT NULL").ok().flatten() == Some(true) {
-            Spi::run(COMPACT).expect("dpnoise: compacting the write log");
-            // The planner's estimates follow (an index range, not a scan of
-            // what was deleted); autovacuum reclaims the rows.
-            Spi::run("ANALYZE dpnoise.writes").expect("dpnoise: analyzing the write log");
+        if Spi::get_one::<bool>("SELECT pg_catalog.to_regclass('dpnoise.writes') IS NOT NULL").ok().flatten() != Some(true) {
+            return false;
         }
-    });
+        // Each chunk is a short statement; charges are served between chunks.
+        Spi::get_one::<bool>(COMPACT).expect("dpnoise: compacting the write log").unwrap_or(false)
+    })
 }
 
 /// Takes up to BATCH pending requests of this database.

@@ -289,6 +289,34 @@ pub fn key_type_supported(type_: pg_sys::Oid, collation: pg_sys::Oid) -> bool {
     supported.contains(&type_) && (collation == InvalidOid || unsafe { get_collation_isdeterministic(collation) })
 }
 
+/// Whether values of `type_` (compared under `collation`) that are equal
+/// are the same bytes: so which of them a plan keeps cannot matter.
+pub fn byte_equal(type_: pg_sys::Oid, collation: pg_sys::Oid) -> bool {
+    use pg_sys::*;
+    let exact = [
+        INT2OID, INT4OID, INT8OID, OIDOID, BOOLOID, DATEOID, TIMEOID, TIMESTAMPOID, TIMESTAMPTZOID, CHAROID, UUIDOID,
+        TEXTOID, VARCHAROID, NAMEOID, BYTEAOID,
+    ];
+    // SAFETY: a syscache lookup by OID inside a transaction.
+    exact.contains(&type_) && (collation == InvalidOid || unsafe { get_collation_isdeterministic(collation) })
+}
+
+/// Whether a set operation tree removes duplicates anywhere (UNION,
+/// INTERSECT or EXCEPT without ALL keep one of several equal rows).
+///
+/// # Safety
+/// `node` is null or a live set operation tree.
+unsafe fn deduplicating(node: *mut pg_sys::Node) -> bool {
+    // SAFETY: the caller's contract; casts follow node tags.
+    unsafe {
+        if node.is_null() || (*node).type_ != pg_sys::NodeTag::T_SetOperationStmt {
+            return false;
+        }
+        let op = node as *mut pg_sys::SetOperationStmt;
+        !(*op).all || deduplicating((*op).larg) || deduplicating((*op).rarg)
+    }
+}
+
 /// Whether a GROUP BY, DISTINCT or ORDER BY item's operators are PostgreSQL's own.
 ///
 /// # Safety
@@ -344,6 +372,16 @@ unsafe extern "C-unwind" fn checker(node: *mut pg_sys::Node, context: *mut c_voi
                     .chain(list_items(q.distinctClause))
                     .chain(list_items(q.sortClause))
                     .all(|c| operators_ours(c));
+                // A subquery's GROUP BY or DISTINCT keeps one of the values
+                // that compare equal, whichever its plan meets first: only
+                // keys whose equal values are the same bytes.
+                let keys_exact = list_items::<pg_sys::SortGroupClause>(q.groupClause)
+                    .into_iter()
+                    .chain(list_items(q.distinctClause))
+                    .all(|c| {
+                        let expr = (*pg_sys::get_sortgroupclause_tle(c, q.targetList)).expr as *mut pg_sys::Node;
+                        byte_equal(pg_sys::exprType(expr), pg_sys::exprCollation(expr))
+                    });
                 if q.commandType != pg_sys::CmdType::CMD_SELECT
                     || !q.limitCount.is_null()
                     || !q.limitOffset.is_null()
@@ -353,6 +391,9 @@ unsafe extern "C-unwind" fn checker(node: *mut pg_sys::Node, context: *mut c_voi
                     || q.hasModifyingCTE
                     || !q.rowMarks.is_null()
                     || !sorted
+                    || !keys_exact
+                    || !q.groupingSets.is_null()
+                    || deduplicating(q.setOperations)
                 {
                     return fail(check);
                 }
@@ -384,7 +425,7 @@ unsafe extern "C-unwind" fn checker(node: *mut pg_sys::Node, context: *mut c_voi
                     }
                     // A CTE from above the level being identified is not part of it.
                     pg_sys::RTEKind::RTE_CTE if rte.ctelevelsup > check.depth => return fail(check),
-                    pg_sys::RTEKind::RTE_NAMEDTUPLESTORE => return fail(check),
+                    pg_sys::RTEKind::RTE_NAMEDTUPLESTORE | pg_sys::RTEKind::RTE_TABLEFUNC => return fail(check),
                     _ => {}
                 }
                 return false;
@@ -393,8 +434,11 @@ unsafe extern "C-unwind" fn checker(node: *mut pg_sys::Node, context: *mut c_voi
             // A whole row, or a value of a type of the user's (a composite,
             // an enum, a domain), is compared by what the catalog says of it
             // now, which DDL can change without a rewrite.
+            // System columns too (xmax, cmin, ctid: a row lock or a rolled
+            // back update changes them without a logged write), but tableoid.
             T_Var
-                if (*(node as *mut pg_sys::Var)).varattno == 0
+                if (*(node as *mut pg_sys::Var)).varattno <= 0
+                    && (*(node as *mut pg_sys::Var)).varattno != pg_sys::TableOidAttributeNumber as i16
                     || u32::from((*(node as *mut pg_sys::Var)).vartype) >= pg_sys::FirstNormalObjectId =>
             {
                 return fail(check)
@@ -418,8 +462,9 @@ unsafe extern "C-unwind" fn checker(node: *mut pg_sys::Node, context: *mut c_voi
             // Conversions to text follow settings (extra_float_digits,
             // bytea_output, DateStyle, TimeZone, xmlbinary), whatever the
             // output function's volatility says.
+            // XMLTABLE reads its columns with input functions, which follow DateStyle and TimeZone.
             T_WindowFunc | T_SQLValueFunction | T_NextValueExpr | T_CurrentOfExpr | T_PlaceHolderVar | T_CoerceViaIO
-            | T_XmlExpr => return fail(check),
+            | T_XmlExpr | T_TableFunc => return fail(check),
             T_Param => {
                 let param = &*(node as *mut pg_sys::Param);
                 match param.paramkind {
@@ -510,11 +555,13 @@ unsafe fn order_free(aggref: *mut pg_sys::Aggref) -> bool {
             return false;
         }
         let name = std::ffi::CStr::from_ptr(name).to_bytes();
-        let exact = crate::gate::aggregate_types(aggref)
-            .iter()
-            .all(|t| [pg_sys::INT2OID, pg_sys::INT4OID, pg_sys::INT8OID, pg_sys::NUMERICOID].contains(t));
+        let types = crate::gate::aggregate_types(aggref);
+        let exact = types.iter().all(|t| [pg_sys::INT2OID, pg_sys::INT4OID, pg_sys::INT8OID, pg_sys::NUMERICOID].contains(t));
+        // min and max keep one of the values that tie (-0 or 0, 1.0 or 1.00).
+        let ties_identical = types.iter().all(|t| byte_equal(*t, (*aggref).inputcollid));
         match name {
-            b"count" | b"min" | b"max" | b"bool_and" | b"bool_or" | b"every" | b"bit_and" | b"bit_or" | b"bit_xor" => true,
+            b"count" | b"bool_and" | b"bool_or" | b"every" | b"bit_and" | b"bit_or" | b"bit_xor" => true,
+            b"min" | b"max" => ties_identical,
             b"sum" | b"avg" => exact,
             _ => false,
         }

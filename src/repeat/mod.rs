@@ -249,13 +249,14 @@ pub unsafe fn start(query: *mut pg_sys::QueryDesc, eflags: i32) {
         });
         let estate = (*query).estate;
         let items = marked.into_iter().map(|m| m.group_items).collect();
-        EXECUTIONS.with(|e| e.borrow_mut().push(Execution { estate, identities, paid, items }));
-        // Forgotten when the execution's memory goes, however it ends.
+        // Forgotten when the execution's memory goes, however it ends
+        // (registered first: an entry is never left without its callback).
         let callback = pg_sys::MemoryContextAlloc((*estate).es_query_cxt, std::mem::size_of::<pg_sys::MemoryContextCallback>())
             as *mut pg_sys::MemoryContextCallback;
         (*callback).func = Some(forget);
         (*callback).arg = estate.cast();
         pg_sys::MemoryContextRegisterResetCallback((*estate).es_query_cxt, callback);
+        EXECUTIONS.with(|e| e.borrow_mut().push(Execution { estate, identities, paid, items }));
     }
 }
 
@@ -318,16 +319,20 @@ unsafe fn read(
     // SAFETY: a GUC nest level, ended below (an error's abort ends it too).
     let nest = unsafe {
         let nest = pg_sys::NewGUCNestLevel();
-        pg_sys::set_config_option(
-            c"search_path".as_ptr(),
-            c"pg_catalog, pg_temp".as_ptr(),
-            pg_sys::GucContext::PGC_USERSET,
-            pg_sys::GucSource::PGC_S_SESSION,
-            pg_sys::GucAction::GUC_ACTION_SAVE,
-            true,
-            0,
-            false,
-        );
+        // And the write log by its index, whatever stale statistics say of
+        // a table the ledger worker has just merged.
+        for (name, value) in [(c"search_path", c"pg_catalog, pg_temp"), (c"enable_seqscan", c"off"), (c"enable_bitmapscan", c"off")] {
+            pg_sys::set_config_option(
+                name.as_ptr(),
+                value.as_ptr(),
+                pg_sys::GucContext::PGC_USERSET,
+                pg_sys::GucSource::PGC_S_SESSION,
+                pg_sys::GucAction::GUC_ACTION_SAVE,
+                true,
+                0,
+                false,
+            );
+        }
         nest
     };
     let reading = Reading::start();

@@ -245,6 +245,12 @@ def main(port):
         "random()": "SELECT dp_count(1.0) FROM staff WHERE random() < 2",
         "a whole-row comparison": "SELECT dp_count(1.0) FROM staff x, staff y WHERE y.id = x.id + 1 AND x < y",
         "a conversion to text": "SELECT dp_count(1.0) FROM staff WHERE salary::text LIKE '1%'",
+        "a system column": "SELECT dp_count(1.0) FROM staff WHERE xmax = '0'::xid",
+        "XMLTABLE": "SELECT dp_count(1.0) FROM staff, XMLTABLE('/a' PASSING CAST('<a>1</a>' AS xml) COLUMNS v int PATH '.') x "
+                    "WHERE staff.team = x.v",
+        "min over floats in a subquery": "SELECT dp_count(1.0) FROM staff WHERE id < (SELECT min(salary) FROM staff)",
+        "a subquery grouping floats": "SELECT dp_count(1.0) FROM (SELECT salary FROM staff GROUP BY salary) s",
+        "a subquery's UNION": "SELECT dp_count(1.0) FROM (SELECT region FROM staff UNION SELECT region FROM staff) s",
     }
     for name, sql in fresh.items():
         charged = spent("rep_a")
