@@ -293,7 +293,7 @@ unsafe fn unknown_params(node: *mut pg_sys::Node, params: pg_sys::ParamListInfo)
 ///
 /// # Safety
 /// `p` is a live PARAM_EXTERN Param; `params` live or null.
-unsafe fn fixed_param(p: *mut pg_sys::Param, params: pg_sys::ParamListInfo) -> Option<*mut pg_sys::ParamExternData> {
+pub(crate) unsafe fn fixed_param(p: *mut pg_sys::Param, params: pg_sys::ParamListInfo) -> Option<*mut pg_sys::ParamExternData> {
     // SAFETY: the caller's contract; a ParamListInfo's params array holds numParams entries
     // (paramFetch, when set, returns one of them or its workspace, which is leaked to the planner's context).
     unsafe {

@@ -275,6 +275,13 @@ fn protected() -> Option<std::rc::Rc<Protected>> {
     if let Some(p) = PROTECTED.with(|p| p.borrow().clone()) {
         return Some(p);
     }
+    as_superuser(load)
+}
+
+/// Runs `f` as the bootstrap superuser (in a restricted security context),
+/// for dpnoise's reads of its own schema; the caller's user id is restored
+/// after it, or by the (sub)transaction abort if it raises.
+pub(crate) fn as_superuser<T>(f: impl FnOnce() -> T) -> T {
     let mut user = pg_sys::InvalidOid;
     let mut context = 0;
     // SAFETY: reads and sets this backend's current user id; the error path restores it too
@@ -286,6 +293,14 @@ fn protected() -> Option<std::rc::Rc<Protected>> {
             context | (pg_sys::SECURITY_LOCAL_USERID_CHANGE | pg_sys::SECURITY_RESTRICTED_OPERATION) as i32,
         );
     }
+    let out = f();
+    // SAFETY: restores what was read above.
+    unsafe { pg_sys::SetUserIdAndSecContext(user, context) };
+    out
+}
+
+/// Reads the protected tables (as the bootstrap superuser: `protected`).
+fn load() -> Option<std::rc::Rc<Protected>> {
     /// LOADING while it lives: cleared when dropped, also by an error
     /// unwinding through the load (in a subtransaction a PL/pgSQL
     /// EXCEPTION block catches, the flag would otherwise stay set, and the
@@ -343,8 +358,6 @@ fn protected() -> Option<std::rc::Rc<Protected>> {
         Ok(Some(std::rc::Rc::new(Protected { tables, allowed, own: [protected_table, allowed_table], selection, share, uniform })))
     });
     drop(loading);
-    // SAFETY: restores what was read above.
-    unsafe { pg_sys::SetUserIdAndSecContext(user, context) };
     let loaded = loaded.unwrap_or_else(|e| pgrx::error!("dpnoise: cannot read the protected tables: {e}"));
     PROTECTED.with(|p| *p.borrow_mut() = loaded.clone());
     loaded

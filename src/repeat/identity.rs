@@ -334,7 +334,7 @@ struct Check {
     depth: u32,
     ok: bool,
     relations: Vec<pg_sys::Oid>,
-    params: Vec<i32>,
+    params: Vec<*mut pg_sys::Param>,
     extension: pg_sys::Oid,
 }
 
@@ -468,7 +468,7 @@ unsafe extern "C-unwind" fn checker(node: *mut pg_sys::Node, context: *mut c_voi
             T_Param => {
                 let param = &*(node as *mut pg_sys::Param);
                 match param.paramkind {
-                    pg_sys::ParamKind::PARAM_EXTERN => check.params.push(param.paramid),
+                    pg_sys::ParamKind::PARAM_EXTERN => check.params.push(node as *mut pg_sys::Param),
                     pg_sys::ParamKind::PARAM_SUBLINK => {}
                     _ => return fail(check),
                 }
@@ -595,33 +595,22 @@ fn tracked(relid: pg_sys::Oid, inh: bool) -> bool {
     }
 }
 
-/// The values of the external parameters `ids` (their types and binary
+/// The values of the external parameters `found` (their types and binary
 /// forms), or None if one is not fixed for this plan (a generic plan's).
 ///
 /// # Safety
-/// `params` is null or the live parameters of the statement being planned.
-unsafe fn parameter_values(ids: &[i32], params: pg_sys::ParamListInfo) -> Option<Vec<u8>> {
-    let mut ids = ids.to_vec();
-    ids.sort_unstable();
-    ids.dedup();
+/// `found` are live PARAM_EXTERN Params; `params` is null or the live
+/// parameters of the statement being planned.
+unsafe fn parameter_values(found: &[*mut pg_sys::Param], params: pg_sys::ParamListInfo) -> Option<Vec<u8>> {
+    // SAFETY: the caller's contract: live Params.
+    let mut found: Vec<(i32, *mut pg_sys::Param)> = found.iter().map(|p| (unsafe { (**p).paramid }, *p)).collect();
+    found.sort_unstable_by_key(|p| p.0);
+    found.dedup_by_key(|p| p.0);
     let mut out = Vec::new();
-    for id in ids {
-        // SAFETY: the caller's contract; a ParamListInfo's params array holds numParams entries
-        // (paramFetch, when set, returns one of them or its workspace, palloc'd here).
+    for (id, param) in found {
+        // SAFETY: the caller's contract; fixed_param reads the ParamListInfo within its length.
         unsafe {
-            if params.is_null() || id < 1 || id > (*params).numParams {
-                return None;
-            }
-            let data = match (*params).paramFetch {
-                Some(fetch) => {
-                    let workspace = pg_sys::palloc0(std::mem::size_of::<pg_sys::ParamExternData>()) as *mut pg_sys::ParamExternData;
-                    fetch(params, id, false, workspace)
-                }
-                None => (*params).params.as_mut_ptr().add(id as usize - 1),
-            };
-            if data.is_null() || (*data).pflags as u32 & pg_sys::PARAM_FLAG_CONST == 0 {
-                return None;
-            }
+            let data = crate::citus::fixed_param(param, params)?;
             let type_ = (*data).ptype;
             if u32::from(type_) >= pg_sys::FirstNormalObjectId {
                 return None;

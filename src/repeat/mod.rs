@@ -268,6 +268,26 @@ unsafe extern "C-unwind" fn forget(arg: *mut std::ffi::c_void) {
     EXECUTIONS.with(|e| e.borrow_mut().retain(|x| x.estate != estate));
 }
 
+// The write log is read once per table (one index range: its rows are
+// few, the ledger worker merges them); a write by this transaction
+// never reaches here (it has an xid: start()).
+const VERSIONS: &str = "SELECT r.rel, t.tgenabled OPERATOR(pg_catalog.=) 'A' \
+        AND t.tgfoid OPERATOR(pg_catalog.=) 'dpnoise.track_write()'::pg_catalog.regprocedure \
+        AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_subscription_rel s WHERE s.srrelid OPERATOR(pg_catalog.=) r.rel) \
+        AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_inherits i WHERE i.inhrelid OPERATOR(pg_catalog.=) r.rel) \
+        AND NOT c.relispartition AND c.relpersistence OPERATOR(pg_catalog.=) 'p', \
+        pg_catalog.concat_ws(' ', c.relfilenode, c.xmin, t.xmin, COALESCE(w.transactions, 0), COALESCE(w.newest::pg_catalog.text, '-'), \
+            (SELECT pg_catalog.string_agg(a.xmin::pg_catalog.text, ',' ORDER BY a.attnum) FROM pg_catalog.pg_attribute a \
+             WHERE a.attrelid OPERATOR(pg_catalog.=) r.rel)), \
+        w.rows \
+    FROM pg_catalog.unnest($1::pg_catalog.oid[]) r(rel) \
+    JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) r.rel \
+    LEFT JOIN pg_catalog.pg_trigger t ON t.tgrelid OPERATOR(pg_catalog.=) r.rel AND t.tgname OPERATOR(pg_catalog.=) 'dpnoise_track' \
+    CROSS JOIN LATERAL (SELECT pg_catalog.sum(x.n) AS transactions, pg_catalog.max(x.xid) AS newest, pg_catalog.count(*) AS rows \
+        FROM dpnoise.writes x WHERE x.rel OPERATOR(pg_catalog.=) r.rel) w";
+const PAID: &str = "SELECT p.identity FROM dpnoise.paid_releases p \
+    WHERE p.identity OPERATOR(pg_catalog.=) ANY ($1::pg_catalog.bytea[])";
+
 /// Reads the secret key and, for each of `relations`, its version (None:
 /// not tracked), under `snapshot`, as the bootstrap superuser (the key and
 /// the write log are dpnoise's); `identify` makes the calls' identities of
@@ -282,37 +302,31 @@ unsafe fn read(
     snapshot: pg_sys::Snapshot,
     identify: impl FnOnce(&[u8; 32], &[(pg_sys::Oid, Option<Vec<u8>>)]) -> Vec<Option<[u8; 32]>>,
 ) -> (Vec<Option<[u8; 32]>>, Vec<bool>) {
-    // The write log is read once per table (one index range: its rows are
-    // few, the ledger worker merges them); a write by this transaction
-    // never reaches here (it has an xid: start()).
-    const VERSIONS: &str = "SELECT r.rel, t.tgenabled OPERATOR(pg_catalog.=) 'A' \
-            AND t.tgfoid OPERATOR(pg_catalog.=) 'dpnoise.track_write()'::pg_catalog.regprocedure \
-            AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_subscription_rel s WHERE s.srrelid OPERATOR(pg_catalog.=) r.rel) \
-            AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_inherits i WHERE i.inhrelid OPERATOR(pg_catalog.=) r.rel) \
-            AND NOT c.relispartition AND c.relpersistence OPERATOR(pg_catalog.=) 'p', \
-            pg_catalog.concat_ws(' ', c.relfilenode, c.xmin, t.xmin, COALESCE(w.transactions, 0), COALESCE(w.newest::pg_catalog.text, '-'), \
-                (SELECT pg_catalog.string_agg(a.xmin::pg_catalog.text, ',' ORDER BY a.attnum) FROM pg_catalog.pg_attribute a \
-                 WHERE a.attrelid OPERATOR(pg_catalog.=) r.rel)), \
-            w.rows \
-        FROM pg_catalog.unnest($1::pg_catalog.oid[]) r(rel) \
-        JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) r.rel \
-        LEFT JOIN pg_catalog.pg_trigger t ON t.tgrelid OPERATOR(pg_catalog.=) r.rel AND t.tgname OPERATOR(pg_catalog.=) 'dpnoise_track' \
-        CROSS JOIN LATERAL (SELECT pg_catalog.sum(x.n) AS transactions, pg_catalog.max(x.xid) AS newest, pg_catalog.count(*) AS rows \
-            FROM dpnoise.writes x WHERE x.rel OPERATOR(pg_catalog.=) r.rel) w";
-    const PAID: &str = "SELECT p.identity FROM dpnoise.paid_releases p \
-        WHERE p.identity OPERATOR(pg_catalog.=) ANY ($1::pg_catalog.bytea[])";
-    let mut user = pg_sys::InvalidOid;
-    let mut context = 0;
-    // SAFETY: reads and sets this backend's current user id (restored below; an error's abort
-    // restores it too), and pushes the execution's snapshot so the read sees what it sees.
-    unsafe {
-        pg_sys::GetUserIdAndSecContext(&mut user, &mut context);
-        pg_sys::SetUserIdAndSecContext(
-            pg_sys::BOOTSTRAP_SUPERUSERID.into(),
-            context | (pg_sys::SECURITY_LOCAL_USERID_CHANGE | pg_sys::SECURITY_RESTRICTED_OPERATION) as i32,
-        );
-        pg_sys::PushActiveSnapshot(snapshot);
-    }
+    crate::gate::as_superuser(|| {
+        // SAFETY: the caller's contract: the execution's live snapshot.
+        unsafe { read_under(snapshot, identify, relations) }
+    })
+    .unwrap_or_else(|e| {
+        crate::errors::raise_sqlstate(
+            crate::errors::LEDGER_UNAVAILABLE,
+            format!("dpnoise: cannot read the versions of the tables a release reads: {e}"),
+            Some("The extension may need ALTER EXTENSION dpnoise UPDATE.".to_owned()),
+        )
+    })
+}
+
+/// `read`'s queries, under `snapshot`, with names resolved in pg_catalog.
+///
+/// # Safety
+/// As `read`'s.
+unsafe fn read_under(
+    snapshot: pg_sys::Snapshot,
+    identify: impl FnOnce(&[u8; 32], &[(pg_sys::Oid, Option<Vec<u8>>)]) -> Vec<Option<[u8; 32]>>,
+    relations: &[pg_sys::Oid],
+) -> Result<(Vec<Option<[u8; 32]>>, Vec<bool>), pgrx::spi::Error> {
+    // SAFETY: pushes the execution's snapshot so the read sees what it sees (popped below; an
+    // error's abort pops it too).
+    unsafe { pg_sys::PushActiveSnapshot(snapshot) };
     // Run as a superuser, the queries below must not resolve a name the
     // caller chose: a type in pg_temp is found before pg_catalog's unless
     // the path says otherwise (and every name is qualified besides).
@@ -381,15 +395,8 @@ unsafe fn read(
     unsafe {
         pg_sys::AtEOXact_GUC(true, nest);
         pg_sys::PopActiveSnapshot();
-        pg_sys::SetUserIdAndSecContext(user, context);
     }
-    read.unwrap_or_else(|e| {
-        crate::errors::raise_sqlstate(
-            crate::errors::LEDGER_UNAVAILABLE,
-            format!("dpnoise: cannot read the versions of the tables a release reads: {e}"),
-            Some("The extension may need ALTER EXTENSION dpnoise UPDATE.".to_owned()),
-        )
-    })
+    read
 }
 
 /// For each identified call, whether every Agg node that finalizes it groups
