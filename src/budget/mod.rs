@@ -220,12 +220,7 @@ fn wake_worker(database: pg_sys::Oid) {
             }
             return None;
         }
-        if let Some(w) = h.workers[..shared::POOL].iter_mut().find(|w| w.state == WorkerState::Idle) {
-            w.database = database;
-            w.state = WorkerState::Starting;
-            w.since = now;
-            // SAFETY: as above: an Idle pool worker's latch, read under the mailbox lock.
-            unsafe { pg_sys::SetLatch(w.latch) };
+        if h.assign_idle_pool_worker(database, now) {
             return None;
         }
         let Some(free) = (shared::POOL..MAX_DATABASES).find(|&i| h.workers[i].state == WorkerState::Empty) else {
@@ -283,14 +278,8 @@ pub fn request_compaction() {
             }
             return;
         }
-        if let Some(w) = h.workers[..shared::POOL].iter_mut().find(|w| w.state == WorkerState::Idle) {
-            w.database = database;
-            w.state = WorkerState::Starting;
-            // SAFETY: a plain clock read.
-            w.since = unsafe { pg_sys::GetCurrentTimestamp() };
-            // SAFETY: as above: an Idle pool worker's latch, read under the mailbox lock.
-            unsafe { pg_sys::SetLatch(w.latch) };
-        }
+        // SAFETY: a plain clock read.
+        h.assign_idle_pool_worker(database, unsafe { pg_sys::GetCurrentTimestamp() });
     });
 }
 

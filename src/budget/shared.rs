@@ -265,6 +265,20 @@ impl Locked<'_> {
     pub fn slots(&self) -> impl Iterator<Item = SlotRef> {
         self.mailbox.slots()
     }
+
+    /// Gives `database` an idle pool worker, if one is idle, and wakes it.
+    pub fn assign_idle_pool_worker(&mut self, database: pg_sys::Oid, now: pg_sys::TimestampTz) -> bool {
+        let Some(w) = self.workers[..POOL].iter_mut().find(|w| w.state == WorkerState::Idle) else {
+            return false;
+        };
+        w.database = database;
+        w.state = WorkerState::Starting;
+        w.since = now;
+        // SAFETY: an Idle pool worker's latch is its PGPROC latch, in shared memory for the
+        // server's life; read under the mailbox lock, which the caller holds.
+        unsafe { pg_sys::SetLatch(w.latch) };
+        true
+    }
 }
 
 impl Mailbox {

@@ -52,7 +52,7 @@ pub const MARK: i32 = -1_000_000;
 /// `parse` is the live Query the planner hook was given and `params` its
 /// bound parameters (or null); inside a transaction.
 pub unsafe fn mark(parse: *mut pg_sys::Query, params: pg_sys::ParamListInfo) -> Vec<Marked> {
-    let mut walk = Levels { stack: Vec::new(), params, marked: Vec::new(), extension: extension() };
+    let mut walk = Levels { params, marked: Vec::new(), extension: extension() };
     // SAFETY: the caller's contract; `walk` outlives the walk and is only reached through the pointer.
     unsafe { levels(parse.cast(), (&raw mut walk).cast()) };
     walk.marked
@@ -65,8 +65,6 @@ fn extension() -> pg_sys::Oid {
 }
 
 struct Levels {
-    /// The levels enclosing the one being walked, outermost first.
-    stack: Vec<*mut pg_sys::Query>,
     params: pg_sys::ParamListInfo,
     marked: Vec<Marked>,
     extension: pg_sys::Oid,
@@ -86,12 +84,8 @@ unsafe extern "C-unwind" fn levels(node: *mut pg_sys::Node, context: *mut c_void
         }
         if (*node).type_ == pg_sys::NodeTag::T_Query {
             let query = node as *mut pg_sys::Query;
-            let walk = &mut *(context as *mut Levels);
-            identify(query, walk);
-            walk.stack.push(query);
-            let done = pg_sys::query_tree_walker(query, Some(levels), context, 0);
-            (*(context as *mut Levels)).stack.pop();
-            return done;
+            identify(query, &mut *(context as *mut Levels));
+            return pg_sys::query_tree_walker(query, Some(levels), context, 0);
         }
         pg_sys::expression_tree_walker(node, Some(levels), context)
     }
@@ -280,13 +274,10 @@ fn strip_positions(text: &[u8]) -> Vec<u8> {
 /// Whether a group key of `type_` (compared under `collation`) has bytes
 /// that `group_key` can normalise so that equal keys have equal bytes.
 pub fn key_type_supported(type_: pg_sys::Oid, collation: pg_sys::Oid) -> bool {
-    use pg_sys::*;
-    let supported = [
-        INT2OID, INT4OID, INT8OID, OIDOID, BOOLOID, DATEOID, TIMEOID, TIMESTAMPOID, TIMESTAMPTZOID, CHAROID, UUIDOID,
-        TEXTOID, VARCHAROID, BPCHAROID, NAMEOID, BYTEAOID, FLOAT4OID, FLOAT8OID,
-    ];
-    // SAFETY: a syscache lookup by OID inside a transaction.
-    supported.contains(&type_) && (collation == InvalidOid || unsafe { get_collation_isdeterministic(collation) })
+    // Those whose equal values are the same bytes, and three `key_bytes` normalises.
+    let normalised = [pg_sys::BPCHAROID, pg_sys::FLOAT4OID, pg_sys::FLOAT8OID];
+    let as_text = if normalised.contains(&type_) { pg_sys::TEXTOID } else { type_ };
+    byte_equal(as_text, collation)
 }
 
 /// Whether values of `type_` (compared under `collation`) that are equal
