@@ -1,7 +1,7 @@
 //! Prints the cost of the exact samplers: nanoseconds and random words per draw.
 //! `cargo run --release -p dpnoise-core --example sampler_cost`
 use dpnoise_core::sampler::discrete_laplace;
-use dpnoise_core::{BitPool, Entropy};
+use dpnoise_core::{BitPool, Choice, Delta, Entropy, Epsilon, Loss, Mechanism, Request, Sensitivity, Shape};
 use rand_chacha::rand_core::{RngCore, SeedableRng};
 use rand_chacha::ChaCha20Rng;
 use std::time::Instant;
@@ -38,5 +38,31 @@ fn main() {
         let _ = pool.bit();
         let words = WORDS.swap(0, std::sync::atomic::Ordering::Relaxed) as f64 / N as f64;
         println!("discrete Laplace {label}: {ns:.1} ns/draw, {words:.2} words/draw ({acc})");
+    }
+    // The per-row releases bench/run.sh times in SQL, here without SQL:
+    // dp_laplace(x, 1, 1), dp_staircase(x, 1, 1), dp_noise(x, 1, 1, 1e-6, 'gaussian').
+    for (label, mechanism, delta) in [
+        ("laplace", Mechanism::Laplace, 0.0),
+        ("staircase", Mechanism::Staircase, 0.0),
+        ("gaussian", Mechanism::Gaussian, 1e-6),
+    ] {
+        let plan = Request {
+            choice: Choice::Fixed(mechanism),
+            epsilon: Epsilon::new(1.0).unwrap(),
+            delta: Delta::new(delta).unwrap(),
+            loss: Loss::Variance,
+            shape: Shape::Value(Sensitivity::new(1.0).unwrap()),
+        }
+        .plan()
+        .unwrap();
+        let mut pool = BitPool::new(Counting(ChaCha20Rng::seed_from_u64(3), 0));
+        let t0 = Instant::now();
+        let mut acc = 0f64;
+        for i in 0..N {
+            acc += plan.release(&mut pool, i as i128);
+        }
+        let ns = t0.elapsed().as_nanos() as f64 / N as f64;
+        let words = WORDS.swap(0, std::sync::atomic::Ordering::Relaxed) as f64 / N as f64;
+        println!("{label} release, eps=1, sensitivity 1: {ns:.1} ns/draw, {words:.2} words/draw ({acc:.0})");
     }
 }

@@ -40,6 +40,7 @@ pub mod approximate;
 pub mod audit;
 pub mod calibration;
 pub mod entropy;
+pub mod exp_neg;
 pub mod interrupt;
 pub mod laplace;
 pub mod lattice;

@@ -1,9 +1,12 @@
 //! Exact samplers from uniform bits, in integer arithmetic only.
 //!
-//! Bernoulli(e^(−x)), the geometric and the discrete Laplace follow Canonne,
-//! Kamath & Steinke, "The Discrete Gaussian for Differential Privacy"
-//! (NeurIPS 2020), Algorithms 1 and 2. Every probability here is an exact
-//! rational, so the sampled law is exactly the one stated.
+//! The geometric and the discrete Laplace follow Canonne, Kamath & Steinke,
+//! "The Discrete Gaussian for Differential Privacy" (NeurIPS 2020),
+//! Algorithm 2. Its Bernoulli(e^(−x)) trials, and the count of
+//! Bernoulli(e^(−1)) successes, compare a uniform with e^(−x) exactly
+//! (`exp_neg`) instead of running Algorithm 1's chains. Every other
+//! probability here is an exact rational, so the sampled law is exactly the
+//! one stated.
 
 use crate::entropy::Entropy;
 
@@ -72,47 +75,11 @@ pub fn bernoulli_ratio<E: Entropy>(rng: &mut E, p: u128, q: u128) -> bool {
     p >= q || (p > 0 && uniform_below(rng, q) < p)
 }
 
-/// Bernoulli(e^(−p/q)) for any rational p/q ≥ 0 (CKS Algorithm 1).
-pub fn bernoulli_exp_neg<E: Entropy>(rng: &mut E, p: u128, q: u128) -> bool {
-    debug_assert!(q > 0);
-    if p < q {
-        return bernoulli_exp_neg_unit(rng, p, q);
-    }
-    let whole = p / q;
-    for _ in 0..whole {
-        if !bernoulli_exp_neg_unit(rng, 1, 1) {
-            return false;
-        }
-        crate::interrupt::check();
-    }
-    bernoulli_exp_neg_unit(rng, p % q, q)
-}
-
-/// Bernoulli(e^(−γ)) for γ = p/q ∈ [0, 1]: the index K of the first failure
-/// of Bernoulli(γ/K) trials is odd with probability exactly e^(−γ).
+/// Bernoulli(e^(−p/q)) for any rational p/q ≥ 0, exactly: a uniform
+/// compared with e^(−p/q) (`exp_neg`), usually decided by its first word.
 #[inline]
-fn bernoulli_exp_neg_unit<E: Entropy>(rng: &mut E, p: u128, q: u128) -> bool {
-    if q < 1 << 56 {
-        // The same trials in 64-bit arithmetic: q·k stays below 2^64 until
-        // k = 256, which has probability below 1/255!.
-        let (p, q) = (p as u64, q as u64);
-        let mut k: u64 = 1;
-        loop {
-            let qk = q.checked_mul(k).expect("Bernoulli(e^-x) denominator overflow");
-            if !(p >= qk || (p > 0 && uniform_below_u64(rng, qk as u128) < p)) {
-                return k % 2 == 1;
-            }
-            k += 1;
-        }
-    }
-    let mut k: u128 = 1;
-    loop {
-        let qk = q.checked_mul(k).expect("Bernoulli(e^-x) denominator overflow");
-        if !bernoulli_ratio(rng, p, qk) {
-            return k % 2 == 1;
-        }
-        k += 1;
-    }
+pub fn bernoulli_exp_neg<E: Entropy>(rng: &mut E, p: u128, q: u128) -> bool {
+    crate::exp_neg::bernoulli(rng, p, q)
 }
 
 /// Geometric: P(Y = y) = (1 − e^(−s/t)) · e^(−y·s/t) for y ≥ 0, s, t ≥ 1.
@@ -122,13 +89,13 @@ fn bernoulli_exp_neg_unit<E: Entropy>(rng: &mut E, p: u128, q: u128) -> bool {
 /// e^(−1/t); Y = ⌊X / s⌋ then has ratio e^(−s/t) (CKS Algorithm 2).
 pub fn geometric_exp<E: Entropy>(rng: &mut E, s: u128, t: u128) -> u128 {
     debug_assert!(s > 0 && t > 0);
-    // Both loops end after a few rounds but for odds like e^(−64): they
-    // check for a cancel every 64 rounds (a check per round cost a tenth
-    // of a per-row draw).
+    // The loop ends after a few rounds but for odds like e^(−64): it checks
+    // for a cancel every 64 rounds (a check per round cost a tenth of a
+    // per-row draw).
     let mut tries: u32 = 0;
     let u = loop {
         let u = uniform_below(rng, t);
-        if bernoulli_exp_neg(rng, u, t) {
+        if crate::exp_neg::bernoulli(rng, u, t) {
             break u;
         }
         tries = tries.wrapping_add(1);
@@ -136,22 +103,18 @@ pub fn geometric_exp<E: Entropy>(rng: &mut E, s: u128, t: u128) -> u128 {
             crate::interrupt::check();
         }
     };
-    let mut v: u128 = 0;
-    while bernoulli_exp_neg_unit(rng, 1, 1) {
-        v += 1;
-        if v % 64 == 0 {
-            crate::interrupt::check();
-        }
-    }
+    // The number of Bernoulli(e^(−1)) successes before a failure.
+    let v = crate::exp_neg::geometric(rng);
     let x = t
         .checked_mul(v)
         .and_then(|tv| tv.checked_add(u))
         .expect("geometric draw overflow");
-    // 128-bit division is a slow library call; skip it when it is not needed.
+    // 128-bit division is a slow library call; skip it when it is not
+    // needed (the opaque value keeps the compiler from merging the arms).
     match (u64::try_from(x), u64::try_from(s)) {
         _ if s == 1 => x,
         (Ok(x), Ok(s)) => (x / s) as u128,
-        _ => x / s,
+        _ => std::hint::black_box(x) / s,
     }
 }
 

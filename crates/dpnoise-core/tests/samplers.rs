@@ -134,3 +134,68 @@ fn partition_keep_reads_leading_zero_words() {
     assert!(!bernoulli_dyadic(&mut Script(vec![1 << 57, 0]), p));
     assert!(!bernoulli_dyadic(&mut Script(vec![0, 3 << 62]), p));
 }
+
+/// Scripted words for the samplers that read whole words.
+struct Script(Vec<u64>);
+impl dpnoise_core::Entropy for Script {
+    fn next_u64(&mut self) -> u64 {
+        assert!(!self.0.is_empty(), "the sampler read past the script");
+        self.0.remove(0)
+    }
+    fn bit(&mut self) -> bool {
+        unreachable!("the sampler reads whole words")
+    }
+}
+
+/// The exact path of Bernoulli(e^(−x)) against e^(−x)'s binary digits
+/// (from Python's decimal at 120 digits: ⌊e^(−x)·2^63⌋, then the next two
+/// 64-bit words of ⌊e^(−x)·2^191⌋). A uniform whose first 63 bits equal
+/// e^(−x)'s is decided by its next word, or, when that one equals too, by
+/// the one after (words drawn after those cannot change the answer); the
+/// window around the approximation sends such a uniform there.
+#[test]
+fn bernoulli_exp_neg_exact_path_follows_the_digits_of_e_to_the_minus_x() {
+    use dpnoise_core::exp_neg::{bernoulli, decide_exactly};
+    let digits: [(u128, u128, u64, u64, u64); 3] = [
+        (1, 2, 5594257926288582649, 16950090678193810355, 17412006623298454877),
+        (1, 1, 3393088950634442637, 6732709649732762758, 17099045000592112537),
+        (12345, 1 << 20, 9115420975213645408, 3034319566398892793, 7144434972738917830),
+    ];
+    for (p, q, w, next, after) in digits {
+        // Words past the deciding one cannot change the answer, whatever they are.
+        let padded = |mut words: Vec<u64>| {
+            words.extend([0, u64::MAX, 0x5555_5555_5555_5555]);
+            Script(words)
+        };
+        let decide = |words: Vec<u64>| decide_exactly(&mut padded(words), w, p, q);
+        assert!(decide(vec![next - 1]), "{p}/{q}: below by one unit at 2^-127");
+        assert!(!decide(vec![next + 1]), "{p}/{q}: above by one unit at 2^-127");
+        assert!(decide(vec![next, after - 1]), "{p}/{q}: below at 2^-191");
+        assert!(!decide(vec![next, after + 1]), "{p}/{q}: above at 2^-191");
+        // The whole sampler, from the first word: the same word goes to the exact path.
+        assert!(bernoulli(&mut padded(vec![w << 1, next - 1]), p, q));
+        assert!(!bernoulli(&mut padded(vec![w << 1 | 1, next + 1]), p, q));
+        // Far from e^(−x), the first word decides alone. (Checked once with a
+        // window of ±1 unit, narrower than the approximation's error: the
+        // first word then decided wrongly here.)
+        assert!(bernoulli(&mut Script(vec![(w - (1 << 20)) << 1]), p, q));
+        assert!(!bernoulli(&mut Script(vec![(w + (1 << 20)) << 1]), p, q));
+    }
+}
+
+/// The exact path alone (every draw sent there) has the exact rate; 5
+/// standard errors of N/4 draws. (Checked once against a path whose upper
+/// bound of e^x leaves out the remainder: it fails at every x, and so does
+/// the test above.)
+#[test]
+fn bernoulli_exp_neg_exact_path_has_the_exact_rate() {
+    use dpnoise_core::exp_neg::bernoulli_with_margin;
+    let mut r = rng(42);
+    let n = N / 4;
+    for (p, q) in [(1u128, 3u128), (1, 1), (2, 3), (7, 1 << 90), ((1 << 100) - 1, 1 << 100), (5, 2), (3, 1)] {
+        let rate = (-(p as f64) / q as f64).exp();
+        let hits = (0..n).filter(|_| bernoulli_with_margin(&mut r, p, q, u64::MAX)).count() as f64;
+        let se = (rate * (1.0 - rate) / n as f64).sqrt().max(1e-12);
+        assert!((hits / n as f64 - rate).abs() <= 5.0 * se, "e^-({p}/{q}): {} vs {rate}", hits / n as f64);
+    }
+}

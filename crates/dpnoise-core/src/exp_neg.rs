@@ -1,0 +1,398 @@
+//! Bernoulli(e^(−x)) for a rational x = p/q ≥ 0, by comparing a uniform U
+//! on [0, 1) with e^(−x): true exactly when U < e^(−x).
+//!
+//! U is drawn 63 bits at a time. Almost always its first 63 bits already
+//! decide: e^(−x)·2^63 is known to lie within ±`MARGIN` of a fixed-point
+//! approximation (`approx_q63`), and U falls outside that window but for
+//! odds of 2^−46. Inside it, U gets more bits and U·e^x is compared with 1
+//! using the partial sums of e^x = Σ x^n/n! and a bound on their remainder,
+//! in exact big-integer arithmetic (`decide_exactly`). The answer is
+//! therefore exactly U < e^(−x) in every case, so P(true) = e^(−x)
+//! exactly; the approximation only decides how fast the answer comes.
+//!
+//! One word per draw, against CKS Algorithm 1's chain of Bernoulli(x/k)
+//! trials (about three words and as many random branches for x ≤ 1, and
+//! one such chain per unit of x above 1).
+
+use crate::entropy::Entropy;
+
+const ONE: u64 = 1 << 63;
+
+/// A bound on |approx_q63(p, q) − e^(−p/q)·2^63|, in units of 2^−63, with
+/// room to spare. The error is at most about 2^12 + 60 units:
+/// - x = p/q as a float: a power-of-two q is a shift (off by under 2^−64);
+///   otherwise each conversion is within a relative 2^−52 (`to_f64`) and
+///   the division is correctly rounded (IEEE 754, which Rust guarantees for
+///   these operations), so |f − x| < 2^−50·x, which moves e^(−x) (slope
+///   e^(−x)) by under 2^−50·x·e^(−x) ≤ 2^−50/e: under 2^12 units. Splitting f into its
+///   whole part and 64 bits of fraction moves it by under 1 more; past
+///   x = 45, e^(−x)·2^63 is below 1 and the approximation is 0;
+/// - the table entries: within 1 unit each (`EXP_NEG_256THS`, `EXP_NEG_WHOLE`);
+/// - the degree-5 Taylor polynomial for the remainder l < 2^−8: truncation
+///   under l^6/720·2^63 < 46 units, rounding in its five steps under 4;
+/// - the two products: under 3 more.
+const MARGIN: u64 = 1 << 16;
+
+/// e^(−k/256)·2^63 for k = 0..255, each within 1 unit.
+const EXP_NEG_256THS: [u64; 256] = {
+    let mut table = [0u64; 256];
+    let mut k = 0;
+    while k < 256 {
+        table[k] = to_q63(exp_neg_q118(k as u128, 256));
+        k += 1;
+    }
+    table
+};
+
+/// Whole parts past this are 0 in 63-bit fixed point.
+const WHOLE_LIMIT: u64 = 45;
+
+/// e^(−w)·2^63 for w = 0..44, each within 1 unit: powers of e^(−1) at
+/// 2^−118, each product off by under 3·2^−118, then rounded.
+pub(crate) const EXP_NEG_WHOLE: [u64; WHOLE_LIMIT as usize] = {
+    let mut table = [0u64; WHOLE_LIMIT as usize];
+    let e = exp_neg_q118(1, 1);
+    let mut power: u128 = 1 << 118;
+    let mut w = 0;
+    while w < WHOLE_LIMIT as usize {
+        table[w] = to_q63(power);
+        power = mul_q118(power, e);
+        w += 1;
+    }
+    table
+};
+
+/// e^(−a/b)·2^118 for 0 ≤ a ≤ b < 2^8, within 2^6 units of 2^−118: the
+/// series, each of its at most 40 terms floored once.
+const fn exp_neg_q118(a: u128, b: u128) -> u128 {
+    let mut term: u128 = 1 << 118;
+    let mut sum: i128 = 1 << 118;
+    let mut n = 1;
+    while term > 0 {
+        // term ≤ 2^118 and a < 2^8: the product stays below 2^126.
+        term = term * a / (b * n);
+        sum += if n % 2 == 1 { -(term as i128) } else { term as i128 };
+        n += 1;
+    }
+    sum as u128
+}
+
+/// ⌊a·b/2^118⌋ for a, b ≤ 2^118, from 64-bit halves (off by under 3).
+const fn mul_q118(a: u128, b: u128) -> u128 {
+    let (a1, a0, b1, b0) = (a >> 64, a as u64 as u128, b >> 64, b as u64 as u128);
+    ((a1 * b1) << 10) + ((a1 * b0) >> 54) + ((a0 * b1) >> 54) + ((a0 * b0) >> 118)
+}
+
+/// A 2^−118 fixed-point value rounded to 2^−63.
+const fn to_q63(x: u128) -> u64 {
+    ((x + (1 << 54)) >> 55) as u64
+}
+
+#[inline(always)]
+fn mul_q63(a: u64, b: u64) -> u64 {
+    ((a as u128 * b as u128) >> 63) as u64
+}
+
+/// A float of `x` within a relative 2^−52 (u128's own conversion is a slow
+/// library call): a word's conversion is correctly rounded; a wider value's
+/// two halves are converted (each correctly rounded, the high one then
+/// scaled exactly) and added (rounded once more).
+#[inline(always)]
+fn to_f64(x: u128) -> f64 {
+    let (high, low) = ((x >> 64) as u64, x as u64);
+    if high == 0 {
+        low as f64
+    } else {
+        high as f64 * 18_446_744_073_709_551_616.0 + low as f64
+    }
+}
+
+/// e^(−p/q)·2^63 within `MARGIN`, for p ≥ 0, q ≥ 1.
+#[inline(always)]
+fn approx_q63(p: u128, q: u128) -> u64 {
+    // x = whole + fraction/2^64.
+    let (whole, fraction) = if q.is_power_of_two() {
+        let n = q.trailing_zeros();
+        let whole = u64::try_from(p >> n).unwrap_or(u64::MAX);
+        let rest = p & (q - 1);
+        (whole, if n <= 64 { (rest << (64 - n)) as u64 } else { (rest >> (n - 64)) as u64 })
+    } else {
+        let x = to_f64(p) / to_f64(q);
+        if x >= WHOLE_LIMIT as f64 {
+            return 0;
+        }
+        // x − ⌊x⌋ and its product with 2^64 are exact in floating point; the
+        // conversion truncates.
+        let whole = x as u64;
+        (whole, ((x - whole as f64) * 18_446_744_073_709_551_616.0) as u64)
+    };
+    if whole >= WHOLE_LIMIT {
+        return 0;
+    }
+    // e^(−x) = e^(−whole) · e^(−k/256) · e^(−l), l < 2^−8.
+    let k = (fraction >> 56) as usize;
+    let l = (fraction & ((1 << 56) - 1)) >> 1;
+    // 1 − l(1 − l/2(1 − l/3(1 − l/4(1 − l/5)))), in 63-bit fixed point.
+    let mut c = ONE - l / 5;
+    c = ONE - mul_q63(l, c) / 4;
+    c = ONE - mul_q63(l, c) / 3;
+    c = ONE - mul_q63(l, c) / 2;
+    c = ONE - mul_q63(l, c);
+    mul_q63(EXP_NEG_WHOLE[whole as usize], mul_q63(EXP_NEG_256THS[k], c))
+}
+
+/// Bernoulli(e^(−p/q)) for p ≥ 0, q ≥ 1, exactly (see the module).
+#[inline]
+pub fn bernoulli<E: Entropy>(rng: &mut E, p: u128, q: u128) -> bool {
+    debug_assert!(q > 0);
+    if p == 0 {
+        return true;
+    }
+    decide(rng, p, q, MARGIN)
+}
+
+/// U < e^(−p/q) for a fresh uniform U, deciding from its first 63 bits
+/// when they lie outside the window of ±`margin` around the approximation.
+#[inline(always)]
+fn decide<E: Entropy>(rng: &mut E, p: u128, q: u128, margin: u64) -> bool {
+    let approx = approx_q63(p, q);
+    let w = rng.next_u64() >> 1;
+    // U ∈ [w, w + 1)·2^−63, and e^(−p/q)·2^63 ∈ [approx − margin, approx + margin].
+    if w < approx.saturating_sub(margin) {
+        return true;
+    }
+    if w >= approx.saturating_add(margin) {
+        return false;
+    }
+    decide_exactly(rng, w, p, q)
+}
+
+/// V ≥ 0 with P(V ≥ v) = e^(−v) exactly: the number of v ≥ 1 with
+/// U < e^(−v), for one uniform U. The first 63 bits of U are compared with
+/// the table (each entry within 1 unit, so within ±2 only the entry is in
+/// doubt, and then `decide_exactly` settles it); past e^(−40), V − 40 is
+/// again such a count (P(V ≥ 40 + v | V ≥ 40) = e^(−v)), of a new uniform.
+/// One word per draw, against a Bernoulli(e^(−1)) chain per unit of V.
+#[inline]
+pub fn geometric<E: Entropy>(rng: &mut E) -> u128 {
+    const LAST: usize = 40;
+    let mut base = 0u128;
+    loop {
+        let w = rng.next_u64() >> 1;
+        // The thresholds that U is surely below: v = 1..=below (decreasing in v).
+        let below = EXP_NEG_WHOLE[1..=LAST].iter().map(|&t| u128::from(w + 2 <= t)).sum::<u128>() as usize;
+        if below < LAST {
+            let v = below + 1;
+            if w >= EXP_NEG_WHOLE[v] + 1 {
+                return base + below as u128;
+            }
+            return base + below as u128 + u128::from(decide_exactly(rng, w, v as u128, 1));
+        }
+        base += LAST as u128;
+        crate::interrupt::check();
+    }
+}
+
+/// `decide` with any margin, for tests of the exact path (a margin of 2^63
+/// sends every draw there).
+#[doc(hidden)]
+pub fn bernoulli_with_margin<E: Entropy>(rng: &mut E, p: u128, q: u128, margin: u64) -> bool {
+    decide(rng, p, q, margin)
+}
+
+/// U < e^(−p/q) for p > 0, where U's first 63 bits are `w` and its later
+/// bits are drawn as needed. U < e^(−x) ⇔ U·e^x < 1, and e^x lies in
+/// [L, L + R]: L = Σ_{k ≤ n} x^k/k! = N/D with D = q^n·n!, and R, the
+/// remainder's bound x^(n+1)/(n+1)! · (n+2)/(n+2−x) once n + 2 > x. With U ∈
+/// [V, V + 1)·2^−b: true surely when (V + 1)·(L + R) ≤ 2^b, false surely
+/// when V·L ≥ 2^b. Otherwise either R > 2^−(b+4) (one more term) or not (64
+/// more bits of U). The answer is U < e^(−x) for the U of all the bits
+/// drawn, so it ends with probability 1, and almost always at once.
+#[doc(hidden)]
+pub fn decide_exactly<E: Entropy>(rng: &mut E, w: u64, p: u128, q: u128) -> bool {
+    let mut v = Big::from(w as u128);
+    let mut bits = 63u32;
+    // e^(−x) ≤ 2^(−x): while U's bits are all zero and fewer than x, a later
+    // one set decides (U ≥ 2^−bits ≥ e^(−x)), with no series.
+    while v == Big::from(0) && (bits as u128) < p / q {
+        v = Big::from(rng.next_u64() as u128);
+        bits += 64;
+        crate::interrupt::check();
+    }
+    if (bits as u128) <= p / q && v != Big::from(0) {
+        return false;
+    }
+    let (mut n, mut sum, mut denominator, mut power) = (0u128, Big::from(1), Big::from(1), Big::from(p));
+    loop {
+        // (n + 2)·q − p > 0: the remainder bound holds.
+        let spare = Big::from(n + 2).times_u128(q);
+        let bounded = spare > Big::from(p);
+        if bounded {
+            let spare = spare.minus(&Big::from(p));
+            // L + R = upper/over, R = power·(n + 2)/over.
+            let over = denominator.times_u128(n + 1).times(&spare);
+            let remainder = power.times_u128(n + 2);
+            let upper = sum.times_u128(n + 1).times(&spare).plus(&remainder);
+            if v.plus_one().times(&upper) <= over.shifted(bits) {
+                return true;
+            }
+            if v.times(&sum) >= denominator.shifted(bits) {
+                return false;
+            }
+            if remainder.shifted(bits + 4) <= over {
+                // The bracket is narrower than a sixteenth of U's interval.
+                v = v.shifted(64).plus(&Big::from(rng.next_u64() as u128));
+                bits += 64;
+                crate::interrupt::check();
+                continue;
+            }
+        } else if v.times(&sum) >= denominator.shifted(bits) {
+            return false;
+        }
+        // One more term: L += x^(n+1)/(n+1)!.
+        n += 1;
+        denominator = denominator.times_u128(q).times_u128(n);
+        sum = sum.times_u128(q).times_u128(n).plus(&power);
+        power = power.times_u128(p);
+        crate::interrupt::check();
+    }
+}
+
+/// A non-negative integer of any size, in 64-bit limbs, least significant
+/// first, without leading zero limbs. Only the exact path uses it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Big(Vec<u64>);
+
+impl From<u128> for Big {
+    fn from(x: u128) -> Big {
+        Big(vec![x as u64, (x >> 64) as u64]).trimmed()
+    }
+}
+
+impl Big {
+    fn trimmed(mut self) -> Big {
+        while self.0.last() == Some(&0) {
+            self.0.pop();
+        }
+        self
+    }
+
+    fn times_u64(&self, m: u64) -> Big {
+        let mut out = Vec::with_capacity(self.0.len() + 1);
+        let mut carry = 0u128;
+        for &limb in &self.0 {
+            let x = limb as u128 * m as u128 + carry;
+            out.push(x as u64);
+            carry = x >> 64;
+        }
+        out.push(carry as u64);
+        Big(out).trimmed()
+    }
+
+    fn times_u128(&self, m: u128) -> Big {
+        self.times_u64(m as u64).plus(&self.times_u64((m >> 64) as u64).shifted(64))
+    }
+
+    fn times(&self, other: &Big) -> Big {
+        let mut out = vec![0u64; self.0.len() + other.0.len()];
+        for (i, &a) in self.0.iter().enumerate() {
+            let mut carry = 0u128;
+            for (j, &b) in other.0.iter().enumerate() {
+                let x = a as u128 * b as u128 + out[i + j] as u128 + carry;
+                out[i + j] = x as u64;
+                carry = x >> 64;
+            }
+            out[i + other.0.len()] = carry as u64;
+        }
+        Big(out).trimmed()
+    }
+
+    fn plus(&self, other: &Big) -> Big {
+        let mut out = Vec::with_capacity(self.0.len().max(other.0.len()) + 1);
+        let mut carry = 0u128;
+        for i in 0..self.0.len().max(other.0.len()) {
+            let x = *self.0.get(i).unwrap_or(&0) as u128 + *other.0.get(i).unwrap_or(&0) as u128 + carry;
+            out.push(x as u64);
+            carry = x >> 64;
+        }
+        out.push(carry as u64);
+        Big(out).trimmed()
+    }
+
+    fn plus_one(&self) -> Big {
+        self.plus(&Big::from(1))
+    }
+
+    /// self − other, for self ≥ other.
+    fn minus(&self, other: &Big) -> Big {
+        debug_assert!(self >= other);
+        let mut out = Vec::with_capacity(self.0.len());
+        let mut borrow = false;
+        for (i, &a) in self.0.iter().enumerate() {
+            let (x, b1) = a.overflowing_sub(*other.0.get(i).unwrap_or(&0));
+            let (x, b2) = x.overflowing_sub(borrow as u64);
+            out.push(x);
+            borrow = b1 || b2;
+        }
+        Big(out).trimmed()
+    }
+
+    /// self · 2^bits.
+    fn shifted(&self, bits: u32) -> Big {
+        let (limbs, rest) = ((bits / 64) as usize, bits % 64);
+        let mut out = vec![0u64; limbs];
+        let mut carry = 0u64;
+        for &limb in &self.0 {
+            out.push(if rest == 0 { limb } else { limb << rest | carry });
+            carry = if rest == 0 { 0 } else { limb >> (64 - rest) };
+        }
+        out.push(carry);
+        Big(out).trimmed()
+    }
+}
+
+impl PartialOrd for Big {
+    fn partial_cmp(&self, other: &Big) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Big {
+    fn cmp(&self, other: &Big) -> std::cmp::Ordering {
+        self.0.len().cmp(&other.0.len()).then_with(|| self.0.iter().rev().cmp(other.0.iter().rev()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_table_and_the_approximation_are_within_their_bounds() {
+        for k in 0..256 {
+            let exact = (-(k as f64) / 256.0).exp() * ONE as f64;
+            // The float reference is itself good to about 2^−52 relative: 2^11 units.
+            assert!((EXP_NEG_256THS[k] as f64 - exact).abs() <= 4096.0, "k = {k}");
+        }
+        for w in 0..WHOLE_LIMIT as usize {
+            let exact = (-(w as f64)).exp() * ONE as f64;
+            assert!((EXP_NEG_WHOLE[w] as f64 - exact).abs() <= 4096.0_f64.min(exact / 1e12 + 1.0), "w = {w}");
+        }
+        for (p, q) in [(1u128, 1u128), (1, 3), (2, 3), (12345, 1 << 20), (1, 1 << 90), ((1 << 100) - 1, 1 << 100), (7, 2), (100, 3), (41, 1), (1 << 60, 1 << 58)] {
+            let exact = (-(p as f64) / q as f64).exp() * ONE as f64;
+            assert!((approx_q63(p, q) as f64 - exact).abs() <= 8192.0, "{p}/{q}");
+        }
+    }
+
+    #[test]
+    fn big_arithmetic() {
+        let a = Big::from(u128::MAX);
+        assert_eq!(a.plus_one(), Big::from(1).shifted(128));
+        assert_eq!(a.plus_one().minus(&Big::from(1)), a);
+        assert_eq!(Big::from(3).times(&Big::from(5)), Big::from(15));
+        assert_eq!(a.times_u128(u128::MAX), a.shifted(128).minus(&a));
+        assert_eq!(a.times(&a), a.shifted(128).minus(&a));
+        assert_eq!(a.times(&Big::from(2)), a.shifted(1));
+        assert_eq!(Big::from(0).shifted(70), Big::from(0));
+    }
+}
