@@ -9,7 +9,7 @@ use dpnoise_core::BitPool;
 use pgrx::pg_sys;
 use rand_chacha::rand_core::SeedableRng;
 use rand_chacha::ChaCha20Rng;
-use std::cell::RefCell;
+use std::cell::UnsafeCell;
 
 pub type BackendRng = BitPool<ChaCha20Rng>;
 
@@ -19,9 +19,15 @@ struct Generator {
     pool: BackendRng,
 }
 
-thread_local! {
-    static GENERATOR: RefCell<Option<Generator>> = const { RefCell::new(None) };
-}
+/// The generator, in a plain static: a backend runs queries on one thread,
+/// and a thread-local costs a lookup through the dynamic linker per row
+/// (this library is loaded with dlopen).
+struct Slot(UnsafeCell<Option<Generator>>);
+
+// SAFETY: only the backend's one thread touches it (pgrx refuses calls from any other).
+unsafe impl Sync for Slot {}
+
+static GENERATOR: Slot = Slot(UnsafeCell::new(None));
 
 /// Runs `f` with this backend's generator.
 #[inline]
@@ -30,17 +36,18 @@ pub fn with_rng<T>(f: impl FnOnce(&mut BackendRng) -> T) -> T {
     // fork) and never changes; this backend has one thread.
     let pid = unsafe { pg_sys::MyProcPid };
     let generation = gucs::seed_generation();
-    GENERATOR.with(|cell| {
-        let mut slot = cell.borrow_mut();
-        let stale = match slot.as_ref() {
-            Some(g) => g.pid != pid || g.seed_generation != generation,
-            None => true,
-        };
-        if stale {
-            *slot = Some(new_generator(pid));
-        }
-        f(&mut slot.as_mut().expect("just created").pool)
-    })
+    // SAFETY: the backend's one thread, and `f` (a sampler) never calls with_rng, so this is the
+    // only reference to the slot while it lives; an error unwinding out of `f` leaves the
+    // generator whole (a draw in progress only advanced it).
+    let slot = unsafe { &mut *GENERATOR.0.get() };
+    let stale = match slot.as_ref() {
+        Some(g) => g.pid != pid || g.seed_generation != generation,
+        None => true,
+    };
+    if stale {
+        *slot = Some(new_generator(pid));
+    }
+    f(&mut slot.as_mut().expect("just created").pool)
 }
 
 fn new_generator(pid: i32) -> Generator {
