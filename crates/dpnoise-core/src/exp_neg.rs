@@ -1,8 +1,8 @@
 //! Bernoulli(e^(−x)) for a rational x = p/q ≥ 0, by comparing a uniform U
 //! on [0, 1) with e^(−x): true exactly when U < e^(−x).
 //!
-//! U is drawn 63 bits at a time. Almost always its first 63 bits already
-//! decide: e^(−x)·2^63 is known to lie within ±`MARGIN` of a fixed-point
+//! U is drawn in parts. Almost always its first 32 bits already decide
+//! (else its first 63 do): e^(−x)·2^63 is known to lie within ±`MARGIN` of a fixed-point
 //! approximation (`approx_q63`), and U falls outside that window but for
 //! odds of 2^−46. Inside it, U gets more bits and U·e^x is compared with 1
 //! using the partial sums of e^x = Σ x^n/n! and a bound on their remainder,
@@ -10,7 +10,7 @@
 //! therefore exactly U < e^(−x) in every case, so P(true) = e^(−x)
 //! exactly; the approximation only decides how fast the answer comes.
 //!
-//! One word per draw, against CKS Algorithm 1's chain of Bernoulli(x/k)
+//! Half a word per draw, against CKS Algorithm 1's chain of Bernoulli(x/k)
 //! trials (about three words and as many random branches for x ≤ 1, and
 //! one such chain per unit of x above 1).
 
@@ -19,7 +19,7 @@ use crate::entropy::Entropy;
 const ONE: u64 = 1 << 63;
 
 /// A bound on |approx_q63(p, q) − e^(−p/q)·2^63|, in units of 2^−63, with
-/// room to spare. The error is at most about 2^12 + 60 units:
+/// room to spare. The error is at most about 2^12 + 20 units:
 /// - x = p/q as a float: a power-of-two q is a shift (off by under 2^−64);
 ///   otherwise each conversion is within a relative 2^−52 (`to_f64`) and
 ///   the division is correctly rounded (IEEE 754, which Rust guarantees for
@@ -27,21 +27,26 @@ const ONE: u64 = 1 << 63;
 ///   e^(−x)) by under 2^−50·x·e^(−x) ≤ 2^−50/e: under 2^12 units. Splitting f into its
 ///   whole part and 64 bits of fraction moves it by under 1 more; past
 ///   x = 45, e^(−x)·2^63 is below 1 and the approximation is 0;
-/// - the table entries: within 1 unit each (`EXP_NEG_256THS`, `EXP_NEG_WHOLE`);
-/// - the degree-5 Taylor polynomial for the remainder l < 2^−8: truncation
-///   under l^6/720·2^63 < 46 units, rounding in its five steps under 4;
-/// - the two products: under 3 more.
+/// - the table entries: within 1 unit each (`EXP_NEG_BYTES`, `EXP_NEG_WHOLE`);
+/// - 1 − l + l²/2 for the remainder l < 2^−24: truncation under
+///   l³/6·2^63 < 1 unit, rounding under 2;
+/// - the four products: under 4 units each, with what they carry.
 const MARGIN: u64 = 1 << 16;
 
-/// e^(−k/256)·2^63 for k = 0..255, each within 1 unit.
-const EXP_NEG_256THS: [u64; 256] = {
-    let mut table = [0u64; 256];
-    let mut k = 0;
-    while k < 256 {
-        table[k] = to_q63(exp_neg_q118(k as u128, 256));
-        k += 1;
+/// e^(−k/2^8), e^(−k/2^16) and e^(−k/2^24), times 2^63, for k = 0..255,
+/// each within 1 unit: the fraction's top three bytes are looked up.
+const EXP_NEG_BYTES: [[u64; 256]; 3] = {
+    let mut tables = [[0u64; 256]; 3];
+    let mut level = 0;
+    while level < 3 {
+        let mut k = 0;
+        while k < 256 {
+            tables[level][k] = to_q63(exp_neg_q118(k as u128, 1 << (8 * (level + 1))));
+            k += 1;
+        }
+        level += 1;
     }
-    table
+    tables
 };
 
 /// Whole parts past this are 0 in 63-bit fixed point.
@@ -62,8 +67,8 @@ pub(crate) const EXP_NEG_WHOLE: [u64; WHOLE_LIMIT as usize] = {
     table
 };
 
-/// e^(−a/b)·2^118 for 0 ≤ a ≤ b < 2^8, within 2^6 units of 2^−118: the
-/// series, each of its at most 40 terms floored once.
+/// e^(−a/b)·2^118 for 0 ≤ a < 2^8, a ≤ b ≤ 2^24, within 2^6 units of
+/// 2^−118: the series, each of its at most 40 terms floored once.
 const fn exp_neg_q118(a: u128, b: u128) -> u128 {
     let mut term: u128 = 1 << 118;
     let mut sum: i128 = 1 << 118;
@@ -129,16 +134,19 @@ fn approx_q63(p: u128, q: u128) -> u64 {
     if whole >= WHOLE_LIMIT {
         return 0;
     }
-    // e^(−x) = e^(−whole) · e^(−k/256) · e^(−l), l < 2^−8.
-    let k = (fraction >> 56) as usize;
-    let l = (fraction & ((1 << 56) - 1)) >> 1;
-    // 1 − l(1 − l/2(1 − l/3(1 − l/4(1 − l/5)))), in 63-bit fixed point.
-    let mut c = ONE - l / 5;
-    c = ONE - mul_q63(l, c) / 4;
-    c = ONE - mul_q63(l, c) / 3;
-    c = ONE - mul_q63(l, c) / 2;
-    c = ONE - mul_q63(l, c);
-    mul_q63(EXP_NEG_WHOLE[whole as usize], mul_q63(EXP_NEG_256THS[k], c))
+    // e^(−x) = e^(−whole) · e^(−b1/2^8) · e^(−b2/2^16) · e^(−b3/2^24) · e^(−l),
+    // l < 2^−24, with b1, b2, b3 the fraction's top bytes; e^(−l) ≈ 1 − l + l²/2.
+    let byte = |i: u32| (fraction >> (56 - 8 * i)) as u8 as usize;
+    let l = (fraction & ((1 << 40) - 1)) >> 1;
+    let c = ONE - l + (mul_q63(l, l) >> 1);
+    let high = mul_q63(EXP_NEG_BYTES[0][byte(0)], EXP_NEG_BYTES[1][byte(1)]);
+    let low = mul_q63(EXP_NEG_BYTES[2][byte(2)], c);
+    let fractional = mul_q63(high, low);
+    if whole == 0 {
+        fractional
+    } else {
+        mul_q63(EXP_NEG_WHOLE[whole as usize], fractional)
+    }
 }
 
 /// Bernoulli(e^(−p/q)) for p ≥ 0, q ≥ 1, exactly (see the module).
@@ -151,40 +159,65 @@ pub fn bernoulli<E: Entropy>(rng: &mut E, p: u128, q: u128) -> bool {
     decide(rng, p, q, MARGIN)
 }
 
-/// U < e^(−p/q) for a fresh uniform U, deciding from its first 63 bits
-/// when they lie outside the window of ±`margin` around the approximation.
+/// U < e^(−p/q) for a fresh uniform U, deciding from its first 32 bits, or
+/// 63, when they lie outside the window of ±`margin` around the
+/// approximation.
 #[inline(always)]
 fn decide<E: Entropy>(rng: &mut E, p: u128, q: u128, margin: u64) -> bool {
+    // e^(−p/q)·2^63 ∈ [low, high].
     let approx = approx_q63(p, q);
-    let w = rng.next_u64() >> 1;
-    // U ∈ [w, w + 1)·2^−63, and e^(−p/q)·2^63 ∈ [approx − margin, approx + margin].
-    if w < approx.saturating_sub(margin) {
+    let (low, high) = (approx.saturating_sub(margin), approx.saturating_add(margin));
+    // U's first 32 bits: U ∈ [w, w + 2^31)·2^−63; they decide but for odds of 2^−31.
+    let mut w = rng.bits(32) << 31;
+    if w + (1 << 31) <= low {
         return true;
     }
-    if w >= approx.saturating_add(margin) {
+    if w >= high {
+        return false;
+    }
+    // 31 more: U ∈ [w, w + 1)·2^−63.
+    w |= rng.bits(31);
+    if w < low {
+        return true;
+    }
+    if w >= high {
         return false;
     }
     decide_exactly(rng, w, p, q)
 }
 
 /// V ≥ 0 with P(V ≥ v) = e^(−v) exactly: the number of v ≥ 1 with
-/// U < e^(−v), for one uniform U. The first 63 bits of U are compared with
-/// the table (each entry within 1 unit, so within ±2 only the entry is in
-/// doubt, and then `decide_exactly` settles it); past e^(−40), V − 40 is
-/// again such a count (P(V ≥ 40 + v | V ≥ 40) = e^(−v)), of a new uniform.
-/// One word per draw, against a Bernoulli(e^(−1)) chain per unit of V.
+/// U < e^(−v), for one uniform U. U's first 32 bits, or 63 if need be, are
+/// compared with the table: each entry T is within 1 unit, so U is surely
+/// below when its interval ends under T − 1 and surely above when it starts
+/// past T + 1, and otherwise `decide_exactly` settles that one entry. Past
+/// e^(−40), V − 40 is again such a count (P(V ≥ 40 + v | V ≥ 40) =
+/// e^(−v)), of a new uniform. Half a word per draw, against a
+/// Bernoulli(e^(−1)) chain per unit of V.
 #[inline]
 pub fn geometric<E: Entropy>(rng: &mut E) -> u128 {
     const LAST: usize = 40;
     let mut base = 0u128;
     loop {
-        let w = rng.next_u64() >> 1;
-        // The thresholds that U is surely below: v = 1..=below (decreasing in v).
-        let below = EXP_NEG_WHOLE[1..=LAST].iter().map(|&t| u128::from(w + 2 <= t)).sum::<u128>() as usize;
-        if below < LAST {
+        // U ∈ [w, w + width)·2^−63: its first 32 bits, then 31 more if need be.
+        let (mut w, mut width) = (rng.bits(32) << 31, 1u64 << 31);
+        loop {
+            // The thresholds that U is surely below: v = 1..=below (decreasing in v).
+            // (A scan: V is 0 or 1 six times in seven.)
+            let mut below = 0;
+            while below < LAST && w + width < EXP_NEG_WHOLE[below + 1] {
+                below += 1;
+            }
+            if below == LAST {
+                break;
+            }
             let v = below + 1;
-            if w >= EXP_NEG_WHOLE[v] + 1 {
+            if w > EXP_NEG_WHOLE[v] {
                 return base + below as u128;
+            }
+            if width > 1 {
+                (w, width) = (w | rng.bits(31), 1);
+                continue;
             }
             return base + below as u128 + u128::from(decide_exactly(rng, w, v as u128, 1));
         }
@@ -369,10 +402,12 @@ mod tests {
 
     #[test]
     fn the_table_and_the_approximation_are_within_their_bounds() {
-        for k in 0..256 {
-            let exact = (-(k as f64) / 256.0).exp() * ONE as f64;
-            // The float reference is itself good to about 2^−52 relative: 2^11 units.
-            assert!((EXP_NEG_256THS[k] as f64 - exact).abs() <= 4096.0, "k = {k}");
+        for level in 0..3 {
+            for k in 0..256 {
+                let exact = (-(k as f64) / 2f64.powi(8 * (level as i32 + 1))).exp() * ONE as f64;
+                // The float reference is itself good to about 2^−52 relative: 2^11 units.
+                assert!((EXP_NEG_BYTES[level][k] as f64 - exact).abs() <= 4096.0, "level {level}, k = {k}");
+            }
         }
         for w in 0..WHOLE_LIMIT as usize {
             let exact = (-(w as f64)).exp() * ONE as f64;

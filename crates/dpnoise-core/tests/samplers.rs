@@ -6,7 +6,7 @@ use dpnoise_core::audit::{chi_square, histogram};
 use dpnoise_core::sampler::{
     bernoulli_exp_neg, discrete_laplace, geometric_exp, uniform_below,
 };
-use dpnoise_core::{BitPool, Epsilon, Laplace, LatticeNoise};
+use dpnoise_core::{BitPool, Entropy, Epsilon, Laplace, LatticeNoise};
 use rand_chacha::rand_core::SeedableRng;
 use rand_chacha::ChaCha20Rng;
 
@@ -117,7 +117,7 @@ fn partition_keep_has_the_exact_rate() {
 fn partition_keep_reads_leading_zero_words() {
     use dpnoise_core::selection::bernoulli_dyadic;
     struct Script(Vec<u64>);
-    impl dpnoise_core::Entropy for Script {
+    impl Entropy for Script {
         fn next_u64(&mut self) -> u64 {
             self.0.remove(0)
         }
@@ -135,15 +135,25 @@ fn partition_keep_reads_leading_zero_words() {
     assert!(!bernoulli_dyadic(&mut Script(vec![0, 3 << 62]), p));
 }
 
-/// Scripted words for the samplers that read whole words.
-struct Script(Vec<u64>);
-impl dpnoise_core::Entropy for Script {
+/// Scripted bits: `bits(n)` hands out the next n bits of the script, most
+/// significant first (words of 64 bits, the first one of 63).
+struct Script(std::collections::VecDeque<bool>);
+impl Script {
+    fn new(first: u64, words: &[u64]) -> Script {
+        let mut bits: std::collections::VecDeque<bool> = (0..63).rev().map(|i| first >> i & 1 == 1).collect();
+        bits.extend(words.iter().flat_map(|w| (0..64).rev().map(move |i| w >> i & 1 == 1)));
+        Script(bits)
+    }
+}
+impl Entropy for Script {
     fn next_u64(&mut self) -> u64 {
-        assert!(!self.0.is_empty(), "the sampler read past the script");
-        self.0.remove(0)
+        self.bits(64)
     }
     fn bit(&mut self) -> bool {
-        unreachable!("the sampler reads whole words")
+        self.bits(1) == 1
+    }
+    fn bits(&mut self, n: u32) -> u64 {
+        (0..n).fold(0, |b, _| b << 1 | u64::from(self.0.pop_front().expect("the sampler read past the script")))
     }
 }
 
@@ -163,23 +173,29 @@ fn bernoulli_exp_neg_exact_path_follows_the_digits_of_e_to_the_minus_x() {
     ];
     for (p, q, w, next, after) in digits {
         // Words past the deciding one cannot change the answer, whatever they are.
-        let padded = |mut words: Vec<u64>| {
+        let padded = |first: u64, mut words: Vec<u64>| {
             words.extend([0, u64::MAX, 0x5555_5555_5555_5555]);
-            Script(words)
+            Script::new(first, &words)
         };
-        let decide = |words: Vec<u64>| decide_exactly(&mut padded(words), w, p, q);
+        let decide = |words: Vec<u64>| {
+            let mut script = padded(0, words);
+            script.bits(63);
+            decide_exactly(&mut script, w, p, q)
+        };
         assert!(decide(vec![next - 1]), "{p}/{q}: below by one unit at 2^-127");
         assert!(!decide(vec![next + 1]), "{p}/{q}: above by one unit at 2^-127");
         assert!(decide(vec![next, after - 1]), "{p}/{q}: below at 2^-191");
         assert!(!decide(vec![next, after + 1]), "{p}/{q}: above at 2^-191");
-        // The whole sampler, from the first word: the same word goes to the exact path.
-        assert!(bernoulli(&mut padded(vec![w << 1, next - 1]), p, q));
-        assert!(!bernoulli(&mut padded(vec![w << 1 | 1, next + 1]), p, q));
-        // Far from e^(−x), the first word decides alone. (Checked once with a
-        // window of ±1 unit, narrower than the approximation's error: the
-        // first word then decided wrongly here.)
-        assert!(bernoulli(&mut Script(vec![(w - (1 << 20)) << 1]), p, q));
-        assert!(!bernoulli(&mut Script(vec![(w + (1 << 20)) << 1]), p, q));
+        // The whole sampler, from the first bit: the same 63 bits go to the exact path.
+        assert!(bernoulli(&mut padded(w, vec![next - 1]), p, q));
+        assert!(!bernoulli(&mut padded(w, vec![next + 1]), p, q));
+        // Far from e^(−x), the first 32 bits decide alone, then the first 63.
+        // (Checked once with a window of ±1 unit, narrower than the
+        // approximation's error: the first bits then decided wrongly here.)
+        assert!(bernoulli(&mut Script::new(w - (1 << 33), &[]), p, q));
+        assert!(!bernoulli(&mut Script::new(w + (1 << 33), &[]), p, q));
+        assert!(bernoulli(&mut Script::new(w - (1 << 20), &[]), p, q));
+        assert!(!bernoulli(&mut Script::new(w + (1 << 20), &[]), p, q));
     }
 }
 
