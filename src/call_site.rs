@@ -118,6 +118,10 @@ pub struct CallSite {
     pub identified: bool,
     pub identity: [u8; 32],
     pub identity_paid: bool,
+    /// The fingerprint of the call's text parameters (a per-row function's
+    /// mechanism and loss), once read: they are fixed for the execution
+    /// (`parameters`), so later rows need not detoast and hash them again.
+    pub texts: Option<u64>,
 }
 
 impl CallSite {

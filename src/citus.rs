@@ -60,21 +60,23 @@ fn citus_installed() -> bool {
 /// coordinator's): the budgets live on the coordinator, which runs every
 /// dpnoise aggregate's release itself. A worker would charge its own ledger.
 pub fn refuse_on_worker() {
-    thread_local! {
-        /// (local transaction, whether this node is a Citus worker): read
-        /// once per transaction, not once per release.
-        static WORKER: std::cell::Cell<Option<(u32, bool)>> = const { std::cell::Cell::new(None) };
-    }
+    use std::sync::atomic::{AtomicU64, Ordering};
+    /// The local transaction it was read in (high 32 bits), whether it was
+    /// read (bit 1) and whether this node is a Citus worker (bit 0): read
+    /// once per transaction, not once per release. A plain static (this
+    /// process's own copy) costs a load per row; a thread-local, a lookup
+    /// through the dynamic linker.
+    static WORKER: AtomicU64 = AtomicU64::new(0);
     // SAFETY: MyProc is this backend's PGPROC, set before any query runs; lxid is its own.
     let transaction = unsafe { (*pg_sys::MyProc).lxid };
-    let worker = match WORKER.with(|w| w.get()) {
-        Some((t, worker)) if t == transaction => worker,
-        _ => {
-            let worker = citus_installed()
-                && read_one::<i32>("SELECT groupid FROM pg_catalog.pg_dist_local_group").unwrap_or(0) > 0;
-            WORKER.with(|w| w.set(Some((transaction, worker))));
-            worker
-        }
+    let known = WORKER.load(Ordering::Relaxed);
+    let worker = if known & 2 != 0 && (known >> 32) as u32 == transaction {
+        known & 1 == 1
+    } else {
+        let worker = citus_installed()
+            && read_one::<i32>("SELECT groupid FROM pg_catalog.pg_dist_local_group").unwrap_or(0) > 0;
+        WORKER.store(u64::from(transaction) << 32 | 2 | u64::from(worker), Ordering::Relaxed);
+        worker
     };
     if worker {
         crate::errors::raise_sqlstate(

@@ -69,25 +69,46 @@ v1_function!(pg_finfo_dp_laplace, dp_laplace, |fcinfo| {
     release_value(fcinfo, "dp_laplace", 0.0, [0, 0], || (Choice::Fixed(Mechanism::Laplace), Loss::Variance))
 });
 
-// dp_staircase(value, epsilon, sensitivity [, loss]): the loss text is read
-// per row only to key the cache; it is parsed when the key changes.
+/// The fingerprint of a per-row call's text parameters, read (`read`) on
+/// its first row only: they are fixed for the execution
+/// (`require_fixed_call`, which the caller has run).
+///
+/// # Safety
+/// `fcinfo` is the live call of a dpnoise per-row function.
+unsafe fn texts_key(fcinfo: pg_sys::FunctionCallInfo, read: impl FnOnce() -> u64) -> u64 {
+    // SAFETY: the caller's contract; the reference is dropped before `read` runs.
+    if let Some(key) = unsafe { crate::call_site::call_site(fcinfo) }.texts {
+        return key;
+    }
+    let key = read();
+    // SAFETY: as above.
+    unsafe { crate::call_site::call_site(fcinfo) }.texts = Some(key);
+    key
+}
+
+// dp_staircase(value, epsilon, sensitivity [, loss]): the loss text keys
+// the cache; it is parsed when the key changes.
 v1_function!(pg_finfo_dp_staircase, dp_staircase, |fcinfo| {
     crate::parameters::require_fixed_call(fcinfo, 1, "dp_staircase");
-    let text = if (*fcinfo).nargs > 3 { Some(text_arg(fcinfo, 3, "loss")) } else { None };
-    let key = text.map_or(0, text_fingerprint);
+    let loss = || if (*fcinfo).nargs > 3 { Some(text_arg(fcinfo, 3, "loss")) } else { None };
+    let key = texts_key(fcinfo, || loss().map_or(0, text_fingerprint));
     release_value(fcinfo, "dp_staircase", 0.0, [key, 0], || {
-        (Choice::Fixed(Mechanism::Staircase), text.map_or(Ok(Loss::Variance), Loss::parse).or_raise())
+        (Choice::Fixed(Mechanism::Staircase), loss().map_or(Ok(Loss::Variance), Loss::parse).or_raise())
     })
 });
 
 // dp_noise(value, epsilon, sensitivity, delta, mechanism, loss): any
-// mechanism, or 'auto', per row; the texts are read per row only to key the cache.
+// mechanism, or 'auto', per row; the texts key the cache.
 v1_function!(pg_finfo_dp_noise, dp_noise, |fcinfo| {
     crate::parameters::require_fixed_call(fcinfo, 1, "dp_noise");
     let delta = required_f64(fcinfo, 3, "delta");
-    let (mechanism, loss) = (text_arg(fcinfo, 4, "mechanism"), text_arg(fcinfo, 5, "loss"));
-    let key = text_fingerprint(mechanism).rotate_left(32) ^ text_fingerprint(loss);
+    let texts = || (text_arg(fcinfo, 4, "mechanism"), text_arg(fcinfo, 5, "loss"));
+    let key = texts_key(fcinfo, || {
+        let (mechanism, loss) = texts();
+        text_fingerprint(mechanism).rotate_left(32) ^ text_fingerprint(loss)
+    });
     release_value(fcinfo, "dp_noise", delta, [key, delta.to_bits()], || {
+        let (mechanism, loss) = texts();
         (Choice::parse(mechanism).or_raise(), Loss::parse(loss).or_raise())
     })
 });
