@@ -363,8 +363,9 @@ unsafe extern "C-unwind" fn planner(
     // PlannedStmt (failure is an error, never null), as materialize requires. An error below
     // longjmps through this frame, which owns nothing to drop.
     unsafe {
-        // dpnoise's own read of table versions: nothing to check or mark.
-        if crate::repeat::reading() {
+        // dpnoise's own read of table versions, and the ledger worker's
+        // fixed statements: nothing to check or mark.
+        if crate::repeat::reading() || crate::budget::worker::is_ledger_worker() {
             return match PREV_PLANNER {
                 Some(prev) => prev(parse, query_string, cursor_options, bound_params),
                 None => raw_standard_planner(parse, query_string, cursor_options, bound_params),
