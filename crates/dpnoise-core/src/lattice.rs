@@ -55,15 +55,20 @@ impl Lattice {
     /// a difference by more than `ceil(|a − b| / g)` steps.
     #[inline]
     pub fn round(&self, x: f64) -> Result<i128, Error> {
-        // Fast path, still exact: scaling by 2^-k is exact while the result
-        // stays a normal float, floor is exact, and y − floor(y) is exact.
-        if (-1022..=1023).contains(&-self.k) {
-            let y = x * pow2(-self.k);
-            if y.abs() < 9.0e18 && (y.abs() >= f64::MIN_POSITIVE || x == 0.0) {
-                // floor(y) by truncation and a correction: libm's floor is a call.
-                let t = y as i64;
-                let n = t - i64::from((t as f64) > y);
-                return Ok(n as i128 + i128::from(y - n as f64 >= 0.5));
+        // Fast path, the same arithmetic as `round_exact` in 64 bits: a
+        // normal float is ±m·2^e with m < 2^53; m·2^(e−k) rounded half up is
+        // m shifted left, or (m + half) shifted right arithmetically (floor
+        // for either sign), exact while the shift is in [−62, 9] (|m·2^9| <
+        // 2^62). No float conversions: they cost a row's sum a third.
+        let bits = x.to_bits();
+        let biased = (bits >> 52 & 0x7ff) as i32;
+        if biased != 0 && biased != 0x7ff {
+            let shift = biased - 1075 - self.k;
+            if (-62..=9).contains(&shift) {
+                let magnitude = (bits & ((1 << 52) - 1) | 1 << 52) as i64;
+                let m = if bits >> 63 == 1 { -magnitude } else { magnitude };
+                let n = if shift >= 0 { m << shift } else { (m + (1 << (-shift - 1))) >> -shift };
+                return Ok(n as i128);
             }
         }
         self.round_exact(x)
