@@ -190,9 +190,10 @@ fn decide<E: Entropy>(rng: &mut E, p: u128, q: u128, margin: u64) -> bool {
 /// U < e^(−v), for one uniform U. U's first 32 bits, or 63 if need be, are
 /// compared with the table: each entry T is within 1 unit, so U is surely
 /// below when its interval ends under T − 1 and surely above when it starts
-/// past T + 1, and otherwise `decide_exactly` settles that one entry. Past
-/// e^(−40), V − 40 is again such a count (P(V ≥ 40 + v | V ≥ 40) =
-/// e^(−v)), of a new uniform. Half a word per draw, against a
+/// past T + 1, and otherwise `decide_exactly` settles that one entry. A U
+/// below e^(−40) (surely, or as the exact path settles it) counts on: V − 40
+/// is again such a count (P(V ≥ 40 + v | V ≥ 40) = e^(−v)), of a new
+/// uniform. Half a word per draw, against a
 /// Bernoulli(e^(−1)) chain per unit of V.
 #[inline]
 pub fn geometric<E: Entropy>(rng: &mut E) -> u128 {
@@ -219,7 +220,15 @@ pub fn geometric<E: Entropy>(rng: &mut E) -> u128 {
                 (w, width) = (w | rng.bits(31), 1);
                 continue;
             }
-            return base + below as u128 + u128::from(decide_exactly(rng, w, v as u128, 1));
+            // U is near e^(−v) only (the entries are far apart): below it, V ≥ v.
+            if !decide_exactly(rng, w, v as u128, 1) {
+                return base + below as u128;
+            }
+            if v < LAST {
+                return base + v as u128;
+            }
+            // U < e^(−40): count on, from a new uniform.
+            break;
         }
         base += LAST as u128;
         crate::interrupt::check();

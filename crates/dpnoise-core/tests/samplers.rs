@@ -199,6 +199,27 @@ fn bernoulli_exp_neg_exact_path_follows_the_digits_of_e_to_the_minus_x() {
     }
 }
 
+/// The count of e^(−1) successes at its table's last entry: a uniform
+/// below e^(−40) counts on from a new uniform, wherever in [0, e^(−40)) it
+/// lies, including just under e^(−40)·2^63 = 39.18, where only the exact
+/// path can tell (a helper's review found this case returning 40 at once:
+/// P(V ≥ 41) was 3 % low). The new uniform here, 0.3, counts 1.
+#[test]
+fn the_count_of_e_to_the_minus_one_successes_counts_on_past_its_table() {
+    use dpnoise_core::exp_neg::geometric;
+    let restart = (0.3 * 2f64.powi(32)) as u64;
+    for (w, next) in [(0u64, vec![]), (37, vec![]), (38, vec![]), (39, vec![(0.18 * 2f64.powi(64)) as u64])] {
+        let mut words = next.clone();
+        // After U's own bits, the new uniform's first 32 bits, then padding.
+        words.push(restart << 32);
+        words.extend([0, 0]);
+        assert_eq!(geometric(&mut Script::new(w, &words)), 41, "U = ({w} + …)·2^-63");
+    }
+    // Just above e^(−40): 39.
+    let mut above = Script::new(39, &[(0.19 * 2f64.powi(64)) as u64, restart << 32, 0, 0]);
+    assert_eq!(geometric(&mut above), 39);
+}
+
 /// The exact path alone (every draw sent there) has the exact rate; 5
 /// standard errors of N/4 draws. (Checked once against a path whose upper
 /// bound of e^x leaves out the remainder: it fails at every x, and so does
