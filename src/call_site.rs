@@ -137,6 +137,7 @@ impl CallSite {
 /// `fcinfo` is a live call of a dpnoise function (whose `fn_extra` only
 /// this module sets). The reference must not outlive the call, and no
 /// other reference to the same call site may be held meanwhile.
+#[inline]
 pub unsafe fn call_site<'a>(fcinfo: pg_sys::FunctionCallInfo) -> &'a mut CallSite {
     // SAFETY: the caller's contract; fn_extra is null or the CallSite made here,
     // in fn_mcxt, which lives as long as this execution of the query.
