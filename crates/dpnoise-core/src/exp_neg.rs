@@ -159,16 +159,92 @@ pub fn bernoulli<E: Entropy>(rng: &mut E, p: u128, q: u128) -> bool {
     decide(rng, p, q, MARGIN)
 }
 
+/// Bernoulli(e^(−p/q)) for 0 ≤ p/q < 1, exactly, for a p/q that is
+/// usually small: U's first 32 bits are first compared with
+/// 1 − p/q ≤ e^(−p/q), which settles all but about p/q of the draws before
+/// any approximation of e^(−p/q); the others go on as in `bernoulli`, with
+/// the same U.
+#[inline(always)]
+pub fn bernoulli_near_one<E: Entropy>(rng: &mut E, p: u128, q: u128) -> bool {
+    debug_assert!(p < q);
+    if q.is_power_of_two() {
+        return bernoulli_near_one_shift(rng, p, q.trailing_zeros());
+    }
+    // x·2^63 or more: a float within a relative 2^−50 of it, plus more than
+    // that error.
+    let x = ((to_f64(p) / to_f64(q) * ONE as f64) as u64).saturating_add(1 << 12);
+    near_one(rng, x, p, q)
+}
+
+/// `bernoulli_near_one` for q = 2^n: x·2^63 is a shift (rounded up), and p
+/// < q keeps it in range.
+#[inline(always)]
+pub fn bernoulli_near_one_shift<E: Entropy>(rng: &mut E, p: u128, n: u32) -> bool {
+    debug_assert!(p >> n == 0);
+    let x = if n <= 63 { (p << (63 - n)) as u64 } else { ((p + (1 << (n - 63)) - 1) >> (n - 63)) as u64 };
+    near_one(rng, x, p, 1 << n)
+}
+
+/// U < e^(−p/q) for a fresh U, given x ≥ (p/q)·2^63.
+#[inline(always)]
+fn near_one<E: Entropy>(rng: &mut E, x: u64, p: u128, q: u128) -> bool {
+    let w = rng.bits(32) << 31;
+    if w + (1 << 31) <= ONE.saturating_sub(x) {
+        return true;
+    }
+    p == 0 || decide_from(rng, w, p, q, MARGIN)
+}
+
 /// U < e^(−p/q) for a fresh uniform U, deciding from its first 32 bits, or
 /// 63, when they lie outside the window of ±`margin` around the
 /// approximation.
 #[inline(always)]
 fn decide<E: Entropy>(rng: &mut E, p: u128, q: u128, margin: u64) -> bool {
-    // e^(−p/q)·2^63 ∈ [low, high].
+    let w = rng.bits(32) << 31;
+    decide_from(rng, w, p, q, margin)
+}
+
+/// `decide` for a U whose first 32 bits are drawn already (in `w`).
+#[inline(always)]
+fn decide_from<E: Entropy>(rng: &mut E, w: u64, p: u128, q: u128, margin: u64) -> bool {
     let approx = approx_q63(p, q);
-    let (low, high) = (approx.saturating_sub(margin), approx.saturating_add(margin));
+    decide_in(rng, w, p, q, approx.saturating_sub(margin), approx.saturating_add(margin))
+}
+
+/// Bernoulli(e^(−p/q)) for one p/q drawn many times (the staircase's
+/// b = e^(−ε)): the window around e^(−p/q) is computed once.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ExpNeg {
+    p: u128,
+    q: u128,
+    low: u64,
+    high: u64,
+}
+
+impl ExpNeg {
+    /// For p ≥ 0, q ≥ 1.
+    pub fn new(p: u128, q: u128) -> ExpNeg {
+        assert!(q > 0, "e^(−p/q) needs q ≥ 1");
+        let approx = approx_q63(p, q);
+        ExpNeg { p, q, low: approx.saturating_sub(MARGIN), high: approx.saturating_add(MARGIN) }
+    }
+
+    /// True with probability e^(−p/q), exactly (as `bernoulli`).
+    #[inline(always)]
+    pub fn sample<E: Entropy>(&self, rng: &mut E) -> bool {
+        if self.p == 0 {
+            return true;
+        }
+        let w = rng.bits(32) << 31;
+        decide_in(rng, w, self.p, self.q, self.low, self.high)
+    }
+}
+
+/// U < e^(−p/q) for a U whose first 32 bits are `w`, with e^(−p/q)·2^63
+/// known to lie in [low, high].
+#[inline(always)]
+fn decide_in<E: Entropy>(rng: &mut E, mut w: u64, p: u128, q: u128, low: u64, high: u64) -> bool {
     // U's first 32 bits: U ∈ [w, w + 2^31)·2^−63; they decide but for odds of 2^−31.
-    let mut w = rng.bits(32) << 31;
     if w + (1 << 31) <= low {
         return true;
     }
@@ -231,6 +307,106 @@ pub fn geometric<E: Entropy>(rng: &mut E) -> u128 {
             break;
         }
         base += LAST as u128;
+        crate::interrupt::check();
+    }
+}
+
+/// The fine count's thresholds e^(−j/256) are kept for j ≤ this; a
+/// uniform below the last counts on.
+pub const FINE_LAST: u64 = 20 * 256;
+
+/// A bound on |fine_threshold(j) − e^(−j/256)·2^63|: two entries within 1
+/// unit each (the product moves by under 2) and the product's floor (1).
+const FINE_MARGIN: u64 = 8;
+
+/// e^(−j/256)·2^63 within `FINE_MARGIN`, for j ≤ `FINE_LAST`.
+#[inline(always)]
+fn fine_threshold(j: u64) -> u64 {
+    mul_q63(EXP_NEG_WHOLE[(j >> 8) as usize], EXP_NEG_BYTES[0][(j & 255) as usize])
+}
+
+/// 256·ln(1 + (i + ½)/1024)·2^16 for i = 0..1023, from the series
+/// ln(1 + y) = 2·(z + z³/3 + z⁵/5 + …), z = y/(2 + y) ≤ 1/3: for the fine
+/// count's first guess only.
+const LN_MANTISSA: [u32; 1024] = {
+    let mut table = [0u32; 1024];
+    let mut i = 0;
+    while i < 1024 {
+        let y = (i as f64 + 0.5) / 1024.0;
+        let z = y / (2.0 + y);
+        let (mut power, mut sum, mut k) = (z, 0.0, 1.0);
+        while k < 60.0 {
+            sum += power / k;
+            power *= z * z;
+            k += 2.0;
+        }
+        table[i] = (2.0 * sum * 256.0 * 65536.0) as u32;
+        i += 1;
+    }
+    table
+};
+
+/// 256·ln 2·2^16.
+const LN2_256: u64 = (256.0 * std::f64::consts::LN_2 * 65536.0) as u64;
+
+/// ⌊−256·ln(point·2^−63)⌋ to within one either way (capped at
+/// `FINE_LAST`): the point's binary exponent and its mantissa's first ten
+/// bits (the mantissa's interval moves the logarithm by under 1/8).
+#[inline(always)]
+fn fine_guess(point: u64) -> u64 {
+    if point == 0 {
+        return FINE_LAST;
+    }
+    // point·2^−63 = (1 + f)·2^−zeros, f's first ten bits indexing the table.
+    let zeros = point.leading_zeros();
+    let index = ((point << zeros) >> 53) as usize & 1023;
+    ((zeros as u64 * LN2_256 - LN_MANTISSA[index] as u64) >> 16).min(FINE_LAST)
+}
+
+/// J ≥ 0 with P(J ≥ j) = e^(−j/256) exactly (J = ⌊256·E⌋ for an
+/// exponential E): the number of j ≥ 1 with U < e^(−j/256), for one uniform
+/// U. A table of logarithms guesses J from U's first bits; the thresholds next to
+/// the guess, each known within `FINE_MARGIN`, then move it until U is
+/// surely below e^(−J/256) and surely not below e^(−(J+1)/256). When U's
+/// interval straddles one of the two, U gets 31 more bits, and if it still
+/// does, `decide_exactly` settles that one threshold (the others are over
+/// 2^26 units away up to `FINE_LAST`, so at most one can be in doubt). A U
+/// below e^(−FINE_LAST/256) counts on from a new uniform (J − FINE_LAST is
+/// again such a count). The guess decides only where the search starts,
+/// never the answer.
+#[inline]
+pub fn geometric_fine<E: Entropy>(rng: &mut E) -> u128 {
+    let mut base = 0u128;
+    loop {
+        // U ∈ [w, w + width)·2^−63: its first 32 bits, then 31 more if need be.
+        let (mut w, mut width) = (rng.bits(32) << 31, 1u64 << 31);
+        let mut j = fine_guess(w + width / 2);
+        let counted = loop {
+            // Down while U is surely not below e^(−j/256); up while U is
+            // surely below e^(−(j+1)/256).
+            while j > 0 && w >= fine_threshold(j) + FINE_MARGIN {
+                j -= 1;
+            }
+            while j < FINE_LAST && w + width + FINE_MARGIN <= fine_threshold(j + 1) {
+                j += 1;
+            }
+            let below_j = j == 0 || w + width + FINE_MARGIN <= fine_threshold(j);
+            let above_next = j == FINE_LAST || w >= fine_threshold(j + 1) + FINE_MARGIN;
+            if below_j && above_next {
+                break j;
+            }
+            if width > 1 {
+                (w, width) = (w | rng.bits(31), 1);
+                continue;
+            }
+            // One threshold in doubt: U is below it, or J is the one under it.
+            let doubt = if below_j { j + 1 } else { j };
+            break if decide_exactly(rng, w, doubt as u128, 256) { doubt } else { doubt - 1 };
+        };
+        if counted < FINE_LAST {
+            return base + counted as u128;
+        }
+        base += FINE_LAST as u128;
         crate::interrupt::check();
     }
 }

@@ -87,8 +87,83 @@ pub fn bernoulli_exp_neg<E: Entropy>(rng: &mut E, p: u128, q: u128) -> bool {
 /// X = U + t·V with U uniform on [0, t) kept with probability e^(−U/t) and V
 /// the number of Bernoulli(e^(−1)) successes is geometric with ratio
 /// e^(−1/t); Y = ⌊X / s⌋ then has ratio e^(−s/t) (CKS Algorithm 2).
+///
+/// For t a multiple of 256 (every per-row release's lattice is), X is
+/// drawn as ⌊t·E⌋ for an exponential E instead: with m = t/256, X = m·J + L
+/// where J = ⌊256·E⌋ (`exp_neg::geometric_fine`, one uniform) and L, on
+/// [0, m) with P(L = l) ∝ e^(−l/t), is independent of J (the fraction of
+/// 256·E has density ∝ e^(−g/256) whatever its whole part). L is a uniform
+/// kept with probability e^(−L/t) ≥ e^(−1/256): one Bernoulli that almost
+/// never rejects, where the uniform on [0, t) above is kept only 63 % of
+/// the time.
 pub fn geometric_exp<E: Entropy>(rng: &mut E, s: u128, t: u128) -> u128 {
     debug_assert!(s > 0 && t > 0);
+    let x = match t.trailing_zeros() {
+        // t = 1 (the staircase's blocks at a whole ε): U = 0, X = V.
+        0 if t == 1 => crate::exp_neg::geometric(rng),
+        // t = 2^n, the usual lattice: the fraction's draw is n − 8 bits.
+        n @ 8..=110 if t.is_power_of_two() => exponential_floor_shift(rng, n),
+        8.. => exponential_floor(rng, t),
+        _ => cks_geometric(rng, t),
+    };
+    // 128-bit division is a slow library call; skip it when it is not
+    // needed (the opaque value keeps the compiler from merging the arms).
+    match (u64::try_from(x), u64::try_from(s)) {
+        _ if s == 1 => x,
+        (Ok(x), Ok(s)) => (x / s) as u128,
+        _ => std::hint::black_box(x) / s,
+    }
+}
+
+/// ⌊t·E⌋ for an exponential E and t a multiple of 256 (see `geometric_exp`).
+#[inline(always)]
+fn exponential_floor<E: Entropy>(rng: &mut E, t: u128) -> u128 {
+    let m = t / 256;
+    let j = crate::exp_neg::geometric_fine(rng);
+    let mut tries: u32 = 0;
+    let l = loop {
+        let l = uniform_below(rng, m);
+        if crate::exp_neg::bernoulli_near_one(rng, l, t) {
+            break l;
+        }
+        tries = tries.wrapping_add(1);
+        if tries % 64 == 0 {
+            crate::interrupt::check();
+        }
+    };
+    // m < 2^64 and J < 2^64 (almost always): one 64-bit multiply.
+    match (u64::try_from(m), u64::try_from(j)) {
+        (Ok(m), Ok(j)) => (m as u128 * j as u128).checked_add(l),
+        _ => m.checked_mul(j).and_then(|mj| mj.checked_add(l)),
+    }
+    .expect("geometric draw overflow")
+}
+
+/// `exponential_floor` for t = 2^n, 8 ≤ n ≤ 110 (t < 2^110 always): m = 2^(n − 8), so L is
+/// n − 8 fair bits and X = J·2^(n − 8) + L.
+#[inline(always)]
+fn exponential_floor_shift<E: Entropy>(rng: &mut E, n: u32) -> u128 {
+    let k = n - 8;
+    let j = crate::exp_neg::geometric_fine(rng);
+    let mut tries: u32 = 0;
+    let l = loop {
+        let l = if k <= 64 { rng.bits(k) as u128 } else { (rng.bits(k - 64) as u128) << 64 | rng.next_u64() as u128 };
+        if crate::exp_neg::bernoulli_near_one_shift(rng, l, n) {
+            break l;
+        }
+        tries = tries.wrapping_add(1);
+        if tries % 64 == 0 {
+            crate::interrupt::check();
+        }
+    };
+    // J·2^k + L, L < 2^k: a shift and an or, unless J·2^k overflows.
+    assert!(j.leading_zeros() >= k, "geometric draw overflow");
+    j << k | l
+}
+
+/// X with P(X = x) ∝ e^(−x/t): CKS Algorithm 2 (see `geometric_exp`).
+#[inline(always)]
+fn cks_geometric<E: Entropy>(rng: &mut E, t: u128) -> u128 {
     // The loop ends after a few rounds but for odds like e^(−64): it checks
     // for a cancel every 64 rounds (a check per round cost a tenth of a
     // per-row draw).
@@ -105,17 +180,7 @@ pub fn geometric_exp<E: Entropy>(rng: &mut E, s: u128, t: u128) -> u128 {
     };
     // The number of Bernoulli(e^(−1)) successes before a failure.
     let v = crate::exp_neg::geometric(rng);
-    let x = t
-        .checked_mul(v)
-        .and_then(|tv| tv.checked_add(u))
-        .expect("geometric draw overflow");
-    // 128-bit division is a slow library call; skip it when it is not
-    // needed (the opaque value keeps the compiler from merging the arms).
-    match (u64::try_from(x), u64::try_from(s)) {
-        _ if s == 1 => x,
-        (Ok(x), Ok(s)) => (x / s) as u128,
-        _ => std::hint::black_box(x) / s,
-    }
+    t.checked_mul(v).and_then(|tv| tv.checked_add(u)).expect("geometric draw overflow")
 }
 
 /// Discrete Laplace: P(Z = z) ∝ e^(−|z|·s/t) on all of Z (CKS Algorithm 2).

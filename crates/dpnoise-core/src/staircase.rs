@@ -6,7 +6,8 @@ use crate::accuracy::StepLaw;
 use crate::entropy::Entropy;
 use crate::noise::LatticeNoise;
 use crate::rational::Epsilon;
-use crate::sampler::{bernoulli_exp_neg, geometric_exp, uniform_below};
+use crate::exp_neg::ExpNeg;
+use crate::sampler::{geometric_exp, uniform_below};
 use crate::Error;
 
 /// What the user wants the noise to be small in; it picks γ.
@@ -143,6 +144,8 @@ pub struct Staircase {
     epsilon: Epsilon,
     period: u128,
     inner: u128,
+    /// Bernoulli(b): an outer offset's weight relative to an inner one.
+    outer: ExpNeg,
 }
 
 impl Staircase {
@@ -160,7 +163,7 @@ impl Staircase {
             gamma
         };
         let inner = ((gamma * steps as f64).round() as u128).min(steps);
-        Ok(Staircase { epsilon, period: steps, inner })
+        Ok(Staircase { epsilon, period: steps, inner, outer: ExpNeg::new(epsilon.num, epsilon.den) })
     }
 
     /// The inner width r, in steps.
@@ -179,7 +182,7 @@ impl LatticeNoise for Staircase {
             // With r = 0 every offset weighs the same, so none is rejected.
             let offset = loop {
                 let j = uniform_below(rng, self.period);
-                if self.inner == 0 || j < self.inner || bernoulli_exp_neg(rng, s, t) {
+                if self.inner == 0 || j < self.inner || self.outer.sample(rng) {
                     break j;
                 }
                 crate::interrupt::check();

@@ -114,7 +114,9 @@ fn analytic_gaussian_sigma_matches_the_reference() {
 #[test]
 fn discrete_gaussian_matches_its_pmf_and_rejects_a_wrong_sigma() {
     let mut r = rng(13);
-    for sigma in [0.8, 3.7306316348159418, 20.5] {
+    // The proposal's scale t = 2^a: 1 (σ = 0.8), 4 ≥ σ, 16 < σ (r = 0.78),
+    // and 256 < σ (a multiple of 256: the Laplace's shift path).
+    for sigma in [0.8, 3.7306316348159418, 20.5, 300.7] {
         let g = DiscreteGaussian::with_sigma(sigma).unwrap();
         let law = Law::Gaussian { variance: g.variance() };
         let h = histogram(1_000_000, || g.sample(&mut r));

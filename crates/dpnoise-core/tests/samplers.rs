@@ -56,7 +56,18 @@ fn geometric_pmf(ratio: f64) -> impl Fn(i128) -> f64 {
 #[test]
 fn geometric_matches_its_pmf_and_rejects_a_wrong_ratio() {
     let mut r = rng(3);
-    for (s, t) in [(1u128, 1u128), (1, 5), (3, 7), (3602879701896397, 1u128 << 55)] {
+    // t = 1, t < 256 (CKS's rejection), and multiples of 256: powers of two
+    // (the shift), others (m = t/256 of 1, 5 and 3·2^32).
+    for (s, t) in [
+        (1u128, 1u128),
+        (1, 5),
+        (3, 7),
+        (3602879701896397, 1u128 << 55),
+        (1 << 36, 1 << 40),
+        (256, 256),
+        (77, 1280),
+        (3 << 36, 3 << 40),
+    ] {
         let ratio = (-(s as f64) / t as f64).exp();
         let h = histogram(N, || geometric_exp(&mut r, s, t) as i128);
         let test = chi_square(&h, geometric_pmf(ratio), 0, 200, ALPHA);
@@ -70,7 +81,7 @@ fn geometric_matches_its_pmf_and_rejects_a_wrong_ratio() {
 #[test]
 fn discrete_laplace_matches_its_pmf_and_rejects_a_wrong_scale() {
     let mut r = rng(4);
-    for (eps, steps) in [(1.0, 1u128), (0.5, 3), (0.1, 1), (2.0, 5)] {
+    for (eps, steps) in [(1.0, 1u128), (0.5, 3), (0.1, 1), (2.0, 5), (1.0, 256), (1.0, 768), (0.75, 1024)] {
         let lap = Laplace::new(Epsilon::new(eps).unwrap(), steps).unwrap();
         let h = histogram(N, || lap.sample(&mut r));
         let lim = (40.0 * steps as f64 / eps) as i128;
@@ -235,4 +246,78 @@ fn bernoulli_exp_neg_exact_path_has_the_exact_rate() {
         let se = (rate * (1.0 - rate) / n as f64).sqrt().max(1e-12);
         assert!((hits / n as f64 - rate).abs() <= 5.0 * se, "e^-({p}/{q}): {} vs {rate}", hits / n as f64);
     }
+}
+
+/// ⌊256·E⌋ for an exponential E against its pmf (geometric, ratio
+/// e^(−1/256)), up to where 10^6 draws reach; the same draws judged against
+/// a ratio 5 % off fail. (Checked once against the logarithm table's guess
+/// returned as it is: it fails. A count without its margin fails the
+/// digits test below.)
+#[test]
+fn the_fine_count_matches_its_pmf() {
+    use dpnoise_core::exp_neg::geometric_fine;
+    let mut r = rng(6);
+    let h = histogram(N, || geometric_fine(&mut r) as i128);
+    let ratio = (-1.0f64 / 256.0).exp();
+    let test = chi_square(&h, geometric_pmf(ratio), 0, 4000, ALPHA);
+    assert!(test.passes(), "{test:?}");
+    let wrong = (-1.05f64 / 256.0).exp();
+    assert!(!chi_square(&h, geometric_pmf(wrong), 0, 4000, ALPHA).passes());
+}
+
+/// The fine count at its thresholds e^(−j/256) (digits from Python's
+/// decimal at 100 digits: ⌊e^(−j/256)·2^63⌋, then the next 64 bits): a
+/// uniform whose first 63 bits are those goes to the exact path, and its
+/// next word decides between j and j − 1. At the last threshold, a uniform
+/// below counts on from a new one (0.3: 308 more). Far from any threshold,
+/// the first bits decide.
+#[test]
+fn the_fine_count_follows_the_digits_of_its_thresholds() {
+    use dpnoise_core::exp_neg::{geometric_fine, FINE_LAST};
+    let restart = (0.3 * 2f64.powi(32)) as u64;
+    let digits: [(u64, u64, u64); 5] = [
+        (1, 9187413517043429148, 7730292838288615199),
+        (256, 3393088950634442637, 6732709649732762758),
+        (1000, 185535452125372261, 12836652830450465101),
+        (5119, 19085192800, 3342567563819936594),
+        (5120, 19010786684, 15895940324239102981),
+    ];
+    assert_eq!(FINE_LAST, 5120);
+    for (j, w, next) in digits {
+        let below = if j == FINE_LAST { j + 308 } else { j };
+        // The deciding word, then a new uniform's first 32 bits (read only
+        // after the last threshold), then padding.
+        let words = |next: u64| [next, restart << 32, 0, 0];
+        assert_eq!(geometric_fine(&mut Script::new(w, &words(next - 1))) as u64, below, "just below e^(-{j}/256)");
+        assert_eq!(geometric_fine(&mut Script::new(w, &words(next + 1))) as u64, j - 1, "just above e^(-{j}/256)");
+    }
+    // Half-way between thresholds: U's first 32 bits decide (the script has no more).
+    for (u, j) in [(0.3f64, 308u128), (0.7, 91), (0.999, 0), (1e-6, 3536)] {
+        assert_eq!(geometric_fine(&mut Script::new(((u * 2f64.powi(32)) as u64) << 31, &[])), j, "U = {u}");
+    }
+}
+
+/// Bernoulli(e^(−x)) from a first comparison with 1 − x: the draws that
+/// comparison does not settle go on with the same uniform. At x = 1/2 a
+/// fresh uniform would give 1 − x + x·e^(−x) = 0.80 instead of 0.61; 5
+/// standard errors of N draws. Powers of two below and above 2^63 (the
+/// shift rounds up), other q through the float, and the prepared form.
+#[test]
+fn bernoulli_near_one_has_the_exact_rate() {
+    use dpnoise_core::exp_neg::{bernoulli_near_one, ExpNeg};
+    let mut r = rng(7);
+    for (p, q) in [(1u128, 2u128), (3, 1 << 10), (1, 3), (5, 1 << 100), (7, 1280), (999, 1000)] {
+        let rate = (-(p as f64) / q as f64).exp();
+        let se = (rate * (1.0 - rate) / N as f64).sqrt();
+        let hits = (0..N).filter(|_| bernoulli_near_one(&mut r, p, q)).count() as f64 / N as f64;
+        assert!((hits - rate).abs() <= 5.0 * se, "e^-({p}/{q}): {hits} vs {rate}");
+        let prepared = ExpNeg::new(p, q);
+        let hits = (0..N).filter(|_| prepared.sample(&mut r)).count() as f64 / N as f64;
+        assert!((hits - rate).abs() <= 5.0 * se, "prepared e^-({p}/{q}): {hits} vs {rate}");
+    }
+    // Between 1 − x and e^(−x): true; just above e^(−x): false.
+    let at = |u: f64| Script::new((u * 2f64.powi(63)) as u64, &[]);
+    assert!(bernoulli_near_one(&mut at(0.55), 1, 2));
+    assert!(!bernoulli_near_one(&mut at(0.6066), 1, 2));
+    assert!(bernoulli_near_one(&mut at(0.6065), 1, 2));
 }
