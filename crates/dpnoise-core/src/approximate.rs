@@ -9,11 +9,12 @@
 
 use crate::accuracy::Law;
 use crate::entropy::Entropy;
+use crate::exp_neg::OverQ;
 use crate::laplace::decay_denominator;
 use crate::noise::LatticeNoise;
 use crate::params::{Delta, Mechanism};
 use crate::rational::{Dyadic, Epsilon};
-use crate::sampler::{bernoulli_exp_neg, discrete_laplace, geometric_exp, uniform_below};
+use crate::sampler::{discrete_laplace, geometric_exp, uniform_below};
 use crate::Error;
 
 /// Lattice integers stay far below i128's range.
@@ -190,6 +191,9 @@ pub struct DiscreteGaussian {
     reach: u128,
     /// σ in steps, as a float, for figures.
     pub sigma: f64,
+    /// Bernoulli(e^(−n/d)) over the exponent's denominator d, which
+    /// depends on σ and t only.
+    acceptance: OverQ,
 }
 
 impl DiscreteGaussian {
@@ -242,7 +246,9 @@ impl DiscreteGaussian {
         if (reach as f64) < 16384.0 * sigma_used {
             return Err(Error::OutOfRange(format!("a Gaussian of σ = {sigma} steps cannot be sampled")));
         }
-        Ok(DiscreteGaussian { p, b, a, reach, sigma: sigma_used })
+        let mut gaussian = DiscreteGaussian { p, b, a, reach, sigma: sigma_used, acceptance: OverQ::new(1) };
+        gaussian.acceptance = OverQ::new(gaussian.exponent(0).1);
+        Ok(gaussian)
     }
 
     /// σ², exactly as sampled, as a float.
@@ -275,8 +281,8 @@ impl LatticeNoise for DiscreteGaussian {
             let y = discrete_laplace(rng, 1, t);
             let magnitude = y.unsigned_abs();
             if magnitude <= self.reach {
-                let (num, den) = self.exponent(magnitude);
-                if bernoulli_exp_neg(rng, num, den) {
+                let (num, _) = self.exponent(magnitude);
+                if self.acceptance.bernoulli(rng, num) {
                     return y;
                 }
             }

@@ -122,15 +122,26 @@ fn approx_q63(p: u128, q: u128) -> u64 {
         let rest = p & (q - 1);
         (whole, if n <= 64 { (rest << (64 - n)) as u64 } else { (rest >> (n - 64)) as u64 })
     } else {
-        let x = to_f64(p) / to_f64(q);
-        if x >= WHOLE_LIMIT as f64 {
-            return 0;
-        }
-        // x − ⌊x⌋ and its product with 2^64 are exact in floating point; the
-        // conversion truncates.
-        let whole = x as u64;
-        (whole, ((x - whole as f64) * 18_446_744_073_709_551_616.0) as u64)
+        return approx_float(to_f64(p) / to_f64(q));
     };
+    approx_parts(whole, fraction)
+}
+
+/// e^(−x)·2^63 within `MARGIN` for a float within a relative 2^−50 of x.
+#[inline(always)]
+fn approx_float(x: f64) -> u64 {
+    if x >= WHOLE_LIMIT as f64 {
+        return 0;
+    }
+    // x − ⌊x⌋ and its product with 2^64 are exact in floating point; the
+    // conversion truncates.
+    let whole = x as u64;
+    approx_parts(whole, ((x - whole as f64) * 18_446_744_073_709_551_616.0) as u64)
+}
+
+/// e^(−x)·2^63 for x = whole + fraction/2^64.
+#[inline(always)]
+fn approx_parts(whole: u64, fraction: u64) -> u64 {
     if whole >= WHOLE_LIMIT {
         return 0;
     }
@@ -160,7 +171,7 @@ pub fn bernoulli<E: Entropy>(rng: &mut E, p: u128, q: u128) -> bool {
 }
 
 /// Bernoulli(e^(−p/q)) for 0 ≤ p/q < 1, exactly, for a p/q that is
-/// usually small: U's first 32 bits are first compared with
+/// usually small: U's first 16 bits are first compared with
 /// 1 − p/q ≤ e^(−p/q), which settles all but about p/q of the draws before
 /// any approximation of e^(−p/q); the others go on as in `bernoulli`, with
 /// the same U.
@@ -188,10 +199,13 @@ pub fn bernoulli_near_one_shift<E: Entropy>(rng: &mut E, p: u128, n: u32) -> boo
 /// U < e^(−p/q) for a fresh U, given x ≥ (p/q)·2^63.
 #[inline(always)]
 fn near_one<E: Entropy>(rng: &mut E, x: u64, p: u128, q: u128) -> bool {
-    let w = rng.bits(32) << 31;
-    if w + (1 << 31) <= ONE.saturating_sub(x) {
+    // U's first 16 bits, which settle all but about x + 2^−16 of the draws.
+    let high = rng.bits(16) << 47;
+    if high + (1 << 47) <= ONE.saturating_sub(x) {
         return true;
     }
+    // Its next 16: the first 32, as `decide_from` takes them.
+    let w = high | rng.bits(16) << 31;
     p == 0 || decide_from(rng, w, p, q, MARGIN)
 }
 
@@ -237,6 +251,34 @@ impl ExpNeg {
         }
         let w = rng.bits(32) << 31;
         decide_in(rng, w, self.p, self.q, self.low, self.high)
+    }
+}
+
+/// Bernoulli(e^(−p/q)) for many p over one q ≥ 1 (the Gaussian's
+/// acceptance): x = p·(1/q), with q's reciprocal computed once. Three
+/// roundings of a relative 2^−53 and two conversions of 2^−52 keep the float
+/// within a relative 2^−50 of x, as `MARGIN` assumes.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct OverQ {
+    q: u128,
+    inverse: f64,
+}
+
+impl OverQ {
+    pub fn new(q: u128) -> OverQ {
+        assert!(q > 0, "e^(−p/q) needs q ≥ 1");
+        OverQ { q, inverse: 1.0 / to_f64(q) }
+    }
+
+    /// True with probability e^(−p/q), exactly (as `bernoulli`).
+    #[inline(always)]
+    pub fn bernoulli<E: Entropy>(&self, rng: &mut E, p: u128) -> bool {
+        if p == 0 {
+            return true;
+        }
+        let approx = approx_float(to_f64(p) * self.inverse);
+        let w = rng.bits(32) << 31;
+        decide_in(rng, w, p, self.q, approx.saturating_sub(MARGIN), approx.saturating_add(MARGIN))
     }
 }
 
@@ -381,6 +423,13 @@ pub fn geometric_fine<E: Entropy>(rng: &mut E) -> u128 {
         // U ∈ [w, w + width)·2^−63: its first 32 bits, then 31 more if need be.
         let (mut w, mut width) = (rng.bits(32) << 31, 1u64 << 31);
         let mut j = fine_guess(w + width / 2);
+        // Usually the guess is J and U's first 32 bits show it.
+        if j < FINE_LAST
+            && (j == 0 || w + width + FINE_MARGIN <= fine_threshold(j))
+            && w >= fine_threshold(j + 1) + FINE_MARGIN
+        {
+            return base + j as u128;
+        }
         let counted = loop {
             // Down while U is surely not below e^(−j/256); up while U is
             // surely below e^(−(j+1)/256).
