@@ -177,7 +177,9 @@ impl LatticeNoise for Staircase {
         let (s, t) = (self.epsilon.num, self.epsilon.den);
         loop {
             // Block index: P(G = k) = (1 − b) b^k.
-            let block = geometric_exp(rng, s, t);
+            // At ε = 1 the block is the count of e^(−1) successes itself,
+            // without geometric_exp's dispatch (a tenth of a draw).
+            let block = if (s, t) == (1, 1) { crate::exp_neg::geometric(rng) } else { geometric_exp(rng, s, t) };
             // Offset in the block: uniform, an outer one kept with probability b.
             // With r = 0 every offset weighs the same, so none is rejected.
             let offset = loop {
