@@ -1,0 +1,6 @@
+-- dpnoise 0.11.0 -> 0.12.0: faster exact samplers, in the library only (the
+-- discrete Laplace as the floor of an exponential for lattices that are
+-- multiples of 256, the staircase's and the Gaussian's Bernoulli windows
+-- computed once per plan, the Gaussian's proposal scale nearest σ). The
+-- SQL objects are those of 0.11.0; the laws sampled are the same, but a
+-- fixed seed (dpnoise.seed) draws other values than it did with 0.11.0.
