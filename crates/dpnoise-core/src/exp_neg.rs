@@ -174,10 +174,12 @@ pub fn bernoulli<E: Entropy>(rng: &mut E, p: u128, q: u128) -> bool {
 /// usually small: U's first 16 bits are first compared with
 /// 1 − p/q ≤ e^(−p/q), which settles all but about p/q of the draws before
 /// any approximation of e^(−p/q); the others go on as in `bernoulli`, with
-/// the same U.
+/// the same U. A p/q ≥ 1 goes to `bernoulli` (exact for any p/q).
 #[inline(always)]
 pub fn bernoulli_near_one<E: Entropy>(rng: &mut E, p: u128, q: u128) -> bool {
-    debug_assert!(p < q);
+    if p >= q {
+        return bernoulli(rng, p, q);
+    }
     if q.is_power_of_two() {
         return bernoulli_near_one_shift(rng, p, q.trailing_zeros());
     }
@@ -188,9 +190,10 @@ pub fn bernoulli_near_one<E: Entropy>(rng: &mut E, p: u128, q: u128) -> bool {
 }
 
 /// `bernoulli_near_one` for q = 2^n: x·2^63 is a shift (rounded up), and p
-/// < q keeps it in range.
+/// < q keeps it in range: callers guarantee it (crate-private, as a larger
+/// p would wrap the shift).
 #[inline(always)]
-pub fn bernoulli_near_one_shift<E: Entropy>(rng: &mut E, p: u128, n: u32) -> bool {
+pub(crate) fn bernoulli_near_one_shift<E: Entropy>(rng: &mut E, p: u128, n: u32) -> bool {
     debug_assert!(p >> n == 0);
     let x = if n <= 63 { (p << (63 - n)) as u64 } else { ((p + (1 << (n - 63)) - 1) >> (n - 63)) as u64 };
     near_one(rng, x, p, 1 << n)
