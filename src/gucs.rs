@@ -19,8 +19,14 @@ static SEED_GENERATION: AtomicU64 = AtomicU64::new(0);
 /// results themselves. Superusers only.
 static ENFORCE_BUDGET: GucSetting<bool> = GucSetting::<bool>::new(true);
 
+/// Read for every release (a per-row function's every row): the variable
+/// itself, without `GucSetting::get`'s thread check, whose thread-local
+/// lookup cost about 1.5 % of a per-row release.
+#[inline]
 pub fn enforce_budget() -> bool {
-    ENFORCE_BUDGET.get()
+    // SAFETY: a by-value read of the bool PostgreSQL's GUC machinery writes, on this backend's
+    // one thread (the only one that runs dpnoise's code), never while this read runs.
+    unsafe { *ENFORCE_BUDGET.as_ptr() }
 }
 
 /// `dpnoise.drop_ledger`: off (the default) refuses `DROP EXTENSION
