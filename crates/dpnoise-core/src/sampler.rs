@@ -120,17 +120,7 @@ pub fn geometric_exp<E: Entropy>(rng: &mut E, s: u128, t: u128) -> u128 {
 fn exponential_floor<E: Entropy>(rng: &mut E, t: u128) -> u128 {
     let m = t / 256;
     let j = crate::exp_neg::geometric_fine(rng);
-    let mut tries: u32 = 0;
-    let l = loop {
-        let l = uniform_below(rng, m);
-        if crate::exp_neg::bernoulli_near_one(rng, l, t) {
-            break l;
-        }
-        tries = tries.wrapping_add(1);
-        if tries % 64 == 0 {
-            crate::interrupt::check();
-        }
-    };
+    let l = first_kept(rng, |rng| uniform_below(rng, m), |rng, l| crate::exp_neg::bernoulli_near_one(rng, l, t));
     // m < 2^64 and J < 2^64 (almost always): one 64-bit multiply.
     match (u64::try_from(m), u64::try_from(j)) {
         (Ok(m), Ok(j)) => (m as u128 * j as u128).checked_add(l),
@@ -145,39 +135,42 @@ fn exponential_floor<E: Entropy>(rng: &mut E, t: u128) -> u128 {
 fn exponential_floor_shift<E: Entropy>(rng: &mut E, n: u32) -> u128 {
     let k = n - 8;
     let j = crate::exp_neg::geometric_fine(rng);
-    let mut tries: u32 = 0;
-    let l = loop {
-        let l = if k <= 64 { rng.bits(k) as u128 } else { (rng.bits(k - 64) as u128) << 64 | rng.next_u64() as u128 };
-        if crate::exp_neg::bernoulli_near_one_shift(rng, l, n) {
-            break l;
-        }
-        tries = tries.wrapping_add(1);
-        if tries % 64 == 0 {
-            crate::interrupt::check();
-        }
-    };
+    let l = first_kept(
+        rng,
+        |rng| if k <= 64 { rng.bits(k) as u128 } else { (rng.bits(k - 64) as u128) << 64 | rng.next_u64() as u128 },
+        |rng, l| crate::exp_neg::bernoulli_near_one_shift(rng, l, n),
+    );
     // J·2^k + L, L < 2^k: a shift and an or, unless J·2^k overflows.
     assert!(j.leading_zeros() >= k, "geometric draw overflow");
     j << k | l
 }
 
-/// X with P(X = x) ∝ e^(−x/t): CKS Algorithm 2 (see `geometric_exp`).
+/// The first of `draw`'s values that `keep` keeps. The loop ends after a
+/// few rounds but for odds like e^(−64): it checks for a cancel every 64
+/// rounds (a check per round cost a tenth of a per-row draw).
 #[inline(always)]
-fn cks_geometric<E: Entropy>(rng: &mut E, t: u128) -> u128 {
-    // The loop ends after a few rounds but for odds like e^(−64): it checks
-    // for a cancel every 64 rounds (a check per round cost a tenth of a
-    // per-row draw).
+fn first_kept<E: Entropy>(
+    rng: &mut E,
+    mut draw: impl FnMut(&mut E) -> u128,
+    mut keep: impl FnMut(&mut E, u128) -> bool,
+) -> u128 {
     let mut tries: u32 = 0;
-    let u = loop {
-        let u = uniform_below(rng, t);
-        if crate::exp_neg::bernoulli(rng, u, t) {
-            break u;
+    loop {
+        let x = draw(rng);
+        if keep(rng, x) {
+            return x;
         }
         tries = tries.wrapping_add(1);
         if tries % 64 == 0 {
             crate::interrupt::check();
         }
-    };
+    }
+}
+
+/// X with P(X = x) ∝ e^(−x/t): CKS Algorithm 2 (see `geometric_exp`).
+#[inline(always)]
+fn cks_geometric<E: Entropy>(rng: &mut E, t: u128) -> u128 {
+    let u = first_kept(rng, |rng| uniform_below(rng, t), |rng, u| crate::exp_neg::bernoulli(rng, u, t));
     // The number of Bernoulli(e^(−1)) successes before a failure.
     let v = crate::exp_neg::geometric(rng);
     t.checked_mul(v).and_then(|tv| tv.checked_add(u)).expect("geometric draw overflow")
