@@ -156,11 +156,20 @@ pub unsafe fn call_site<'a>(fcinfo: pg_sys::FunctionCallInfo) -> &'a mut CallSit
 /// mechanism for another at the same exact ε, δ and sensitivity, which
 /// costs accuracy, never privacy).
 ///
+/// The entry is returned by reference: a per-row function's plan is 192
+/// bytes, which a copy per row would move again.
+///
 /// # Safety
 /// `fcinfo` is a live call of a dpnoise function, and every use of one call
-/// site's cache is with the same `T`.
+/// site's cache is with the same `T`. The reference must not outlive the
+/// call, nor be held across another `call_site_cache` of the same call
+/// site (which may overwrite the entry).
 #[inline]
-pub unsafe fn call_site_cache<T: Copy>(fcinfo: pg_sys::FunctionCallInfo, key: [u64; 5], build: impl FnOnce() -> T) -> T {
+pub unsafe fn call_site_cache<'a, T: Copy>(
+    fcinfo: pg_sys::FunctionCallInfo,
+    key: [u64; 5],
+    build: impl FnOnce() -> T,
+) -> &'a T {
     #[derive(Clone, Copy)]
     struct Entry<T> {
         key: [u64; 5],
@@ -173,7 +182,7 @@ pub unsafe fn call_site_cache<T: Copy>(fcinfo: pg_sys::FunctionCallInfo, key: [u
         let slot = site.cache as *mut Entry<T>;
         // Compared word by word, without a call: this runs for every row.
         if !slot.is_null() && (*slot).key.iter().zip(&key).fold(0, |d, (a, b)| d | (a ^ b)) == 0 {
-            return (*slot).value;
+            return &(*slot).value;
         }
         let value = build();
         let slot = if slot.is_null() {
@@ -188,7 +197,7 @@ pub unsafe fn call_site_cache<T: Copy>(fcinfo: pg_sys::FunctionCallInfo, key: [u
             slot
         };
         slot.write(Entry { key, value });
-        value
+        &(*slot).value
     }
 }
 

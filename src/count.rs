@@ -45,7 +45,7 @@ unsafe fn release(
     // SAFETY: fcinfo is the live final call (this function's contract).
     let plan = unsafe { site_plan(fcinfo, key, || request(requested, delta, choice)) };
     // SAFETY: as above.
-    unsafe { crate::release::release(fcinfo, "dp_count", &plan, (requested, delta), count as i128, Release::Integer) }
+    unsafe { crate::release::release(fcinfo, "dp_count", plan, (requested, delta), count as i128, Release::Integer) }
 }
 
 /// A count's request; every check that can refuse its parameters runs here.

@@ -14,9 +14,10 @@ use pgrx::pg_sys;
 /// plans once per parameter set, not once per row or group.
 ///
 /// # Safety
-/// `fcinfo` is the live call of a dpnoise function.
+/// `fcinfo` is the live call of a dpnoise function; the plan is not held
+/// past the call or across another `site_plan` of the same call.
 #[inline]
-pub unsafe fn site_plan(fcinfo: pg_sys::FunctionCallInfo, key: [u64; 5], request: impl FnOnce() -> Request) -> Plan {
+pub unsafe fn site_plan<'a>(fcinfo: pg_sys::FunctionCallInfo, key: [u64; 5], request: impl FnOnce() -> Request) -> &'a Plan {
     // SAFETY: the caller's contract; Plan is plain data.
     unsafe { call_site_cache(fcinfo, key, || crate::plans::plan(request())) }
 }

@@ -46,7 +46,7 @@ unsafe fn release_value(
             return return_null(fcinfo);
         };
         let true_steps = plan.calibration.lattice.round(value).or_raise();
-        release(fcinfo, function, &plan, (epsilon, delta), true_steps, Release::Float)
+        release(fcinfo, function, plan, (epsilon, delta), true_steps, Release::Float)
     }
 }
 

@@ -325,7 +325,7 @@ unsafe fn sum_call<T: SumValue>(fcinfo: pg_sys::FunctionCallInfo, kind: Kind) ->
         let n = argument_count(fcinfo);
         let w = written::<T>(kind, n, |i| aggregate_arguments(fcinfo, [i], aggregate)[0]);
         let key = w.key(0);
-        let plan = call_site_cache(fcinfo, key, || plan_written(kind, &w));
+        let plan = *call_site_cache(fcinfo, key, || plan_written(kind, &w));
         SumCall { epsilon: w.epsilon, delta: w.delta, params: [w.epsilon.to_bits(), w.lower.bits(), w.upper.bits()], plan }
     }
 }
@@ -576,7 +576,7 @@ unsafe fn merged_call<T: SumValue>(fcinfo: pg_sys::FunctionCallInfo) -> (Kind, i
         let args: Vec<Option<pg_sys::Datum>> = [None, None].into_iter().chain(params).collect();
         let (kind, k, w) = merged_written::<T>(&args);
         let key = w.key(kind.code() as u64);
-        let plan = call_site_cache(fcinfo, key, || plan_written(kind, &w));
+        let plan = *call_site_cache(fcinfo, key, || plan_written(kind, &w));
         if plan.lattice().k != k {
             pgrx::error!("{NAME}: the partial sums were taken on another lattice (internal error)");
         }
