@@ -35,6 +35,7 @@ use pgrx::pg_sys;
 use pgrx::prelude::*;
 use std::collections::HashMap;
 use std::ffi::{CStr, CString};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 pgrx::extension_sql_file!("citus.sql", name = "citus_sql", requires = ["sum_sql", "count_sql"]);
 const _: () =
@@ -59,17 +60,30 @@ fn citus_installed() -> bool {
 /// Refuses a release on a Citus worker node (its group is not 0, the
 /// coordinator's): the budgets live on the coordinator, which runs every
 /// dpnoise aggregate's release itself. A worker would charge its own ledger.
+#[inline(always)]
 pub fn refuse_on_worker() {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    /// The local transaction it was read in (high 32 bits), whether it was
-    /// read (bit 1) and whether this node is a Citus worker (bit 0): read
-    /// once per transaction, not once per release. A plain static (this
-    /// process's own copy) costs a load per row; a thread-local, a lookup
-    /// through the dynamic linker.
-    static WORKER: AtomicU64 = AtomicU64::new(0);
     // SAFETY: MyProc is this backend's PGPROC, set before any query runs; lxid is its own.
     let transaction = unsafe { (*pg_sys::MyProc).lxid };
     let known = WORKER.load(Ordering::Relaxed);
+    // Known for this transaction and not a worker: the usual case, a load
+    // and a compare (this runs for every row).
+    if known == (u64::from(transaction) << 32 | 2) {
+        return;
+    }
+    check_worker(transaction, known)
+}
+
+/// The local transaction the node's role was read in (high 32 bits),
+/// whether it was read (bit 1) and whether this node is a Citus worker (bit
+/// 0): read once per transaction, not once per release. A plain static
+/// (this process's own copy) costs a load per row; a thread-local, a lookup
+/// through the dynamic linker.
+static WORKER: AtomicU64 = AtomicU64::new(0);
+
+/// `refuse_on_worker` past its fast path: reads the node's role once per
+/// transaction, and refuses on a worker.
+#[inline(never)]
+fn check_worker(transaction: u32, known: u64) {
     let worker = if known & 2 != 0 && (known >> 32) as u32 == transaction {
         known & 1 == 1
     } else {

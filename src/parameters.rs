@@ -137,7 +137,25 @@ unsafe extern "C-unwind" fn forbidden_walker(node: *mut pg_sys::Node, context: *
 /// DirectFunctionCall, is refused before `call_site` would dereference it),
 /// whose `fn_extra` only `call_site` sets; the caller holds no reference to
 /// its call site; inside a transaction.
+#[inline(always)]
 pub unsafe fn require_fixed_call(fcinfo: pg_sys::FunctionCallInfo, data: usize, function: &str) {
+    // SAFETY: the caller's contract; `call_site` needs `flinfo`, checked non-null first; the
+    // reference is dropped at once.
+    unsafe {
+        // Checked on the call's first row (this runs for every row).
+        if !(*fcinfo).flinfo.is_null() && crate::call_site::call_site(fcinfo).checked {
+            return;
+        }
+        check_fixed_call(fcinfo, data, function)
+    }
+}
+
+/// `require_fixed_call` on a call's first row.
+///
+/// # Safety
+/// As `require_fixed_call`.
+#[inline(never)]
+unsafe fn check_fixed_call(fcinfo: pg_sys::FunctionCallInfo, data: usize, function: &str) {
     // SAFETY: `fcinfo` is a live call of a dpnoise per-row function (the caller's contract); its
     // `flinfo` is checked non-null before call_site, which requires it; `site` is the only reference to that call site
     // while it lives. `fn_expr` is null (refused) or the call's FuncExpr or OpExpr in the plan tree

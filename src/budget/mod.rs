@@ -321,11 +321,22 @@ fn wait_until_done(slot: SlotRef, database: pg_sys::Oid) {
 ///
 /// # Safety
 /// `fcinfo` is the live call of a dpnoise final or per-row function.
+#[inline(always)]
 pub unsafe fn pay(fcinfo: pg_sys::FunctionCallInfo, function: &str, mechanism: &str, epsilon: f64, delta: f64) {
     crate::citus::refuse_on_worker();
     if !gucs::enforce_budget() {
         return;
     }
+    // SAFETY: the caller's contract.
+    unsafe { pay_enforced(fcinfo, function, mechanism, epsilon, delta) }
+}
+
+/// `pay` with the budget enforced.
+///
+/// # Safety
+/// As `pay`.
+#[inline(never)]
+unsafe fn pay_enforced(fcinfo: pg_sys::FunctionCallInfo, function: &str, mechanism: &str, epsilon: f64, delta: f64) {
     let statement = crate::hooks::statement();
     // SAFETY: fcinfo is the live call of a final or per-row function.
     let set = unsafe { set_key(fcinfo) };

@@ -483,13 +483,28 @@ pub struct Identified {
 ///
 /// # Safety
 /// `fcinfo` is a live call of a dpnoise final or per-row function.
+#[inline(always)]
 pub unsafe fn identity(fcinfo: pg_sys::FunctionCallInfo) -> Option<Identified> {
     // SAFETY: the caller's contract; the context, when an AggState, is the node running the call.
     unsafe {
         let context = (*fcinfo).context;
         if context.is_null() || (*(context as *const pg_sys::Node)).type_ != pg_sys::NodeTag::T_AggState {
+            // A per-row function: no identity, and no call (this runs for every row).
             return None;
         }
+        aggregate_identity(fcinfo)
+    }
+}
+
+/// `identity` for a call from an Agg node.
+///
+/// # Safety
+/// As `identity`, whose caller `fcinfo.context` is an AggState.
+#[inline(never)]
+unsafe fn aggregate_identity(fcinfo: pg_sys::FunctionCallInfo) -> Option<Identified> {
+    // SAFETY: the caller's contract.
+    unsafe {
+        let context = (*fcinfo).context;
         let site = crate::call_site::call_site(fcinfo);
         if site.identity_known {
             return site.identified.then_some(Identified { identity: site.identity, paid: site.identity_paid });
