@@ -7,7 +7,7 @@ use crate::entropy::Entropy;
 use crate::noise::LatticeNoise;
 use crate::rational::Epsilon;
 use crate::exp_neg::ExpNeg;
-use crate::sampler::{geometric_exp, uniform_below};
+use crate::sampler::{first_kept, geometric_exp, uniform_below};
 use crate::Error;
 
 /// What the user wants the noise to be small in; it picks γ.
@@ -182,13 +182,11 @@ impl LatticeNoise for Staircase {
             let block = if (s, t) == (1, 1) { crate::exp_neg::geometric(rng) } else { geometric_exp(rng, s, t) };
             // Offset in the block: uniform, an outer one kept with probability b.
             // With r = 0 every offset weighs the same, so none is rejected.
-            let offset = loop {
-                let j = uniform_below(rng, self.period);
-                if self.inner == 0 || j < self.inner || self.outer.sample(rng) {
-                    break j;
-                }
-                crate::interrupt::check();
-            };
+            let offset = first_kept(
+                rng,
+                |rng| uniform_below(rng, self.period),
+                |rng, j| self.inner == 0 || j < self.inner || self.outer.sample(rng),
+            );
             let magnitude = block
                 .checked_mul(self.period)
                 .and_then(|m| m.checked_add(offset))
