@@ -324,10 +324,15 @@ pub fn geometric<E: Entropy>(rng: &mut E) -> u128 {
         // U ∈ [w, w + width)·2^−63: its first 32 bits, then 31 more if need be.
         let (mut w, mut width) = (rng.bits(32) << 31, 1u64 << 31);
         loop {
-            // The thresholds that U is surely below: v = 1..=below (decreasing in v).
-            // (A scan: V is 0 or 1 six times in seven.)
-            let mut below = 0;
-            while below < LAST && w + width < EXP_NEG_WHOLE[below + 1] {
+            // The thresholds that U is surely below: v = 1..=below. The
+            // table decreases, so "surely below entry v" holds for v up to
+            // some point and not past it: the first eight are counted
+            // without branches (the same count as a scan, whose exit, at a
+            // random V, the processor mispredicts), and a scan goes on past
+            // them (odds e^(−8)).
+            let end = w + width;
+            let mut below: usize = (1..=8).map(|v| usize::from(end < EXP_NEG_WHOLE[v])).sum();
+            while below >= 8 && below < LAST && end < EXP_NEG_WHOLE[below + 1] {
                 below += 1;
             }
             if below == LAST {
