@@ -168,9 +168,6 @@ unsafe fn check_fixed_call(fcinfo: pg_sys::FunctionCallInfo, data: usize, functi
             errors::varying_parameter(function);
         }
         let site = crate::call_site::call_site(fcinfo);
-        if site.checked {
-            return;
-        }
         let expr = (*flinfo).fn_expr;
         if expr.is_null() {
             errors::varying_parameter(function);

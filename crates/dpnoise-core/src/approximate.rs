@@ -14,7 +14,7 @@ use crate::laplace::decay_denominator;
 use crate::noise::LatticeNoise;
 use crate::params::{Delta, Mechanism};
 use crate::rational::{Dyadic, Epsilon};
-use crate::sampler::{discrete_laplace, geometric_exp, uniform_below};
+use crate::sampler::{discrete_laplace, first_kept, geometric_exp, uniform_below};
 use crate::Error;
 
 /// Lattice integers stay far below i128's range.
@@ -277,23 +277,15 @@ impl LatticeNoise for DiscreteGaussian {
     #[inline]
     fn sample<E: Entropy>(&self, rng: &mut E) -> i128 {
         let t = 1u128 << self.a;
-        // At most 1.48 proposals per draw on average: a check for a cancel
-        // every 64 rejections (one per rejection cost 1 % of a per-row draw).
-        let mut tries: u32 = 0;
-        loop {
-            let y = discrete_laplace(rng, 1, t);
-            let magnitude = y.unsigned_abs();
-            if magnitude <= self.reach {
-                let (num, _) = self.exponent(magnitude);
-                if self.acceptance.bernoulli(rng, num) {
-                    return y;
-                }
-            }
-            tries = tries.wrapping_add(1);
-            if tries % 64 == 0 {
-                crate::interrupt::check();
-            }
-        }
+        // At most 1.48 proposals per draw on average.
+        first_kept(
+            rng,
+            |rng| discrete_laplace(rng, 1, t),
+            |rng, y| {
+                let magnitude = y.unsigned_abs();
+                magnitude <= self.reach && self.acceptance.bernoulli(rng, self.exponent(magnitude).0)
+            },
+        )
     }
 
     fn law(&self) -> Law {

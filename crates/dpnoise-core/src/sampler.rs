@@ -149,11 +149,11 @@ fn exponential_floor_shift<E: Entropy>(rng: &mut E, n: u32) -> u128 {
 /// few rounds but for odds like e^(−64): it checks for a cancel every 64
 /// rounds (a check per round cost a tenth of a per-row draw).
 #[inline(always)]
-pub(crate) fn first_kept<E: Entropy>(
+pub(crate) fn first_kept<E: Entropy, T: Copy>(
     rng: &mut E,
-    mut draw: impl FnMut(&mut E) -> u128,
-    mut keep: impl FnMut(&mut E, u128) -> bool,
-) -> u128 {
+    mut draw: impl FnMut(&mut E) -> T,
+    mut keep: impl FnMut(&mut E, T) -> bool,
+) -> T {
     let mut tries: u32 = 0;
     loop {
         let x = draw(rng);
