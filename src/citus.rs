@@ -53,8 +53,8 @@ fn read_one<T: pgrx::FromDatum + pgrx::IntoDatum>(sql: &str) -> Option<T> {
 }
 
 fn citus_installed() -> bool {
-    // SAFETY: a catalog lookup by a NUL-terminated name, inside a transaction (every caller's).
-    unsafe { pg_sys::get_extension_oid(c"citus".as_ptr(), true) != pg_sys::InvalidOid }
+    // SAFETY: inside a transaction (every caller's).
+    unsafe { crate::extensions::oid(crate::extensions::Extension::Citus) != pg_sys::InvalidOid }
 }
 
 /// Refuses a release on a Citus worker node (its group is not 0, the

@@ -21,6 +21,7 @@ mod call_site;
 mod citus;
 mod count;
 mod errors;
+mod extensions;
 mod fmgr;
 mod gate;
 mod gucs;
@@ -60,6 +61,7 @@ pub extern "C-unwind" fn _PG_init() {
         std::env::set_var("RUST_LIB_BACKTRACE", "0");
     }
     gucs::init();
+    extensions::init();
     budget::init();
     gate::init();
     hooks::init();

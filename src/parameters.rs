@@ -95,7 +95,7 @@ unsafe fn forbidden(node: *mut pg_sys::Node) -> bool {
 /// Inside a transaction (it reads the catalog).
 pub(crate) unsafe fn untrusted(function: pg_sys::Oid) -> bool {
     // SAFETY: inside a transaction (the caller's contract), so the syscache lookup of
-    // get_func_namespace and the catalog scans of get_extension_oid and getExtensionOfObject may
+    // get_func_namespace and the catalog scans of extensions::oid and getExtensionOfObject may
     // run. They take OIDs and a NUL-terminated literal, and answer InvalidOid for an unknown
     // function or a missing extension (missing_ok) instead of raising.
     unsafe {
@@ -105,7 +105,7 @@ pub(crate) unsafe fn untrusted(function: pg_sys::Oid) -> bool {
         if pg_sys::get_func_namespace(function) == pg_sys::Oid::from(pg_sys::PG_CATALOG_NAMESPACE) {
             return false;
         }
-        let extension = pg_sys::get_extension_oid(c"dpnoise".as_ptr(), true);
+        let extension = crate::extensions::oid(crate::extensions::Extension::Dpnoise);
         extension == pg_sys::InvalidOid || pg_sys::getExtensionOfObject(pg_sys::ProcedureRelationId, function) != extension
     }
 }
@@ -412,12 +412,12 @@ pub(crate) unsafe fn releasing(funcid: pg_sys::Oid, arg_types: &[pg_sys::Oid]) -
     if let Some(known) = cached {
         return known;
     }
-    // SAFETY: inside a transaction (the caller's contract), so the catalog scans of get_extension_oid
+    // SAFETY: inside a transaction (the caller's contract), so the catalog scans of extensions::oid
     // and getExtensionOfObject and get_func_name's syscache lookup may run; they take OIDs and a
     // NUL-terminated literal. get_func_name returns null (tested) or a NUL-terminated copy
     // palloc'd in the current memory context, still allocated when CStr::from_ptr reads it here.
     let found = unsafe {
-        let extension = pg_sys::get_extension_oid(c"dpnoise".as_ptr(), true);
+        let extension = crate::extensions::oid(crate::extensions::Extension::Dpnoise);
         if extension == pg_sys::InvalidOid || pg_sys::getExtensionOfObject(pg_sys::ProcedureRelationId, funcid) != extension {
             None
         } else {

@@ -52,16 +52,12 @@ pub const MARK: i32 = -1_000_000;
 /// `parse` is the live Query the planner hook was given and `params` its
 /// bound parameters (or null); inside a transaction.
 pub unsafe fn mark(parse: *mut pg_sys::Query, params: pg_sys::ParamListInfo) -> Vec<Marked> {
-    let mut walk = Levels { params, marked: Vec::new(), extension: extension() };
+    // SAFETY: inside a transaction (the caller's contract).
+    let extension = unsafe { crate::extensions::oid(crate::extensions::Extension::Dpnoise) };
+    let mut walk = Levels { params, marked: Vec::new(), extension };
     // SAFETY: the caller's contract; `walk` outlives the walk and is only reached through the pointer.
     unsafe { levels(parse.cast(), (&raw mut walk).cast()) };
     walk.marked
-}
-
-/// dpnoise's extension OID.
-fn extension() -> pg_sys::Oid {
-    // SAFETY: a catalog lookup by name inside a transaction.
-    unsafe { pg_sys::get_extension_oid(c"dpnoise".as_ptr(), true) }
 }
 
 struct Levels {

@@ -55,10 +55,14 @@ def main(port):
         c.execute("DROP DATABASE IF EXISTS dpnoise_repeat")
         c.execute("CREATE DATABASE dpnoise_repeat")
     su = connect(port)
-    su.execute("CREATE EXTENSION dpnoise")
     for role in ["rep_a", "rep_b", "rep_analyst"]:
         su.execute(f"DROP ROLE IF EXISTS {role}")
         su.execute(f"CREATE ROLE {role} LOGIN")
+    # A connection made before the extension exists (checked at the end).
+    early = connect(port, "rep_a")
+    early.execute("SELECT 1")
+    su.execute("CREATE EXTENSION dpnoise")
+    for role in ["rep_a", "rep_b", "rep_analyst"]:
         su.execute(f"SELECT dp_budget_grant('{role}', 1000, 1)")
     su.execute("""
         CREATE TABLE staff (id int PRIMARY KEY, region text, team int, salary float8);
@@ -331,6 +335,24 @@ def main(port):
     finally:
         locker.execute("ROLLBACK")
         an.execute("RESET statement_timeout")
+
+    # dpnoise's own immutable functions leave a query repeatable in every
+    # backend: one connected before CREATE EXTENSION, and one that lived
+    # through DROP and CREATE EXTENSION (a backend keeps dpnoise's OID until
+    # pg_proc changes, which both do).
+    probe = "SELECT dp_count(1.0) FROM staff WHERE dp_prior_uniform(0, 120) IS NOT NULL"
+
+    def repeats_free(conn):
+        before = spent("rep_a")
+        first, second = conn.execute(probe).fetchone()[0], conn.execute(probe).fetchone()[0]
+        return first == second and spent("rep_a") == before + 1, f"{first} / {second}, {before} -> {spent('rep_a')}"
+
+    check("a connection older than the extension: a repeat is free", *repeats_free(early))
+    su.execute("SET dpnoise.drop_ledger = on")
+    su.execute("DROP EXTENSION dpnoise CASCADE")
+    su.execute("CREATE EXTENSION dpnoise")
+    su.execute("SELECT dp_budget_grant('rep_a', 1000, 1), dp_track('staff')")
+    check("a connection that lived through DROP and CREATE EXTENSION: a repeat is free", *repeats_free(early))
 
     su.close()
     if FAILED:
