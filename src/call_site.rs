@@ -38,6 +38,9 @@ pub struct Paid {
     strict_paid: u64,
     ahead: u64,
     ahead_amounts: (f64, f64),
+    /// The budget listed this site to give back what it paid ahead and did
+    /// not release when its query's execution ends.
+    listed: bool,
 }
 
 impl Paid {
@@ -99,6 +102,18 @@ impl Paid {
         (self.strict_role, self.ahead_amounts) = (Some(role), (epsilon, delta));
         self.ahead = releases.saturating_sub(1);
         self.strict_paid += releases;
+    }
+
+    /// Marks the site listed; false if it already was.
+    pub fn list(&mut self) -> bool {
+        !std::mem::replace(&mut self.listed, true)
+    }
+
+    /// Takes every release paid ahead and not made: the strict role, its
+    /// (ε, δ) and how many. The site has none left afterwards.
+    pub fn take_unused(&mut self) -> Option<(pg_sys::Oid, (f64, f64), u64)> {
+        let unused = std::mem::take(&mut self.ahead);
+        self.strict_role.filter(|_| unused > 0).map(|role| (role, self.ahead_amounts, unused))
     }
 }
 

@@ -34,6 +34,8 @@ unsafe extern "C-unwind" {
     fn raw_standard_executor_run(query: *mut pg_sys::QueryDesc, direction: pg_sys::ScanDirection::Type, count: u64, once: bool);
     #[link_name = "standard_ExecutorFinish"]
     fn raw_standard_executor_finish(query: *mut pg_sys::QueryDesc);
+    #[link_name = "standard_ExecutorEnd"]
+    fn raw_standard_executor_end(query: *mut pg_sys::QueryDesc);
     #[link_name = "standard_ProcessUtility"]
     fn raw_standard_process_utility(
         pstmt: *mut pg_sys::PlannedStmt,
@@ -132,6 +134,7 @@ unsafe fn begin_statement_if_top_level() {
 static mut PREV_EXECUTOR_START: pg_sys::ExecutorStart_hook_type = None;
 static mut PREV_EXECUTOR_RUN: pg_sys::ExecutorRun_hook_type = None;
 static mut PREV_EXECUTOR_FINISH: pg_sys::ExecutorFinish_hook_type = None;
+static mut PREV_EXECUTOR_END: pg_sys::ExecutorEnd_hook_type = None;
 static mut PREV_PROCESS_UTILITY: pg_sys::ProcessUtility_hook_type = None;
 static mut PREV_PLANNER: pg_sys::planner_hook_type = None;
 
@@ -149,6 +152,8 @@ pub fn init() {
         pg_sys::ExecutorRun_hook = Some(executor_run);
         PREV_EXECUTOR_FINISH = pg_sys::ExecutorFinish_hook;
         pg_sys::ExecutorFinish_hook = Some(executor_finish);
+        PREV_EXECUTOR_END = pg_sys::ExecutorEnd_hook;
+        pg_sys::ExecutorEnd_hook = Some(executor_end);
         PREV_PROCESS_UTILITY = pg_sys::ProcessUtility_hook;
         pg_sys::ProcessUtility_hook = Some(process_utility);
         PREV_PLANNER = pg_sys::planner_hook;
@@ -292,6 +297,28 @@ unsafe extern "C-unwind" fn executor_finish(query: *mut pg_sys::QueryDesc) {
             None => raw_standard_executor_finish(query),
         }
         leave_run();
+    }
+}
+
+/// # Safety
+/// Only for PostgreSQL, as ExecutorEnd_hook: `query` is the live QueryDesc
+/// being ended, inside a transaction, on the backend's only thread.
+unsafe extern "C-unwind" fn executor_end(query: *mut pg_sys::QueryDesc) {
+    // SAFETY: `query` is the live QueryDesc PostgreSQL is ending (the caller's contract); its
+    // estate, and the query memory context in it, are freed only by the ExecutorEnd called below,
+    // so return_unused runs while the call sites it reads are live. PREV_EXECUTOR_END, read by
+    // value, is the hook installed before ours (or None), called like standard_ExecutorEnd with the
+    // argument unchanged. An error raised below longjmps through this frame, which owns nothing.
+    unsafe {
+        let estate = (*query).estate;
+        if !estate.is_null() && !crate::budget::worker::is_ledger_worker() {
+            // A strict role's releases paid ahead and not made are given back.
+            crate::budget::return_unused((*estate).es_query_cxt);
+        }
+        match PREV_EXECUTOR_END {
+            Some(prev) => prev(query),
+            None => raw_standard_executor_end(query),
+        }
     }
 }
 

@@ -10,12 +10,15 @@
 //! [`charge`] is the one entry point; final functions and per-row functions
 //! reach it through [`pay`], which applies the charging model of the role.
 
+mod ahead;
 mod nodes;
 mod session;
 mod shared;
 pub mod worker;
 
 use crate::call_site::Paid;
+use ahead::list_unused;
+pub use ahead::return_unused;
 use crate::errors::{raise_sqlstate, BUDGET_EXHAUSTED, LEDGER_UNAVAILABLE};
 use crate::gucs;
 use pgrx::pg_sys;
@@ -79,6 +82,22 @@ fn unavailable_with(message: &str, hint: Option<&str>) -> ! {
 /// when the ledger cannot be reached; either way nothing was charged
 /// (or, if the worker died after committing, charged and not released).
 pub fn charge(request: &Charge) -> Granted {
+    settle(request, ask(request))
+}
+
+/// The ledger's answer to a request.
+struct Answer {
+    outcome: Outcome,
+    strict: bool,
+    free: bool,
+    remaining_epsilon: String,
+    remaining_delta: String,
+    message: String,
+}
+
+/// Asks the ledger to charge `request` and waits for its answer; the
+/// session's count follows it (given back unless granted and not free).
+fn ask(request: &Charge) -> Answer {
     let Some(mailbox) = shared::mailbox() else {
         unavailable_with(
             "dpnoise is not in shared_preload_libraries",
@@ -147,6 +166,13 @@ pub fn charge(request: &Charge) -> Granted {
     }
     // Failed: the worker may have committed before it stopped, so the
     // session keeps counting the charge (never less than the ledger).
+    Answer { outcome, strict, free, remaining_epsilon, remaining_delta, message }
+}
+
+/// What a release goes on with: granted, or the ledger's refusal or
+/// failure raised (ZB001, ZB002).
+fn settle(request: &Charge, answer: Answer) -> Granted {
+    let Answer { outcome, strict, free, remaining_epsilon, remaining_delta, message } = answer;
     match outcome {
         Outcome::Granted => Granted { strict, free },
         Outcome::Refused => raise_sqlstate(
@@ -355,18 +381,18 @@ unsafe fn pay_enforced(fcinfo: pg_sys::FunctionCallInfo, function: &str, mechani
     // the rest of this execution, without asking the ledger.
     let free = identified.is_some_and(|i| i.paid);
     // A strict role pays for every release. Once its first charge here
-    // showed it strict, a hashed aggregate pays ahead, doubling: each charge
-    // is for as many releases as were paid so far, but never for more groups
-    // than its hash table holds unpaid. A whole table of N groups then costs
-    // about log2(N) commits, not N, and exactly N releases; a partial read
-    // (LIMIT, a cursor) at most twice what it released. Sorted aggregates
-    // and per-row functions pay for each release as it comes.
-    let releases = match paid.strict_paid(role) {
-        // SAFETY: fcinfo is the live call of a final or per-row function.
-        Some(paid_here) => match unsafe { hashed_groups(fcinfo) }.saturating_sub(paid_here) {
-            0 => 1,
-            unpaid => unpaid.min(paid_here.max(1)),
-        },
+    // showed it strict, the call site pays ahead, doubling: each charge is
+    // for as many releases as were paid here so far (a hashed aggregate's,
+    // never for more groups than its hash table holds unpaid). N releases
+    // then cost about log2(N) commits, not N. What was paid ahead and not
+    // released is given back when the query's execution ends
+    // (`return_unused`), so the ledger nets exactly N; only an execution
+    // that ends in an error keeps it (at most as much again as it released).
+    // SAFETY: fcinfo is the live call of a final or per-row function.
+    let hashed = unsafe { hashed_groups(fcinfo) };
+    let mut releases = match paid.strict_paid(role) {
+        Some(paid_here) if hashed == 0 => paid_here.max(1),
+        Some(paid_here) => hashed.saturating_sub(paid_here).clamp(1, paid_here.max(1)),
         None => 1,
     };
     // An analyst's statement paid for its call sites before it ran.
@@ -377,7 +403,7 @@ unsafe fn pay_enforced(fcinfo: pg_sys::FunctionCallInfo, function: &str, mechani
     } else {
         let mechanism = format!("{function} ({mechanism})");
         let identities: Vec<[u8; 32]> = identified.map(|i| i.identity).into_iter().collect();
-        charge(&Charge {
+        let mut request = Charge {
             mechanism: &mechanism,
             epsilon,
             delta,
@@ -385,10 +411,24 @@ unsafe fn pay_enforced(fcinfo: pg_sys::FunctionCallInfo, function: &str, mechani
             exact: None,
             identities: &identities,
             repeat: true,
-        })
+        };
+        let answer = ask(&request);
+        if releases > 1 && hashed == 0 && answer.outcome == Outcome::Refused {
+            // Sorted groups and rows are paid ahead blind (a hash table's
+            // are known to come): the budget may cover this release without
+            // those ahead.
+            (request.releases, releases) = (1, 1);
+            charge(&request)
+        } else {
+            settle(&request, answer)
+        }
     };
     if granted.strict && !granted.free {
         paid.record_strict(role, epsilon, delta, releases);
+        if releases > 1 {
+            // SAFETY: fcinfo is the live call; paid lives in the call site, in fn_mcxt.
+            unsafe { list_unused(fcinfo, paid, format!("{function} ({mechanism})")) };
+        }
         return;
     }
     paid.record(role, statement, set, epsilon, delta);

@@ -64,8 +64,10 @@ SELECT count(dp_laplace(5, 0.01, 1.0)) FROM generate_series(1, 1000);
 RESET ROLE;
 SELECT spent('strict_analyst') AS strict_role_paid;
 -- Hashed, the strict role paid ahead, doubling (the first group showed it
--- strict): 8 commits for 100 groups, exactly 100 releases. Sorted, one
--- per group.
+-- strict): 8 commits for 100 groups, exactly 100 releases. Sorted (and per
+-- row), it pays ahead blind, doubling too, and what it paid ahead and did
+-- not release is given back as the query ends (a ledger row of releases
+-- below 0): 9 commits, and exactly 100 releases net.
 SELECT releases, epsilon FROM dpnoise.ledger WHERE role = 'strict_analyst'::regrole AND mechanism LIKE 'dp_count%' ORDER BY id;
 SELECT spent('strict_analyst') AS before \gset
 SELECT dp_budget_grant('strict_analyst', 1);
@@ -76,15 +78,17 @@ RESET enable_hashagg;
 RESET ROLE;
 SELECT spent('strict_analyst') - :before AS sorted_paid,
        (SELECT count(*) FROM dpnoise.ledger WHERE role = 'strict_analyst'::regrole AND mechanism LIKE 'dp_count%') AS charges;
+SELECT releases, mechanism FROM dpnoise.ledger WHERE role = 'strict_analyst'::regrole AND mechanism LIKE 'dp_count%'
+ORDER BY id DESC LIMIT 2;
 -- 0.5 is left: 100 groups at 0.01 no longer fit. The charges ahead stop
 -- at the first that does not fit (32 releases, with 0.18 left).
 SET ROLE strict_analyst;
 SELECT outcome('SELECT g, dp_count(0.01) FROM t CROSS JOIN generate_series(1, 100) g GROUP BY g');
 RESET ROLE;
 SELECT spent('strict_analyst') AS strict_role_paid, (SELECT epsilon_remaining FROM dp_budgets WHERE role = 'strict_analyst'::regrole);
--- Paying ahead never costs more than twice what is released: a LIMIT pays
--- for the groups it reaches, and a cursor fetched between other statements
--- keeps what it paid ahead.
+-- A LIMIT pays for the groups it reaches: what it paid ahead is given
+-- back; a cursor fetched between other statements keeps what it paid
+-- ahead, and gives back the rest when it is closed (here at COMMIT).
 SELECT dp_budget_grant('strict_analyst', 10);
 SELECT spent('strict_analyst') AS before \gset
 SET ROLE strict_analyst;
@@ -105,7 +109,8 @@ RESET ROLE;
 SELECT (spent('strict_analyst') - :before) / 0.01 AS thirty_fetched_paid_releases;
 -- What was paid ahead is the paying role's: a role switched in the middle
 -- of the statement (after 3 groups, with one paid ahead) pays for its own
--- 17 releases.
+-- 17 releases; the first keeps the one it paid ahead (only the role in
+-- charge as the query ends is given anything back).
 CREATE ROLE strict_b;
 GRANT SELECT ON t TO strict_b;
 SELECT dp_budget_grant('strict_b', 10);
@@ -120,6 +125,21 @@ SELECT count(*) FROM (SELECT g, dp_count(0.01),
 RESET ROLE;
 SELECT (spent('strict_analyst') - :before) / 0.01 AS first_role_releases, spent('strict_b') / 0.01 AS second_role_releases;
 DROP SEQUENCE switch_at;
+-- Paid ahead blind (sorted), an ask the budget does not cover falls back to
+-- the one release: a budget of exactly 20 releases answers 20 sorted groups,
+-- and nothing is left.
+CREATE ROLE strict_c;
+GRANT SELECT ON t TO strict_c;
+SELECT dp_budget_grant('strict_c', 0.2);
+SELECT dp_budget_set_strict('strict_c');
+SET ROLE strict_c;
+SET enable_hashagg = off;
+SELECT count(*) FROM (SELECT g, dp_count(0.01) FROM t CROSS JOIN generate_series(1, 20) g GROUP BY g) s;
+SELECT outcome('SELECT g, dp_count(0.01) FROM t CROSS JOIN generate_series(1, 2) g GROUP BY g');
+RESET enable_hashagg;
+RESET ROLE;
+SELECT epsilon_spent, epsilon_remaining FROM dp_budgets WHERE role = 'strict_c'::regrole;
+SELECT string_agg(releases::text, ' ' ORDER BY id) AS charges FROM dpnoise.ledger WHERE role = 'strict_c'::regrole;
 -- And a default role switched to after a strict one (with a release paid
 -- ahead) pays for each of its grouping sets itself: two.
 CREATE ROLE default_b;
