@@ -85,6 +85,25 @@ pub fn running_plan() -> Option<*mut pg_sys::PlanState> {
     }
 }
 
+/// Whether the call `fcinfo` belongs to a query being run, whose
+/// ExecutorEnd will end its call site (the site lives in that query's
+/// memory context): not a PL/pgSQL expression's, evaluated in an executor
+/// state of its own that lasts the transaction.
+///
+/// # Safety
+/// `fcinfo` is a live call.
+pub unsafe fn ended_by_executor(fcinfo: pg_sys::FunctionCallInfo) -> bool {
+    // SAFETY: fcinfo is live (the caller's contract); RUNNING is read as in running_plan, and its
+    // entries are live QueryDescs whose estate (null before ExecutorStart) ExecutorStart set.
+    unsafe {
+        let context = (*(*fcinfo).flinfo).fn_mcxt;
+        (*(&raw const RUNNING)).iter().any(|&query| {
+            let estate = (*query).estate;
+            !estate.is_null() && (*estate).es_query_cxt == context
+        })
+    }
+}
+
 /// # Safety
 /// `query` is the live QueryDesc that ExecutorRun or ExecutorFinish was given,
 /// kept live until the matching `leave_run`; on the backend's only thread,

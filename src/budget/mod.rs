@@ -391,9 +391,16 @@ unsafe fn pay_enforced(fcinfo: pg_sys::FunctionCallInfo, function: &str, mechani
     // SAFETY: fcinfo is the live call of a final or per-row function.
     let hashed = unsafe { hashed_groups(fcinfo) };
     let mut releases = match paid.strict_paid(role) {
-        Some(paid_here) if hashed == 0 => paid_here.max(1),
-        Some(paid_here) => hashed.saturating_sub(paid_here).clamp(1, paid_here.max(1)),
-        None => 1,
+        // Blind only where the query's end will give back what is left (not
+        // a PL/pgSQL expression's evaluation, which no ExecutorEnd ends) and
+        // the session's caps have room: else one at a time, as it comes.
+        // SAFETY: fcinfo is the live call.
+        Some(paid_here) if hashed == 0 && paid_here > 0 && unsafe { crate::hooks::ended_by_executor(fcinfo) } => {
+            let amounts = [dpnoise_core::rational::decimal(epsilon), dpnoise_core::rational::decimal(delta)];
+            if session::has_room(&amounts[0], &amounts[1], paid_here as i64) { paid_here } else { 1 }
+        }
+        Some(paid_here) if hashed > 0 => hashed.saturating_sub(paid_here).clamp(1, paid_here.max(1)),
+        _ => 1,
     };
     // An analyst's statement paid for its call sites before it ran.
     let granted = if free {

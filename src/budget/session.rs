@@ -192,12 +192,10 @@ pub fn reserve(epsilon: &str, delta: &str, releases: i64) -> Reservation {
         }
         let spent = [entry.spent_epsilon.get().to_owned(), entry.spent_delta.get().to_owned()];
         let after: [AnyNumeric; 2] = std::array::from_fn(|i| numeric(&spent[i]) + cost[i].clone());
-        for (i, cap) in caps([entry.own_epsilon.get(), entry.own_delta.get()]).into_iter().enumerate() {
-            if let Some(cap) = cap {
-                if after[i] > numeric(&cap.decimal) {
-                    return Some(Err((i, spent[i].clone(), cap)));
-                }
-            }
+        // Giving back (releases below 0) is never capped: a cap lowered
+        // below what was spent must not keep it.
+        if let (true, Some((i, cap))) = (releases > 0, passed_cap(entry, &after)) {
+            return Some(Err((i, spent[i].clone(), cap)));
         }
         set_spent(entry, after);
         Some(Ok(Reservation { index: connection.index as u32, pid: entry.pid, started: entry.started }))
@@ -218,6 +216,32 @@ pub fn reserve(epsilon: &str, delta: &str, releases: i64) -> Reservation {
             Some("Nothing was released or charged. The cap is per connection; the role's budget may still have more.".to_owned()),
         ),
     }
+}
+
+/// The first of the connection's caps that `after` (ε, δ spent) would pass.
+fn passed_cap(entry: &shared::Session, after: &[AnyNumeric; 2]) -> Option<(usize, Cap)> {
+    caps([entry.own_epsilon.get(), entry.own_delta.get()])
+        .into_iter()
+        .enumerate()
+        .find_map(|(i, cap)| cap.filter(|cap| after[i] > numeric(&cap.decimal)).map(|cap| (i, cap)))
+}
+
+/// Whether the connection's caps leave room for `releases` more releases
+/// of (ε, δ) each (decimals): a charge ahead asks first, and asks for one
+/// release alone if not.
+pub fn has_room(epsilon: &str, delta: &str, releases: i64) -> bool {
+    let (Some(mailbox), Some(connection)) = (shared::mailbox(), connection()) else { return false };
+    let cost = cost([epsilon, delta], releases);
+    mailbox
+        .session(connection.index, |entry| {
+            if !claim(entry, &connection) {
+                return false;
+            }
+            let spent = [entry.spent_epsilon.get(), entry.spent_delta.get()];
+            let after: [AnyNumeric; 2] = std::array::from_fn(|i| numeric(spent[i]) + cost[i].clone());
+            passed_cap(entry, &after).is_none()
+        })
+        .unwrap_or(false)
 }
 
 /// Gives back what `reserve` counted for a charge the ledger refused

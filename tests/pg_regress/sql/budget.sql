@@ -341,3 +341,20 @@ SELECT count(*) - :ledger_rows AS charged_with_enforcement_off FROM dpnoise.ledg
 -- The ledger records who, what and how much, in numeric.
 SELECT role, mechanism, epsilon, delta, releases, left(statement, 40) FROM dpnoise.ledger
 WHERE role = 'analyst'::regrole ORDER BY id LIMIT 3;
+
+-- A strict role's releases paid ahead blind stay within what can be given
+-- back and within the session's caps. In a new session: a PL/pgSQL loop's
+-- per-row releases (evaluated where no query's end gives anything back)
+-- pay one at a time, and a cap of exactly the releases is enough.
+\c -
+SELECT coalesce(max(id), 0) AS last FROM dpnoise.ledger \gset
+SELECT dp_budget_grant('strict_c', 1);
+SET ROLE strict_c;
+DO $$ DECLARE x float8; BEGIN FOR i IN 1 .. 6 LOOP x := dp_laplace(1, 0.01, 1); END LOOP; END $$;
+SELECT dp_session_budget(0.26);
+SET enable_hashagg = off;
+SELECT count(*) FROM (SELECT g, dp_count(0.01) FROM t CROSS JOIN generate_series(1, 20) g GROUP BY g) s;
+RESET enable_hashagg;
+RESET ROLE;
+SELECT string_agg(releases::text, ' ' ORDER BY id) AS charges FROM dpnoise.ledger
+WHERE role = 'strict_c'::regrole AND id > :last;
