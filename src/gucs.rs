@@ -29,6 +29,16 @@ pub fn enforce_budget() -> bool {
     unsafe { *ENFORCE_BUDGET.as_ptr() }
 }
 
+/// `dpnoise.charge_ahead`: how many releases a session pays for at once
+/// (src/budget/ahead.rs); 0 or 1 (the default): each as it comes.
+/// Superusers only (ALTER ROLE ... SET): it trades the ledger's
+/// statement-by-statement detail for throughput.
+static CHARGE_AHEAD: GucSetting<i32> = GucSetting::<i32>::new(0);
+
+pub fn charge_ahead() -> u64 {
+    CHARGE_AHEAD.get().max(0) as u64
+}
+
 /// `dpnoise.drop_ledger`: off (the default) refuses `DROP EXTENSION
 /// dpnoise` while the ledger holds charges. Superusers only.
 static DROP_LEDGER: GucSetting<bool> = GucSetting::<bool>::new(false);
@@ -43,6 +53,16 @@ pub fn init() {
         c"Charges every release to the privacy budget of the role that runs it.",
         c"Off: releases are not charged (for curators who publish results themselves). Only superusers can change it.",
         &ENFORCE_BUDGET,
+        GucContext::Suset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_int_guc(
+        c"dpnoise.charge_ahead",
+        c"How many releases a session pays for at once (0 or 1: each as it comes).",
+        c"N > 1: one charge for N releases of one role at one epsilon and delta; what the session does not release is given back as it ends. Only superusers can change it.",
+        &CHARGE_AHEAD,
+        0,
+        1024,
         GucContext::Suset,
         GucFlags::default(),
     );

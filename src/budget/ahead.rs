@@ -1,15 +1,27 @@
-//! A strict role's releases paid ahead (doubling, `pay_enforced`) and not
-//! made are given back when the execution of their query ends: a call site
-//! that paid ahead is listed here with its query's memory context, and the
-//! ExecutorEnd hook returns the unused part of every site listed with that
-//! context, one ledger row each (releases < 0, named for the call). The
-//! list never outlives a site: a reset of the site's memory context (the
-//! query ended, by an error too) takes it off first.
+//! Releases paid ahead, and given back when they are not made.
+//!
+//! A strict role's call site pays ahead, doubling (`pay_enforced`); what it
+//! did not release is given back when the execution of its query ends: a
+//! call site that paid ahead is listed here with its query's memory
+//! context, and the ExecutorEnd hook returns the unused part of every site
+//! listed with that context, one ledger row each (releases < 0, named for
+//! the call). The list never outlives a site: a reset of the site's memory
+//! context (the query ended, by an error too) takes it off first.
+//!
+//! A session whose `dpnoise.charge_ahead` is N > 1 pays for N releases at a
+//! time, of one role at one (ε, δ), and draws its later releases at those
+//! amounts from what it paid (its credits), without asking the ledger: one
+//! round trip and one commit per N statements. Credits of another role or
+//! amount are given back before new ones are paid for (another role's are
+//! kept: over-charging), and what is left is given back as the session
+//! ends (posted to the ledger worker as the backend exits, not waited for).
+//! A crash keeps them: over-charging, which is safe.
 
-use super::{ask, Charge};
+use super::{ask, post_on_exit, session, Charge};
 use crate::call_site::Paid;
+use crate::gucs;
 use pgrx::pg_sys;
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 
 struct Listed {
     context: pg_sys::MemoryContext,
@@ -75,5 +87,96 @@ pub unsafe extern "C-unwind" fn return_unused(query_context: pg_sys::MemoryConte
         }
         let mechanism = format!("{}, given back", site.mechanism);
         ask(&Charge { mechanism: &mechanism, epsilon, delta, releases: -(unused as i64), exact: None, identities: &[], repeat: false });
+    }
+}
+
+/// The mechanism named on a session's credits given back.
+const CREDITS_BACK: &str = "paid ahead by the session, given back";
+
+/// Releases a session paid ahead, of `role` at (ε, δ) each; `strict`: what
+/// the ledger said of the role when they were paid.
+#[derive(Clone, Copy)]
+struct Credits {
+    role: pg_sys::Oid,
+    epsilon: f64,
+    delta: f64,
+    left: u64,
+    strict: bool,
+}
+
+thread_local! {
+    static CREDITS: Cell<Option<Credits>> = const { Cell::new(None) };
+    static EXIT_REGISTERED: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Takes one release the session paid ahead for `role` at (ε, δ), if one
+/// is left: whether the role was strict when it was paid.
+pub(super) fn take_credit(role: pg_sys::Oid, epsilon: f64, delta: f64) -> Option<bool> {
+    let mut credits = CREDITS.with(Cell::get)?;
+    if credits.left == 0 || credits.role != role || credits.epsilon != epsilon || credits.delta != delta {
+        return None;
+    }
+    credits.left -= 1;
+    CREDITS.with(|c| c.set(Some(credits)));
+    Some(credits.strict)
+}
+
+/// How many releases a charge of `role` at (ε, δ) asks for: N
+/// (`dpnoise.charge_ahead`) when the session pays ahead and its caps have
+/// room for them, else 1. Credits left of another (ε, δ) are given back first.
+pub(super) fn session_ahead(role: pg_sys::Oid, epsilon: f64, delta: f64) -> u64 {
+    let ahead = gucs::charge_ahead();
+    // SAFETY: a by-value read of ParallelWorkerNumber, -1 outside a parallel worker.
+    if ahead <= 1 || unsafe { pg_sys::ParallelWorkerNumber } >= 0 {
+        return 1;
+    }
+    give_back_credits(role);
+    let amounts = [dpnoise_core::rational::decimal(epsilon), dpnoise_core::rational::decimal(delta)];
+    if session::has_room(&amounts[0], &amounts[1], ahead as i64) { ahead } else { 1 }
+}
+
+/// Keeps `left` releases of `role` at (ε, δ) the session just paid ahead.
+pub(super) fn keep_credits(role: pg_sys::Oid, epsilon: f64, delta: f64, left: u64, strict: bool) {
+    if !EXIT_REGISTERED.with(|r| r.replace(true)) {
+        // SAFETY: once per process, from a backend running a query; the callback has the
+        // pg_on_exit_callback signature and lives in this library, loaded until the process exits.
+        unsafe { pg_sys::before_shmem_exit(Some(give_back_on_exit), pg_sys::Datum::from(0usize)) };
+    }
+    CREDITS.with(|c| c.set(Some(Credits { role, epsilon, delta, left, strict })));
+}
+
+/// Gives back the session's credits, waiting for the ledger, if they are
+/// `role`'s (the role that pays now); another role's are dropped, charged.
+fn give_back_credits(role: pg_sys::Oid) {
+    let Some(credits) = CREDITS.with(|c| c.take()) else { return };
+    if credits.left == 0 || credits.role != role {
+        return;
+    }
+    ask(&credits.returned());
+}
+
+impl Credits {
+    /// The charge that gives them back.
+    fn returned(&self) -> Charge<'static> {
+        Charge {
+            mechanism: CREDITS_BACK,
+            epsilon: self.epsilon,
+            delta: self.delta,
+            releases: -(self.left as i64),
+            exact: None,
+            identities: &[],
+            repeat: false,
+        }
+    }
+}
+
+/// # Safety
+/// Only for PostgreSQL's exit machinery (registered with before_shmem_exit): shared memory is
+/// still attached; `_arg` is never read.
+#[pgrx::pg_guard]
+unsafe extern "C-unwind" fn give_back_on_exit(_code: i32, _arg: pg_sys::Datum) {
+    let Some(credits) = CREDITS.with(|c| c.take()) else { return };
+    if credits.left > 0 {
+        post_on_exit(credits.role, &credits.returned());
     }
 }

@@ -169,6 +169,40 @@ fn ask(request: &Charge) -> Answer {
     Answer { outcome, strict, free, remaining_epsilon, remaining_delta, message }
 }
 
+/// Posts `request`, charged to `role`, as the backend exits, without
+/// waiting for the answer (whoever uses the slot next waits for it).
+/// Nothing is posted if the slot is still busy or this is a standby.
+fn post_on_exit(role: pg_sys::Oid, request: &Charge) {
+    let Some(mailbox) = shared::mailbox() else { return };
+    // SAFETY: an exit callback may be called with LWLocks still held (a FATAL error raised under
+    // one): release them, as the exit's own clean-up would, before taking the mailbox's. MyProc,
+    // MyDatabaseId and MyLatch are this backend's, still set (before_shmem_exit runs before ProcKill).
+    let (database, index) = unsafe {
+        pg_sys::LWLockReleaseAll();
+        if pg_sys::MyProc.is_null() || pg_sys::RecoveryInProgress() {
+            return;
+        }
+        (pg_sys::MyDatabaseId, (*pg_sys::MyProc).pgprocno as usize)
+    };
+    let Some(slot) = mailbox.slot(index) else { return };
+    if !matches!(slot.load(), FREE | DONE) {
+        return;
+    }
+    // An answer left in the slot needs nothing more: the session is ending.
+    slot.store(FREE);
+    let amounts = [dpnoise_core::rational::decimal(request.epsilon), dpnoise_core::rational::decimal(request.delta)];
+    let reservation = session::reserve(&amounts[0], &amounts[1], request.releases);
+    // The slot is this process's own and FREE: ours to fill.
+    slot.with(|s| {
+        fill(s, request, &amounts, &reservation, database);
+        s.role = role;
+        s.statement.set("");
+        s.requester = std::ptr::null_mut();
+    });
+    slot.store(PENDING);
+    wake_worker(database);
+}
+
 /// What a release goes on with: granted, or the ledger's refusal or
 /// failure raised (ZB001, ZB002).
 fn settle(request: &Charge, answer: Answer) -> Granted {
@@ -402,33 +436,46 @@ unsafe fn pay_enforced(fcinfo: pg_sys::FunctionCallInfo, function: &str, mechani
         Some(paid_here) if hashed > 0 => hashed.saturating_sub(paid_here).clamp(1, paid_here.max(1)),
         _ => 1,
     };
-    // An analyst's statement paid for its call sites before it ran.
+    // An analyst's statement paid for its call sites before it ran. A
+    // release without an identity (the ledger records identities) draws on
+    // what the session paid ahead, if it did.
+    let session_credit = || if identified.is_none() { ahead::take_credit(role, epsilon, delta) } else { None };
     let granted = if free {
         Granted { strict: false, free: true }
     } else if crate::gate::cost::take(statement, epsilon, delta) {
         Granted { strict: false, free: false }
+    } else if let Some(strict) = session_credit() {
+        releases = 1;
+        Granted { strict, free: false }
     } else {
         let mechanism = format!("{function} ({mechanism})");
         let identities: Vec<[u8; 32]> = identified.map(|i| i.identity).into_iter().collect();
+        // The session pays ahead for its later releases (dpnoise.charge_ahead).
+        let for_session = if releases == 1 && identities.is_empty() { ahead::session_ahead(role, epsilon, delta) } else { 1 };
         let mut request = Charge {
             mechanism: &mechanism,
             epsilon,
             delta,
-            releases: releases as i64,
+            releases: releases.max(for_session) as i64,
             exact: None,
             identities: &identities,
             repeat: true,
         };
         let answer = ask(&request);
-        if releases > 1 && hashed == 0 && answer.outcome == Outcome::Refused {
+        let granted = if request.releases > 1 && (hashed == 0 || for_session > 1) && answer.outcome == Outcome::Refused {
             // Sorted groups and rows are paid ahead blind (a hash table's
-            // are known to come): the budget may cover this release without
-            // those ahead.
+            // are known to come), and so is a session's ahead: the budget
+            // may cover this release without those ahead.
             (request.releases, releases) = (1, 1);
             charge(&request)
         } else {
             settle(&request, answer)
+        };
+        if for_session > 1 && request.releases > 1 && !granted.free {
+            ahead::keep_credits(role, epsilon, delta, for_session - 1, granted.strict);
+            releases = 1;
         }
+        granted
     };
     if granted.strict && !granted.free {
         paid.record_strict(role, epsilon, delta, releases);

@@ -564,8 +564,9 @@ def attacks(su, an):
         sd = math.sqrt(statistics.fmean([e * e for e in errors]))  # about the truth, not about the errors' mean
         ratio = sd / noise_sd
         # Copies counted row by row would shift the answers to the unbounded
-        # value: the mean error must stay within 5 standard errors of 0.
-        centred = abs(mean_err) < 5 * noise_sd / math.sqrt(ATTACK_RUNS)
+        # value: the mean error must stay within 5 standard errors of 0 (the
+        # errors' own spread, when the gate's bounding noise is the larger).
+        centred = abs(mean_err) < 5 * max(sd, noise_sd) / math.sqrt(ATTACK_RUNS)
         extra = "" if value is None else f", the person's own rows sum to {raw}"
         check(f"attack: {name}", ratio >= 0.8 and centred and charge_ok,
               f"{ATTACK_RUNS} runs at eps {ATTACK_EPSILON}: error sd {sd:.3f}, noise sd {noise_sd:.3f}, "

@@ -358,3 +358,55 @@ RESET enable_hashagg;
 RESET ROLE;
 SELECT string_agg(releases::text, ' ' ORDER BY id) AS charges FROM dpnoise.ledger
 WHERE role = 'strict_c'::regrole AND id > :last;
+
+-- A session that pays ahead (dpnoise.charge_ahead, superusers only, as
+-- ALTER ROLE ... SET would): one charge for 8 releases, which the next 7
+-- statements draw on without asking the ledger; releases at another ε give
+-- back what is left first; the session's end gives back the rest.
+\c -
+CREATE ROLE ahead_a;
+GRANT SELECT ON t TO ahead_a;
+SELECT dp_budget_grant('ahead_a', 10);
+SELECT coalesce(max(id), 0) AS last FROM dpnoise.ledger \gset
+SET dpnoise.charge_ahead = 8;
+SET ROLE ahead_a;
+SELECT outcome('SET dpnoise.charge_ahead = 100');
+DO $$ BEGIN FOR i IN 1 .. 10 LOOP PERFORM dp_count(0.1) FROM t; END LOOP; END $$;
+SELECT dp_count(0.2) IS NOT NULL AS released FROM t;
+RESET ROLE;
+SELECT string_agg(releases || ' x ' || epsilon, ', ' ORDER BY id) AS charges FROM dpnoise.ledger
+WHERE role = 'ahead_a'::regrole AND id > :last;
+\c -
+-- The old session's give-back is posted as it exits: wait for it.
+DO $$ BEGIN
+    FOR i IN 1 .. 200 LOOP
+        EXIT WHEN EXISTS (SELECT FROM dpnoise.ledger WHERE role = 'ahead_a'::regrole AND releases < 0 AND epsilon = 0.2);
+        PERFORM pg_sleep(0.05);
+    END LOOP;
+END $$;
+SELECT string_agg(releases || ' x ' || epsilon || ' ' || mechanism, ', ' ORDER BY id) AS charges FROM dpnoise.ledger
+WHERE role = 'ahead_a'::regrole AND id > :last AND releases < 0;
+SELECT epsilon_spent FROM dp_budgets WHERE role = 'ahead_a'::regrole;
+-- Credits are their role's: another role in the same session pays for its
+-- own (the first role's are kept, charged), and its are given back at the end.
+\c -
+CREATE ROLE ahead_b;
+GRANT SELECT ON t TO ahead_b;
+SELECT dp_budget_grant('ahead_b', 10);
+SET dpnoise.charge_ahead = 8;
+SET ROLE ahead_a;
+SELECT dp_count(0.3) IS NOT NULL AS released FROM t;
+RESET ROLE;
+SET ROLE ahead_b;
+SELECT dp_count(0.3) IS NOT NULL AS released FROM t;
+SELECT dp_count(0.3) IS NOT NULL AS released FROM t;
+RESET ROLE;
+SELECT role::text, releases, epsilon FROM dpnoise.ledger WHERE epsilon = 0.3 ORDER BY id;
+\c -
+DO $$ BEGIN
+    FOR i IN 1 .. 200 LOOP
+        EXIT WHEN EXISTS (SELECT FROM dpnoise.ledger WHERE role = 'ahead_b'::regrole AND releases < 0);
+        PERFORM pg_sleep(0.05);
+    END LOOP;
+END $$;
+SELECT role_name, epsilon_spent FROM dp_budgets WHERE role_name LIKE 'ahead_%' ORDER BY 1;
