@@ -133,7 +133,18 @@ fn ask(request: &Charge) -> Answer {
     // was a repeat, free), it is given back now (after the slot is freed:
     // never twice).
     if !matches!(slot.load(), FREE | DONE) {
-        wait_until_done(slot, slot.database());
+        let owed_by = slot.database();
+        // SAFETY: a syscache lookup by OID inside a transaction (every charge runs in one).
+        let dropped = owed_by != database
+            && !unsafe { pg_sys::SearchSysCacheExists(pg_sys::SysCacheIdentifier::DATABASEOID as i32, owed_by.into(), 0.into(), 0.into(), 0.into()) };
+        // A dropped database's requests (a session it killed was giving
+        // back what it paid ahead as it exited) have no worker and no
+        // ledger left: none will ever answer them, so nothing is owed.
+        if dropped && slot.take() {
+            slot.with(|s| s.outcome = Outcome::Failed);
+            slot.store(DONE);
+        }
+        wait_until_done(slot, owed_by);
     }
     if slot.load() == DONE {
         let abandoned = slot.with(|s| {
