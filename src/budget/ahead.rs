@@ -15,12 +15,16 @@
 //! amount are given back before new ones are paid for (another role's are
 //! kept: over-charging), and what is left is given back as the session
 //! ends (posted to the ledger worker as the backend exits, not waited for).
-//! A crash keeps them: over-charging, which is safe.
+//! A crash keeps them: over-charging, which is safe. A change to any
+//! budget (a grant, a revoke, a role made strict, the global cap) makes
+//! every session's credits stale at its next statement: they are given
+//! back and the ledger is asked again, under the budget as it now is.
 
 use super::{ask, post_on_exit, session, Charge};
 use crate::call_site::Paid;
 use crate::gucs;
 use pgrx::pg_sys;
+use pgrx::prelude::*;
 use std::cell::{Cell, RefCell};
 
 struct Listed {
@@ -102,6 +106,9 @@ struct Credits {
     delta: f64,
     left: u64,
     strict: bool,
+    /// dpnoise.budget, whose invalidation (`dp_budget_changed`) makes them stale.
+    budget_table: pg_sys::Oid,
+    stale: bool,
 }
 
 thread_local! {
@@ -109,11 +116,62 @@ thread_local! {
     static EXIT_REGISTERED: Cell<bool> = const { Cell::new(false) };
 }
 
+/// Registers the relcache callback that makes credits stale; once per process, from _PG_init.
+pub(super) fn init() {
+    // SAFETY: from _PG_init, on the process's only thread, once; the callback has the relcache
+    // callback's signature and lives in this library, which is never unloaded.
+    unsafe { pg_sys::CacheRegisterRelcacheCallback(Some(budget_invalidated), pg_sys::Datum::from(0usize)) };
+}
+
+/// # Safety
+/// Called by PostgreSQL's invalidation processing as a relcache callback; it reads no catalog.
+unsafe extern "C-unwind" fn budget_invalidated(_arg: pg_sys::Datum, relid: pg_sys::Oid) {
+    CREDITS.with(|c| {
+        if let Some(mut credits) = c.get() {
+            // InvalidOid: every entry (a cache reset), this one among them.
+            if relid == pg_sys::InvalidOid || relid == credits.budget_table {
+                credits.stale = true;
+                c.set(Some(credits));
+            }
+        }
+    });
+}
+
+/// Tells every session, at commit, that a budget changed: sessions paying
+/// ahead give back their credits and ask the ledger again. Called by
+/// dp_budget_grant, dp_budget_revoke, dp_budget_set_strict and dp_budget_set_global.
+#[pg_extern(volatile, parallel_unsafe)]
+fn dp_budget_changed() {
+    // SAFETY: a catalog lookup by name inside the caller's transaction, then a queued
+    // invalidation of that one relcache entry, sent to every backend at commit.
+    unsafe {
+        let table = budget_table();
+        if table != pg_sys::InvalidOid {
+            pg_sys::CacheInvalidateRelcacheByRelid(table);
+        }
+    }
+}
+
+/// dpnoise.budget's OID (InvalidOid if there is none).
+///
+/// # Safety
+/// Inside a transaction.
+unsafe fn budget_table() -> pg_sys::Oid {
+    // SAFETY: syscache lookups by name inside a transaction (the caller's contract); missing_ok.
+    unsafe {
+        let schema = pg_sys::get_namespace_oid(c"dpnoise".as_ptr(), true);
+        if schema == pg_sys::InvalidOid {
+            return pg_sys::InvalidOid;
+        }
+        pg_sys::get_relname_relid(c"budget".as_ptr(), schema)
+    }
+}
+
 /// Takes one release the session paid ahead for `role` at (ε, δ), if one
 /// is left: whether the role was strict when it was paid.
 pub(super) fn take_credit(role: pg_sys::Oid, epsilon: f64, delta: f64) -> Option<bool> {
     let mut credits = CREDITS.with(Cell::get)?;
-    if credits.left == 0 || credits.role != role || credits.epsilon != epsilon || credits.delta != delta {
+    if credits.stale || credits.left == 0 || credits.role != role || credits.epsilon != epsilon || credits.delta != delta {
         return None;
     }
     credits.left -= 1;
@@ -142,7 +200,9 @@ pub(super) fn keep_credits(role: pg_sys::Oid, epsilon: f64, delta: f64, left: u6
         // pg_on_exit_callback signature and lives in this library, loaded until the process exits.
         unsafe { pg_sys::before_shmem_exit(Some(give_back_on_exit), pg_sys::Datum::from(0usize)) };
     }
-    CREDITS.with(|c| c.set(Some(Credits { role, epsilon, delta, left, strict })));
+    // SAFETY: called while a release is charged, inside its transaction.
+    let budget_table = unsafe { budget_table() };
+    CREDITS.with(|c| c.set(Some(Credits { role, epsilon, delta, left, strict, budget_table, stale: false })));
 }
 
 /// Gives back the session's credits, waiting for the ledger, if they are

@@ -25,10 +25,11 @@ use pgrx::pg_sys;
 use shared::{Outcome, Slot, SlotRef, WorkerState, DONE, FREE, MAX_DATABASES, PENDING, TAKEN};
 
 // The budget's schema, tables, functions and views.
-pgrx::extension_sql_file!("schema.sql", name = "budget_sql");
+pgrx::extension_sql_file!("schema.sql", name = "budget_sql", requires = [ahead::dp_budget_changed]);
 
 /// Registers the pool of ledger workers; only from shared_preload_libraries.
 pub fn init() {
+    ahead::init();
     session::init();
     shared::init();
     worker::register_pool();

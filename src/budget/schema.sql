@@ -252,6 +252,7 @@ BEGIN
     INSERT INTO dpnoise.budget AS b (role, epsilon, delta)
     SELECT r, p.epsilon + e, p.delta + d FROM dpnoise.spent p WHERE p.role = r
     ON CONFLICT ON CONSTRAINT budget_pkey DO UPDATE SET epsilon = b.epsilon + e, delta = b.delta + d;
+    PERFORM @extschema@.dp_budget_changed();
 END $$;
 COMMENT ON FUNCTION dp_budget_grant(regrole, double precision, double precision) IS
     'Adds epsilon and delta to what a role may still spend. Superusers, and roles granted EXECUTE on it.';
@@ -260,6 +261,7 @@ CREATE FUNCTION dp_budget_revoke(role regrole) RETURNS void
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
     DELETE FROM dpnoise.budget b WHERE b.role = dpnoise.existing_role($1);
+    PERFORM @extschema@.dp_budget_changed();
 END $$;
 COMMENT ON FUNCTION dp_budget_revoke(regrole) IS
     'Removes a role''s budget: every later release by it is refused. What it spent stays in the ledger.';
@@ -275,6 +277,7 @@ BEGIN
         RAISE EXCEPTION 'role % has no budget', $1 USING ERRCODE = 'invalid_parameter_value',
             HINT = 'Grant one first with dp_budget_grant.';
     END IF;
+    PERFORM @extschema@.dp_budget_changed();
 END $$;
 COMMENT ON FUNCTION dp_budget_set_strict(regrole, boolean) IS
     'Strict roles pay for every group and every row released, assuming nothing about who is in them.';
@@ -284,15 +287,18 @@ LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
     IF $1 IS NULL THEN
         DELETE FROM dpnoise.global_cap;
-        RETURN;
+    ELSE
+        INSERT INTO dpnoise.global_cap AS g (epsilon, delta)
+        VALUES (dpnoise.amount('epsilon', $1, NULL), dpnoise.amount('delta', $2, 1))
+        ON CONFLICT (singleton) DO UPDATE SET epsilon = excluded.epsilon, delta = excluded.delta;
     END IF;
-    INSERT INTO dpnoise.global_cap AS g (epsilon, delta)
-    VALUES (dpnoise.amount('epsilon', $1, NULL), dpnoise.amount('delta', $2, 1))
-    ON CONFLICT (singleton) DO UPDATE SET epsilon = excluded.epsilon, delta = excluded.delta;
+    PERFORM @extschema@.dp_budget_changed();
 END $$;
 COMMENT ON FUNCTION dp_budget_set_global(double precision, double precision) IS
     'Caps what all roles together may spend in this database (NULL removes the cap).';
 
+REVOKE EXECUTE ON FUNCTION dp_budget_changed() FROM PUBLIC;
+COMMENT ON FUNCTION dp_budget_changed() IS 'Tells every session that a budget changed (at commit): sessions paying ahead give back what they hold and ask again; called by dp_budget_grant and friends.';
 REVOKE EXECUTE ON FUNCTION dpnoise.charge_batch(oid[], numeric[], numeric[], bigint[], text[], text[], integer[], timestamptz[], bytea[], boolean[]),
     dpnoise.amount(text, double precision, double precision),
     dpnoise.identities(bytea),

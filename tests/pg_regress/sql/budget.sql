@@ -410,3 +410,27 @@ DO $$ BEGIN
     END LOOP;
 END $$;
 SELECT role_name, epsilon_spent FROM dp_budgets WHERE role_name LIKE 'ahead_%' ORDER BY 1;
+-- A change to a budget reaches a session paying ahead at its next
+-- statement (dp_budget_changed): made strict, the role's next grouped
+-- release pays per group (its credits are given back and bought again,
+-- strict); revoked, its next release is refused, not drawn on credits.
+\c -
+SELECT coalesce(max(id), 0) AS last FROM dpnoise.ledger \gset
+SET dpnoise.charge_ahead = 8;
+SET ROLE ahead_b;
+SELECT dp_count(0.4) IS NOT NULL AS released FROM t;
+RESET ROLE;
+SELECT dp_budget_set_strict('ahead_b');
+SET ROLE ahead_b;
+SELECT count(*) FROM (SELECT g, dp_count(0.4) FROM t CROSS JOIN generate_series(1, 5) g GROUP BY g) s;
+RESET ROLE;
+SELECT dp_budget_revoke('ahead_b');
+SET ROLE ahead_b;
+SELECT outcome('SELECT dp_count(0.4) FROM t');
+RESET ROLE;
+SELECT string_agg(releases::text, ' ' ORDER BY id) AS charges FROM dpnoise.ledger
+WHERE role = 'ahead_b'::regrole AND id > :last;
+SELECT outcome('SELECT dp_budget_changed()') AS superuser_may_call;
+SET ROLE ahead_a;
+SELECT outcome('SELECT dp_budget_changed()') AS others_may_not;
+RESET ROLE;
