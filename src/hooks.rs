@@ -330,7 +330,7 @@ unsafe extern "C-unwind" fn executor_end(query: *mut pg_sys::QueryDesc) {
     // argument unchanged. An error raised below longjmps through this frame, which owns nothing.
     unsafe {
         let estate = (*query).estate;
-        if !estate.is_null() && !crate::budget::worker::is_ledger_worker() {
+        if !estate.is_null() && crate::budget::any_unused() {
             // A strict role's releases paid ahead and not made are given back.
             crate::budget::return_unused((*estate).es_query_cxt);
         }

@@ -20,7 +20,7 @@
 //! every session's credits stale at its next statement: they are given
 //! back and the ledger is asked again, under the budget as it now is.
 
-use super::{ask, post_on_exit, session, Charge};
+use super::{ask, decimals, post_on_exit, session, Charge};
 use crate::call_site::Paid;
 use crate::gucs;
 use pgrx::pg_sys;
@@ -63,6 +63,12 @@ pub(super) unsafe fn list_unused(fcinfo: pg_sys::FunctionCallInfo, paid: &mut Pa
 /// compares pointers (no borrow of the list is held while a context can be reset).
 unsafe extern "C-unwind" fn unlist(arg: *mut std::ffi::c_void) {
     LISTED.with(|l| l.borrow_mut().retain(|s| s.paid.cast() != arg));
+}
+
+/// Whether any call site is listed: ExecutorEnd, which runs for every
+/// query, calls `return_unused` only then.
+pub fn any_unused() -> bool {
+    LISTED.with(|l| !l.borrow().is_empty())
 }
 
 /// Gives back what the call sites of the execution whose memory context is
@@ -189,7 +195,7 @@ pub(super) fn session_ahead(role: pg_sys::Oid, epsilon: f64, delta: f64) -> u64 
         return 1;
     }
     give_back_credits(role);
-    let amounts = [dpnoise_core::rational::decimal(epsilon), dpnoise_core::rational::decimal(delta)];
+    let amounts = decimals(epsilon, delta);
     if session::has_room(&amounts[0], &amounts[1], ahead as i64) { ahead } else { 1 }
 }
 

@@ -17,11 +17,11 @@ mod shared;
 pub mod worker;
 
 use crate::call_site::Paid;
-use ahead::list_unused;
-pub use ahead::return_unused;
 use crate::errors::{raise_sqlstate, BUDGET_EXHAUSTED, LEDGER_UNAVAILABLE};
 use crate::gucs;
 use pgrx::pg_sys;
+use ahead::list_unused;
+pub use ahead::{any_unused, return_unused};
 use shared::{Outcome, Slot, SlotRef, WorkerState, DONE, FREE, MAX_DATABASES, PENDING, TAKEN};
 
 // The budget's schema, tables, functions and views.
@@ -86,6 +86,11 @@ pub fn charge(request: &Charge) -> Granted {
     settle(request, ask(request))
 }
 
+/// (ε, δ) as the exact decimals a charge carries.
+fn decimals(epsilon: f64, delta: f64) -> [String; 2] {
+    [dpnoise_core::rational::decimal(epsilon), dpnoise_core::rational::decimal(delta)]
+}
+
 /// The ledger's answer to a request.
 struct Answer {
     outcome: Outcome,
@@ -116,7 +121,7 @@ fn ask(request: &Charge) -> Answer {
     }
     let amounts = match &request.exact {
         Some([epsilon, delta]) => [epsilon.clone(), delta.clone()],
-        None => [dpnoise_core::rational::decimal(request.epsilon), dpnoise_core::rational::decimal(request.delta)],
+        None => decimals(request.epsilon, request.delta),
     };
     if !amounts.iter().all(|a| shared::Text::<{ shared::AMOUNT }>::fits(a)) {
         // Never charge a cut-off (smaller) amount.
@@ -202,7 +207,7 @@ fn post_on_exit(role: pg_sys::Oid, request: &Charge) {
     }
     // An answer left in the slot needs nothing more: the session is ending.
     slot.store(FREE);
-    let amounts = [dpnoise_core::rational::decimal(request.epsilon), dpnoise_core::rational::decimal(request.delta)];
+    let amounts = decimals(request.epsilon, request.delta);
     let reservation = session::reserve(&amounts[0], &amounts[1], request.releases);
     // The slot is this process's own and FREE: ours to fill.
     slot.with(|s| {
@@ -442,7 +447,7 @@ unsafe fn pay_enforced(fcinfo: pg_sys::FunctionCallInfo, function: &str, mechani
         // the session's caps have room: else one at a time, as it comes.
         // SAFETY: fcinfo is the live call.
         Some(paid_here) if hashed == 0 && paid_here > 0 && unsafe { crate::hooks::ended_by_executor(fcinfo) } => {
-            let amounts = [dpnoise_core::rational::decimal(epsilon), dpnoise_core::rational::decimal(delta)];
+            let amounts = decimals(epsilon, delta);
             if session::has_room(&amounts[0], &amounts[1], paid_here as i64) { paid_here } else { 1 }
         }
         Some(paid_here) if hashed > 0 => hashed.saturating_sub(paid_here).clamp(1, paid_here.max(1)),
