@@ -40,18 +40,30 @@ done
 echo "ledger rows: $(psql_ -d $DB -At -c 'SELECT count(*) FROM dpnoise.ledger')"
 
 # A strict role pays for every group: 10^4 groups, hashed and sorted, its
-# charges (each one synchronous commit) and the statement's time.
-psql_ -d $DB -c "CREATE TABLE groups AS SELECT i % 10000 AS g FROM generate_series(1, 100000) i" \
+# charges (each one synchronous commit) and the statement's time, for a
+# session's first statement (it learns there that the role is strict) and
+# its next one.
+psql_ -d $DB -c "CREATE TABLE groups AS SELECT i % 10000 AS g FROM generate_series(1, 100000) i" -c "ANALYZE groups" \
   -c "DROP ROLE IF EXISTS strict_bench" -c "CREATE ROLE strict_bench" -c "GRANT SELECT ON groups TO strict_bench" \
   -c "SELECT dp_budget_grant('strict_bench', 1e9)" -c "SELECT dp_budget_set_strict('strict_bench')"  >/dev/null
-printf "%-28s %10s %10s %10s\n" "strict role, 10^4 groups" "ms" "charges" "releases"
+printf "%-36s %10s %10s %10s\n" "strict role, 10^4 groups" "ms" "charges" "releases"
 for mode in hashed sorted; do
   hash=$([ $mode = hashed ] && echo on || echo off)
-  before=$(psql_ -d $DB -At -c "SELECT coalesce(max(id), 0) FROM dpnoise.ledger")
-  ms=$(psql_ -d $DB -At -c "SET enable_hashagg = $hash" -c "SET ROLE strict_bench" -c '\timing on' \
-    -c "SELECT count(*) FROM (SELECT g, dp_count(0.001) FROM groups GROUP BY g) s" | sed -n 's/^Time: \([0-9.]*\) ms.*/\1/p')
-  read -r charges releases < <(psql_ -d $DB -At -F ' ' -c \
-    "SELECT count(*), sum(releases) FROM dpnoise.ledger WHERE id > $before AND role = 'strict_bench'::regrole")
-  printf "%-28s %10.0f %10s %10s\n" "$mode" "$ms" "$charges" "$releases"
+  statement='
+SELECT coalesce(max(id), 0) AS last FROM dpnoise.ledger \gset
+SET ROLE strict_bench;
+\timing on
+SELECT count(*) FROM (SELECT g, dp_count(0.001) FROM groups GROUP BY g) s;
+\timing off
+RESET ROLE;
+SELECT count(*), sum(releases) FROM dpnoise.ledger WHERE id > :last AND role = '"'strict_bench'::regrole;"
+  out=$(printf 'SET enable_hashagg = %s;\n%s\n%s\n' "$hash" "$statement" "$statement" | psql_ -d $DB -At -F ' ')
+  mapfile -t times < <(sed -n 's/^Time: \([0-9.]*\) ms.*/\1/p' <<<"$out")
+  mapfile -t counts < <(grep -E '^[0-9]+ -?[0-9]+$' <<<"$out")
+  for i in 0 1; do
+    label="$mode, $([ $i = 0 ] && echo "session's first" || echo "next statement")"
+    read -r charges releases <<<"${counts[$i]}"
+    printf "%-36s %10.0f %10s %10s\n" "$label" "${times[$i]}" "$charges" "$releases"
+  done
 done
 psql_ -d $DB -c "DROP TABLE groups" -c "DROP OWNED BY strict_bench" -c "DROP ROLE strict_bench" >/dev/null

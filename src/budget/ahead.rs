@@ -20,7 +20,7 @@
 //! every session's credits stale at its next statement: they are given
 //! back and the ledger is asked again, under the budget as it now is.
 
-use super::{ask, decimals, post_on_exit, session, Charge};
+use super::{ask, decimals, give_back, post_on_exit, session, Charge};
 use crate::call_site::Paid;
 use crate::gucs;
 use pgrx::pg_sys;
@@ -95,8 +95,7 @@ pub unsafe extern "C-unwind" fn return_unused(query_context: pg_sys::MemoryConte
         if role != unsafe { pg_sys::GetOuterUserId() } {
             continue;
         }
-        let mechanism = format!("{}, given back", site.mechanism);
-        ask(&Charge { mechanism: &mechanism, epsilon, delta, releases: -(unused as i64), exact: None, identities: &[], repeat: false });
+        give_back(&site.mechanism, epsilon, delta, unused);
     }
 }
 
@@ -117,9 +116,45 @@ struct Credits {
     stale: bool,
 }
 
+/// The roles the ledger's answers showed strict in this session (a few:
+/// the first are forgotten past `KNOWN_ROLES`), with dpnoise.budget's OID.
+/// A strict role known here pays ahead from its first release at a call
+/// site (`pay_enforced`); a budget change forgets them all.
+const KNOWN_ROLES: usize = 8;
+
 thread_local! {
     static CREDITS: Cell<Option<Credits>> = const { Cell::new(None) };
     static EXIT_REGISTERED: Cell<bool> = const { Cell::new(false) };
+    static STRICT: RefCell<(pg_sys::Oid, Vec<pg_sys::Oid>)> = const { RefCell::new((pg_sys::InvalidOid, Vec::new())) };
+}
+
+/// Whether the ledger's last answer for `role` said it is strict, and no
+/// budget changed since.
+pub(super) fn known_strict(role: pg_sys::Oid) -> bool {
+    STRICT.with(|s| s.borrow().1.contains(&role))
+}
+
+/// Remembers what the ledger just answered of `role`.
+pub(super) fn learn_strict(role: pg_sys::Oid, strict: bool) {
+    if known_strict(role) == strict {
+        return;
+    }
+    if !strict {
+        STRICT.with(|s| s.borrow_mut().1.retain(|r| *r != role));
+        return;
+    }
+    // Looked up before the list is borrowed: a catalog lookup may run the
+    // invalidation callback, which borrows it.
+    // SAFETY: called as a release is charged, inside its transaction.
+    let table = unsafe { budget_table() };
+    STRICT.with(|s| {
+        let mut s = s.borrow_mut();
+        if s.1.len() >= KNOWN_ROLES {
+            s.1.remove(0);
+        }
+        s.0 = table;
+        s.1.push(role);
+    });
 }
 
 /// Registers the relcache callback that makes credits stale; once per process, from _PG_init.
@@ -132,13 +167,18 @@ pub(super) fn init() {
 /// # Safety
 /// Called by PostgreSQL's invalidation processing as a relcache callback; it reads no catalog.
 unsafe extern "C-unwind" fn budget_invalidated(_arg: pg_sys::Datum, relid: pg_sys::Oid) {
+    // InvalidOid: every entry (a cache reset), this one among them.
+    let hit = |table: pg_sys::Oid| relid == pg_sys::InvalidOid || relid == table;
     CREDITS.with(|c| {
-        if let Some(mut credits) = c.get() {
-            // InvalidOid: every entry (a cache reset), this one among them.
-            if relid == pg_sys::InvalidOid || relid == credits.budget_table {
-                credits.stale = true;
-                c.set(Some(credits));
-            }
+        if let Some(mut credits) = c.get().filter(|credits| hit(credits.budget_table)) {
+            credits.stale = true;
+            c.set(Some(credits));
+        }
+    });
+    STRICT.with(|s| {
+        let mut s = s.borrow_mut();
+        if hit(s.0) {
+            s.1.clear();
         }
     });
 }

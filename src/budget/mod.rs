@@ -431,28 +431,11 @@ unsafe fn pay_enforced(fcinfo: pg_sys::FunctionCallInfo, function: &str, mechani
     // Paid for once and for all before this statement started: free, for
     // the rest of this execution, without asking the ledger.
     let free = identified.is_some_and(|i| i.paid);
-    // A strict role pays for every release. Once its first charge here
-    // showed it strict, the call site pays ahead, doubling: each charge is
-    // for as many releases as were paid here so far (a hashed aggregate's,
-    // never for more groups than its hash table holds unpaid). N releases
-    // then cost about log2(N) commits, not N. What was paid ahead and not
-    // released is given back when the query's execution ends
-    // (`return_unused`), so the ledger nets exactly N; only an execution
-    // that ends in an error keeps it (at most as much again as it released).
+    // A strict role pays for every release, ahead (`strict_ask`) once the
+    // ledger showed it strict: here, or earlier in this session.
     // SAFETY: fcinfo is the live call of a final or per-row function.
-    let hashed = unsafe { hashed_groups(fcinfo) };
-    let mut releases = match paid.strict_paid(role) {
-        // Blind only where the query's end will give back what is left (not
-        // a PL/pgSQL expression's evaluation, which no ExecutorEnd ends) and
-        // the session's caps have room: else one at a time, as it comes.
-        // SAFETY: fcinfo is the live call.
-        Some(paid_here) if hashed == 0 && paid_here > 0 && unsafe { crate::hooks::ended_by_executor(fcinfo) } => {
-            let amounts = decimals(epsilon, delta);
-            if session::has_room(&amounts[0], &amounts[1], paid_here as i64) { paid_here } else { 1 }
-        }
-        Some(paid_here) if hashed > 0 => hashed.saturating_sub(paid_here).clamp(1, paid_here.max(1)),
-        _ => 1,
-    };
+    let ask_strict = unsafe { strict_ask(fcinfo, paid, role, epsilon, delta) };
+    let mut releases = ask_strict.wanted;
     // An analyst's statement paid for its call sites before it ran. A
     // release without an identity (the ledger records identities) draws on
     // what the session paid ahead, if it did.
@@ -478,18 +461,26 @@ unsafe fn pay_enforced(fcinfo: pg_sys::FunctionCallInfo, function: &str, mechani
             identities: &identities,
             repeat: true,
         };
+        let careful = if for_session > 1 { 1 } else { ask_strict.careful };
         let answer = ask(&request);
-        let granted = if request.releases > 1 && (hashed == 0 || for_session > 1) && answer.outcome == Outcome::Refused {
-            // Sorted groups and rows are paid ahead blind (a hash table's
-            // are known to come), and so is a session's ahead: the budget
-            // may cover this release without those ahead.
-            (request.releases, releases) = (1, 1);
+        let granted = if answer.outcome == Outcome::Refused && (careful as i64) < request.releases {
+            // Paid ahead past what is sure to come (a session's ahead, an
+            // estimate, doubling): the budget may cover what is.
+            (request.releases, releases) = (careful as i64, careful);
             charge(&request)
         } else {
             settle(&request, answer)
         };
+        if !granted.free {
+            ahead::learn_strict(role, granted.strict);
+        }
         if for_session > 1 && request.releases > 1 && !granted.free {
             ahead::keep_credits(role, epsilon, delta, for_session - 1, granted.strict);
+            releases = 1;
+        } else if releases > 1 && !granted.strict && !granted.free {
+            // Paid ahead for a role no longer strict (a budget change
+            // raced this statement): one release is all it owes.
+            give_back(&mechanism, epsilon, delta, releases - 1);
             releases = 1;
         }
         granted
@@ -507,6 +498,76 @@ unsafe fn pay_enforced(fcinfo: pg_sys::FunctionCallInfo, function: &str, mechani
         // SAFETY: fcinfo is the live call; paid lives in the call site, in fn_mcxt, as long as the query.
         unsafe { watch_rescans(fcinfo, paid) };
     }
+}
+
+/// How many releases a strict role's charge asks for at a call site:
+/// `wanted`, or `careful` if the ledger refuses that.
+struct StrictAsk {
+    wanted: u64,
+    careful: u64,
+}
+
+/// What a charge of `role` asks for at this call site. A role the ledger
+/// showed strict (here, or earlier in the session) pays ahead: at its first
+/// releases here, for every group a hashed aggregate's table holds (they
+/// are sure to come), or the planner's estimate of a sorted aggregate's
+/// groups (a curator's session only: an analyst's asks must not follow the
+/// statistics); after that, doubling: each charge for as many releases as
+/// were paid here so far. N releases cost one or two commits, or about
+/// log2(N) past an estimate. Only where the query's end gives back what
+/// was not released (`return_unused`), and as far as the session's caps
+/// have room; refused, a hashed aggregate asks for no more than its table
+/// holds unpaid, and anything else for the one release.
+///
+/// # Safety
+/// `fcinfo` is the live call whose call site holds `paid`.
+unsafe fn strict_ask(fcinfo: pg_sys::FunctionCallInfo, paid: &Paid, role: pg_sys::Oid, epsilon: f64, delta: f64) -> StrictAsk {
+    let Some(paid_here) = paid.strict_paid(role).or_else(|| ahead::known_strict(role).then_some(0)) else {
+        return StrictAsk { wanted: 1, careful: 1 };
+    };
+    // SAFETY: the caller's contract.
+    let hashed = unsafe { hashed_groups(fcinfo) };
+    let careful = if hashed > 0 { hashed.saturating_sub(paid_here).clamp(1, paid_here.max(1)) } else { 1 };
+    // Not a PL/pgSQL expression's evaluation, which no ExecutorEnd ends.
+    // SAFETY: the caller's contract.
+    if !unsafe { crate::hooks::ended_by_executor(fcinfo) } {
+        return StrictAsk { wanted: careful, careful };
+    }
+    let wanted = if paid_here <= 1 {
+        // SAFETY: the caller's contract.
+        let coming = if hashed > 0 { hashed } else { unsafe { estimated_groups(fcinfo) } };
+        coming.saturating_sub(paid_here).max(1)
+    } else {
+        paid_here
+    };
+    let amounts = decimals(epsilon, delta);
+    let room = |n: u64| n <= 1 || session::has_room(&amounts[0], &amounts[1], n as i64);
+    let wanted = if room(wanted) { wanted } else if room(careful) { careful } else { 1 };
+    StrictAsk { wanted, careful: careful.min(wanted) }
+}
+
+/// The planner's estimate of the groups the sorted aggregate running this
+/// call releases, in a curator's session; 1 otherwise.
+///
+/// # Safety
+/// `fcinfo` is a live call.
+unsafe fn estimated_groups(fcinfo: pg_sys::FunctionCallInfo) -> u64 {
+    if crate::gate::gated() {
+        return 1;
+    }
+    // SAFETY: the Agg node running this final function has its Agg plan, live for the execution.
+    unsafe {
+        let Some(agg) = agg_state(fcinfo) else { return 1 };
+        let plan = (*agg).ss.ps.plan as *const pg_sys::Agg;
+        (*plan).numGroups.clamp(1, 1 << 30) as u64
+    }
+}
+
+/// Gives back `releases` at (ε, δ) the current role paid ahead at a call
+/// site of `mechanism` and will not make.
+fn give_back(mechanism: &str, epsilon: f64, delta: f64, releases: u64) {
+    let mechanism = format!("{mechanism}, given back");
+    ask(&Charge { mechanism: &mechanism, epsilon, delta, releases: -(releases as i64), exact: None, identities: &[], repeat: false });
 }
 
 /// The grouping set an aggregate's final function is releasing: its phase

@@ -63,25 +63,30 @@ SELECT count(*) FROM (SELECT g, dp_count(0.01) FROM t CROSS JOIN generate_series
 SELECT count(dp_laplace(5, 0.01, 1.0)) FROM generate_series(1, 1000);
 RESET ROLE;
 SELECT spent('strict_analyst') AS strict_role_paid;
--- Hashed, the strict role paid ahead, doubling (the first group showed it
--- strict): 8 commits for 100 groups, exactly 100 releases. Sorted (and per
--- row), it pays ahead blind, doubling too, and what it paid ahead and did
--- not release is given back as the query ends (a ledger row of releases
--- below 0): 9 commits, and exactly 100 releases net.
+-- Hashed, the strict role paid ahead (the first group showed it strict)
+-- for every other group its hash table holds: 2 commits for 100 groups,
+-- exactly 100 releases.
 SELECT releases, epsilon FROM dpnoise.ledger WHERE role = 'strict_analyst'::regrole AND mechanism LIKE 'dp_count%' ORDER BY id;
 SELECT spent('strict_analyst') AS before \gset
 SELECT dp_budget_grant('strict_analyst', 1);
 SET ROLE strict_analyst;
 SET enable_hashagg = off;
-SELECT count(*) FROM (SELECT g, dp_count(0.01) FROM t CROSS JOIN generate_series(1, 100) g GROUP BY g) s;
+-- Sorted, it pays ahead blind for the planner's estimate of the groups
+-- (100, of which 51 come), and what it paid ahead and did not release is
+-- given back as the query ends (a ledger row of releases below 0): 3
+-- commits, and exactly 51 releases net. (The grant made the session
+-- forget the role was strict: its first group pays for itself.)
+SELECT count(*) FROM (SELECT g / 2, dp_count(0.01) FROM t CROSS JOIN generate_series(1, 100) g GROUP BY g / 2) s;
 RESET enable_hashagg;
 RESET ROLE;
 SELECT spent('strict_analyst') - :before AS sorted_paid,
        (SELECT count(*) FROM dpnoise.ledger WHERE role = 'strict_analyst'::regrole AND mechanism LIKE 'dp_count%') AS charges;
 SELECT releases, mechanism FROM dpnoise.ledger WHERE role = 'strict_analyst'::regrole AND mechanism LIKE 'dp_count%'
-ORDER BY id DESC LIMIT 2;
--- 0.5 is left: 100 groups at 0.01 no longer fit. The charges ahead stop
--- at the first that does not fit (32 releases, with 0.18 left).
+ORDER BY id DESC LIMIT 3;
+-- 0.99 is left: 100 groups at 0.01 no longer fit. Known strict, the
+-- session asks for the whole hash table at once; refused, it pays for what
+-- is sure to come, doubling, and stops at the first charge that does not
+-- fit (64 releases, with 0.35 left).
 SET ROLE strict_analyst;
 SELECT outcome('SELECT g, dp_count(0.01) FROM t CROSS JOIN generate_series(1, 100) g GROUP BY g');
 RESET ROLE;
@@ -108,9 +113,11 @@ COMMIT;
 RESET ROLE;
 SELECT (spent('strict_analyst') - :before) / 0.01 AS thirty_fetched_paid_releases;
 -- What was paid ahead is the paying role's: a role switched in the middle
--- of the statement (after 3 groups, with one paid ahead) pays for its own
--- 17 releases; the first keeps the one it paid ahead (only the role in
--- charge as the query ends is given anything back).
+-- of the statement (after 3 groups, with 17 paid ahead: the grants made
+-- the session forget the first was strict, so it paid for 1, then for the
+-- other 19 groups of its hash table) pays for its own 17 releases; the
+-- first keeps the 17 it paid ahead (only the role in charge as the query
+-- ends is given anything back).
 CREATE ROLE strict_b;
 GRANT SELECT ON t TO strict_b;
 SELECT dp_budget_grant('strict_b', 10);
@@ -126,8 +133,8 @@ RESET ROLE;
 SELECT (spent('strict_analyst') - :before) / 0.01 AS first_role_releases, spent('strict_b') / 0.01 AS second_role_releases;
 DROP SEQUENCE switch_at;
 -- Paid ahead blind (sorted), an ask the budget does not cover falls back to
--- the one release: a budget of exactly 20 releases answers 20 sorted groups,
--- and nothing is left.
+-- the one release: a budget of exactly 20 releases answers 20 sorted groups
+-- (1, then the estimate's other 19), and nothing is left.
 CREATE ROLE strict_c;
 GRANT SELECT ON t TO strict_c;
 SELECT dp_budget_grant('strict_c', 0.2);
@@ -154,6 +161,20 @@ SELECT count(*) FROM (SELECT g, h, dp_count(0.01),
 RESET ROLE;
 SELECT spent('default_b') / 0.01 AS default_role_paid_sets;
 DROP SEQUENCE switch_again;
+-- The session knows strict_analyst is strict: its first group pays for the
+-- whole hash table at once (one charge). Made default again, the session
+-- forgets that at once: one charge of one release, nothing paid ahead.
+SELECT coalesce(max(id), 0) AS last FROM dpnoise.ledger \gset
+SET ROLE strict_analyst;
+SELECT count(*) FROM (SELECT g, dp_count(0.01) FROM t CROSS JOIN generate_series(1, 20) g GROUP BY g) s;
+RESET ROLE;
+SELECT dp_budget_set_strict('strict_analyst', false);
+SET ROLE strict_analyst;
+SELECT count(*) FROM (SELECT g, dp_count(0.01) FROM t CROSS JOIN generate_series(1, 20) g GROUP BY g) s;
+RESET ROLE;
+SELECT string_agg(releases::text, ' ' ORDER BY id) AS charges FROM dpnoise.ledger
+WHERE role = 'strict_analyst'::regrole AND id > :last;
+SELECT dp_budget_set_strict('strict_analyst');
 
 -- An ε that varies by row is refused before anything is charged.
 SELECT spent('analyst') AS before \gset
@@ -345,15 +366,17 @@ WHERE role = 'analyst'::regrole ORDER BY id LIMIT 3;
 -- A strict role's releases paid ahead blind stay within what can be given
 -- back and within the session's caps. In a new session: a PL/pgSQL loop's
 -- per-row releases (evaluated where no query's end gives anything back)
--- pay one at a time, and a cap of exactly the releases is enough.
+-- pay one at a time, and a cap of exactly the releases is enough: the
+-- estimate of 40 groups (21 come) does not fit in it, doubling does until
+-- it too would not.
 \c -
 SELECT coalesce(max(id), 0) AS last FROM dpnoise.ledger \gset
 SELECT dp_budget_grant('strict_c', 1);
 SET ROLE strict_c;
 DO $$ DECLARE x float8; BEGIN FOR i IN 1 .. 6 LOOP x := dp_laplace(1, 0.01, 1); END LOOP; END $$;
-SELECT dp_session_budget(0.26);
+SELECT dp_session_budget(0.27);
 SET enable_hashagg = off;
-SELECT count(*) FROM (SELECT g, dp_count(0.01) FROM t CROSS JOIN generate_series(1, 20) g GROUP BY g) s;
+SELECT count(*) FROM (SELECT g / 2, dp_count(0.01) FROM t CROSS JOIN generate_series(1, 40) g GROUP BY g / 2) s;
 RESET enable_hashagg;
 RESET ROLE;
 SELECT string_agg(releases::text, ' ' ORDER BY id) AS charges FROM dpnoise.ledger
