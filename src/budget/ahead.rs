@@ -1,12 +1,15 @@
 //! Releases paid ahead, and given back when they are not made.
 //!
-//! A strict role's call site pays ahead, doubling (`pay_enforced`); what it
-//! did not release is given back when the execution of its query ends: a
-//! call site that paid ahead is listed here with its query's memory
-//! context, and the ExecutorEnd hook returns the unused part of every site
-//! listed with that context, one ledger row each (releases < 0, named for
-//! the call). The list never outlives a site: a reset of the site's memory
-//! context (the query ended, by an error too) takes it off first.
+//! A strict role's call site pays ahead (`strict_ask`); what it did not
+//! release is given back when the execution of its query ends: a call site
+//! that paid ahead is listed here with its query's memory context, and the
+//! ExecutorEnd hook returns the unused part of every site listed with that
+//! context, one ledger row each (releases < 0, named for the call). The
+//! list never outlives a site: a reset of the site's memory context takes
+//! it off first. A site still listed then (its execution ended in an error,
+//! or in a transaction's abort), or one of a role no longer in charge, is
+//! owed back: given back at the role's next charge in this session, or as
+//! the session ends.
 //!
 //! A session whose `dpnoise.charge_ahead` is N > 1 pays for N releases at a
 //! time, of one role at one (ε, δ), and draws its later releases at those
@@ -20,7 +23,7 @@
 //! every session's credits stale at its next statement: they are given
 //! back and the ledger is asked again, under the budget as it now is.
 
-use super::{ask, decimals, give_back, post_on_exit, session, Charge};
+use super::{ask, decimals, give_back, post_on_exit, returned, session, Charge};
 use crate::call_site::Paid;
 use crate::gucs;
 use pgrx::pg_sys;
@@ -45,6 +48,7 @@ pub(super) unsafe fn list_unused(fcinfo: pg_sys::FunctionCallInfo, paid: &mut Pa
     if !paid.list() {
         return;
     }
+    on_exit_give_back();
     // SAFETY: the caller's contract: fn_mcxt holds the call site (and so `paid`) and lives until
     // it is reset, when the callback, allocated in it and so alive until then, unlists the site.
     unsafe {
@@ -58,11 +62,61 @@ pub(super) unsafe fn list_unused(fcinfo: pg_sys::FunctionCallInfo, paid: &mut Pa
     }
 }
 
+/// What a call site paid ahead and did not release, owed back to `role`.
+struct Owed {
+    role: pg_sys::Oid,
+    mechanism: String,
+    epsilon: f64,
+    delta: f64,
+    unused: u64,
+}
+
+thread_local! {
+    static OWED: RefCell<Vec<Owed>> = const { RefCell::new(Vec::new()) };
+}
+
 /// # Safety
-/// Called by PostgreSQL as a memory context reset callback, `arg` the listed `Paid`; it only
-/// compares pointers (no borrow of the list is held while a context can be reset).
+/// Called by PostgreSQL as a memory context reset callback, `arg` the listed `Paid`, before the
+/// context frees anything (so `arg` is live); it calls nothing of PostgreSQL's and no borrow of
+/// the lists is held while a context can be reset.
 unsafe extern "C-unwind" fn unlist(arg: *mut std::ffi::c_void) {
-    LISTED.with(|l| l.borrow_mut().retain(|s| s.paid.cast() != arg));
+    let site = LISTED.with(|l| {
+        let mut l = l.borrow_mut();
+        l.iter().position(|s| s.paid.cast() == arg).map(|i| l.swap_remove(i))
+    });
+    // Still listed: no ExecutorEnd gave it back (an error ended the execution).
+    if let Some(site) = site {
+        // SAFETY: `arg` is the site's live `Paid` (the function's contract).
+        unsafe { owe(site) };
+    }
+}
+
+/// Keeps what `site` paid ahead and did not release, to give back later.
+///
+/// # Safety
+/// `site.paid` is live and no other reference to it is held.
+unsafe fn owe(site: Listed) {
+    // SAFETY: the caller's contract.
+    if let Some((role, (epsilon, delta), unused)) = unsafe { (*site.paid).take_unused() } {
+        OWED.with(|o| o.borrow_mut().push(Owed { role, mechanism: site.mechanism, epsilon, delta, unused }));
+    }
+}
+
+/// Gives back what call sites of `role` paid ahead, did not release and
+/// could not give back when their execution ended (`owe`).
+pub(super) fn settle_owed(role: pg_sys::Oid) {
+    let mine: Vec<Owed> = OWED.with(|o| {
+        let mut all = o.borrow_mut();
+        if all.is_empty() {
+            return Vec::new();
+        }
+        let (mine, rest) = std::mem::take(&mut *all).into_iter().partition(|d| d.role == role);
+        *all = rest;
+        mine
+    });
+    for d in mine {
+        give_back(&d.mechanism, d.epsilon, d.delta, d.unused);
+    }
 }
 
 /// Whether any call site is listed: ExecutorEnd, which runs for every
@@ -72,10 +126,9 @@ pub fn any_unused() -> bool {
 }
 
 /// Gives back what the call sites of the execution whose memory context is
-/// `query_context` paid ahead and did not release. The role still in
-/// charge is given it (a site of another, switched mid-statement, keeps
-/// its over-charge: safe). A refusal (the budget was revoked meanwhile)
-/// leaves it charged.
+/// `query_context` paid ahead and did not release: now if their role is
+/// still in charge, else when it next pays (`settle_owed`). A refusal (the
+/// budget was revoked meanwhile) leaves it charged.
 ///
 /// # Safety
 /// From ExecutorEnd, before the executor frees `query_context`; inside a transaction.
@@ -87,15 +140,21 @@ pub unsafe extern "C-unwind" fn return_unused(query_context: pg_sys::MemoryConte
         *all = rest;
         mine
     });
+    // SAFETY: plain reads of the transaction's state and the current role.
+    let (open, current) = unsafe { (pg_sys::IsTransactionState(), pg_sys::GetOuterUserId()) };
     for site in mine {
         // SAFETY: the site was listed with this context, which is not reset yet (the caller's
         // contract), so its call site, and `paid` in it, is live; no other reference is held.
         let Some((role, (epsilon, delta), unused)) = (unsafe { (*site.paid).take_unused() }) else { continue };
-        // SAFETY: a plain read of the current role.
-        if role != unsafe { pg_sys::GetOuterUserId() } {
-            continue;
+        if open && role == current {
+            give_back(&site.mechanism, epsilon, delta, unused);
+        } else {
+            // Outside a live transaction (defensive: an abort marks the
+            // portals it closes failed, which skips their ExecutorEnd; a
+            // ledger round trip there could not be cancelled, interrupts
+            // being held off), or a role switched away mid-statement: later.
+            OWED.with(|o| o.borrow_mut().push(Owed { role, mechanism: site.mechanism, epsilon, delta, unused }));
         }
-        give_back(&site.mechanism, epsilon, delta, unused);
     }
 }
 
@@ -126,6 +185,14 @@ thread_local! {
     static CREDITS: Cell<Option<Credits>> = const { Cell::new(None) };
     static EXIT_REGISTERED: Cell<bool> = const { Cell::new(false) };
     static STRICT: RefCell<(pg_sys::Oid, Vec<pg_sys::Oid>)> = const { RefCell::new((pg_sys::InvalidOid, Vec::new())) };
+    /// Counts the budget changes this session has heard of.
+    static CHANGES: Cell<u64> = const { Cell::new(0) };
+}
+
+/// How many budget changes this session has heard of: read before a
+/// charge, so that `learn_strict` ignores an answer a change overtook.
+pub(super) fn budget_changes() -> u64 {
+    CHANGES.with(Cell::get)
 }
 
 /// Whether the ledger's last answer for `role` said it is strict, and no
@@ -134,8 +201,9 @@ pub(super) fn known_strict(role: pg_sys::Oid) -> bool {
     STRICT.with(|s| s.borrow().1.contains(&role))
 }
 
-/// Remembers what the ledger just answered of `role`.
-pub(super) fn learn_strict(role: pg_sys::Oid, strict: bool) {
+/// Remembers what the ledger answered of `role`, asked when this session
+/// had heard of `changes` budget changes (`budget_changes`).
+pub(super) fn learn_strict(role: pg_sys::Oid, strict: bool, changes: u64) {
     if known_strict(role) == strict {
         return;
     }
@@ -147,6 +215,9 @@ pub(super) fn learn_strict(role: pg_sys::Oid, strict: bool) {
     // invalidation callback, which borrows it.
     // SAFETY: called as a release is charged, inside its transaction.
     let table = unsafe { budget_table() };
+    if budget_changes() != changes {
+        return;
+    }
     STRICT.with(|s| {
         let mut s = s.borrow_mut();
         if s.1.len() >= KNOWN_ROLES {
@@ -169,6 +240,8 @@ pub(super) fn init() {
 unsafe extern "C-unwind" fn budget_invalidated(_arg: pg_sys::Datum, relid: pg_sys::Oid) {
     // InvalidOid: every entry (a cache reset), this one among them.
     let hit = |table: pg_sys::Oid| relid == pg_sys::InvalidOid || relid == table;
+    // The table's OID may not be known yet: any relcache invalidation counts.
+    CHANGES.with(|c| c.set(c.get() + 1));
     CREDITS.with(|c| {
         if let Some(mut credits) = c.get().filter(|credits| hit(credits.budget_table)) {
             credits.stale = true;
@@ -241,11 +314,7 @@ pub(super) fn session_ahead(role: pg_sys::Oid, epsilon: f64, delta: f64) -> u64 
 
 /// Keeps `left` releases of `role` at (ε, δ) the session just paid ahead.
 pub(super) fn keep_credits(role: pg_sys::Oid, epsilon: f64, delta: f64, left: u64, strict: bool) {
-    if !EXIT_REGISTERED.with(|r| r.replace(true)) {
-        // SAFETY: once per process, from a backend running a query; the callback has the
-        // pg_on_exit_callback signature and lives in this library, loaded until the process exits.
-        unsafe { pg_sys::before_shmem_exit(Some(give_back_on_exit), pg_sys::Datum::from(0usize)) };
-    }
+    on_exit_give_back();
     // SAFETY: called while a release is charged, inside its transaction.
     let budget_table = unsafe { budget_table() };
     CREDITS.with(|c| c.set(Some(Credits { role, epsilon, delta, left, strict, budget_table, stale: false })));
@@ -264,15 +333,7 @@ fn give_back_credits(role: pg_sys::Oid) {
 impl Credits {
     /// The charge that gives them back.
     fn returned(&self) -> Charge<'static> {
-        Charge {
-            mechanism: CREDITS_BACK,
-            epsilon: self.epsilon,
-            delta: self.delta,
-            releases: -(self.left as i64),
-            exact: None,
-            identities: &[],
-            repeat: false,
-        }
+        returned(CREDITS_BACK, self.epsilon, self.delta, self.left)
     }
 }
 
@@ -281,8 +342,23 @@ impl Credits {
 /// still attached; `_arg` is never read.
 #[pgrx::pg_guard]
 unsafe extern "C-unwind" fn give_back_on_exit(_code: i32, _arg: pg_sys::Datum) {
-    let Some(credits) = CREDITS.with(|c| c.take()) else { return };
-    if credits.left > 0 {
+    // One request can be posted (the process has one slot): the session's
+    // credits, else the first release owed back; the rest stays charged.
+    if let Some(credits) = CREDITS.with(|c| c.take()).filter(|c| c.left > 0) {
         post_on_exit(credits.role, &credits.returned());
+        return;
+    }
+    if let Some(d) = OWED.with(|o| std::mem::take(&mut *o.borrow_mut())).into_iter().next() {
+        let mechanism = format!("{}, given back", d.mechanism);
+        post_on_exit(d.role, &returned(&mechanism, d.epsilon, d.delta, d.unused));
+    }
+}
+
+/// Registers `give_back_on_exit`, once per process.
+fn on_exit_give_back() {
+    if !EXIT_REGISTERED.with(|r| r.replace(true)) {
+        // SAFETY: once per process, from a backend running a query; the callback has the
+        // pg_on_exit_callback signature and lives in this library, loaded until the process exits.
+        unsafe { pg_sys::before_shmem_exit(Some(give_back_on_exit), pg_sys::Datum::from(0usize)) };
     }
 }

@@ -462,6 +462,9 @@ unsafe fn pay_enforced(fcinfo: pg_sys::FunctionCallInfo, function: &str, mechani
             repeat: true,
         };
         let careful = if for_session > 1 { 1 } else { ask_strict.careful };
+        // What this role's call sites could not give back as their execution ended.
+        ahead::settle_owed(role);
+        let changes = ahead::budget_changes();
         let answer = ask(&request);
         let granted = if answer.outcome == Outcome::Refused && (careful as i64) < request.releases {
             // Paid ahead past what is sure to come (a session's ahead, an
@@ -472,7 +475,7 @@ unsafe fn pay_enforced(fcinfo: pg_sys::FunctionCallInfo, function: &str, mechani
             settle(&request, answer)
         };
         if !granted.free {
-            ahead::learn_strict(role, granted.strict);
+            ahead::learn_strict(role, granted.strict, changes);
         }
         if for_session > 1 && request.releases > 1 && !granted.free {
             ahead::keep_credits(role, epsilon, delta, for_session - 1, granted.strict);
@@ -567,7 +570,12 @@ unsafe fn estimated_groups(fcinfo: pg_sys::FunctionCallInfo) -> u64 {
 /// site of `mechanism` and will not make.
 fn give_back(mechanism: &str, epsilon: f64, delta: f64, releases: u64) {
     let mechanism = format!("{mechanism}, given back");
-    ask(&Charge { mechanism: &mechanism, epsilon, delta, releases: -(releases as i64), exact: None, identities: &[], repeat: false });
+    ask(&returned(&mechanism, epsilon, delta, releases));
+}
+
+/// The charge that gives back `releases` at (ε, δ), named `mechanism`.
+fn returned(mechanism: &str, epsilon: f64, delta: f64, releases: u64) -> Charge<'_> {
+    Charge { mechanism, epsilon, delta, releases: -(releases as i64), exact: None, identities: &[], repeat: false }
 }
 
 /// The grouping set an aggregate's final function is releasing: its phase

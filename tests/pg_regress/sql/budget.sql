@@ -112,12 +112,41 @@ MOVE 10 IN strict_cursor;
 COMMIT;
 RESET ROLE;
 SELECT (spent('strict_analyst') - :before) / 0.01 AS thirty_fetched_paid_releases;
+-- An execution that ends in an error gives back what it paid ahead and did
+-- not release at the role's next charge: 20 sorted groups paid ahead (the
+-- estimate), an error at the fifth, and the next release's charge first
+-- gives back 15. A transaction's abort closing a cursor, the same (17 of
+-- 20 after 3 fetched); and a session that ends, as it exits (15 again).
+SELECT coalesce(max(id), 0) AS last FROM dpnoise.ledger \gset
+SET ROLE strict_analyst;
+SET enable_hashagg = off;
+SELECT outcome('SELECT g, dp_count(0.01), 1 / (g - 5) FROM t CROSS JOIN generate_series(1, 20) g GROUP BY g');
+SELECT dp_count(0.01) IS NOT NULL AS released FROM t;
+BEGIN;
+DECLARE owed_cursor CURSOR FOR SELECT g, dp_count(0.01) FROM t CROSS JOIN generate_series(1, 20) g GROUP BY g;
+MOVE 3 IN owed_cursor;
+ROLLBACK;
+SELECT dp_count(0.01) IS NOT NULL AS released FROM t;
+SELECT outcome('SELECT g, dp_count(0.01), 1 / (g - 5) FROM t CROSS JOIN generate_series(1, 20) g GROUP BY g');
+RESET ROLE;
+CREATE TABLE owed_from AS SELECT :last AS id;
+\c -
+DO $$ BEGIN
+    FOR i IN 1 .. 200 LOOP
+        EXIT WHEN (SELECT count(*) FROM dpnoise.ledger
+                   WHERE role = 'strict_analyst'::regrole AND releases < 0 AND id > (SELECT id FROM owed_from)) >= 3;
+        PERFORM pg_sleep(0.05);
+    END LOOP;
+END $$;
+DROP TABLE owed_from;
+SELECT string_agg(releases::text, ' ' ORDER BY id) AS charges FROM dpnoise.ledger
+WHERE role = 'strict_analyst'::regrole AND id > :last;
 -- What was paid ahead is the paying role's: a role switched in the middle
 -- of the statement (after 3 groups, with 17 paid ahead: the grants made
 -- the session forget the first was strict, so it paid for 1, then for the
 -- other 19 groups of its hash table) pays for its own 17 releases; the
--- first keeps the 17 it paid ahead (only the role in charge as the query
--- ends is given anything back).
+-- first's 17 paid ahead are still spent as the query ends, and given back
+-- at its next charge (below).
 CREATE ROLE strict_b;
 GRANT SELECT ON t TO strict_b;
 SELECT dp_budget_grant('strict_b', 10);
