@@ -94,14 +94,18 @@ impl Paid {
     }
 
     /// A strict `role` was charged for `releases` at (ε, δ): this one, and
-    /// `releases - 1` ahead (any left from before at other amounts are lost).
-    pub fn record_strict(&mut self, role: pg_sys::Oid, epsilon: f64, delta: f64, releases: u64) {
+    /// `releases - 1` ahead. What was left paid ahead by another role or at
+    /// other amounts is returned, to be given back.
+    #[must_use]
+    pub fn record_strict(&mut self, role: pg_sys::Oid, epsilon: f64, delta: f64, releases: u64) -> Option<(pg_sys::Oid, (f64, f64), u64)> {
+        let before = if self.strict_role != Some(role) || self.ahead_amounts != (epsilon, delta) { self.take_unused() } else { None };
         if self.strict_role != Some(role) {
             self.strict_paid = 0;
         }
         (self.strict_role, self.ahead_amounts) = (Some(role), (epsilon, delta));
         self.ahead = releases.saturating_sub(1);
         self.strict_paid += releases;
+        before
     }
 
     /// Marks the site listed; false if it already was.

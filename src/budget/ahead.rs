@@ -87,7 +87,7 @@ unsafe extern "C-unwind" fn unlist(arg: *mut std::ffi::c_void) {
     // Still listed: no ExecutorEnd gave it back (an error ended the execution).
     if let Some(site) = site {
         // SAFETY: `arg` is the site's live `Paid` (the function's contract).
-        unsafe { owe(site) };
+        unsafe { owe_site(site) };
     }
 }
 
@@ -95,26 +95,35 @@ unsafe extern "C-unwind" fn unlist(arg: *mut std::ffi::c_void) {
 ///
 /// # Safety
 /// `site.paid` is live and no other reference to it is held.
-unsafe fn owe(site: Listed) {
+unsafe fn owe_site(site: Listed) {
     // SAFETY: the caller's contract.
-    if let Some((role, (epsilon, delta), unused)) = unsafe { (*site.paid).take_unused() } {
-        OWED.with(|o| o.borrow_mut().push(Owed { role, mechanism: site.mechanism, epsilon, delta, unused }));
+    if let Some(unused) = unsafe { (*site.paid).take_unused() } {
+        owe(unused, site.mechanism);
     }
 }
 
-/// Gives back what call sites of `role` paid ahead, did not release and
-/// could not give back when their execution ended (`owe`).
-pub(super) fn settle_owed(role: pg_sys::Oid) {
-    let mine: Vec<Owed> = OWED.with(|o| {
+/// Keeps `unused` releases `role` paid ahead at (ε, δ) at a call site of
+/// `mechanism`, to give back later: at the role's next charge, or as the
+/// session ends. What one role owes at one (ε, δ) is one entry.
+pub(super) fn owe((role, (epsilon, delta), unused): (pg_sys::Oid, (f64, f64), u64), mechanism: String) {
+    OWED.with(|o| {
         let mut all = o.borrow_mut();
-        if all.is_empty() {
-            return Vec::new();
+        match all.iter_mut().find(|d| d.role == role && (d.epsilon, d.delta) == (epsilon, delta)) {
+            Some(d) => d.unused += unused,
+            None => all.push(Owed { role, mechanism, epsilon, delta, unused }),
         }
-        let (mine, rest) = std::mem::take(&mut *all).into_iter().partition(|d| d.role == role);
-        *all = rest;
-        mine
     });
-    for d in mine {
+}
+
+/// Gives back what `role` owes (`owe`), one entry at a time: an error
+/// leaves the rest owed.
+pub(super) fn settle_owed(role: pg_sys::Oid) {
+    loop {
+        let next = OWED.with(|o| {
+            let mut all = o.borrow_mut();
+            all.iter().position(|d| d.role == role).map(|i| all.swap_remove(i))
+        });
+        let Some(d) = next else { return };
         give_back(&d.mechanism, d.epsilon, d.delta, d.unused);
     }
 }
@@ -140,20 +149,20 @@ pub unsafe extern "C-unwind" fn return_unused(query_context: pg_sys::MemoryConte
         *all = rest;
         mine
     });
-    // SAFETY: plain reads of the transaction's state and the current role.
-    let (open, current) = unsafe { (pg_sys::IsTransactionState(), pg_sys::GetOuterUserId()) };
     for site in mine {
         // SAFETY: the site was listed with this context, which is not reset yet (the caller's
         // contract), so its call site, and `paid` in it, is live; no other reference is held.
-        let Some((role, (epsilon, delta), unused)) = (unsafe { (*site.paid).take_unused() }) else { continue };
-        if open && role == current {
-            give_back(&site.mechanism, epsilon, delta, unused);
-        } else {
-            // Outside a live transaction (defensive: an abort marks the
-            // portals it closes failed, which skips their ExecutorEnd; a
-            // ledger round trip there could not be cancelled, interrupts
-            // being held off), or a role switched away mid-statement: later.
-            OWED.with(|o| o.borrow_mut().push(Owed { role, mechanism: site.mechanism, epsilon, delta, unused }));
+        unsafe { owe_site(site) };
+    }
+    // Given back now, to the role in charge; another role's (switched away
+    // mid-statement) at its next charge. Not outside a live transaction
+    // (defensive: an abort marks the portals it closes failed, which skips
+    // their ExecutorEnd; a ledger round trip there could not be cancelled,
+    // interrupts being held off).
+    // SAFETY: plain reads of the transaction's state and the current role.
+    unsafe {
+        if pg_sys::IsTransactionState() {
+            settle_owed(pg_sys::GetOuterUserId());
         }
     }
 }
@@ -342,8 +351,15 @@ impl Credits {
 /// still attached; `_arg` is never read.
 #[pgrx::pg_guard]
 unsafe extern "C-unwind" fn give_back_on_exit(_code: i32, _arg: pg_sys::Datum) {
+    // A session ended mid-statement (pg_terminate_backend, a lost client):
+    // its call sites, still live, owe what they paid ahead.
+    for site in LISTED.with(|l| std::mem::take(&mut *l.borrow_mut())) {
+        // SAFETY: a listed site's context is not reset yet (it unlists it first), so its `paid` is
+        // live; no other reference is held.
+        unsafe { owe_site(site) };
+    }
     // One request can be posted (the process has one slot): the session's
-    // credits, else the first release owed back; the rest stays charged.
+    // credits, else what one role owes at one (ε, δ); the rest stays charged.
     if let Some(credits) = CREDITS.with(|c| c.take()).filter(|c| c.left > 0) {
         post_on_exit(credits.role, &credits.returned());
         return;

@@ -431,6 +431,9 @@ unsafe fn pay_enforced(fcinfo: pg_sys::FunctionCallInfo, function: &str, mechani
     // Paid for once and for all before this statement started: free, for
     // the rest of this execution, without asking the ledger.
     let free = identified.is_some_and(|i| i.paid);
+    // What this role's call sites could not give back as their execution
+    // ended, first: it counts against the session's caps until then.
+    ahead::settle_owed(role);
     // A strict role pays for every release, ahead (`strict_ask`) once the
     // ledger showed it strict: here, or earlier in this session.
     // SAFETY: fcinfo is the live call of a final or per-row function.
@@ -462,8 +465,6 @@ unsafe fn pay_enforced(fcinfo: pg_sys::FunctionCallInfo, function: &str, mechani
             repeat: true,
         };
         let careful = if for_session > 1 { 1 } else { ask_strict.careful };
-        // What this role's call sites could not give back as their execution ended.
-        ahead::settle_owed(role);
         let changes = ahead::budget_changes();
         let answer = ask(&request);
         let granted = if answer.outcome == Outcome::Refused && (careful as i64) < request.releases {
@@ -489,10 +490,14 @@ unsafe fn pay_enforced(fcinfo: pg_sys::FunctionCallInfo, function: &str, mechani
         granted
     };
     if granted.strict && !granted.free {
-        paid.record_strict(role, epsilon, delta, releases);
+        let site_mechanism = || format!("{function} ({mechanism})");
+        if let Some(left) = paid.record_strict(role, epsilon, delta, releases) {
+            // Another role's (switched to mid-statement) or other amounts'.
+            ahead::owe(left, site_mechanism());
+        }
         if releases > 1 {
             // SAFETY: fcinfo is the live call; paid lives in the call site, in fn_mcxt.
-            unsafe { list_unused(fcinfo, paid, format!("{function} ({mechanism})")) };
+            unsafe { list_unused(fcinfo, paid, site_mechanism()) };
         }
         return;
     }

@@ -36,6 +36,13 @@ def connect(port, user="postgres", options=None):
                            **({"options": options} if options else {}))
 
 
+def fresh_role(admin, role, epsilon):
+    """A new login role granted `epsilon`."""
+    admin.execute(f"DROP ROLE IF EXISTS {role}")
+    admin.execute(f"CREATE ROLE {role} LOGIN")
+    admin.execute(f"SELECT dp_budget_grant('{role}', {epsilon})")
+
+
 def attempt(conn, sql):
     try:
         conn.execute(sql).fetchall()
@@ -137,6 +144,7 @@ def main(port):
         conn.close()
 
     sessions_view(port, admin, charges)
+    terminated_mid_statement(port, admin)
 
     admin.execute("ALTER ROLE cap_user RESET dpnoise.max_epsilon_per_session")
     admin.execute("SELECT dp_unprotect('cap_people')")
@@ -215,9 +223,7 @@ def sessions_view(port, admin, charges):
 def parallel_and_cancelled(port, admin):
     """A parallel worker's charges count against its leader's session; a
     charge whose requester was cancelled is counted; a refused one is not."""
-    admin.execute("DROP ROLE IF EXISTS cap_par")
-    admin.execute("CREATE ROLE cap_par LOGIN")
-    admin.execute("SELECT dp_budget_grant('cap_par', 10)")
+    fresh_role(admin, "cap_par", 10)
     admin.execute("DROP TABLE IF EXISTS cap_rows")
     admin.execute("CREATE TABLE cap_rows AS SELECT i, i % 5 AS g FROM generate_series(1, 20000) i")
     admin.execute("GRANT SELECT ON cap_rows TO cap_par")
@@ -275,6 +281,39 @@ def parallel_and_cancelled(port, admin):
     admin.execute("DROP TABLE cap_rows")
     admin.execute("DROP OWNED BY cap_par")
     admin.execute("DROP ROLE cap_par")
+
+
+def terminated_mid_statement(port, admin):
+    """A strict role's session ended in the middle of a statement gives
+    back, as it exits, what the statement paid ahead and did not release."""
+    fresh_role(admin, "cap_strict", 10)
+    admin.execute("SELECT dp_budget_set_strict('cap_strict')")
+    conn = connect(port, "cap_strict")
+    pid = conn.info.backend_pid
+    conn.execute("SET enable_hashagg = off")
+    # 20 sorted groups paid ahead (1, then the estimate's other 19); the
+    # fifth group's row sleeps until the session is terminated.
+    query = ("SELECT g, dp_count(0.01), pg_sleep(CASE WHEN g = 5 THEN 60 ELSE 0 END) "
+             "FROM generate_series(1, 20) g GROUP BY g")
+    worker = threading.Thread(target=lambda: attempt(conn, query))
+    worker.start()
+    for _ in range(200):
+        if admin.execute("SELECT wait_event = 'PgSleep' FROM pg_stat_activity WHERE pid = %s", (pid,)).fetchone() == (True,):
+            break
+        time.sleep(0.05)
+    admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+    worker.join()
+    ledger = None
+    for _ in range(100):
+        ledger = admin.execute("SELECT string_agg(releases::text, ' ' ORDER BY id), sum(releases) FROM dpnoise.ledger "
+                               "WHERE role = 'cap_strict'::regrole").fetchone()
+        if ledger[0] and "-" in ledger[0]:
+            break
+        time.sleep(0.1)
+    check("a strict session terminated after 5 of 20 groups paid ahead gives back 15 as it exits: 5 releases net",
+          ledger is not None and ledger[1] == 5 and "-15" in (ledger[0] or ""), f"ledger {ledger}")
+    admin.execute("DROP OWNED BY cap_strict")
+    admin.execute("DROP ROLE cap_strict")
 
 
 if __name__ == "__main__":

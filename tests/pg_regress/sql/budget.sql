@@ -146,7 +146,7 @@ WHERE role = 'strict_analyst'::regrole AND id > :last;
 -- the session forget the first was strict, so it paid for 1, then for the
 -- other 19 groups of its hash table) pays for its own 17 releases; the
 -- first's 17 paid ahead are still spent as the query ends, and given back
--- at its next charge (below).
+-- at its next charge: 3 and 1 releases net.
 CREATE ROLE strict_b;
 GRANT SELECT ON t TO strict_b;
 SELECT dp_budget_grant('strict_b', 10);
@@ -160,6 +160,10 @@ SELECT count(*) FROM (SELECT g, dp_count(0.01),
     FROM t CROSS JOIN generate_series(1, 20) g GROUP BY g) s;
 RESET ROLE;
 SELECT (spent('strict_analyst') - :before) / 0.01 AS first_role_releases, spent('strict_b') / 0.01 AS second_role_releases;
+SET ROLE strict_analyst;
+SELECT dp_count(0.01) IS NOT NULL AS released FROM t;
+RESET ROLE;
+SELECT (spent('strict_analyst') - :before) / 0.01 AS first_role_releases_after_its_next;
 DROP SEQUENCE switch_at;
 -- Paid ahead blind (sorted), an ask the budget does not cover falls back to
 -- the one release: a budget of exactly 20 releases answers 20 sorted groups
