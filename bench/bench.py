@@ -53,7 +53,9 @@ def main():
     pairs = [p for p in PAIRS if not args.pairs or p[0] in args.pairs.split(",")]
 
     psql(args.port, f"""
-        -- Always the build just installed: an old catalog would miss new functions.
+        -- Always the build just installed: an old catalog would miss new
+        -- functions. A bench database's ledger is not worth keeping.
+        SET dpnoise.drop_ledger = on;
         DROP EXTENSION IF EXISTS dpnoise CASCADE;
         CREATE EXTENSION dpnoise;
         DO $$ BEGIN
