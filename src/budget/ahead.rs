@@ -4,7 +4,8 @@
 //! release is given back when the execution of its query ends: a call site
 //! that paid ahead is listed here with its query's memory context, and the
 //! ExecutorEnd hook returns the unused part of every site listed with that
-//! context, one ledger row each (releases < 0, named for the call). The
+//! context, a ledger row per function and amounts (releases < 0, named for
+//! the call). The
 //! list never outlives a site: a reset of the site's memory context takes
 //! it off first. A site still listed then (its execution ended in an error,
 //! or in a transaction's abort), or one of a role no longer in charge, is
@@ -23,7 +24,7 @@
 //! every session's credits stale at its next statement: they are given
 //! back and the ledger is asked again, under the budget as it now is.
 
-use super::{ask, decimals, give_back, post_on_exit, returned, session, Charge};
+use super::{ask, decimals, give_back, outer_user, post_on_exit, returned, session, Charge};
 use crate::call_site::Paid;
 use crate::gucs;
 use pgrx::pg_sys;
@@ -104,11 +105,12 @@ unsafe fn owe_site(site: Listed) {
 
 /// Keeps `unused` releases `role` paid ahead at (ε, δ) at a call site of
 /// `mechanism`, to give back later: at the role's next charge, or as the
-/// session ends. What one role owes at one (ε, δ) is one entry.
+/// session ends. What one role owes at one (ε, δ) for one function is one
+/// entry.
 pub(super) fn owe((role, (epsilon, delta), unused): (pg_sys::Oid, (f64, f64), u64), mechanism: String) {
     OWED.with(|o| {
         let mut all = o.borrow_mut();
-        match all.iter_mut().find(|d| d.role == role && (d.epsilon, d.delta) == (epsilon, delta)) {
+        match all.iter_mut().find(|d| d.role == role && (d.epsilon, d.delta) == (epsilon, delta) && d.mechanism == mechanism) {
             Some(d) => d.unused += unused,
             None => all.push(Owed { role, mechanism, epsilon, delta, unused }),
         }
@@ -159,11 +161,9 @@ pub unsafe extern "C-unwind" fn return_unused(query_context: pg_sys::MemoryConte
     // (defensive: an abort marks the portals it closes failed, which skips
     // their ExecutorEnd; a ledger round trip there could not be cancelled,
     // interrupts being held off).
-    // SAFETY: plain reads of the transaction's state and the current role.
-    unsafe {
-        if pg_sys::IsTransactionState() {
-            settle_owed(pg_sys::GetOuterUserId());
-        }
+    // SAFETY: a plain read of the transaction's state.
+    if unsafe { pg_sys::IsTransactionState() } {
+        settle_owed(outer_user());
     }
 }
 
@@ -359,7 +359,8 @@ unsafe extern "C-unwind" fn give_back_on_exit(_code: i32, _arg: pg_sys::Datum) {
         unsafe { owe_site(site) };
     }
     // One request can be posted (the process has one slot): the session's
-    // credits, else what one role owes at one (ε, δ); the rest stays charged.
+    // credits, else what one role owes at one (ε, δ) for one function; the
+    // rest stays charged.
     if let Some(credits) = CREDITS.with(|c| c.take()).filter(|c| c.left > 0) {
         post_on_exit(credits.role, &credits.returned());
         return;

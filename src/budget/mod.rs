@@ -413,7 +413,7 @@ pub unsafe fn pay(fcinfo: pg_sys::FunctionCallInfo, function: &str, mechanism: &
 /// no error guard; pgrx's (a sigsetjmp per call) cost a tenth of a
 /// per-row release with the budget enforced.
 #[inline]
-fn outer_user() -> pg_sys::Oid {
+pub(super) fn outer_user() -> pg_sys::Oid {
     unsafe extern "C" {
         // SAFETY: the prototype of Oid GetOuterUserId(void) in miscadmin.h.
         fn GetOuterUserId() -> pg_sys::Oid;
