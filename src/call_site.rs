@@ -98,7 +98,9 @@ impl Paid {
     /// other amounts is returned, to be given back.
     #[must_use]
     pub fn record_strict(&mut self, role: pg_sys::Oid, epsilon: f64, delta: f64, releases: u64) -> Option<(pg_sys::Oid, (f64, f64), u64)> {
-        let before = if self.strict_role != Some(role) || self.ahead_amounts != (epsilon, delta) { self.take_unused() } else { None };
+        // Anything left is another role's or at other amounts: the same
+        // role's at these amounts would have been drawn on (`take_ahead`).
+        let before = self.take_unused();
         if self.strict_role != Some(role) {
             self.strict_paid = 0;
         }
