@@ -47,7 +47,27 @@ pub fn drop_ledger() -> bool {
     DROP_LEDGER.get()
 }
 
+/// `dpnoise.max_public_fanout`: how many public rows (of a table, list or
+/// series joined to protected rows) one protected row may meet in an
+/// analyst's statement. It bounds how much run time one person can add to
+/// a statement (docs/analysts.md). Superusers only.
+static MAX_PUBLIC_FANOUT: GucSetting<i32> = GucSetting::<i32>::new(1000);
+
+pub fn max_public_fanout() -> i32 {
+    MAX_PUBLIC_FANOUT.get()
+}
+
 pub fn init() {
+    GucRegistry::define_int_guc(
+        c"dpnoise.max_public_fanout",
+        c"How many public rows one protected row may meet in an analyst's statement.",
+        c"Bounds the run time one person can add to an analyst's query. Only superusers can change it.",
+        &MAX_PUBLIC_FANOUT,
+        1,
+        i32::MAX,
+        GucContext::Suset,
+        GucFlags::default(),
+    );
     GucRegistry::define_bool_guc(
         c"dpnoise.enforce_budget",
         c"Charges every release to the privacy budget of the role that runs it.",

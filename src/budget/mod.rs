@@ -464,6 +464,7 @@ unsafe fn pay_enforced(fcinfo: pg_sys::FunctionCallInfo, function: &str, mechani
         releases = 1;
         Granted { strict, free: false }
     } else {
+        crate::gate::cost::unforeseen(statement, epsilon);
         let mechanism = format!("{function} ({mechanism})");
         let identities: Vec<[u8; 32]> = identified.map(|i| i.identity).into_iter().collect();
         // The session pays ahead for its later releases (dpnoise.charge_ahead).

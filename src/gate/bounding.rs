@@ -234,6 +234,20 @@ pub(super) unsafe fn bound(query: *mut pg_sys::Query, protected: &Protected, bou
         };
         (*query).targetList = rewrite.apply((*query).targetList.cast()).cast();
         (*query).havingQual = rewrite.apply((*query).havingQual);
+        // With listed keys, a group is shown only if the list holds its key.
+        // The list and the rows come from two evaluations of the public
+        // side; were they to differ (a public side read twice need not give
+        // the same rows), a key met only by persons would be shown without
+        // partition selection.
+        if let Some(real) = rewrite.real {
+            let test = pg_sys::palloc0(std::mem::size_of::<pg_sys::NullTest>()) as *mut pg_sys::NullTest;
+            (*test).xpr.type_ = pg_sys::NodeTag::T_NullTest;
+            (*test).arg = pg_sys::copyObjectImpl(real.cast()).cast();
+            (*test).nulltesttype = pg_sys::NullTestType::IS_NULL;
+            (*test).location = -1;
+            let listed = super::aggregate(pg_sys::Oid::from(pg_sys::F_BOOL_OR), pg_sys::BOOLOID, &[(test.cast(), pg_sys::BOOLOID)]);
+            super::and_having(query, listed.cast());
+        }
         if rewrite.leftover {
             return Err(refuse(
                 "an output uses a column that is not a GROUP BY key outside the dpnoise aggregates",

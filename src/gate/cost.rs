@@ -19,6 +19,34 @@ use std::cell::RefCell;
 thread_local! {
     /// (statement, the (ε, δ) bits of each release paid for in advance).
     static PREPAID: RefCell<(u64, Vec<[u64; 2]>)> = const { RefCell::new((0, Vec::new())) };
+    /// (statement, the ε it has spent: prepaid, then each release not foreseen).
+    static SPENT: std::cell::Cell<(u64, f64)> = const { std::cell::Cell::new((0, 0.0)) };
+}
+
+/// Counts a release of an analyst's statement that its plan did not show
+/// (a call site run again: a rescan, a per-row function over released
+/// answers) against `dpnoise.max_epsilon_per_query`, before it is charged.
+/// Such releases are driven by public rows or released answers only: the
+/// plan check refuses a dpnoise aggregate that protected rows would run
+/// again.
+pub fn unforeseen(statement: u64, epsilon: f64) {
+    if !super::gated() {
+        return;
+    }
+    let (at, spent) = SPENT.with(|s| s.get());
+    let spent = if at == statement { spent + epsilon } else { epsilon };
+    let cap = super::max_epsilon_per_query();
+    if cap > 0.0 && spent > cap {
+        raise(refuse(
+            &format!(
+                "this query spends epsilon = {} in all (a release ran again), over this role's limit of {} per query",
+                dpnoise_core::rational::decimal(spent),
+                cap
+            ),
+            "Compute each answer once (a MATERIALIZED CTE) rather than once per row of another table.",
+        ));
+    }
+    SPENT.with(|s| s.set((statement, spent)));
 }
 
 /// Whether a release at (ε, δ) in `statement` was paid for in advance;
@@ -95,6 +123,7 @@ pub unsafe extern "C-unwind" fn prepay(query: *mut pg_sys::QueryDesc, eflags: i3
         repeat: false,
     });
     let statement = crate::hooks::statement();
+    SPENT.with(|s| s.set((statement, total)));
     PREPAID.with(|p| {
         let mut p = p.borrow_mut();
         if p.0 != statement {

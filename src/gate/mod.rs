@@ -38,6 +38,7 @@ use std::collections::{HashMap, HashSet};
 pub mod accuracy;
 pub mod bounding;
 pub mod cost;
+pub mod plan;
 
 pgrx::extension_sql_file!("schema.sql", name = "gate_sql", requires = ["budget_sql", dp_gate_changed, dp_query_accuracy]);
 
@@ -949,40 +950,64 @@ unsafe fn select_partitions(query: *mut pg_sys::Query, selection: pg_sys::Oid) -
     }
     // SAFETY: the caller's contract; new nodes are palloc'd in the planner's memory context.
     unsafe {
-        let constant = |x: f64| {
-            pg_sys::makeConst(pg_sys::FLOAT8OID, -1, pg_sys::InvalidOid, 8, pg_sys::Datum::from(x.to_bits()), false, true)
+        let constant = |x: f64| -> *mut pg_sys::Node {
+            pg_sys::makeConst(pg_sys::FLOAT8OID, -1, pg_sys::InvalidOid, 8, pg_sys::Datum::from(x.to_bits()), false, true).cast()
         };
+        let args = [(constant(epsilon), pg_sys::FLOAT8OID), (constant(delta), pg_sys::FLOAT8OID)];
+        and_having(query, aggregate(selection, pg_sys::BOOLOID, &args).cast());
+    }
+    Ok(())
+}
+
+/// A plain call of the aggregate `funcid` on `args` (expression, type).
+///
+/// # Safety
+/// Inside a transaction; the arguments are live expressions. The node is
+/// palloc'd in the current memory context.
+pub(super) unsafe fn aggregate(funcid: pg_sys::Oid, result: pg_sys::Oid, args: &[(*mut pg_sys::Node, pg_sys::Oid)]) -> *mut pg_sys::Aggref {
+    // SAFETY: the caller's contract; the Aggref is filled as the parser fills a plain call's.
+    unsafe {
         let aggref = pg_sys::palloc0(std::mem::size_of::<pg_sys::Aggref>()) as *mut pg_sys::Aggref;
         (*aggref).xpr.type_ = pg_sys::NodeTag::T_Aggref;
-        (*aggref).aggfnoid = selection;
-        (*aggref).aggtype = pg_sys::BOOLOID;
+        (*aggref).aggfnoid = funcid;
+        (*aggref).aggtype = result;
         (*aggref).aggcollid = pg_sys::InvalidOid;
         (*aggref).inputcollid = pg_sys::InvalidOid;
         (*aggref).aggtranstype = pg_sys::InvalidOid;
         let mut types = std::ptr::null_mut();
-        let mut args = std::ptr::null_mut();
-        for (i, value) in [epsilon, delta].into_iter().enumerate() {
-            types = pg_sys::lappend_oid(types, pg_sys::FLOAT8OID);
-            let entry = pg_sys::makeTargetEntry(constant(value).cast(), (i + 1) as i16, std::ptr::null_mut(), false);
-            args = pg_sys::lappend(args, entry.cast());
+        let mut entries = std::ptr::null_mut();
+        for (i, (expr, typid)) in args.iter().enumerate() {
+            types = pg_sys::lappend_oid(types, *typid);
+            let entry = pg_sys::makeTargetEntry((*expr).cast(), (i + 1) as i16, std::ptr::null_mut(), false);
+            entries = pg_sys::lappend(entries, entry.cast());
         }
         (*aggref).aggargtypes = types;
-        (*aggref).args = args;
+        (*aggref).args = entries;
         (*aggref).aggkind = b'n' as std::ffi::c_char;
         (*aggref).aggsplit = pg_sys::AggSplit::AGGSPLIT_SIMPLE;
         (*aggref).aggno = -1;
         (*aggref).aggtransno = -1;
         (*aggref).location = -1;
+        aggref
+    }
+}
+
+/// ANDs `condition` into the level's HAVING.
+///
+/// # Safety
+/// `query` is a live Query before planning; `condition` a live boolean expression.
+pub(super) unsafe fn and_having(query: *mut pg_sys::Query, condition: *mut pg_sys::Node) {
+    // SAFETY: the caller's contract.
+    unsafe {
         let having = (*query).havingQual;
         (*query).havingQual = if having.is_null() {
-            aggref.cast()
+            condition
         } else {
-            let both = pg_sys::lappend(pg_sys::lappend(std::ptr::null_mut(), aggref.cast()), having.cast());
+            let both = pg_sys::lappend(pg_sys::lappend(std::ptr::null_mut(), condition.cast()), having.cast());
             pg_sys::makeBoolExpr(pg_sys::BoolExprType::AND_EXPR, both, -1).cast()
         };
         (*query).hasAggs = true;
     }
-    Ok(())
 }
 
 /// The expressions of an admitted level: protected values reach an answer
@@ -1206,6 +1231,12 @@ pub unsafe extern "C-unwind" fn check_plan(stmt: *mut pg_sys::PlannedStmt) {
                     "this plan reads a protected table the gate did not admit (prepared before the role became an analyst?)",
                     SHAPE,
                 ));
+            }
+        }
+        // SAFETY: as above.
+        if pg_sys::ParallelWorkerNumber < 0 {
+            if let Err(refusal) = plan::check(stmt, &protected) {
+                raise(refusal);
             }
         }
     }

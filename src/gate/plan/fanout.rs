@@ -1,0 +1,230 @@
+//! How many public rows one protected row can meet in an analyst's plan
+//! (`dpnoise.max_public_fanout`), judged from the public side alone: a
+//! series or list by its length, a table by a count of its rows, or, where
+//! a join matches the table by equality on a column, by the most rows that
+//! share one value of it.
+
+use super::super::{list_items, refuse, Checked, Refusal};
+use super::{children, Check};
+use pgrx::pg_sys;
+use pgrx::prelude::*;
+
+impl Check<'_> {
+    /// Admits a function in FROM beside protected rows only if it is a
+    /// series or an array of constants that cannot fail: it may run only
+    /// when a protected row arrives.
+    ///
+    /// # Safety
+    /// `plan` is a live FunctionScan.
+    pub(super) unsafe fn series(&self, plan: *mut pg_sys::Plan) -> Checked {
+        // SAFETY: the caller's contract.
+        unsafe { self.series_rows(plan) }.map(|_| ())
+    }
+
+    /// How many rows a FunctionScan of constants returns.
+    ///
+    /// # Safety
+    /// `plan` is a live FunctionScan.
+    pub(super) unsafe fn series_rows(&self, plan: *mut pg_sys::Plan) -> Result<f64, Refusal> {
+        // SAFETY: the caller's contract; casts follow the node tags and the functions' signatures.
+        unsafe {
+            let mut rows: f64 = 0.0;
+            for function in list_items::<pg_sys::RangeTblFunction>((*(plan as *mut pg_sys::FunctionScan)).functions) {
+                let expr = (*function).funcexpr;
+                let refused = || {
+                    refuse(
+                        "beside protected rows a function in FROM must be generate_series of integer constants (step not 0) or unnest of a constant array",
+                        "List the values with VALUES, or read them from a public table.",
+                    )
+                };
+                if expr.is_null() || (*expr).type_ != pg_sys::NodeTag::T_FuncExpr {
+                    return Err(refused());
+                }
+                let call = expr as *mut pg_sys::FuncExpr;
+                let args: Vec<*mut pg_sys::Const> = list_items::<pg_sys::Node>((*call).args)
+                    .into_iter()
+                    .map(|a| if (*a).type_ == pg_sys::NodeTag::T_Const { a.cast() } else { std::ptr::null_mut() })
+                    .collect();
+                if args.iter().any(|a| a.is_null() || (**a).constisnull) {
+                    return Err(refused());
+                }
+                let funcid = u32::from((*call).funcid);
+                let int = |c: *mut pg_sys::Const, wide: bool| -> i128 {
+                    let d = (*c).constvalue.value() as u64;
+                    if wide { d as i64 as i128 } else { d as u32 as i32 as i128 }
+                };
+                let n = match funcid {
+                    pg_sys::F_GENERATE_SERIES_INT4_INT4 | pg_sys::F_GENERATE_SERIES_INT8_INT8
+                    | pg_sys::F_GENERATE_SERIES_INT4_INT4_INT4 | pg_sys::F_GENERATE_SERIES_INT8_INT8_INT8 => {
+                        let wide = matches!(funcid, pg_sys::F_GENERATE_SERIES_INT8_INT8 | pg_sys::F_GENERATE_SERIES_INT8_INT8_INT8);
+                        let (start, stop) = (int(args[0], wide), int(args[1], wide));
+                        let step = if args.len() == 3 { int(args[2], wide) } else { 1 };
+                        if step == 0 {
+                            return Err(refused());
+                        }
+                        ((stop - start) / step + 1).max(0) as f64
+                    }
+                    pg_sys::F_UNNEST_ANYARRAY => {
+                        let array = pg_sys::pg_detoast_datum((*args[0]).constvalue.cast_mut_ptr()) as *mut pg_sys::ArrayType;
+                        pg_sys::ArrayGetNItems((*array).ndim, array.cast::<u8>().add(std::mem::size_of::<pg_sys::ArrayType>()).cast())
+                            as f64
+                    }
+                    _ => return Err(refused()),
+                };
+                rows = rows.max(n);
+            }
+            Ok(rows)
+        }
+    }
+
+    /// For a join whose public side `child` is one table matched by
+    /// equality on one of its columns (a hash or merge join's clause, or
+    /// the index condition a nested loop gives its inner scan): the most
+    /// rows of that table with one value of the column (counted as the
+    /// analyst).
+    ///
+    /// # Safety
+    /// `join` is a live join node of `self.stmt`, `child` one of its inputs.
+    pub(super) unsafe fn multiplicity(&self, join: *mut pg_sys::Plan, child: *mut pg_sys::Plan) -> Option<f64> {
+        // SAFETY: the caller's contract; casts follow the node tags.
+        unsafe {
+            use pg_sys::NodeTag::*;
+            // The table: through nodes that pass its rows on unchanged in number.
+            let mut scan = child;
+            while matches!((*scan).type_, T_Hash | T_Sort | T_IncrementalSort | T_Material | T_Memoize | T_Gather) {
+                scan = (*scan).lefttree;
+            }
+            if !matches!((*scan).type_, T_SeqScan | T_IndexScan | T_IndexOnlyScan | T_BitmapHeapScan) {
+                return None;
+            }
+            let relid = self.scanned(scan)?;
+            let rtindex = (*(scan as *mut pg_sys::Scan)).scanrelid;
+            // Which clauses match the table's rows to one value, and how the
+            // table's column appears in them.
+            let (clauses, side, own) = match (*join).type_ {
+                T_HashJoin | T_MergeJoin => {
+                    let clauses = if (*join).type_ == T_HashJoin {
+                        (*(join as *mut pg_sys::HashJoin)).hashclauses
+                    } else {
+                        (*(join as *mut pg_sys::MergeJoin)).mergeclauses
+                    };
+                    let side = if child == (*join).righttree { pg_sys::INNER_VAR } else { pg_sys::OUTER_VAR };
+                    (clauses, side, false)
+                }
+                T_NestLoop if child == (*join).righttree => {
+                    let quals = match (*scan).type_ {
+                        T_IndexScan => (*(scan as *mut pg_sys::IndexScan)).indexqualorig,
+                        T_BitmapHeapScan => (*(scan as *mut pg_sys::BitmapHeapScan)).bitmapqualorig,
+                        _ => return None,
+                    };
+                    (quals, rtindex as i32, true)
+                }
+                _ => return None,
+            };
+            let mut best: Option<f64> = None;
+            for clause in list_items::<pg_sys::Node>(clauses) {
+                if (*clause).type_ != T_OpExpr {
+                    continue;
+                }
+                let op = clause as *mut pg_sys::OpExpr;
+                let args = list_items::<pg_sys::Node>((*op).args);
+                if args.len() != 2 || !pg_sys::op_mergejoinable((*op).opno, pg_sys::exprType(args[0])) {
+                    continue;
+                }
+                for (i, mut arg) in args.iter().copied().enumerate() {
+                    while (*arg).type_ == T_RelabelType {
+                        arg = (*(arg as *mut pg_sys::RelabelType)).arg.cast();
+                    }
+                    if (*arg).type_ != T_Var {
+                        continue;
+                    }
+                    let var = arg as *mut pg_sys::Var;
+                    let column = if own { (*var).varattno } else { (*var).varattnosyn };
+                    if (*var).varno != side || (!own && (*var).varnosyn != rtindex) || column <= 0 {
+                        continue;
+                    }
+                    // A nested loop's index condition compares the column with
+                    // a value of the outer row.
+                    if own && (*args[1 - i]).type_ != T_Param {
+                        continue;
+                    }
+                    let rows = key_rows(relid, column);
+                    best = Some(best.map_or(rows, |b: f64| b.min(rows)));
+                }
+            }
+            best
+        }
+    }
+
+    /// How many rows a public part of the plan can return at most, from
+    /// the public side alone: series and lists by their length, tables by
+    /// a count of their rows, joins by the product.
+    ///
+    /// # Safety
+    /// `plan` is a live node of `self.stmt` that reads no protected table.
+    pub(super) unsafe fn public_rows(&self, plan: *mut pg_sys::Plan) -> f64 {
+        // SAFETY: the caller's contract; casts follow the node tags.
+        unsafe {
+            use pg_sys::NodeTag::*;
+            let below: Vec<f64> = children(plan).into_iter().map(|c| self.public_rows(c)).collect();
+            match (*plan).type_ {
+                T_FunctionScan => self.series_rows(plan).unwrap_or(f64::INFINITY),
+                T_ValuesScan => list_items::<pg_sys::Node>((*(plan as *mut pg_sys::ValuesScan)).values_lists).len() as f64,
+                T_Result if below.is_empty() => 1.0,
+                T_SeqScan | T_IndexScan | T_IndexOnlyScan | T_BitmapHeapScan | T_TidScan | T_TidRangeScan => {
+                    self.scanned(plan).map(|relid| table_rows(relid)).unwrap_or(f64::INFINITY)
+                }
+                T_Append | T_MergeAppend => below.iter().sum(),
+                T_NestLoop | T_MergeJoin | T_HashJoin => below.iter().product(),
+                // A bitmap index scan's rows are its heap scan's.
+                T_BitmapIndexScan | T_BitmapAnd | T_BitmapOr => 1.0,
+                _ if !below.is_empty() => below[0],
+                _ => f64::INFINITY,
+            }
+        }
+    }
+}
+
+/// The rows of a public table, counted as the analyst (who may read it).
+fn table_rows(relid: pg_sys::Oid) -> f64 {
+    let Some(table) = qualified_name(relid) else { return f64::INFINITY };
+    let query = format!("SELECT pg_catalog.count(*) FROM ONLY {table}");
+    Spi::get_one::<i64>(&query).ok().flatten().map(|n| n as f64).unwrap_or(f64::INFINITY)
+}
+
+/// The most rows of a public table that share one value of a column.
+fn key_rows(relid: pg_sys::Oid, column: i16) -> f64 {
+    // SAFETY: a syscache lookup by OID and column number; null is tested.
+    let name = unsafe {
+        let name = pg_sys::get_attname(relid, column, true);
+        if name.is_null() {
+            return f64::INFINITY;
+        }
+        std::ffi::CStr::from_ptr(name).to_string_lossy().into_owned()
+    };
+    let Some(table) = qualified_name(relid) else { return f64::INFINITY };
+    let column = quote(&name);
+    let query = format!(
+        "SELECT pg_catalog.max(n) FROM (SELECT pg_catalog.count(*) AS n FROM ONLY {table} \
+         WHERE {column} IS NOT NULL GROUP BY {column}) AS keys"
+    );
+    Spi::get_one::<i64>(&query).map(|n| n.unwrap_or(0) as f64).unwrap_or(f64::INFINITY)
+}
+
+fn quote(name: &str) -> String {
+    format!("\"{}\"", name.replace('"', "\"\""))
+}
+
+/// A table's schema-qualified, quoted name.
+fn qualified_name(relid: pg_sys::Oid) -> Option<String> {
+    // SAFETY: catalog lookups by OID inside the caller's transaction; null names are tested.
+    unsafe {
+        let name = pg_sys::get_rel_name(relid);
+        let schema = pg_sys::get_namespace_name(pg_sys::get_rel_namespace(relid));
+        if name.is_null() || schema.is_null() {
+            return None;
+        }
+        let text = |p: *mut std::ffi::c_char| std::ffi::CStr::from_ptr(p).to_string_lossy().into_owned();
+        Some(format!("{}.{}", quote(&text(schema)), quote(&text(name))))
+    }
+}

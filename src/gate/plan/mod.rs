@@ -1,0 +1,467 @@
+//! The plan check: what PostgreSQL will execute for an analyst's statement,
+//! judged at ExecutorStart (for fresh and cached plans alike), before
+//! anything is read or charged. The query-tree checks (`check_query`) give
+//! early, friendly refusals; this is the guarantee, because the planner
+//! pulls subqueries up into join clauses, leaves some constant expressions
+//! unfolded, and evaluates public parts lazily, only once a protected row
+//! reaches them.
+//!
+//! The principle: while the statement runs, nothing it does may depend on a
+//! protected row except the inputs of the dpnoise aggregates. So below every
+//! plan node that finalizes a dpnoise aggregate (a *consumer*) whose input
+//! reads a protected table:
+//! - every expression evaluated (quals, join clauses, target lists, index
+//!   and hash keys, aggregate arguments; public parts too, which may run
+//!   only when a protected row arrives) is total and silent: LEAKPROOF,
+//!   allowed by the DBA, or one of the few built-in functions proven total
+//!   below; no volatile function but dpnoise's own draw, no subplan, no
+//!   domain, XML or record-returning function;
+//! - only plan nodes whose work is fixed by their input run there (no CTE
+//!   scan, which fills its CTE lazily, no foreign or sample scan, no LIMIT
+//!   over protected rows);
+//! - a protected row meets at most `dpnoise.max_public_fanout` public rows,
+//!   counted from the public side alone;
+//! - the consumer is not rescanned (the inner side of a nested loop, a
+//!   subquery run per row): each of its releases is charged before it runs.
+//!
+//! A protected table read anywhere else is refused. Every analyst
+//! statement, protected or not, is also refused the statistics functions
+//! (`pg_stat_*`), which count accesses to protected rows.
+
+use super::{list_items, refuse, Checked, Protected, Refusal, SHAPE};
+use total::Total;
+
+mod fanout;
+mod total;
+use pgrx::pg_sys;
+use pgrx::prelude::*;
+use std::collections::HashSet;
+
+/// Built-in functions that are total (they return for every input, NaN and
+/// the infinities included) though not marked LEAKPROOF: numeric
+/// comparisons (NaN sorts above every number; nothing can fail).
+
+/// What the check carries over one statement.
+struct Check<'a> {
+    stmt: *mut pg_sys::PlannedStmt,
+    protected: &'a Protected,
+    /// dpnoise's schema: its aggregates are the consumers.
+    own: Option<pg_sys::Oid>,
+    /// PARAM_EXEC numbers a nested loop sets from its outer row.
+    nestloop_params: HashSet<i32>,
+    /// Protected scans inside a consumer's input.
+    consumed: HashSet<usize>,
+}
+
+/// Checks the plan of an analyst's statement.
+///
+/// # Safety
+/// `stmt` is a live PlannedStmt, inside a transaction.
+pub(super) unsafe fn check(stmt: *mut pg_sys::PlannedStmt, protected: &Protected) -> Checked {
+    // SAFETY: the caller's contract: every node reached below is a live node of the plan.
+    unsafe {
+        let nodes = crate::parameters::plan_nodes(stmt);
+        for &plan in &nodes {
+            for expr in expressions(plan) {
+                statistics(expr)?;
+            }
+        }
+        let mut check = Check {
+            stmt,
+            protected,
+            own: super::own_schema(),
+            nestloop_params: HashSet::new(),
+            consumed: HashSet::new(),
+        };
+        for &plan in &nodes {
+            if (*plan).type_ == pg_sys::NodeTag::T_NestLoop {
+                for param in list_items::<pg_sys::NestLoopParam>((*(plan as *mut pg_sys::NestLoop)).nestParams) {
+                    check.nestloop_params.insert((*param).paramno);
+                }
+            }
+        }
+        // Subplans that are not init plans run once per evaluation.
+        let mut init = HashSet::new();
+        for &plan in &nodes {
+            for sub in list_items::<pg_sys::SubPlan>((*plan).initPlan) {
+                init.insert((*sub).plan_id);
+            }
+        }
+        check.visit((*stmt).planTree, false)?;
+        for (i, sub) in list_items::<pg_sys::Plan>((*stmt).subplans).into_iter().enumerate() {
+            check.visit(sub, !init.contains(&(i as i32 + 1)))?;
+        }
+        for &plan in &nodes {
+            if check.protected_scan(plan) && !check.consumed.contains(&(plan as usize)) {
+                return Err(refuse("this plan reads a protected table outside the input of a dpnoise aggregate", SHAPE));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Refuses the statistics functions: they count accesses to tables and
+/// indexes, protected ones too, so a later statement could read how many
+/// protected rows an earlier one met.
+///
+/// # Safety
+/// `node` is null or a live expression tree.
+unsafe fn statistics(node: *mut pg_sys::Node) -> Checked {
+    /// # Safety
+    /// Called by `expression_tree_walker` with live nodes and a `*mut Option<String>`.
+    #[pg_guard]
+    unsafe extern "C-unwind" fn find(node: *mut pg_sys::Node, context: *mut std::ffi::c_void) -> bool {
+        // SAFETY: the caller's contract; casts follow the node tags.
+        unsafe {
+            if node.is_null() {
+                return false;
+            }
+            if let Some(funcid) = function_of(node) {
+                let name = super::function_name(funcid);
+                if name.starts_with("pg_stat") {
+                    *(context as *mut Option<String>) = Some(name);
+                    return true;
+                }
+            }
+            pg_sys::expression_tree_walker(node, Some(find), context)
+        }
+    }
+    let mut found: Option<String> = None;
+    // SAFETY: the caller's contract; the walk only reads.
+    unsafe { find(node, (&raw mut found).cast()) };
+    match found {
+        Some(name) => Err(refuse(
+            &format!("{name} reads access statistics, which count protected rows too"),
+            "Analysts cannot read the statistics views and functions (pg_stat_*, pg_statio_*).",
+        )),
+        None => Ok(()),
+    }
+}
+
+/// The function an expression node calls, if it is a call.
+///
+/// # Safety
+/// `node` is a live expression node.
+unsafe fn function_of(node: *mut pg_sys::Node) -> Option<pg_sys::Oid> {
+    // SAFETY: the caller's contract; casts follow the node tags.
+    unsafe {
+        use pg_sys::NodeTag::*;
+        match (*node).type_ {
+            T_FuncExpr => Some((*(node as *mut pg_sys::FuncExpr)).funcid),
+            T_OpExpr | T_DistinctExpr | T_NullIfExpr => {
+                let op = node as *mut pg_sys::OpExpr;
+                pg_sys::set_opfuncid(op);
+                Some((*op).opfuncid)
+            }
+            T_ScalarArrayOpExpr => {
+                let op = node as *mut pg_sys::ScalarArrayOpExpr;
+                pg_sys::set_sa_opfuncid(op);
+                Some((*op).opfuncid)
+            }
+            T_Aggref => Some((*(node as *mut pg_sys::Aggref)).aggfnoid),
+            T_WindowFunc => Some((*(node as *mut pg_sys::WindowFunc)).winfnoid),
+            _ => None,
+        }
+    }
+}
+
+/// Every expression a plan node evaluates (its target list, quals and the
+/// fields of its kind), as nodes for the tree walkers.
+///
+/// # Safety
+/// `plan` is a live plan node.
+unsafe fn expressions(plan: *mut pg_sys::Plan) -> Vec<*mut pg_sys::Node> {
+    // SAFETY: the caller's contract; casts follow the node tags.
+    unsafe {
+        use pg_sys::NodeTag::*;
+        let mut out: Vec<*mut pg_sys::Node> = vec![(*plan).targetlist.cast(), (*plan).qual.cast()];
+        match (*plan).type_ {
+            T_Result => out.push((*(plan as *mut pg_sys::Result)).resconstantqual),
+            T_IndexScan => {
+                let scan = plan as *mut pg_sys::IndexScan;
+                out.extend([(*scan).indexqual, (*scan).indexqualorig, (*scan).indexorderby, (*scan).indexorderbyorig].map(|l| l.cast()));
+            }
+            T_IndexOnlyScan => {
+                let scan = plan as *mut pg_sys::IndexOnlyScan;
+                out.extend([(*scan).indexqual, (*scan).recheckqual, (*scan).indexorderby].map(|l| l.cast()));
+            }
+            T_BitmapIndexScan => {
+                let scan = plan as *mut pg_sys::BitmapIndexScan;
+                out.extend([(*scan).indexqual, (*scan).indexqualorig].map(|l| l.cast()));
+            }
+            T_BitmapHeapScan => out.push((*(plan as *mut pg_sys::BitmapHeapScan)).bitmapqualorig.cast()),
+            T_TidScan => out.push((*(plan as *mut pg_sys::TidScan)).tidquals.cast()),
+            T_TidRangeScan => out.push((*(plan as *mut pg_sys::TidRangeScan)).tidrangequals.cast()),
+            T_FunctionScan => {
+                for function in list_items::<pg_sys::RangeTblFunction>((*(plan as *mut pg_sys::FunctionScan)).functions) {
+                    out.push((*function).funcexpr);
+                }
+            }
+            T_ValuesScan => out.push((*(plan as *mut pg_sys::ValuesScan)).values_lists.cast()),
+            T_NestLoop | T_MergeJoin | T_HashJoin => {
+                out.push((*(plan as *mut pg_sys::Join)).joinqual.cast());
+                match (*plan).type_ {
+                    T_MergeJoin => out.push((*(plan as *mut pg_sys::MergeJoin)).mergeclauses.cast()),
+                    T_HashJoin => {
+                        let join = plan as *mut pg_sys::HashJoin;
+                        out.extend([(*join).hashclauses, (*join).hashkeys].map(|l| l.cast()));
+                    }
+                    _ => {}
+                }
+            }
+            T_Hash => out.push((*(plan as *mut pg_sys::Hash)).hashkeys.cast()),
+            T_Memoize => out.push((*(plan as *mut pg_sys::Memoize)).param_exprs.cast()),
+            T_WindowAgg => {
+                let window = plan as *mut pg_sys::WindowAgg;
+                out.extend([(*window).startOffset, (*window).endOffset, (*window).runCondition.cast()]);
+            }
+            T_Limit => {
+                let limit = plan as *mut pg_sys::Limit;
+                out.extend([(*limit).limitOffset, (*limit).limitCount]);
+            }
+            T_CustomScan => out.push((*(plan as *mut pg_sys::CustomScan)).custom_exprs.cast()),
+            _ => {}
+        }
+        out.retain(|e| !e.is_null());
+        out
+    }
+}
+
+/// The plan nodes below `plan` (its inputs).
+///
+/// # Safety
+/// `plan` is a live plan node.
+unsafe fn children(plan: *mut pg_sys::Plan) -> Vec<*mut pg_sys::Plan> {
+    // SAFETY: the caller's contract; casts follow the node tags.
+    unsafe {
+        use pg_sys::NodeTag::*;
+        let mut out = vec![(*plan).lefttree, (*plan).righttree];
+        match (*plan).type_ {
+            T_Append => out.extend(list_items::<pg_sys::Plan>((*(plan as *mut pg_sys::Append)).appendplans)),
+            T_MergeAppend => out.extend(list_items::<pg_sys::Plan>((*(plan as *mut pg_sys::MergeAppend)).mergeplans)),
+            T_SubqueryScan => out.push((*(plan as *mut pg_sys::SubqueryScan)).subplan),
+            T_BitmapAnd => out.extend(list_items::<pg_sys::Plan>((*(plan as *mut pg_sys::BitmapAnd)).bitmapplans)),
+            T_BitmapOr => out.extend(list_items::<pg_sys::Plan>((*(plan as *mut pg_sys::BitmapOr)).bitmapplans)),
+            T_CustomScan => out.extend(list_items::<pg_sys::Plan>((*(plan as *mut pg_sys::CustomScan)).custom_plans)),
+            _ => {}
+        }
+        out.retain(|p| !p.is_null());
+        out
+    }
+}
+
+/// What one node of a consumer's input is.
+struct Input {
+    /// Its rows derive from a protected table.
+    marked: bool,
+}
+
+impl Check<'_> {
+    /// The relation a scan node reads, if it reads one.
+    ///
+    /// # Safety
+    /// `plan` is a live node of `self.stmt`.
+    unsafe fn scanned(&self, plan: *mut pg_sys::Plan) -> Option<pg_sys::Oid> {
+        // SAFETY: the caller's contract; scan nodes begin with a Scan; scanrelid indexes the flat range table.
+        unsafe {
+            use pg_sys::NodeTag::*;
+            let scans = matches!(
+                (*plan).type_,
+                T_SeqScan | T_SampleScan | T_IndexScan | T_IndexOnlyScan | T_BitmapHeapScan | T_TidScan | T_TidRangeScan
+                    | T_ForeignScan | T_CustomScan
+            );
+            if !scans {
+                return None;
+            }
+            let index = (*(plan as *mut pg_sys::Scan)).scanrelid as usize;
+            let rtable = list_items::<pg_sys::RangeTblEntry>((*self.stmt).rtable);
+            let rte = *rtable.get(index.checked_sub(1)?)?;
+            ((*rte).rtekind == pg_sys::RTEKind::RTE_RELATION).then_some((*rte).relid)
+        }
+    }
+
+    /// # Safety
+    /// As `scanned`.
+    unsafe fn protected_scan(&self, plan: *mut pg_sys::Plan) -> bool {
+        // SAFETY: the caller's contract.
+        unsafe { self.scanned(plan) }.is_some_and(|relid| self.protected.tables.contains_key(&relid))
+    }
+
+    /// Whether `plan` finalizes a dpnoise aggregate.
+    ///
+    /// # Safety
+    /// `plan` is a live plan node.
+    unsafe fn consumer(&self, plan: *mut pg_sys::Plan) -> bool {
+        // SAFETY: the caller's contract.
+        unsafe {
+            if (*plan).type_ != pg_sys::NodeTag::T_Agg {
+                return false;
+            }
+            let mut found = Vec::new();
+            for list in [(*plan).targetlist, (*plan).qual] {
+                super::bounding::collect_aggregates(list.cast(), &mut found);
+            }
+            found.iter().any(|a| (**a).aggsplit & pg_sys::AGGSPLITOP_SKIPFINAL == 0 && self.own_function((**a).aggfnoid))
+        }
+    }
+
+    fn own_function(&self, funcid: pg_sys::Oid) -> bool {
+        // SAFETY: a syscache lookup by OID inside the caller's transaction.
+        self.own.is_some() && self.own == Some(unsafe { pg_sys::get_func_namespace(funcid) })
+    }
+
+    /// Finds the consumers at or below `plan`; `rescanned` when `plan` can
+    /// run more than once in the statement.
+    ///
+    /// # Safety
+    /// `plan` is null or a live node of `self.stmt`.
+    unsafe fn visit(&mut self, plan: *mut pg_sys::Plan, rescanned: bool) -> Checked {
+        // SAFETY: the caller's contract.
+        unsafe {
+            if plan.is_null() {
+                return Ok(());
+            }
+            if self.consumer(plan) {
+                return self.consume(plan, rescanned);
+            }
+            let inner = if (*plan).type_ == pg_sys::NodeTag::T_NestLoop { (*plan).righttree } else { std::ptr::null_mut() };
+            for child in children(plan) {
+                self.visit(child, rescanned || child == inner)?;
+            }
+            Ok(())
+        }
+    }
+
+    /// Checks a consumer and its input.
+    ///
+    /// # Safety
+    /// `agg` is a live Agg node of `self.stmt`.
+    unsafe fn consume(&mut self, agg: *mut pg_sys::Plan, rescanned: bool) -> Checked {
+        // SAFETY: the caller's contract.
+        unsafe {
+            let input = (*agg).lefttree;
+            if input.is_null() || !self.reads_protected(input) {
+                return Ok(());
+            }
+            if rescanned {
+                return Err(refuse(
+                    "a dpnoise aggregate of protected rows would run again for each row of another part of the query (a nested loop, or a subquery run per row)",
+                    "Compute it once: WITH answers AS MATERIALIZED (SELECT dp_count(...) ...) SELECT ... FROM answers ...",
+                ));
+            }
+            let mut fanout = 1.0;
+            self.input(input, &mut fanout)?;
+            // The consumer's HAVING runs on every group, shown or not; its
+            // aggregates' arguments on every input row. Its other outputs
+            // only on the groups it releases.
+            let total = Total { check: self };
+            total.expr((*agg).qual.cast())?;
+            let mut found = Vec::new();
+            super::bounding::collect_aggregates((*agg).targetlist.cast(), &mut found);
+            for aggref in found {
+                total.expr(aggref.cast())?;
+            }
+            let limit = crate::gucs::max_public_fanout();
+            if fanout > limit as f64 {
+                return Err(refuse(
+                    &format!(
+                        "a protected row here meets up to {} public rows, over dpnoise.max_public_fanout = {limit}",
+                        if fanout >= 1e15 { "unboundedly many".to_string() } else { format!("{fanout:.0}") }
+                    ),
+                    "Join protected rows with smaller public tables, lists or series, or filter the public side; the DBA sets the limit.",
+                ));
+            }
+            Ok(())
+        }
+    }
+
+    /// Whether a protected table is scanned at or below `plan`.
+    ///
+    /// # Safety
+    /// `plan` is a live node of `self.stmt`.
+    unsafe fn reads_protected(&self, plan: *mut pg_sys::Plan) -> bool {
+        // SAFETY: the caller's contract.
+        unsafe { self.protected_scan(plan) || children(plan).into_iter().any(|c| self.reads_protected(c)) }
+    }
+
+    /// Checks one node of a consumer's input and what is below it.
+    ///
+    /// # Safety
+    /// `plan` is a live node of `self.stmt`.
+    unsafe fn input(&mut self, plan: *mut pg_sys::Plan, fanout: &mut f64) -> Result<Input, Refusal> {
+        // SAFETY: the caller's contract; casts follow the node tags.
+        unsafe {
+            use pg_sys::NodeTag::*;
+            let kind = (*plan).type_;
+            let mut inputs = Vec::new();
+            for child in children(plan) {
+                inputs.push((child, self.input(child, fanout)?));
+            }
+            let protected = self.protected_scan(plan);
+            if protected {
+                self.consumed.insert(plan as usize);
+            }
+            let marked = protected || inputs.iter().any(|(_, i)| i.marked);
+            let admitted = match kind {
+                T_Result | T_SeqScan | T_IndexScan | T_IndexOnlyScan | T_BitmapIndexScan | T_BitmapHeapScan | T_BitmapAnd
+                | T_BitmapOr | T_TidScan | T_TidRangeScan | T_SubqueryScan | T_ValuesScan | T_Append | T_MergeAppend
+                | T_NestLoop | T_MergeJoin | T_HashJoin | T_Hash | T_Material | T_Memoize | T_Sort | T_IncrementalSort
+                | T_Group | T_Agg | T_WindowAgg | T_Unique | T_Gather | T_GatherMerge | T_SetOp => true,
+                T_FunctionScan => {
+                    self.series(plan)?;
+                    true
+                }
+                // Public rows may be cut by a LIMIT; protected ones may not
+                // (which rows pass would depend on their order).
+                T_Limit => !marked,
+                _ => false,
+            };
+            if !admitted {
+                return Err(refuse(
+                    &format!("the plan has a {} node among or beside protected rows", node_name(kind)),
+                    "Write the query without it (a CTE as NOT MATERIALIZED or a subquery, no TABLESAMPLE, no foreign tables).",
+                ));
+            }
+            let total = Total { check: self };
+            let evaluated = if kind == T_FunctionScan {
+                // Its functions are checked by `series`.
+                vec![(*plan).targetlist.cast(), (*plan).qual.cast()]
+            } else {
+                expressions(plan)
+            };
+            for expr in evaluated {
+                total.expr(expr)?;
+            }
+            // A join repeats a protected row once per public row it meets:
+            // a nested loop reads its whole public side for each protected
+            // row (but for an index lookup by the outer row's key), a hash or
+            // merge join the public rows with its key.
+            if marked && matches!(kind, T_NestLoop | T_MergeJoin | T_HashJoin) {
+                for (child, input) in &inputs {
+                    if !input.marked {
+                        let keyed = self.multiplicity(plan, *child);
+                        *fanout *= keyed.unwrap_or_else(|| self.public_rows(*child));
+                    }
+                }
+            }
+            Ok(Input { marked })
+        }
+    }
+}
+
+/// A plan node's kind, for messages.
+fn node_name(tag: pg_sys::NodeTag) -> String {
+    use pg_sys::NodeTag::*;
+    match tag {
+        T_CteScan => "CTE scan (a CTE is filled when first read)".into(),
+        T_SampleScan => "TABLESAMPLE".into(),
+        T_ForeignScan => "foreign scan".into(),
+        T_Limit => "LIMIT over protected rows".into(),
+        T_ProjectSet => "set-returning function".into(),
+        T_RecursiveUnion | T_WorkTableScan => "recursive query".into(),
+        T_LockRows => "FOR UPDATE/SHARE".into(),
+        T_ModifyTable => "data-modifying".into(),
+        T_CustomScan => "custom scan".into(),
+        _ => format!("node {}", tag as u32),
+    }
+}

@@ -1,0 +1,254 @@
+//! The totality check: every expression evaluated among protected rows,
+//! or among the public rows joined to them, returns for every input
+//! without an error or an effect. LEAKPROOF functions, the DBA's allowed
+//! ones, and a few built-ins proven total here pass; nothing else does.
+
+use super::super::{list_items, refuse, Checked, SHAPE};
+use super::{function_of, Check};
+use pgrx::pg_sys;
+use pgrx::prelude::*;
+
+/// Built-in functions that are total (they return for every input, NaN and
+/// the infinities included) though not marked LEAKPROOF: numeric
+/// comparisons (NaN sorts above every number; nothing can fail).
+const TOTAL_FUNCTIONS: [u32; 7] = [
+    pg_sys::F_NUMERIC_EQ,
+    pg_sys::F_NUMERIC_NE,
+    pg_sys::F_NUMERIC_LT,
+    pg_sys::F_NUMERIC_LE,
+    pg_sys::F_NUMERIC_GT,
+    pg_sys::F_NUMERIC_GE,
+    pg_sys::F_NUMERIC_CMP,
+];
+
+/// Built-in aggregates that cannot fail on any input: counts, sums and
+/// averages kept in numeric (no overflow), and bool_or. The gate's
+/// per-person levels use them (`bounding`).
+const TOTAL_AGGREGATES: [u32; 6] =
+    [pg_sys::F_COUNT_, pg_sys::F_COUNT_ANY, pg_sys::F_SUM_NUMERIC, pg_sys::F_SUM_INT8, pg_sys::F_AVG_NUMERIC, pg_sys::F_BOOL_OR];
+
+/// What the check carries over one statement.
+
+/// The totality check of the expressions evaluated in a consumer's input.
+pub(super) struct Total<'a, 'b> {
+    pub(super) check: &'a Check<'b>,
+}
+
+impl Total<'_, '_> {
+    fn function(&self, funcid: pg_sys::Oid, what: &str) -> Checked {
+        let protected = self.check.protected;
+        // SAFETY: syscache lookups by OID inside a transaction.
+        let (volatile, leakproof, retset) = unsafe {
+            (
+                pg_sys::func_volatile(funcid) == pg_sys::PROVOLATILE_VOLATILE as std::ffi::c_char,
+                pg_sys::get_func_leakproof(funcid),
+                pg_sys::get_func_retset(funcid),
+            )
+        };
+        // dpnoise's own draw (the gate's random choice of a person's groups)
+        // and share (of constants) are safe on any row.
+        if funcid == protected.uniform || funcid == protected.share {
+            return Ok(());
+        }
+        if volatile || retset {
+            return Err(refuse(
+                &format!("{what} {} is volatile or returns a set: it may run, with effects, once per protected row", super::super::function_name(funcid)),
+                "Use only stable or immutable LEAKPROOF functions in a query over protected rows, its public side included.",
+            ));
+        }
+        if leakproof || protected.allowed.contains(&funcid) || TOTAL_FUNCTIONS.contains(&u32::from(funcid)) {
+            return Ok(());
+        }
+        Err(refuse(
+            &format!(
+                "{what} {} is not LEAKPROOF and would run among protected rows as executed (it can fail, or show a value, on some rows)",
+                super::super::function_name(funcid)
+            ),
+            "Use only LEAKPROOF operators and functions over protected rows and the public rows joined to them, or ask the DBA to allow one with dp_allow_function.",
+        ))
+    }
+
+    /// # Safety
+    /// `node` is null or a live expression node of the plan.
+    pub(super) unsafe fn expr(&self, node: *mut pg_sys::Node) -> Checked {
+        // SAFETY: the caller's contract; casts follow the node tags.
+        unsafe {
+            if node.is_null() {
+                return Ok(());
+            }
+            use pg_sys::NodeTag::*;
+            match (*node).type_ {
+                T_Var | T_Const | T_CaseTestExpr => Ok(()),
+                T_Param => {
+                    let param = node as *mut pg_sys::Param;
+                    match (*param).paramkind {
+                        pg_sys::ParamKind::PARAM_EXTERN => Ok(()),
+                        pg_sys::ParamKind::PARAM_EXEC if self.check.nestloop_params.contains(&(*param).paramid) => Ok(()),
+                        _ => Err(refuse(
+                            "a value computed by a subquery when first needed meets protected rows (it would run only if one arrives)",
+                            SHAPE,
+                        )),
+                    }
+                }
+                T_Aggref => {
+                    let aggref = node as *mut pg_sys::Aggref;
+                    let own = self.check.own_function((*aggref).aggfnoid);
+                    if !own {
+                        if !TOTAL_AGGREGATES.contains(&u32::from((*aggref).aggfnoid))
+                            || !(*aggref).aggdistinct.is_null()
+                            || !(*aggref).aggorder.is_null()
+                        {
+                            return Err(refuse(
+                                &format!("the aggregate {} would run over protected rows", super::super::function_name((*aggref).aggfnoid)),
+                                SHAPE,
+                            ));
+                        }
+                    }
+                    self.children(node)
+                }
+                T_WindowFunc => {
+                    if u32::from((*(node as *mut pg_sys::WindowFunc)).winfnoid) != pg_sys::F_ROW_NUMBER {
+                        return Err(refuse("a window function would run over protected rows", SHAPE));
+                    }
+                    self.children(node)
+                }
+                T_FuncExpr => {
+                    let call = node as *mut pg_sys::FuncExpr;
+                    if let Some(inner) = clamped_cast(call) {
+                        return self.expr(inner);
+                    }
+                    if (*call).funcresulttype == pg_sys::RECORDOID {
+                        return Err(refuse("a function returning a record would run over protected rows", SHAPE));
+                    }
+                    self.function((*call).funcid, "function")?;
+                    self.children(node)
+                }
+                T_OpExpr | T_DistinctExpr | T_NullIfExpr | T_ScalarArrayOpExpr => {
+                    let funcid = function_of(node).unwrap_or(pg_sys::InvalidOid);
+                    self.function(funcid, "operator")?;
+                    self.children(node)
+                }
+                T_MinMaxExpr => {
+                    let typcache =
+                        pg_sys::lookup_type_cache((*(node as *mut pg_sys::MinMaxExpr)).minmaxtype, pg_sys::TYPECACHE_CMP_PROC as i32);
+                    if typcache.is_null() || (*typcache).cmp_proc == pg_sys::InvalidOid {
+                        return Err(refuse("GREATEST or LEAST of a type without a total order", SHAPE));
+                    }
+                    self.function((*typcache).cmp_proc, "comparison")?;
+                    self.children(node)
+                }
+                T_BoolExpr | T_NullTest | T_BooleanTest | T_RelabelType | T_CaseExpr | T_CaseWhen | T_CoalesceExpr | T_List
+                | T_TargetEntry => self.children(node),
+                T_SubPlan | T_AlternativeSubPlan => Err(refuse(
+                    "a subquery would run once per protected row (the planner put it among them)",
+                    SHAPE,
+                )),
+                T_CoerceToDomain => Err(refuse(
+                    "a domain's check would run among protected rows (it can fail on some of them)",
+                    "Cast to the domain's base type instead.",
+                )),
+                T_XmlExpr => Err(refuse("an XML expression would run among protected rows (it can fail on some of them)", SHAPE)),
+                // CURRENT_DATE, CURRENT_USER and the like: stable, cannot fail.
+                T_SQLValueFunction => Ok(()),
+                T_ArrayExpr if !(*(node as *mut pg_sys::ArrayExpr)).multidims => self.children(node),
+                other => Err(refuse(
+                    &format!(
+                        "{} can fail on some values and would run among protected rows",
+                        expression_name(other)
+                    ),
+                    "Use only LEAKPROOF operators and functions over protected rows and the public rows joined to them.",
+                )),
+            }
+        }
+    }
+
+    /// Checks each direct child of `node`.
+    ///
+    /// # Safety
+    /// `node` is a live expression node.
+    unsafe fn children(&self, node: *mut pg_sys::Node) -> Checked {
+        struct Context<'a, 'b, 'c> {
+            total: &'a Total<'b, 'c>,
+            checked: Checked,
+        }
+        /// # Safety
+        /// Called by `expression_tree_walker` with the live children of a node and our context.
+        #[pg_guard]
+        unsafe extern "C-unwind" fn each(node: *mut pg_sys::Node, context: *mut std::ffi::c_void) -> bool {
+            // SAFETY: the caller's contract.
+            unsafe {
+                let context = &mut *(context as *mut Context);
+                context.checked = context.total.expr(node);
+                context.checked.is_err()
+            }
+        }
+        let mut context = Context { total: self, checked: Ok(()) };
+        // SAFETY: the caller's contract; `each` checks every direct child (and `expr` recurses).
+        unsafe { pg_sys::expression_tree_walker(node, Some(each), (&raw mut context).cast()) };
+        context.checked
+    }
+}
+
+/// A conversion of numeric to bigint or float8 that cannot fail because its
+/// argument is clamped into the target's range first: `LEAST(GREATEST(x,
+/// lo), hi)::int8` (or `::float8`) with constant bounds inside the range
+/// (NaN sorts above every number, so it is clamped to hi). Returns `x`.
+///
+/// # Safety
+/// `call` is a live FuncExpr.
+unsafe fn clamped_cast(call: *mut pg_sys::FuncExpr) -> Option<*mut pg_sys::Node> {
+    // SAFETY: the caller's contract; casts follow the node tags; numeric constants are printed by numeric_out.
+    unsafe {
+        let funcid = u32::from((*call).funcid);
+        let to_int8 = funcid == pg_sys::F_INT8_NUMERIC;
+        if !to_int8 && funcid != pg_sys::F_FLOAT8_NUMERIC {
+            return None;
+        }
+        let [arg] = list_items::<pg_sys::Node>((*call).args)[..] else { return None };
+        let minmax = |node: *mut pg_sys::Node, op: pg_sys::MinMaxOp::Type| -> Option<(*mut pg_sys::Node, *mut pg_sys::Const)> {
+            if (*node).type_ != pg_sys::NodeTag::T_MinMaxExpr {
+                return None;
+            }
+            let expr = node as *mut pg_sys::MinMaxExpr;
+            if (*expr).op != op || (*expr).minmaxtype != pg_sys::NUMERICOID {
+                return None;
+            }
+            let [a, b] = list_items::<pg_sys::Node>((*expr).args)[..] else { return None };
+            if (*b).type_ == pg_sys::NodeTag::T_Const {
+                Some((a, b.cast()))
+            } else if (*a).type_ == pg_sys::NodeTag::T_Const {
+                Some((b, a.cast()))
+            } else {
+                None
+            }
+        };
+        let (lower, hi) = minmax(arg, pg_sys::MinMaxOp::IS_LEAST)?;
+        let (x, lo) = minmax(lower, pg_sys::MinMaxOp::IS_GREATEST)?;
+        let inside = |c: *mut pg_sys::Const| -> bool {
+            if (*c).constisnull {
+                return false;
+            }
+            let text = pg_sys::OidOutputFunctionCall(pg_sys::Oid::from(pg_sys::F_NUMERIC_OUT), (*c).constvalue);
+            let text = std::ffi::CStr::from_ptr(text).to_string_lossy().into_owned();
+            if to_int8 {
+                text.parse::<i64>().is_ok()
+            } else {
+                text.parse::<f64>().is_ok_and(|v| v.is_finite())
+            }
+        };
+        (inside(lo) && inside(hi)).then_some(x)
+    }
+}
+
+/// An expression node's kind, for messages.
+fn expression_name(tag: pg_sys::NodeTag) -> String {
+    use pg_sys::NodeTag::*;
+    match tag {
+        T_CoerceViaIO => "a conversion through text".into(),
+        T_ArrayCoerceExpr => "an array conversion".into(),
+        T_ConvertRowtypeExpr | T_RowExpr | T_RowCompareExpr | T_FieldSelect | T_FieldStore => "a row operation".into(),
+        T_SubscriptingRef | T_ArrayExpr => "an array operation".into(),
+        T_NextValueExpr => "a sequence".into(),
+        _ => format!("an expression (node {})", tag as u32),
+    }
+}

@@ -1,0 +1,125 @@
+-- The plan check (docs/analysts.md): for an analyst, nothing PostgreSQL
+-- executes depends on a protected row except the inputs of the dpnoise
+-- aggregates. Each probe asks about person 17 (salary 17000) twice, once
+-- with a condition that holds and once with one that does not: both must
+-- get the same outcome (here: the same refusal, before any charge).
+DO $$ BEGIN
+    CREATE ROLE dp_plan_analyst LOGIN;
+EXCEPTION WHEN duplicate_object THEN NULL; END $$;
+CREATE TABLE pc_staff (person_id int PRIMARY KEY, region text, salary float8, age int);
+INSERT INTO pc_staff SELECT i, (ARRAY['north', 'south'])[1 + i % 2], 1000 * i, 20 + i % 40 FROM generate_series(1, 2000) i;
+CREATE TABLE pc_visits (person_id int, site text, amount float8);
+INSERT INTO pc_visits SELECT i % 200, 's' || (i % 4), i % 100 FROM generate_series(1, 2000) i;
+-- Public: a dimension with a unique key, one with a key repeated 5000
+-- times, and a small list.
+CREATE TABLE pc_people (person_id int, label text);
+INSERT INTO pc_people SELECT i, 'x' FROM generate_series(1, 5000) i;
+CREATE TABLE pc_same (person_id int);
+INSERT INTO pc_same SELECT 17 FROM generate_series(1, 5000);
+CREATE TABLE pc_regions (region text);
+INSERT INTO pc_regions VALUES ('north'), ('south');
+ANALYZE pc_staff, pc_visits, pc_people, pc_same, pc_regions;
+GRANT SELECT ON pc_people, pc_same, pc_regions TO dp_plan_analyst;
+SELECT dp_protect('pc_staff', 'person_id'), dp_protect('pc_visits', 'person_id', 2);
+SELECT dp_analyst('dp_plan_analyst');
+SELECT dp_budget_grant('dp_plan_analyst', 1000, 1);
+-- Runs a probe with its condition true and false: the outcomes, or 'differ'.
+CREATE FUNCTION pc_probe(statement text, holds text, fails text) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE a text := outcome(format(statement, holds)); b text := outcome(format(statement, fails));
+BEGIN
+    RETURN CASE WHEN a = b THEN a ELSE 'differ: ' || a || ' / ' || b END;
+END $$;
+GRANT EXECUTE ON FUNCTION pc_probe(text, text, text) TO dp_plan_analyst;
+\c - dp_plan_analyst
+\set VERBOSITY terse
+
+-- 1. Listed keys over a public side that is not a pure function of the
+-- query: two evaluations of it (the list, the rows) would disagree.
+SELECT pc_probe($q$SELECT count(*) FROM (SELECT g FROM (SELECT k.g, k.n, dp_count(1e-9) FROM
+  (SELECT g, random() AS n FROM generate_series(1, 30) g) k LEFT JOIN pc_staff s ON s.person_id = k.g AND %s
+  GROUP BY k.g, k.n) x GROUP BY g HAVING count(*) > 1) y$q$, 's.salary > 10000', 's.salary > 90000');
+SELECT pc_probe($q$SELECT k.g, dp_count(1e-9) FROM (SELECT g FROM generate_series(1, 30) g WHERE random() < 2) k
+  LEFT JOIN pc_staff s ON s.person_id = k.g AND %s GROUP BY k.g$q$, 's.salary > 10000', 's.salary > 90000');
+SELECT pc_probe($q$SELECT k.g, dp_count(1e-9) FROM (SELECT g, clock_timestamp() AS t FROM generate_series(1, 30) g) k
+  LEFT JOIN pc_staff s ON s.person_id = k.g AND %s GROUP BY k.g, k.t$q$, 's.salary > 10000', 's.salary > 90000');
+-- Admitted: a pure list; only its keys are shown (the gate's HAVING keeps
+-- a key only if the list's own row is in its group).
+SELECT r.region, abs(dp_count(10.0) - 1000) < 30 AS near FROM pc_regions r LEFT JOIN pc_staff s ON s.region = r.region
+GROUP BY r.region ORDER BY 1;
+SELECT m, dp_count(1.0) IS NOT NULL AS answered FROM (SELECT g AS m FROM generate_series(1, 6) g LIMIT 3) l
+LEFT JOIN pc_visits v ON v.person_id = l.m GROUP BY m ORDER BY m;
+
+-- 2. Expressions PostgreSQL does not fold, run on the rows a CASE sends to
+-- them: a domain's check, XML, a text-to-integer coercion.
+SELECT pc_probe($q$SELECT dp_count(1e-9) FROM pc_staff WHERE person_id = 17
+  AND CASE WHEN %s THEN (-1)::information_schema.cardinal_number IS NULL ELSE true END$q$, 'salary > 10000', 'salary > 90000');
+SELECT pc_probe($q$SELECT dp_count(1e-9) FROM pc_staff WHERE person_id = 17
+  AND CASE WHEN %s THEN 'maybe'::information_schema.yes_or_no IS NULL ELSE true END$q$, 'salary > 10000', 'salary > 90000');
+SELECT pc_probe($q$SELECT dp_count(1e-9) FROM pc_staff WHERE person_id = 17
+  AND CASE WHEN %s THEN xmlparse(content '<a') IS NULL ELSE true END$q$, 'salary > 10000', 'salary > 90000');
+
+-- 3. A public subquery the planner pulls up into a join clause.
+SELECT pc_probe($q$SELECT dp_count(1e-9) FROM pc_staff s, (SELECT 1 / (g - 1) AS y FROM generate_series(1, 1) g) p
+  WHERE s.person_id = 17 AND %s AND s.age < p.y$q$, 's.salary > 10000', 's.salary > 90000');
+SELECT pc_probe($q$SELECT dp_count(1e-9) FROM pc_staff s, (SELECT (g || 'x')::int AS y FROM generate_series(1, 1) g) p
+  WHERE s.person_id = 17 AND %s AND s.age < p.y$q$, 's.salary > 10000', 's.salary > 90000');
+SELECT pc_probe($q$SELECT dp_count(1e-9) FROM pc_staff s, (SELECT sqrt(-g::float8) AS y FROM generate_series(1, 1) g) p
+  WHERE s.person_id = 17 AND %s AND s.age < p.y$q$, 's.salary > 10000', 's.salary > 90000');
+
+-- 4. Public parts run once per protected row: a sequence, the access
+-- statistics (in the statement, or read by the next one), an aggregate
+-- subquery, a function in FROM that can fail.
+CREATE TEMP SEQUENCE pc_seq;
+SET enable_hashjoin = off;
+SET enable_mergejoin = off;
+SELECT pc_probe($q$SELECT dp_count(1e-9) FROM pc_staff s, (SELECT nextval('pc_seq') AS n, g FROM generate_series(1, 3) g) p
+  WHERE %s$q$, 's.salary > 10000', 's.salary > 90000');
+SELECT nextval('pc_seq') AS sequence_untouched;
+RESET enable_hashjoin;
+RESET enable_mergejoin;
+SELECT outcome($q$SELECT seq_scan FROM pg_stat_xact_user_tables WHERE relname = 'pc_regions'$q$);
+SELECT outcome($q$SELECT pg_stat_get_xact_tuples_returned('pc_staff_pkey'::regclass)$q$);
+SELECT outcome($q$SELECT idx_blks_hit FROM pg_statio_user_indexes$q$);
+SELECT pc_probe($q$SELECT dp_count(1e-9) FROM pc_staff, (SELECT max(g) / 0 AS z FROM generate_series(1, 1) g) k
+  WHERE person_id = 17 AND %s AND age > z$q$, 'salary > 10000', 'salary > 90000');
+SELECT pc_probe($q$SELECT dp_count(1e-9) FROM pc_staff, generate_series(1, 3, 0) g WHERE person_id = 17 AND %s$q$,
+  'salary > 10000', 'salary > 90000');
+
+-- 5. Run time amplified by a public side: refused past
+-- dpnoise.max_public_fanout (1000), judged from the public side alone.
+SELECT pc_probe($q$SELECT dp_count(1e-9) FROM pc_staff CROSS JOIN generate_series(1, 300000) WHERE person_id = 17 AND %s$q$,
+  'salary > 10000', 'salary > 90000');
+SELECT pc_probe($q$SELECT dp_count(1e-9) FROM pc_staff s CROSS JOIN pc_people p WHERE s.person_id = 17 AND %s$q$,
+  's.salary > 10000', 's.salary > 90000');
+SELECT pc_probe($q$SELECT dp_count(1e-9) FROM pc_staff s JOIN pc_same p ON p.person_id = s.person_id WHERE %s$q$,
+  's.salary > 10000', 's.salary > 90000');
+-- Admitted: a join on a key each public row holds once (5000 rows, one each).
+SELECT abs(dp_count(10.0) - 2000) < 30 AS near FROM pc_staff s JOIN pc_people p ON p.person_id = s.person_id;
+
+-- 6. A dpnoise aggregate run again for each row of another part of the query.
+SET enable_hashjoin = off;
+SET enable_mergejoin = off;
+SET enable_material = off;
+SELECT outcome($q$SELECT g, x.c FROM generate_series(1, 40) g
+  LEFT JOIN (SELECT region, dp_count(0.05) AS c FROM pc_staff GROUP BY region) x ON x.c > g$q$);
+SELECT outcome($q$SELECT g, x.c FROM generate_series(1, 40) g
+  LEFT JOIN (SELECT dp_count(0.05) AS c FROM pc_staff WHERE age > 30) x ON x.c > g$q$);
+RESET ALL;
+-- Computed once instead, it is admitted.
+WITH x AS MATERIALIZED (SELECT dp_count(0.05) AS c FROM pc_staff)
+SELECT count(*) FROM generate_series(1, 40) g LEFT JOIN x ON x.c > -1e9;
+
+-- Nothing above was charged, but the admitted answers.
+\c - postgres
+SELECT count(*) AS charges, sum(epsilon) AS epsilon FROM dpnoise.ledger WHERE role = 'dp_plan_analyst'::regrole;
+
+-- The per-query cap counts every release, those no plan shows too (a
+-- per-row release over released answers, charged as it runs).
+ALTER ROLE dp_plan_analyst SET dpnoise.max_epsilon_per_query = 1;
+\c - dp_plan_analyst
+\set VERBOSITY terse
+SELECT outcome($q$SELECT dp_laplace(c, 0.5, 1) FROM (SELECT region, dp_count(0.1) AS c FROM pc_staff GROUP BY region) x$q$);
+SELECT outcome($q$SELECT dp_laplace(c, 0.1, 1) FROM (SELECT region, dp_count(0.1) AS c FROM pc_staff GROUP BY region) x$q$);
+\c - postgres
+ALTER ROLE dp_plan_analyst RESET dpnoise.max_epsilon_per_query;
+DROP FUNCTION pc_probe(text, text, text);
