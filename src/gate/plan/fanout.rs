@@ -78,10 +78,12 @@ impl Check<'_> {
     }
 
     /// For a join whose public side `child` is one table matched by
-    /// equality on one of its columns (a hash or merge join's clause, or
-    /// the index condition a nested loop gives its inner scan): the most
-    /// rows of that table with one value of the column (counted as the
-    /// analyst).
+    /// equality on one of its columns (a hash join's build side, or the
+    /// index condition a nested loop gives its inner scan): the most rows
+    /// of that table with one value of the column (counted as the
+    /// analyst). What one protected row then adds is a lookup among those
+    /// rows; nothing of the public side waits for the first protected row
+    /// (`check::input` has the hash table built first).
     ///
     /// # Safety
     /// `join` is a live join node of `self.stmt`, `child` one of its inputs.
@@ -102,23 +104,18 @@ impl Check<'_> {
             // Which clauses match the table's rows to one value, and how the
             // table's column appears in them.
             let (clauses, side, own) = match (*join).type_ {
-                T_HashJoin | T_MergeJoin => {
-                    let clauses = if (*join).type_ == T_HashJoin {
-                        (*(join as *mut pg_sys::HashJoin)).hashclauses
-                    } else {
-                        (*(join as *mut pg_sys::MergeJoin)).mergeclauses
-                    };
-                    let side = if child == (*join).righttree { pg_sys::INNER_VAR } else { pg_sys::OUTER_VAR };
-                    (clauses, side, false)
-                }
-                T_NestLoop if child == (*join).righttree => {
-                    let quals = match (*scan).type_ {
-                        T_IndexScan => (*(scan as *mut pg_sys::IndexScan)).indexqualorig,
-                        T_BitmapHeapScan => (*(scan as *mut pg_sys::BitmapHeapScan)).bitmapqualorig,
-                        _ => return None,
-                    };
-                    (quals, rtindex as i32, true)
-                }
+                // Only the hash join's build side: its probe side is read only
+                // once the hash table holds a row (whole, for the first
+                // protected row), and a merge join reads the other side as far
+                // as the protected keys go. Both count the whole public side.
+                T_HashJoin if child == (*join).righttree => ((*(join as *mut pg_sys::HashJoin)).hashclauses, pg_sys::INNER_VAR, false),
+                T_NestLoop if child == (*join).righttree => match (*scan).type_ {
+                    T_IndexScan => ((*(scan as *mut pg_sys::IndexScan)).indexqualorig, rtindex as i32, true),
+                    T_BitmapHeapScan => ((*(scan as *mut pg_sys::BitmapHeapScan)).bitmapqualorig, rtindex as i32, true),
+                    // Its condition names the index's columns.
+                    T_IndexOnlyScan => ((*(scan as *mut pg_sys::IndexOnlyScan)).indexqual, pg_sys::INDEX_VAR, true),
+                    _ => return None,
+                },
                 _ => return None,
             };
             let mut best: Option<f64> = None;
@@ -139,7 +136,13 @@ impl Check<'_> {
                         continue;
                     }
                     let var = arg as *mut pg_sys::Var;
-                    let column = if own { (*var).varattno } else { (*var).varattnosyn };
+                    let column = if side == pg_sys::INDEX_VAR {
+                        heap_column((*(scan as *mut pg_sys::IndexOnlyScan)).indexid, (*var).varattno)
+                    } else if own {
+                        (*var).varattno
+                    } else {
+                        (*var).varattnosyn
+                    };
                     if (*var).varno != side || (!own && (*var).varnosyn != rtindex) || column <= 0 {
                         continue;
                     }
@@ -182,6 +185,26 @@ impl Check<'_> {
                 _ => f64::INFINITY,
             }
         }
+    }
+}
+
+/// The table column an index's column `column` (from 1) holds; 0 for an expression.
+///
+/// # Safety
+/// Inside a transaction; `index` is the OID of an index the plan scans.
+unsafe fn heap_column(index: pg_sys::Oid, column: i16) -> i16 {
+    // SAFETY: the caller's contract; the index is opened and closed here, its
+    // pg_index row read below its number of key columns.
+    unsafe {
+        let rel = pg_sys::index_open(index, pg_sys::AccessShareLock as i32);
+        let form = (*rel).rd_index;
+        let heap = if column >= 1 && column <= (*form).indnkeyatts {
+            *(*form).indkey.values.as_ptr().add(column as usize - 1)
+        } else {
+            0
+        };
+        pg_sys::index_close(rel, pg_sys::AccessShareLock as i32);
+        heap
     }
 }
 

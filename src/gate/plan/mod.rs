@@ -432,13 +432,23 @@ impl Check<'_> {
             for expr in evaluated {
                 total.expr(expr)?;
             }
-            // A join repeats a protected row once per public row it meets:
-            // a nested loop reads its whole public side for each protected
-            // row (but for an index lookup by the outer row's key), a hash or
-            // merge join the public rows with its key.
+            // A join repeats a protected row once per public row it meets,
+            // and may read its public side only once the first protected row
+            // comes: a nested loop reads its whole public side for each
+            // protected row (but for an index lookup by the outer row's key),
+            // a merge join as far as the protected keys go, a hash join its
+            // probe side only if the hash table holds a row. A hash join's
+            // public build side is looked up by key, and built before any
+            // protected row is read: PostgreSQL fetches the outer side's first
+            // row first (and skips the build if there is none) only when that
+            // looks cheaper than the build, which a start-up cost it cannot
+            // beat rules out.
             if marked && matches!(kind, T_NestLoop | T_MergeJoin | T_HashJoin) {
                 for (child, input) in &inputs {
                     if !input.marked {
+                        if kind == T_HashJoin && *child == (*plan).righttree && !(*plan).lefttree.is_null() {
+                            (*(*plan).lefttree).startup_cost = f64::INFINITY;
+                        }
                         let keyed = self.multiplicity(plan, *child);
                         *fanout *= keyed.unwrap_or_else(|| self.public_rows(*child));
                     }

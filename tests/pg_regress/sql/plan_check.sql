@@ -12,7 +12,7 @@ CREATE TABLE pc_visits (person_id int, site text, amount float8);
 INSERT INTO pc_visits SELECT i % 200, 's' || (i % 4), i % 100 FROM generate_series(1, 2000) i;
 -- Public: a dimension with a unique key, one with a key repeated 5000
 -- times, and a small list.
-CREATE TABLE pc_people (person_id int, label text);
+CREATE TABLE pc_people (person_id int PRIMARY KEY, label text);
 INSERT INTO pc_people SELECT i, 'x' FROM generate_series(1, 5000) i;
 CREATE TABLE pc_same (person_id int);
 INSERT INTO pc_same SELECT 17 FROM generate_series(1, 5000);
@@ -93,8 +93,20 @@ SELECT pc_probe($q$SELECT dp_count(1e-9) FROM pc_staff s CROSS JOIN pc_people p 
   's.salary > 10000', 's.salary > 90000');
 SELECT pc_probe($q$SELECT dp_count(1e-9) FROM pc_staff s JOIN pc_same p ON p.person_id = s.person_id WHERE %s$q$,
   's.salary > 10000', 's.salary > 90000');
--- Admitted: a join on a key each public row holds once (5000 rows, one each).
+-- Admitted: a join that looks up a key each public row holds once (5000
+-- rows, one each) by an index for each protected row. The same join is
+-- refused when the protected side is hashed: the public side would then be
+-- read whole, but only once a protected row passed.
+SET enable_hashjoin = off;
+SET enable_mergejoin = off;
 SELECT abs(dp_count(10.0) - 2000) < 30 AS near FROM pc_staff s JOIN pc_people p ON p.person_id = s.person_id;
+RESET enable_hashjoin;
+RESET enable_mergejoin;
+SET enable_nestloop = off;
+SET enable_mergejoin = off;
+SELECT outcome($q$SELECT dp_count(10.0) FROM pc_staff s JOIN pc_people p ON p.person_id = s.person_id$q$);
+RESET enable_nestloop;
+RESET enable_mergejoin;
 
 -- 6. A dpnoise aggregate run again for each row of another part of the query.
 SET enable_hashjoin = off;
