@@ -541,6 +541,15 @@ unsafe fn check_level(query: *mut pg_sys::Query, walk: &Walk) -> Result<bool, Re
         if persons.len() > 1 {
             joined_on_unit(&rtable, &persons, &from.quals)?;
         }
+        // A join of two tables that may hold several rows per person gives
+        // a person the product of their rows: one person could then make
+        // the statement run as long as they like (n^k rows for k copies).
+        if persons.iter().filter(|(_, table)| !table.one_row).count() > 1 {
+            return Err(refuse(
+                "two tables with several rows per person (or one of them twice) are joined: a person's rows would multiply",
+                "Join a table with several rows per person only with tables of one row per person and public tables; query each such table apart.",
+            ));
+        }
         let grouped = !(*query).groupClause.is_null();
         if !(*query).hasAggs && !grouped {
             return Err(refuse("rows of a protected table cannot be read, only dpnoise aggregates of them", SHAPE));

@@ -24,7 +24,9 @@
 //! - the consumer is not rescanned (the inner side of a nested loop, a
 //!   subquery run per row): each of its releases is charged before it runs.
 //!
-//! A protected table read anywhere else is refused. Every analyst
+//! A protected table read anywhere else is refused, and so is any read of
+//! one under SERIALIZABLE isolation (its predicate locks record which
+//! scans ran). Every analyst
 //! statement, protected or not, is also refused the statistics functions
 //! (`pg_stat_*`), which count accesses to protected rows.
 
@@ -91,10 +93,23 @@ pub(super) unsafe fn check(stmt: *mut pg_sys::PlannedStmt, protected: &Protected
         for (i, sub) in list_items::<pg_sys::Plan>((*stmt).subplans).into_iter().enumerate() {
             check.visit(sub, !init.contains(&(i as i32 + 1)))?;
         }
+        let mut reads = false;
         for &plan in &nodes {
-            if check.protected_scan(plan) && !check.consumed.contains(&(plan as usize)) {
-                return Err(refuse("this plan reads a protected table outside the input of a dpnoise aggregate", SHAPE));
+            if check.protected_scan(plan) {
+                if !check.consumed.contains(&(plan as usize)) {
+                    return Err(refuse("this plan reads a protected table outside the input of a dpnoise aggregate", SHAPE));
+                }
+                reads = true;
             }
+        }
+        // Under SERIALIZABLE every scan that runs leaves a predicate lock
+        // (shown in pg_locks, and felt as a serialization failure by a
+        // writer), and a public side may run only once a protected row comes.
+        if reads && pg_sys::XactIsoLevel == pg_sys::XACT_SERIALIZABLE as i32 {
+            return Err(refuse(
+                "under SERIALIZABLE isolation PostgreSQL records which parts of the plan ran (predicate locks), which can follow protected rows",
+                "Run analysts' queries under READ COMMITTED or REPEATABLE READ (SET TRANSACTION ISOLATION LEVEL REPEATABLE READ).",
+            ));
         }
         Ok(())
     }

@@ -106,9 +106,12 @@ FROM trips;
 SELECT abs(s - 28) < 1 AS sum_without_overflow, round(a::numeric, 1) AS average_of_averages
 FROM (SELECT dp_sum(v, 1000.0, 0, 10) AS s, dp_avg(v, 1000.0, 0, 10) AS a FROM extremes) x;
 
--- 2. No amplification: joins that copy a person's rows add nothing.
-SELECT dp_count(1000.0) AS self_join FROM trips a JOIN trips b ON a.person_id = b.person_id;
-SELECT dp_count(1000.0) AS self_join_using FROM trips a JOIN trips b USING (person_id) JOIN trips c USING (person_id);
+-- 2. No amplification: joins that copy a person's rows add nothing. A
+-- table of several rows per person joined with itself (or another such
+-- table) is refused: a person's n rows would become n^2, so one person
+-- could make the statement run as long as they liked (plan_check.sql).
+SELECT outcome('SELECT dp_count(1000.0) AS self_join FROM trips a JOIN trips b ON a.person_id = b.person_id');
+SELECT outcome('SELECT dp_count(1000.0) FROM trips a JOIN trips b USING (person_id) JOIN trips c USING (person_id)');
 SELECT dp_count(1000.0) AS copied_by_public_table FROM trips t JOIN region_names r ON r.region = t.region;
 SELECT dp_count(1000.0) AS copied_by_generate_series FROM trips, generate_series(1, 10);
 SELECT dp_count(1000.0) AS copied_by_values FROM trips t JOIN (VALUES ('north'), ('north')) v(r) ON v.r = t.region;

@@ -14,12 +14,14 @@ INSERT INTO pc_visits SELECT i % 200, 's' || (i % 4), i % 100 FROM generate_seri
 -- times, and a small list.
 CREATE TABLE pc_people (person_id int PRIMARY KEY, label text);
 INSERT INTO pc_people SELECT i, 'x' FROM generate_series(1, 5000) i;
+CREATE TABLE pc_small (person_id int PRIMARY KEY);
+INSERT INTO pc_small SELECT generate_series(1, 1000);
 CREATE TABLE pc_same (person_id int);
 INSERT INTO pc_same SELECT 17 FROM generate_series(1, 5000);
 CREATE TABLE pc_regions (region text);
 INSERT INTO pc_regions VALUES ('north'), ('south');
-ANALYZE pc_staff, pc_visits, pc_people, pc_same, pc_regions;
-GRANT SELECT ON pc_people, pc_same, pc_regions TO dp_plan_analyst;
+ANALYZE pc_staff, pc_visits, pc_people, pc_small, pc_same, pc_regions;
+GRANT SELECT ON pc_people, pc_small, pc_same, pc_regions TO dp_plan_analyst;
 SELECT dp_protect('pc_staff', 'person_id'), dp_protect('pc_visits', 'person_id', 2);
 SELECT dp_analyst('dp_plan_analyst');
 SELECT dp_budget_grant('dp_plan_analyst', 1000, 1);
@@ -107,6 +109,34 @@ SET enable_mergejoin = off;
 SELECT outcome($q$SELECT dp_count(10.0) FROM pc_staff s JOIN pc_people p ON p.person_id = s.person_id$q$);
 RESET enable_nestloop;
 RESET enable_mergejoin;
+
+-- A person's rows multiplied by joining a table of several rows per person
+-- with itself: n^k rows for k copies, a run time one person controls.
+SELECT pc_probe($q$SELECT dp_count(1e-9) FROM pc_visits v1 JOIN pc_visits v2 USING (person_id)
+  JOIN pc_visits v3 USING (person_id) WHERE person_id = 17 AND %s$q$, 'v1.amount >= 0', 'v1.amount > 1000');
+
+-- 5b. Under SERIALIZABLE, a scan that runs leaves a predicate lock, shown in
+-- pg_locks: an index scan of a public table run only once a protected row
+-- passes would tell (found by an independent attack on the plan check).
+CREATE FUNCTION pg_temp.serializable_probe(condition text) RETURNS text LANGUAGE plpgsql AS $f$
+DECLARE o text; locks int;
+BEGIN
+    o := outcome(format('SELECT dp_count(1e-9) FROM pc_staff s JOIN pc_small p ON p.person_id = s.person_id
+                         WHERE s.person_id = 17 AND %s', condition));
+    SELECT count(*) INTO locks FROM pg_locks l JOIN pg_class c ON c.oid = l.relation
+    WHERE l.pid = pg_backend_pid() AND l.mode = 'SIReadLock' AND c.relname = 'pc_small_pkey';
+    RETURN o || ', index locks: ' || locks;
+END $f$;
+BEGIN ISOLATION LEVEL SERIALIZABLE;
+SELECT pg_temp.serializable_probe('s.salary > 10000') AS holds;
+ROLLBACK;
+BEGIN ISOLATION LEVEL SERIALIZABLE;
+SELECT pg_temp.serializable_probe('s.salary > 90000') AS fails;
+ROLLBACK;
+-- Under REPEATABLE READ no predicate lock is taken: admitted.
+BEGIN ISOLATION LEVEL REPEATABLE READ;
+SELECT pg_temp.serializable_probe('s.salary > 10000') AS repeatable_read;
+ROLLBACK;
 
 -- 6. A dpnoise aggregate run again for each row of another part of the query.
 SET enable_hashjoin = off;
