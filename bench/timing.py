@@ -38,6 +38,26 @@ ALTER ROLE timing_analyst SET dpnoise.max_public_fanout = 1000000;
 """
 
 
+def alternate(an, true_sql, false_sql, rounds):
+    """Runs the two statements alternately (after a warm-up): their times in ms."""
+    times = ([], [])
+    for i in range(rounds + 3):
+        for sql, into in zip((true_sql, false_sql), times):
+            t = time.perf_counter()
+            an.execute(sql).fetchall()
+            if i >= 3:
+                into.append((time.perf_counter() - t) * 1000)
+    return times
+
+
+def line(label, times, per):
+    t_true, t_false = times
+    diff = statistics.fmean(t_true) - statistics.fmean(t_false)
+    print(f"{label:>12} | {statistics.fmean(t_true):>10.3f} / {statistics.median(t_true):>10.3f} | "
+          f"{statistics.fmean(t_false):>10.3f} / {statistics.median(t_false):>10.3f} | "
+          f"{diff:>15.3f} ms | {per(diff)}")
+
+
 def main():
     port = int(sys.argv[1]) if len(sys.argv) > 1 else 54337
     runs = int(sys.argv[2]) if len(sys.argv) > 2 else 300
@@ -52,21 +72,8 @@ def main():
             for n in (1, 1000, 300000):
                 sql = (f"SELECT dp_count(1e-9) FROM staff CROSS JOIN generate_series(1, {n}) "
                        "WHERE person_id = 17 AND salary {} 10000")
-                times = {">": [], "<": []}
-                for _ in range(3):  # warm up
-                    for op in times:
-                        an.execute(sql.format(op)).fetchall()
                 rounds = runs if n < 300000 else max(runs // 10, 20)
-                for _ in range(rounds):
-                    for op in times:
-                        t = time.perf_counter()
-                        an.execute(sql.format(op)).fetchall()
-                        times[op].append((time.perf_counter() - t) * 1000)
-                t_true, t_false = times[">"], times["<"]
-                diff = statistics.fmean(t_true) - statistics.fmean(t_false)
-                print(f"{n:>12} | {statistics.fmean(t_true):>10.3f} / {statistics.median(t_true):>10.3f} | "
-                      f"{statistics.fmean(t_false):>10.3f} / {statistics.median(t_false):>10.3f} | "
-                      f"{diff:>15.3f} ms | {diff / n * 1e6:.0f} ns")
+                line(str(n), alternate(an, sql.format(">"), sql.format("<"), rounds), lambda d: f"{d / n * 1e6:.0f} ns")
             # A hash join whose build side is a public table of 50 000 rows:
             # PostgreSQL would skip building it when no protected row passes;
             # the gate has it built first. The condition keeps one row or none
@@ -76,17 +83,8 @@ def main():
             an.execute("SET enable_mergejoin = off")
             sql = ("SELECT dp_count(1e-9) FROM staff s JOIN labels l ON l.person_id = s.person_id "
                    "WHERE CASE WHEN s.salary = {} THEN true ELSE false END")
-            times = {"50000000": [], "50000000.5": []}
-            for _ in range(max(runs // 5, 20)):
-                for value in times:
-                    t = time.perf_counter()
-                    an.execute(sql.format(value)).fetchall()
-                    times[value].append((time.perf_counter() - t) * 1000)
-            t_true, t_false = times["50000000"], times["50000000.5"]
-            diff = statistics.fmean(t_true) - statistics.fmean(t_false)
-            print(f"{'hash 50 000':>12} | {statistics.fmean(t_true):>10.3f} / {statistics.median(t_true):>10.3f} | "
-                  f"{statistics.fmean(t_false):>10.3f} / {statistics.median(t_false):>10.3f} | "
-                  f"{diff:>15.3f} ms | (one row against none)")
+            times = alternate(an, sql.format("50000000"), sql.format("50000000.5"), max(runs // 5, 20))
+            line("hash 50 000", times, lambda d: "(one row against none)")
     finally:
         server.stop()
 

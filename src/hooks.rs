@@ -432,6 +432,7 @@ unsafe extern "C-unwind" fn planner(
             Some(prev) => prev(parse, query_string, cursor_options, bound_params),
             None => raw_standard_planner(parse, query_string, cursor_options, bound_params),
         };
+        crate::gate::check_planned(planned);
         if scroll {
             materialize(planned);
         }

@@ -1251,6 +1251,22 @@ pub unsafe extern "C-unwind" fn check_plan(stmt: *mut pg_sys::PlannedStmt) {
     }
 }
 
+/// The plan check's part that must also hold for what never reaches
+/// ExecutorStart (a PL/pgSQL simple expression): no statistics function.
+///
+/// # Safety
+/// `stmt` is the live PlannedStmt the planner returned.
+#[pg_guard]
+pub unsafe extern "C-unwind" fn check_planned(stmt: *mut pg_sys::PlannedStmt) {
+    if stmt.is_null() || !gated() {
+        return;
+    }
+    // SAFETY: the caller's contract.
+    if let Err(refusal) = unsafe { plan::planned(stmt) } {
+        raise(refusal);
+    }
+}
+
 /// Refuses an analyst's COPY of a protected table, and marks an EXPLAIN so
 /// that the planner hook refuses one over protected tables. Returns whether
 /// an EXPLAIN was marked (the caller clears it with `explained`).

@@ -151,12 +151,50 @@ impl Check<'_> {
                     if own && (*args[1 - i]).type_ != T_Param {
                         continue;
                     }
-                    let rows = key_rows(relid, column);
+                    let rows = key_rows(relid, column) * self.width_factor(relid, rtindex);
                     best = Some(best.map_or(rows, |b: f64| b.min(rows)));
                 }
             }
             best
         }
+    }
+
+    /// How many public rows one protected row meets through `join`'s
+    /// public input `child`: by key where the join looks the table up by
+    /// one, else all the rows the public side can return.
+    ///
+    /// # Safety
+    /// `join` is a live join node of `self.stmt`, `child` its public input.
+    pub(super) unsafe fn met(&self, join: *mut pg_sys::Plan, child: *mut pg_sys::Plan) -> f64 {
+        // SAFETY: the caller's contract.
+        unsafe { self.multiplicity(join, child).unwrap_or_else(|| self.public_rows(child)) }
+    }
+
+    /// A public row is worth one row more for each 8 kB of the values
+    /// expressions among protected rows read of it (their whole length,
+    /// as stored before compression): decompressing and comparing a wide
+    /// value costs what many narrow rows do.
+    ///
+    /// # Safety
+    /// Inside a transaction; `rtindex` is the table's range table index in `self.stmt`.
+    unsafe fn width_factor(&self, relid: pg_sys::Oid, rtindex: u32) -> f64 {
+        let read = self.read.borrow();
+        // A column of a subquery that was not pulled up hides which table
+        // column it is: then every column counts.
+        // SAFETY: indexes into the flat range table of the live statement, checked against its length.
+        let opaque = read.iter().any(|(index, _)| unsafe {
+            let rtable = list_items::<pg_sys::RangeTblEntry>((*self.stmt).rtable);
+            *index >= 1
+                && (*index as usize) <= rtable.len()
+                && (*rtable[*index as usize - 1]).rtekind == pg_sys::RTEKind::RTE_SUBQUERY
+        });
+        let columns: Vec<i16> = if opaque {
+            vec![0]
+        } else {
+            read.iter().filter(|(index, _)| *index == rtindex as i32).map(|(_, column)| *column).collect()
+        };
+        drop(read);
+        1.0 + (table_width(relid, &columns) / 8192.0).floor()
     }
 
     /// How many rows a public part of the plan can return at most, from
@@ -175,7 +213,8 @@ impl Check<'_> {
                 T_ValuesScan => list_items::<pg_sys::Node>((*(plan as *mut pg_sys::ValuesScan)).values_lists).len() as f64,
                 T_Result if below.is_empty() => 1.0,
                 T_SeqScan | T_IndexScan | T_IndexOnlyScan | T_BitmapHeapScan | T_TidScan | T_TidRangeScan => {
-                    self.scanned(plan).map(|relid| table_rows(relid)).unwrap_or(f64::INFINITY)
+                    let rtindex = (*(plan as *mut pg_sys::Scan)).scanrelid;
+                    self.scanned(plan).map(|relid| table_rows(relid) * self.width_factor(relid, rtindex)).unwrap_or(f64::INFINITY)
                 }
                 T_Append | T_MergeAppend => below.iter().sum(),
                 T_NestLoop | T_MergeJoin | T_HashJoin => below.iter().product(),
@@ -213,6 +252,49 @@ fn table_rows(relid: pg_sys::Oid) -> f64 {
     let Some(table) = qualified_name(relid) else { return f64::INFINITY };
     let query = format!("SELECT pg_catalog.count(*) FROM ONLY {table}");
     Spi::get_one::<i64>(&query).ok().flatten().map(|n| n as f64).unwrap_or(f64::INFINITY)
+}
+
+/// The widest a row of a public table is in the variable-length columns
+/// `columns` (0: the whole row), in bytes before compression:
+/// `octet_length` of text and bytea reads the stored length without
+/// decompressing; other types are measured as text.
+fn table_width(relid: pg_sys::Oid, columns: &[i16]) -> f64 {
+    let Some(table) = qualified_name(relid) else { return f64::INFINITY };
+    let whole = columns.contains(&0);
+    let mut parts = Vec::new();
+    // SAFETY: catalog lookups by OID and column number inside the caller's transaction; null names are tested.
+    unsafe {
+        // Columns are numbered from 1 without gaps (a dropped one keeps its number).
+        for column in 1..=pg_sys::MaxHeapAttributeNumber as i16 {
+            if pg_sys::get_attname(relid, column, true).is_null() {
+                break;
+            }
+            if !whole && !columns.contains(&column) {
+                continue;
+            }
+            let (mut typid, mut typmod, mut collid) = (pg_sys::InvalidOid, -1, pg_sys::InvalidOid);
+            pg_sys::get_atttypetypmodcoll(relid, column, &mut typid, &mut typmod, &mut collid);
+            if typid == pg_sys::InvalidOid || pg_sys::get_typlen(typid) != -1 {
+                continue;
+            }
+            let name = pg_sys::get_attname(relid, column, true);
+            if name.is_null() {
+                continue;
+            }
+            let name = quote(&std::ffi::CStr::from_ptr(name).to_string_lossy());
+            let base = pg_sys::getBaseType(typid);
+            parts.push(if [pg_sys::TEXTOID, pg_sys::VARCHAROID, pg_sys::BPCHAROID, pg_sys::BYTEAOID].contains(&base) {
+                format!("COALESCE(pg_catalog.octet_length({name})::pg_catalog.int8, 0)")
+            } else {
+                format!("COALESCE(pg_catalog.octet_length({name}::pg_catalog.text)::pg_catalog.int8, 0)")
+            });
+        }
+    }
+    if parts.is_empty() {
+        return 0.0;
+    }
+    let query = format!("SELECT pg_catalog.max({}) FROM ONLY {table}", parts.join(" OPERATOR(pg_catalog.+) "));
+    Spi::get_one::<i64>(&query).ok().flatten().map_or(0.0, |n| n as f64)
 }
 
 /// The most rows of a public table that share one value of a column.

@@ -53,6 +53,12 @@ struct Check<'a> {
     nestloop_params: HashSet<i32>,
     /// Protected scans inside a consumer's input.
     consumed: HashSet<usize>,
+    /// The joins of the consumer being checked that meet public rows: (join, its public input).
+    public_joins: Vec<(*mut pg_sys::Plan, *mut pg_sys::Plan)>,
+    /// The table columns (range table index, column) that expressions in
+    /// the consumer's input read: a public value's width counts only where
+    /// it is read.
+    read: std::cell::RefCell<HashSet<(i32, i16)>>,
 }
 
 /// Checks the plan of an analyst's statement.
@@ -63,17 +69,15 @@ pub(super) unsafe fn check(stmt: *mut pg_sys::PlannedStmt, protected: &Protected
     // SAFETY: the caller's contract: every node reached below is a live node of the plan.
     unsafe {
         let nodes = crate::parameters::plan_nodes(stmt);
-        for &plan in &nodes {
-            for expr in expressions(plan) {
-                statistics(expr)?;
-            }
-        }
+        no_statistics(&nodes)?;
         let mut check = Check {
             stmt,
             protected,
             own: super::own_schema(),
             nestloop_params: HashSet::new(),
             consumed: HashSet::new(),
+            public_joins: Vec::new(),
+            read: std::cell::RefCell::new(HashSet::new()),
         };
         for &plan in &nodes {
             if (*plan).type_ == pg_sys::NodeTag::T_NestLoop {
@@ -113,6 +117,31 @@ pub(super) unsafe fn check(stmt: *mut pg_sys::PlannedStmt, protected: &Protected
         }
         Ok(())
     }
+}
+
+/// Refuses a plan that calls a statistics function. Run when a statement
+/// is planned too: PL/pgSQL evaluates a simple expression (`RETURN
+/// pg_stat_get_numscans(…)`) without ExecutorStart.
+///
+/// # Safety
+/// `stmt` is a live PlannedStmt, inside a transaction.
+pub(super) unsafe fn planned(stmt: *mut pg_sys::PlannedStmt) -> Checked {
+    // SAFETY: the caller's contract.
+    unsafe { no_statistics(&crate::parameters::plan_nodes(stmt)) }
+}
+
+/// # Safety
+/// `nodes` are live plan nodes.
+unsafe fn no_statistics(nodes: &[*mut pg_sys::Plan]) -> Checked {
+    // SAFETY: the caller's contract.
+    unsafe {
+        for &plan in nodes {
+            for expr in expressions(plan) {
+                statistics(expr)?;
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Refuses the statistics functions: they count accesses to tables and
@@ -364,23 +393,27 @@ impl Check<'_> {
                     "Compute it once: WITH answers AS MATERIALIZED (SELECT dp_count(...) ...) SELECT ... FROM answers ...",
                 ));
             }
-            let mut fanout = 1.0;
-            self.input(input, &mut fanout)?;
+            self.public_joins.clear();
+            self.read.borrow_mut().clear();
+            self.input(input)?;
             // The consumer's HAVING runs on every group, shown or not; its
             // aggregates' arguments on every input row. Its other outputs
             // only on the groups it releases.
             let total = Total { check: self };
-            total.expr((*agg).qual.cast())?;
+            total.expr((*agg).qual.cast()).map_err(|r| at(r, pg_sys::NodeTag::T_Agg))?;
             let mut found = Vec::new();
             super::bounding::collect_aggregates((*agg).targetlist.cast(), &mut found);
             for aggref in found {
-                total.expr(aggref.cast())?;
+                total.expr(aggref.cast()).map_err(|r| at(r, pg_sys::NodeTag::T_Agg))?;
             }
+            // After every expression is seen: which public columns they read.
+            let joins = std::mem::take(&mut self.public_joins);
+            let fanout: f64 = joins.iter().map(|(join, child)| self.met(*join, *child)).product();
             let limit = crate::gucs::max_public_fanout();
             if fanout > limit as f64 {
                 return Err(refuse(
                     &format!(
-                        "a protected row here meets up to {} public rows, over dpnoise.max_public_fanout = {limit}",
+                        "a protected row here meets up to {} public rows (a row counted once more for each 8 kB of what is read of it), over dpnoise.max_public_fanout = {limit}",
                         if fanout >= 1e15 { "unboundedly many".to_string() } else { format!("{fanout:.0}") }
                     ),
                     "Join protected rows with smaller public tables, lists or series, or filter the public side; the DBA sets the limit.",
@@ -403,14 +436,14 @@ impl Check<'_> {
     ///
     /// # Safety
     /// `plan` is a live node of `self.stmt`.
-    unsafe fn input(&mut self, plan: *mut pg_sys::Plan, fanout: &mut f64) -> Result<Input, Refusal> {
+    unsafe fn input(&mut self, plan: *mut pg_sys::Plan) -> Result<Input, Refusal> {
         // SAFETY: the caller's contract; casts follow the node tags.
         unsafe {
             use pg_sys::NodeTag::*;
             let kind = (*plan).type_;
             let mut inputs = Vec::new();
             for child in children(plan) {
-                inputs.push((child, self.input(child, fanout)?));
+                inputs.push((child, self.input(child)?));
             }
             let protected = self.protected_scan(plan);
             if protected {
@@ -445,7 +478,7 @@ impl Check<'_> {
                 expressions(plan)
             };
             for expr in evaluated {
-                total.expr(expr)?;
+                total.expr(expr).map_err(|r| at(r, kind))?;
             }
             // A join repeats a protected row once per public row it meets,
             // and may read its public side only once the first protected row
@@ -464,8 +497,7 @@ impl Check<'_> {
                         if kind == T_HashJoin && *child == (*plan).righttree && !(*plan).lefttree.is_null() {
                             (*(*plan).lefttree).startup_cost = f64::INFINITY;
                         }
-                        let keyed = self.multiplicity(plan, *child);
-                        *fanout *= keyed.unwrap_or_else(|| self.public_rows(*child));
+                        self.public_joins.push((plan, *child));
                     }
                 }
             }
@@ -489,4 +521,32 @@ fn node_name(tag: pg_sys::NodeTag) -> String {
         T_CustomScan => "custom scan".into(),
         _ => format!("node {}", tag as u32),
     }
+}
+
+/// Names, in a refusal, the plan node where the expression runs.
+fn at(mut refusal: Refusal, tag: pg_sys::NodeTag) -> Refusal {
+    use pg_sys::NodeTag::*;
+    let node = match tag {
+        T_SeqScan => "sequential scan",
+        T_IndexScan => "index scan",
+        T_IndexOnlyScan => "index-only scan",
+        T_BitmapHeapScan => "bitmap heap scan",
+        T_BitmapIndexScan => "bitmap index scan",
+        T_TidScan | T_TidRangeScan => "TID scan",
+        T_SubqueryScan => "subquery scan",
+        T_FunctionScan => "function scan",
+        T_ValuesScan => "VALUES scan",
+        T_NestLoop => "nested loop",
+        T_HashJoin => "hash join",
+        T_MergeJoin => "merge join",
+        T_Hash => "hash",
+        T_Agg => "aggregate",
+        T_WindowAgg => "window aggregate",
+        T_Result => "result",
+        T_Memoize => "memoize",
+        T_Limit => "limit",
+        _ => "plan",
+    };
+    refusal.what = format!("{} (in the plan's {node})", refusal.what);
+    refusal
 }

@@ -77,6 +77,15 @@ impl Total<'_, '_> {
                 return Ok(());
             }
             use pg_sys::NodeTag::*;
+            if !matches!((*node).type_, T_List | T_TargetEntry) {
+                collation(node)?;
+            }
+            if matches!(
+                (*node).type_,
+                T_FuncExpr | T_OpExpr | T_DistinctExpr | T_NullIfExpr | T_ScalarArrayOpExpr | T_MinMaxExpr | T_Aggref | T_WindowFunc
+            ) {
+                self.note_reads(node);
+            }
             match (*node).type_ {
                 T_Var | T_Const | T_CaseTestExpr => Ok(()),
                 T_Param => {
@@ -162,6 +171,40 @@ impl Total<'_, '_> {
         }
     }
 
+    /// Records the table columns a call reads (its arguments' columns):
+    /// their values are decompressed and compared there.
+    ///
+    /// # Safety
+    /// `node` is a live expression node.
+    unsafe fn note_reads(&self, node: *mut pg_sys::Node) {
+        /// # Safety
+        /// Called by `expression_tree_walker` with live nodes and the set.
+        #[pg_guard]
+        unsafe extern "C-unwind" fn find(node: *mut pg_sys::Node, context: *mut std::ffi::c_void) -> bool {
+            // SAFETY: the caller's contract; casts follow the node tags.
+            unsafe {
+                if node.is_null() {
+                    return false;
+                }
+                if (*node).type_ == pg_sys::NodeTag::T_Var {
+                    let var = node as *mut pg_sys::Var;
+                    let read = &mut *(context as *mut std::collections::HashSet<(i32, i16)>);
+                    if (*var).varno > 0 {
+                        read.insert(((*var).varno, (*var).varattno));
+                    }
+                    if (*var).varnosyn > 0 {
+                        read.insert(((*var).varnosyn as i32, (*var).varattnosyn));
+                    }
+                    return false;
+                }
+                pg_sys::expression_tree_walker(node, Some(find), context)
+            }
+        }
+        let mut read = self.check.read.borrow_mut();
+        // SAFETY: the caller's contract; the walk only reads the tree.
+        unsafe { find(node, (&raw mut *read).cast()) };
+    }
+
     /// Checks each direct child of `node`.
     ///
     /// # Safety
@@ -186,6 +229,53 @@ impl Total<'_, '_> {
         // SAFETY: the caller's contract; `each` checks every direct child (and `expr` recurses).
         unsafe { pg_sys::expression_tree_walker(node, Some(each), (&raw mut context).cast()) };
         context.checked
+    }
+}
+
+/// Refuses a collation that would make a LEAKPROOF text function fail on
+/// the rows that reach it: an indeterminate one (two implicit collations
+/// that clash: PostgreSQL raises only when the comparison runs) or a
+/// nondeterministic one (LIKE, starts_with, position refuse it when called).
+///
+/// # Safety
+/// `node` is a live expression node (not a List or TargetEntry).
+unsafe fn collation(node: *mut pg_sys::Node) -> Checked {
+    // SAFETY: the caller's contract; casts follow the node tags; the lookups are by OID.
+    unsafe {
+        use pg_sys::NodeTag::*;
+        let indeterminate = || {
+            refuse(
+                "a text comparison or function among protected rows has no collation (two collations clash), so it would fail on the rows that reach it",
+                "Give the values one collation with COLLATE on the public side.",
+            )
+        };
+        if pg_sys::type_is_collatable(pg_sys::exprType(node)) && pg_sys::exprCollation(node) == pg_sys::InvalidOid {
+            return Err(indeterminate());
+        }
+        let args: Vec<*mut pg_sys::Node> = match (*node).type_ {
+            T_FuncExpr => list_items((*(node as *mut pg_sys::FuncExpr)).args),
+            T_OpExpr | T_DistinctExpr | T_NullIfExpr => list_items((*(node as *mut pg_sys::OpExpr)).args),
+            T_ScalarArrayOpExpr => list_items((*(node as *mut pg_sys::ScalarArrayOpExpr)).args),
+            T_MinMaxExpr => list_items((*(node as *mut pg_sys::MinMaxExpr)).args),
+            T_WindowFunc => list_items((*(node as *mut pg_sys::WindowFunc)).args),
+            T_Aggref => list_items::<pg_sys::TargetEntry>((*(node as *mut pg_sys::Aggref)).args)
+                .into_iter()
+                .map(|e| (*e).expr.cast())
+                .collect(),
+            _ => return Ok(()),
+        };
+        let input = pg_sys::exprInputCollation(node);
+        if input == pg_sys::InvalidOid {
+            if args.iter().any(|a| pg_sys::type_is_collatable(pg_sys::exprType(*a))) {
+                return Err(indeterminate());
+            }
+        } else if !pg_sys::get_collation_isdeterministic(input) {
+            return Err(refuse(
+                "a text function among protected rows has a nondeterministic collation, which some text functions refuse when called",
+                "Compare under a deterministic collation (COLLATE \"C\" or the database's) on the public side.",
+            ));
+        }
+        Ok(())
     }
 }
 

@@ -60,6 +60,19 @@ SELECT pc_probe($q$SELECT dp_count(1e-9) FROM pc_staff WHERE person_id = 17
 SELECT pc_probe($q$SELECT dp_count(1e-9) FROM pc_staff WHERE person_id = 17
   AND CASE WHEN %s THEN xmlparse(content '<a') IS NULL ELSE true END$q$, 'salary > 10000', 'salary > 90000');
 
+-- Collations (found by an independent attack): two implicit collations
+-- that clash leave a LEAKPROOF comparison without one, and it fails only
+-- where it runs; a nondeterministic one makes starts_with fail when called.
+SELECT pc_probe($q$SELECT dp_count(1e-9) FROM pc_staff s,
+  (SELECT region COLLATE "C" AS c FROM pc_regions WHERE region = 'north') a,
+  (SELECT region COLLATE "POSIX" AS e FROM pc_regions WHERE region = 'north') b
+  WHERE s.person_id = 17 AND (NOT (%s) OR a.c = b.e)$q$, 's.salary > 10000', 's.salary > 90000');
+CREATE COLLATION pg_temp.pc_nd (provider = icu, locale = 'und', deterministic = false);
+CREATE TEMP TABLE pc_nd_text (c text COLLATE pg_temp.pc_nd);
+INSERT INTO pc_nd_text VALUES ('x');
+SELECT pc_probe($q$SELECT dp_count(1e-9) FROM pc_staff s, pc_nd_text t
+  WHERE s.person_id = 17 AND (NOT (%s) OR starts_with(s.region, t.c))$q$, 's.salary > 10000', 's.salary > 90000');
+
 -- 3. A public subquery the planner pulls up into a join clause.
 SELECT pc_probe($q$SELECT dp_count(1e-9) FROM pc_staff s, (SELECT 1 / (g - 1) AS y FROM generate_series(1, 1) g) p
   WHERE s.person_id = 17 AND %s AND s.age < p.y$q$, 's.salary > 10000', 's.salary > 90000');
@@ -82,6 +95,10 @@ RESET enable_mergejoin;
 SELECT outcome($q$SELECT seq_scan FROM pg_stat_xact_user_tables WHERE relname = 'pc_regions'$q$);
 SELECT outcome($q$SELECT pg_stat_get_xact_tuples_returned('pc_staff_pkey'::regclass)$q$);
 SELECT outcome($q$SELECT idx_blks_hit FROM pg_statio_user_indexes$q$);
+-- A PL/pgSQL simple expression never reaches ExecutorStart: refused as planned.
+CREATE FUNCTION pg_temp.scans() RETURNS bigint LANGUAGE plpgsql AS
+  $f$ BEGIN RETURN pg_stat_get_xact_numscans('pc_regions'::regclass); END $f$;
+SELECT outcome($q$SELECT pg_temp.scans()$q$);
 SELECT pc_probe($q$SELECT dp_count(1e-9) FROM pc_staff, (SELECT max(g) / 0 AS z FROM generate_series(1, 1) g) k
   WHERE person_id = 17 AND %s AND age > z$q$, 'salary > 10000', 'salary > 90000');
 SELECT pc_probe($q$SELECT dp_count(1e-9) FROM pc_staff, generate_series(1, 3, 0) g WHERE person_id = 17 AND %s$q$,
@@ -109,6 +126,16 @@ SET enable_mergejoin = off;
 SELECT outcome($q$SELECT dp_count(10.0) FROM pc_staff s JOIN pc_people p ON p.person_id = s.person_id$q$);
 RESET enable_nestloop;
 RESET enable_mergejoin;
+
+-- Wide public values (found by an independent attack): 100 rows, but each
+-- decompressed and compared for every protected row; a row counts once more
+-- for each 8 kB read of it.
+CREATE TEMP TABLE pc_wide (k int, v text);
+INSERT INTO pc_wide SELECT g, repeat('a', 1000000) || g FROM generate_series(1, 100) g;
+SELECT pc_probe($q$SELECT dp_count(1e-9) FROM pc_staff s JOIN pc_wide b ON true
+  WHERE s.person_id = 17 AND %s AND b.v > s.region$q$, 's.salary > 10000', 's.salary > 90000');
+-- Its narrow column alone is read: admitted.
+SELECT dp_count(10.0) IS NOT NULL AS narrow FROM pc_staff s JOIN pc_wide b ON b.k = s.age;
 
 -- A person's rows multiplied by joining a table of several rows per person
 -- with itself: n^k rows for k copies, a run time one person controls.
