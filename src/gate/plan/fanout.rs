@@ -251,7 +251,7 @@ unsafe fn heap_column(index: pg_sys::Oid, column: i16) -> i16 {
 fn table_rows(relid: pg_sys::Oid) -> f64 {
     let Some(table) = qualified_name(relid) else { return f64::INFINITY };
     let query = format!("SELECT pg_catalog.count(*) FROM ONLY {table}");
-    Spi::get_one::<i64>(&query).ok().flatten().map(|n| n as f64).unwrap_or(f64::INFINITY)
+    super::super::without_jit(|| Spi::get_one::<i64>(&query)).ok().flatten().map(|n| n as f64).unwrap_or(f64::INFINITY)
 }
 
 /// The widest a row of a public table is in the variable-length columns
@@ -294,7 +294,7 @@ fn table_width(relid: pg_sys::Oid, columns: &[i16]) -> f64 {
         return 0.0;
     }
     let query = format!("SELECT pg_catalog.max({}) FROM ONLY {table}", parts.join(" OPERATOR(pg_catalog.+) "));
-    Spi::get_one::<i64>(&query).ok().flatten().map_or(0.0, |n| n as f64)
+    super::super::without_jit(|| Spi::get_one::<i64>(&query)).ok().flatten().map_or(0.0, |n| n as f64)
 }
 
 /// The most rows of a public table that share one value of a column.
@@ -307,13 +307,24 @@ fn key_rows(relid: pg_sys::Oid, column: i16) -> f64 {
         }
         std::ffi::CStr::from_ptr(name).to_string_lossy().into_owned()
     };
+    // A unique index on the column alone says 1 without reading the table
+    // (a NULL meets no row).
+    let unique = format!(
+        "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_index WHERE indrelid OPERATOR(pg_catalog.=) {} \
+         AND indisunique AND indisvalid AND indnkeyatts OPERATOR(pg_catalog.=) 1 \
+         AND indkey[0] OPERATOR(pg_catalog.=) {column} AND indpred IS NULL AND indexprs IS NULL)",
+        u32::from(relid)
+    );
+    if super::super::without_jit(|| Spi::get_one::<bool>(&unique)).ok().flatten() == Some(true) {
+        return 1.0;
+    }
     let Some(table) = qualified_name(relid) else { return f64::INFINITY };
     let column = quote(&name);
     let query = format!(
         "SELECT pg_catalog.max(n) FROM (SELECT pg_catalog.count(*) AS n FROM ONLY {table} \
          WHERE {column} IS NOT NULL GROUP BY {column}) AS keys"
     );
-    Spi::get_one::<i64>(&query).map(|n| n.unwrap_or(0) as f64).unwrap_or(f64::INFINITY)
+    super::super::without_jit(|| Spi::get_one::<i64>(&query)).map(|n| n.unwrap_or(0) as f64).unwrap_or(f64::INFINITY)
 }
 
 fn quote(name: &str) -> String {
