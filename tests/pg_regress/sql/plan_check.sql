@@ -20,8 +20,10 @@ CREATE TABLE pc_same (person_id int);
 INSERT INTO pc_same SELECT 17 FROM generate_series(1, 5000);
 CREATE TABLE pc_regions (region text);
 INSERT INTO pc_regions VALUES ('north'), ('south');
-ANALYZE pc_staff, pc_visits, pc_people, pc_small, pc_same, pc_regions;
-GRANT SELECT ON pc_people, pc_small, pc_same, pc_regions TO dp_plan_analyst;
+CREATE TABLE pc_places (region text PRIMARY KEY);
+INSERT INTO pc_places VALUES ('north'), ('south'), ('east');
+ANALYZE pc_staff, pc_visits, pc_people, pc_small, pc_same, pc_regions, pc_places;
+GRANT SELECT ON pc_people, pc_small, pc_same, pc_regions, pc_places TO dp_plan_analyst;
 SELECT dp_protect('pc_staff', 'person_id'), dp_protect('pc_visits', 'person_id', 2);
 SELECT dp_analyst('dp_plan_analyst');
 SELECT dp_budget_grant('dp_plan_analyst', 1000, 1);
@@ -164,6 +166,23 @@ ROLLBACK;
 BEGIN ISOLATION LEVEL REPEATABLE READ;
 SELECT pg_temp.serializable_probe('s.salary > 10000') AS repeatable_read;
 ROLLBACK;
+
+-- Parallel workers for a public part on the inner side of a nested loop
+-- start only once a protected row arrives, and again at each rescan:
+-- milliseconds each (found by an independent attack).
+SET parallel_setup_cost = 0;
+SET parallel_tuple_cost = 0;
+SET min_parallel_table_scan_size = 0;
+SET enable_hashjoin = off;
+SET enable_mergejoin = off;
+SET enable_material = off;
+SET enable_memoize = off;
+SELECT pc_probe($q$SELECT dp_count(1e-9) FROM pc_staff s JOIN pc_places r ON r.region = s.region
+  WHERE s.person_id = 17 AND %s$q$, 's.salary > 10000', 's.salary > 90000');
+SET max_parallel_workers_per_gather = 0;
+SELECT pc_probe($q$SELECT dp_count(1e-9) IS NOT NULL FROM pc_staff s JOIN pc_places r ON r.region = s.region
+  WHERE s.person_id = 17 AND %s$q$, 's.salary > 10000', 's.salary > 90000') AS without_workers;
+RESET ALL;
 
 -- 6. A dpnoise aggregate run again for each row of another part of the query.
 SET enable_hashjoin = off;
