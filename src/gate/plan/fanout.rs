@@ -1,8 +1,8 @@
 //! How many public rows one protected row can meet in an analyst's plan
 //! (`dpnoise.max_public_fanout`), judged from the public side alone: a
-//! series or list by its length, a table by a count of its rows, or, where
-//! a join matches the table by equality on a column, by the most rows that
-//! share one value of it.
+//! series or list by its length, a table by its pages and a count of its
+//! rows, or, where a hash join builds its hash table of the table, by the
+//! most rows that share one value of the key.
 
 use super::super::{list_items, refuse, Checked, Refusal};
 use super::{children, Check};
@@ -77,11 +77,9 @@ impl Check<'_> {
         }
     }
 
-    /// For a join whose public side `child` is one table matched by
-    /// equality on one of its columns (a hash join's build side, or the
-    /// index condition a nested loop gives its inner scan): the most rows
-    /// of that table with one value of the column (counted as the
-    /// analyst). What one protected row then adds is a lookup among those
+    /// For a hash join whose build side `child` is one table matched by
+    /// equality on one of its columns: the most rows of that table with
+    /// one value of the column (counted as the analyst). What one protected row then adds is a lookup among those
     /// rows; nothing of the public side waits for the first protected row
     /// (`check::input` has the hash table built first).
     ///
@@ -101,23 +99,19 @@ impl Check<'_> {
             }
             let relid = self.scanned(scan)?;
             let rtindex = (*(scan as *mut pg_sys::Scan)).scanrelid;
-            // Which clauses match the table's rows to one value, and how the
-            // table's column appears in them.
-            let (clauses, side, own) = match (*join).type_ {
-                // Only the hash join's build side: its probe side is read only
-                // once the hash table holds a row (whole, for the first
-                // protected row), and a merge join reads the other side as far
-                // as the protected keys go. Both count the whole public side.
-                T_HashJoin if child == (*join).righttree => ((*(join as *mut pg_sys::HashJoin)).hashclauses, pg_sys::INNER_VAR, false),
-                T_NestLoop if child == (*join).righttree => match (*scan).type_ {
-                    T_IndexScan => ((*(scan as *mut pg_sys::IndexScan)).indexqualorig, rtindex as i32, true),
-                    T_BitmapHeapScan => ((*(scan as *mut pg_sys::BitmapHeapScan)).bitmapqualorig, rtindex as i32, true),
-                    // Its condition names the index's columns.
-                    T_IndexOnlyScan => ((*(scan as *mut pg_sys::IndexOnlyScan)).indexqual, pg_sys::INDEX_VAR, true),
-                    _ => return None,
-                },
-                _ => return None,
-            };
+            // The hash join's build side only: it is built before any
+            // protected row is read (`check::input`), whole, whatever its
+            // physical state, and a protected row then meets the rows of its
+            // key. Every other public side runs only once a protected row
+            // comes, and again for each (a nested loop's inner side, even by
+            // an index: its work follows the index's dead entries as much as
+            // the visible rows), or as far as the protected keys go (a merge
+            // join), or only if a protected row is hashed (a hash join's
+            // probe side): those count whole.
+            if (*join).type_ != T_HashJoin || child != (*join).righttree {
+                return None;
+            }
+            let clauses = (*(join as *mut pg_sys::HashJoin)).hashclauses;
             let mut best: Option<f64> = None;
             for clause in list_items::<pg_sys::Node>(clauses) {
                 if (*clause).type_ != T_OpExpr {
@@ -128,7 +122,7 @@ impl Check<'_> {
                 if args.len() != 2 || !pg_sys::op_mergejoinable((*op).opno, pg_sys::exprType(args[0])) {
                     continue;
                 }
-                for (i, mut arg) in args.iter().copied().enumerate() {
+                for mut arg in args.iter().copied() {
                     while (*arg).type_ == T_RelabelType {
                         arg = (*(arg as *mut pg_sys::RelabelType)).arg.cast();
                     }
@@ -136,19 +130,8 @@ impl Check<'_> {
                         continue;
                     }
                     let var = arg as *mut pg_sys::Var;
-                    let column = if side == pg_sys::INDEX_VAR {
-                        heap_column((*(scan as *mut pg_sys::IndexOnlyScan)).indexid, (*var).varattno)
-                    } else if own {
-                        (*var).varattno
-                    } else {
-                        (*var).varattnosyn
-                    };
-                    if (*var).varno != side || (!own && (*var).varnosyn != rtindex) || column <= 0 {
-                        continue;
-                    }
-                    // A nested loop's index condition compares the column with
-                    // a value of the outer row.
-                    if own && (*args[1 - i]).type_ != T_Param {
+                    let column = (*var).varattnosyn;
+                    if (*var).varno != pg_sys::INNER_VAR || (*var).varnosyn != rtindex || column <= 0 {
                         continue;
                     }
                     let rows = key_rows(relid, column) * self.width_factor(relid, rtindex);
@@ -212,14 +195,25 @@ impl Check<'_> {
                 T_FunctionScan => self.series_rows(plan).unwrap_or(f64::INFINITY),
                 T_ValuesScan => list_items::<pg_sys::Node>((*(plan as *mut pg_sys::ValuesScan)).values_lists).len() as f64,
                 T_Result if below.is_empty() => 1.0,
+                // A scan does work for its pages (dead rows too) and for the
+                // visible rows it returns, each worth one more for every 8 kB
+                // read of it; an index scan for its index's pages too.
                 T_SeqScan | T_IndexScan | T_IndexOnlyScan | T_BitmapHeapScan | T_TidScan | T_TidRangeScan => {
                     let rtindex = (*(plan as *mut pg_sys::Scan)).scanrelid;
-                    self.scanned(plan).map(|relid| table_rows(relid) * self.width_factor(relid, rtindex)).unwrap_or(f64::INFINITY)
+                    let index = match (*plan).type_ {
+                        T_IndexScan => pages((*(plan as *mut pg_sys::IndexScan)).indexid),
+                        T_IndexOnlyScan => pages((*(plan as *mut pg_sys::IndexOnlyScan)).indexid),
+                        _ => below.iter().sum(),
+                    };
+                    self.scanned(plan)
+                        .map(|relid| table_rows(relid) * self.width_factor(relid, rtindex) + pages(relid) + index)
+                        .unwrap_or(f64::INFINITY)
                 }
                 T_Append | T_MergeAppend => below.iter().sum(),
                 T_NestLoop | T_MergeJoin | T_HashJoin => below.iter().product(),
-                // A bitmap index scan's rows are its heap scan's.
-                T_BitmapIndexScan | T_BitmapAnd | T_BitmapOr => 1.0,
+                // What a bitmap heap scan adds for its indexes.
+                T_BitmapIndexScan => pages((*(plan as *mut pg_sys::BitmapIndexScan)).indexid),
+                T_BitmapAnd | T_BitmapOr => below.iter().sum(),
                 _ if !below.is_empty() => below[0],
                 _ => f64::INFINITY,
             }
@@ -227,23 +221,15 @@ impl Check<'_> {
     }
 }
 
-/// The table column an index's column `column` (from 1) holds; 0 for an expression.
-///
-/// # Safety
-/// Inside a transaction; `index` is the OID of an index the plan scans.
-unsafe fn heap_column(index: pg_sys::Oid, column: i16) -> i16 {
-    // SAFETY: the caller's contract; the index is opened and closed here, its
-    // pg_index row read below its number of key columns.
+/// A relation's (table's or index's) size in pages, as it is on disk now.
+fn pages(relid: pg_sys::Oid) -> f64 {
+    // SAFETY: the relation is one the plan reads (a public table or its index), opened and
+    // closed here under the lock the plan takes anyway.
     unsafe {
-        let rel = pg_sys::index_open(index, pg_sys::AccessShareLock as i32);
-        let form = (*rel).rd_index;
-        let heap = if column >= 1 && column <= (*form).indnkeyatts {
-            *(*form).indkey.values.as_ptr().add(column as usize - 1)
-        } else {
-            0
-        };
-        pg_sys::index_close(rel, pg_sys::AccessShareLock as i32);
-        heap
+        let rel = pg_sys::relation_open(relid, pg_sys::AccessShareLock as i32);
+        let blocks = pg_sys::RelationGetNumberOfBlocksInFork(rel, pg_sys::ForkNumber::MAIN_FORKNUM);
+        pg_sys::relation_close(rel, pg_sys::AccessShareLock as i32);
+        blocks as f64
     }
 }
 

@@ -413,7 +413,7 @@ impl Check<'_> {
             if fanout > limit as f64 {
                 return Err(refuse(
                     &format!(
-                        "a protected row here meets up to {} public rows (a row counted once more for each 8 kB of what is read of it), over dpnoise.max_public_fanout = {limit}",
+                        "a protected row here meets up to {} public rows and pages (a row counts once more for each 8 kB read of it), over dpnoise.max_public_fanout = {limit}",
                         if fanout >= 1e15 { "unboundedly many".to_string() } else { format!("{fanout:.0}") }
                     ),
                     "Join protected rows with smaller public tables, lists or series, or filter the public side; the DBA sets the limit.",
@@ -489,7 +489,8 @@ impl Check<'_> {
             // A join repeats a protected row once per public row it meets,
             // and may read its public side only once the first protected row
             // comes: a nested loop reads its whole public side for each
-            // protected row (but for an index lookup by the outer row's key),
+            // protected row (an index lookup too: its work follows dead
+            // entries as much as visible rows),
             // a merge join as far as the protected keys go, a hash join its
             // probe side only if the hash table holds a row. A hash join's
             // public build side is looked up by key, and built before any
