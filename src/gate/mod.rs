@@ -1158,26 +1158,36 @@ impl Leakproof<'_> {
     /// # Safety
     /// `node` is a live expression node.
     unsafe fn children(&mut self, node: *mut pg_sys::Node) -> Checked {
-        struct Context<'a, 'b> {
-            check: &'a mut Leakproof<'b>,
-            checked: Checked,
-        }
-        /// # Safety
-        /// Called by `expression_tree_walker` with the live children of a node and our context.
-        #[pg_guard]
-        unsafe extern "C-unwind" fn each(node: *mut pg_sys::Node, context: *mut std::ffi::c_void) -> bool {
-            // SAFETY: the caller's contract.
-            unsafe {
-                let context = &mut *(context as *mut Context);
-                context.checked = context.check.node(node);
-                context.checked.is_err()
-            }
-        }
-        let mut context = Context { check: self, checked: Ok(()) };
-        // SAFETY: the caller's contract; `each` checks every direct child (and `node` recurses).
-        unsafe { pg_sys::expression_tree_walker(node, Some(each), (&raw mut context).cast()) };
-        context.checked
+        // SAFETY: the caller's contract; `node` recurses into each child.
+        unsafe { each_child(node, &mut |child| self.node(child)) }
     }
+}
+
+/// Runs `check` on each direct child of the expression `node`, stopping at
+/// the first refusal (PostgreSQL's walker, which cannot carry a Rust error).
+///
+/// # Safety
+/// `node` is a live expression node.
+unsafe fn each_child(node: *mut pg_sys::Node, check: &mut dyn FnMut(*mut pg_sys::Node) -> Checked) -> Checked {
+    struct Context<'a> {
+        check: &'a mut dyn FnMut(*mut pg_sys::Node) -> Checked,
+        checked: Checked,
+    }
+    /// # Safety
+    /// Called by `expression_tree_walker` with the live children of a node and our context.
+    #[pg_guard]
+    unsafe extern "C-unwind" fn each(node: *mut pg_sys::Node, context: *mut std::ffi::c_void) -> bool {
+        // SAFETY: the caller's contract.
+        unsafe {
+            let context = &mut *(context as *mut Context);
+            context.checked = (context.check)(node);
+            context.checked.is_err()
+        }
+    }
+    let mut context = Context { check, checked: Ok(()) };
+    // SAFETY: the caller's contract; `each` sees every direct child.
+    unsafe { pg_sys::expression_tree_walker(node, Some(each), (&raw mut context).cast()) };
+    context.checked
 }
 
 /// Whether the planner folds `node` to a constant: immutable functions of

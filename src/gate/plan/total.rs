@@ -210,25 +210,8 @@ impl Total<'_, '_> {
     /// # Safety
     /// `node` is a live expression node.
     unsafe fn children(&self, node: *mut pg_sys::Node) -> Checked {
-        struct Context<'a, 'b, 'c> {
-            total: &'a Total<'b, 'c>,
-            checked: Checked,
-        }
-        /// # Safety
-        /// Called by `expression_tree_walker` with the live children of a node and our context.
-        #[pg_guard]
-        unsafe extern "C-unwind" fn each(node: *mut pg_sys::Node, context: *mut std::ffi::c_void) -> bool {
-            // SAFETY: the caller's contract.
-            unsafe {
-                let context = &mut *(context as *mut Context);
-                context.checked = context.total.expr(node);
-                context.checked.is_err()
-            }
-        }
-        let mut context = Context { total: self, checked: Ok(()) };
-        // SAFETY: the caller's contract; `each` checks every direct child (and `expr` recurses).
-        unsafe { pg_sys::expression_tree_walker(node, Some(each), (&raw mut context).cast()) };
-        context.checked
+        // SAFETY: the caller's contract; `expr` recurses into each child.
+        unsafe { super::super::each_child(node, &mut |child| self.expr(child)) }
     }
 }
 
