@@ -111,6 +111,15 @@ impl Check<'_> {
             if (*join).type_ != T_HashJoin || child != (*join).righttree {
                 return None;
             }
+            // And only if the hash table fits in memory, in one batch: a batch
+            // spilled to disk is read back only if a protected row fell into
+            // it (an attack timed 130 ms for a half-million-row batch). Twice
+            // the table's size on disk bounds what its rows take in a hash
+            // table; a parallel hash shares its batches: counted whole.
+            let hash_memory = pg_sys::get_hash_memory_limit() as f64;
+            if (*join).parallel_aware || (*child).parallel_aware || 2.0 * pages(relid) * 8192.0 > hash_memory {
+                return None;
+            }
             let clauses = (*(join as *mut pg_sys::HashJoin)).hashclauses;
             let mut best: Option<f64> = None;
             for clause in list_items::<pg_sys::Node>(clauses) {
