@@ -413,7 +413,7 @@ impl Check<'_> {
             if fanout > limit as f64 {
                 return Err(refuse(
                     &format!(
-                        "a protected row here meets up to {} public rows and pages (a row counts once more for each 8 kB read of it), over dpnoise.max_public_fanout = {limit}",
+                        "a protected row here meets up to {} public rows and pages (a row counts once more for each 128 bytes read of it), over dpnoise.max_public_fanout = {limit}",
                         if fanout >= 1e15 { "unboundedly many".to_string() } else { format!("{fanout:.0}") }
                     ),
                     "Join protected rows with smaller public tables, lists or series, or filter the public side; the DBA sets the limit.",
