@@ -35,6 +35,13 @@ use total::Total;
 
 mod fanout;
 mod total;
+
+/// Expression steps (calls, tests, branches) a query may run among
+/// protected rows before each further one weighs as one more public row
+/// met: a step costs about what passing a narrow row on does (20 to 50
+/// ns); the queries of the tests take 3 to 15, the gate's own per-person
+/// levels a few dozen.
+const FREE_STEPS: f64 = 100.0;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 use std::collections::HashSet;
@@ -59,6 +66,8 @@ struct Check<'a> {
     /// the consumer's input read: a public value's width counts only where
     /// it is read.
     read: std::cell::RefCell<HashSet<(i32, i16)>>,
+    /// How many expression steps the consumer's input evaluates for a row.
+    steps: std::cell::Cell<u64>,
 }
 
 /// Checks the plan of an analyst's statement.
@@ -78,6 +87,7 @@ pub(super) unsafe fn check(stmt: *mut pg_sys::PlannedStmt, protected: &Protected
             consumed: HashSet::new(),
             public_joins: Vec::new(),
             read: std::cell::RefCell::new(HashSet::new()),
+            steps: std::cell::Cell::new(0),
         };
         for &plan in &nodes {
             if (*plan).type_ == pg_sys::NodeTag::T_NestLoop {
@@ -395,6 +405,7 @@ impl Check<'_> {
             }
             self.public_joins.clear();
             self.read.borrow_mut().clear();
+            self.steps.set(0);
             self.input(input)?;
             // The consumer's HAVING runs on every group, shown or not; its
             // aggregates' arguments on every input row. Its other outputs
@@ -409,11 +420,18 @@ impl Check<'_> {
             // After every expression is seen: which public columns they read.
             let joins = std::mem::take(&mut self.public_joins);
             let fanout: f64 = joins.iter().map(|(join, child)| self.met(*join, *child)).product();
+            // What a protected row costs grows with the expressions run for
+            // it, too: a chain of 100 000 cheap comparisons behind a
+            // condition is work no public row brings. The first FREE_STEPS
+            // are what any query has; past them, each step weighs what one
+            // more public row met does.
+            let steps = self.steps.get() as f64;
+            let work = fanout * (1.0 + (steps - FREE_STEPS).max(0.0));
             let limit = crate::gucs::max_public_fanout();
-            if fanout > limit as f64 {
+            if work > limit as f64 {
                 return Err(refuse(
                     &format!(
-                        "a protected row here meets up to {} public rows and pages (a row counts once more for each 128 bytes read of it), over dpnoise.max_public_fanout = {limit}",
+                        "a protected row here meets up to {} public rows and pages (a row counts once more for each 128 bytes read of it) through {steps:.0} expression steps (each past the first {FREE_STEPS:.0} counts as a row), over dpnoise.max_public_fanout = {limit}",
                         if fanout >= 1e15 { "unboundedly many".to_string() } else { format!("{fanout:.0}") }
                     ),
                     "Join protected rows with smaller public tables, lists or series, or filter the public side; the DBA sets the limit.",

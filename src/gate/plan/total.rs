@@ -80,6 +80,9 @@ impl Total<'_, '_> {
             if !matches!((*node).type_, T_List | T_TargetEntry) {
                 collation(node)?;
             }
+            if !matches!((*node).type_, T_List | T_TargetEntry | T_Var | T_Const | T_Param | T_CaseTestExpr | T_RelabelType) {
+                self.check.steps.set(self.check.steps.get() + 1);
+            }
             if matches!(
                 (*node).type_,
                 T_FuncExpr | T_OpExpr | T_DistinctExpr | T_NullIfExpr | T_ScalarArrayOpExpr | T_MinMaxExpr | T_Aggref | T_WindowFunc

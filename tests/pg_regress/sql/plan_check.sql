@@ -186,6 +186,10 @@ SELECT outcome($q$EXECUTE pc_array(ARRAY[1, 2, 3])$q$);
 RESET plan_cache_mode;
 DEALLOCATE pc_array;
 SELECT dp_count(1.0) IS NOT NULL AS short_list FROM pc_staff WHERE region IN ('north', 'east') AND age = ANY(ARRAY[30, 31]);
+-- A long chain of cheap comparisons behind a condition: work for the one
+-- protected row that reaches it, counted past the first 100 steps.
+SELECT outcome(format($q$SELECT dp_count(1e-9) FROM pc_staff WHERE person_id = 17 AND salary > 10000 AND (%s)$q$,
+  (SELECT string_agg(format('age <> %s', g), ' AND ') FROM generate_series(1000, 3000) g)));
 -- Its narrow column alone is read: admitted.
 SELECT dp_count(10.0) IS NOT NULL AS narrow FROM pc_staff s JOIN pc_wide b ON b.k = s.age;
 
