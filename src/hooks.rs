@@ -257,7 +257,7 @@ unsafe extern "C-unwind" fn executor_start(query: *mut pg_sys::QueryDesc, eflags
         let ledger = crate::budget::worker::is_ledger_worker() || crate::repeat::reading();
         if !ledger {
             begin_statement_if_top_level();
-            crate::gate::check_plan((*query).plannedstmt);
+            crate::gate::check_plan((*query).plannedstmt, (*query).params);
             check_parameters(query);
         }
         match PREV_EXECUTOR_START {

@@ -1259,9 +1259,9 @@ fn function_name(funcid: pg_sys::Oid) -> String {
 /// another role).
 ///
 /// # Safety
-/// `stmt` is null or the PlannedStmt ExecutorStart runs.
+/// `stmt` is null or the PlannedStmt ExecutorStart runs; `params` null or its live parameters.
 #[pg_guard]
-pub unsafe extern "C-unwind" fn check_plan(stmt: *mut pg_sys::PlannedStmt) {
+pub unsafe extern "C-unwind" fn check_plan(stmt: *mut pg_sys::PlannedStmt, params: pg_sys::ParamListInfo) {
     if stmt.is_null() || !gated() {
         return;
     }
@@ -1281,7 +1281,7 @@ pub unsafe extern "C-unwind" fn check_plan(stmt: *mut pg_sys::PlannedStmt) {
         }
         // SAFETY: as above.
         if pg_sys::ParallelWorkerNumber < 0 {
-            if let Err(refusal) = plan::check(stmt, &protected) {
+            if let Err(refusal) = plan::check(stmt, params, &protected) {
                 raise(refusal);
             }
         }

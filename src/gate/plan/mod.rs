@@ -68,13 +68,15 @@ struct Check<'a> {
     read: std::cell::RefCell<HashSet<(i32, i16)>>,
     /// How many expression steps the consumer's input evaluates for a row.
     steps: std::cell::Cell<u64>,
+    /// The statement's parameters (null: none), whose sizes count as steps.
+    params: pg_sys::ParamListInfo,
 }
 
 /// Checks the plan of an analyst's statement.
 ///
 /// # Safety
 /// `stmt` is a live PlannedStmt, inside a transaction.
-pub(super) unsafe fn check(stmt: *mut pg_sys::PlannedStmt, protected: &Protected) -> Checked {
+pub(super) unsafe fn check(stmt: *mut pg_sys::PlannedStmt, params: pg_sys::ParamListInfo, protected: &Protected) -> Checked {
     // SAFETY: the caller's contract: every node reached below is a live node of the plan.
     unsafe {
         let nodes = crate::parameters::plan_nodes(stmt);
@@ -88,6 +90,7 @@ pub(super) unsafe fn check(stmt: *mut pg_sys::PlannedStmt, protected: &Protected
             public_joins: Vec::new(),
             read: std::cell::RefCell::new(HashSet::new()),
             steps: std::cell::Cell::new(0),
+            params,
         };
         for &plan in &nodes {
             if (*plan).type_ == pg_sys::NodeTag::T_NestLoop {

@@ -190,6 +190,21 @@ SELECT dp_count(1.0) IS NOT NULL AS short_list FROM pc_staff WHERE region IN ('n
 -- protected row that reaches it, counted past the first 100 steps.
 SELECT outcome(format($q$SELECT dp_count(1e-9) FROM pc_staff WHERE person_id = 17 AND salary > 10000 AND (%s)$q$,
   (SELECT string_agg(format('age <> %s', g), ' AND ') FROM generate_series(1000, 3000) g)));
+-- A long query parameter compared behind a condition: a text comparison
+-- copies both its inputs (found by an independent attack: 10 MB, 30
+-- comparisons, 22 ms against 1 ms); its bytes count as steps.
+CREATE FUNCTION pg_temp.wide_parameter(threshold float8) RETURNS text LANGUAGE plpgsql AS $f$
+DECLARE answer float8; v text := repeat('~', 1000000);
+BEGIN
+    SELECT dp_count(1e-9) INTO answer FROM pc_staff
+    WHERE person_id = 17 AND (CASE WHEN salary > threshold THEN region < v AND region < v ELSE true END);
+    RETURN 'ok';
+EXCEPTION WHEN OTHERS THEN
+    RETURN SQLSTATE || ': ' || SQLERRM;
+END $f$;
+SET plan_cache_mode = force_generic_plan;
+SELECT pg_temp.wide_parameter(10000) = pg_temp.wide_parameter(90000) AS alike, pg_temp.wide_parameter(10000) AS outcome;
+RESET plan_cache_mode;
 -- Its narrow column alone is read: admitted.
 SELECT dp_count(10.0) IS NOT NULL AS narrow FROM pc_staff s JOIN pc_wide b ON b.k = s.age;
 
