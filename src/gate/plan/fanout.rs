@@ -1,8 +1,8 @@
 //! How many public rows one protected row can meet in an analyst's plan
 //! (`dpnoise.max_public_fanout`), judged from the public side alone: a
 //! series or list by its length, a table by its pages and a count of its
-//! rows, or, where a hash join builds its hash table of the table, by the
-//! most rows that share one value of the key.
+//! rows (a row weighing more for the bytes read of it), all multiplied by
+//! the expression steps run for each.
 
 use super::super::{list_items, refuse, Checked, Refusal};
 use super::{children, Check};
@@ -84,89 +84,19 @@ impl Check<'_> {
         }
     }
 
-    /// For a hash join whose build side `child` is one table matched by
-    /// equality on one of its columns: the most rows of that table with
-    /// one value of the column (counted as the analyst). What one protected row then adds is a lookup among those
-    /// rows; nothing of the public side waits for the first protected row
-    /// (`check::input` has the hash table built first).
+    /// How many public rows one protected row meets through a join's
+    /// public input `child`: all it can return. Not the rows of one key,
+    /// even where a hash join looks the public side up by key: the work of
+    /// a probe is the length of its hash bucket's chain, and an analyst who
+    /// writes the public table can fill one chain with distinct keys that
+    /// hash alike (an attack put 60 000 such keys under person 17's hash:
+    /// 118 ms against 17 ms).
     ///
     /// # Safety
-    /// `join` is a live join node of `self.stmt`, `child` one of its inputs.
-    pub(super) unsafe fn multiplicity(&self, join: *mut pg_sys::Plan, child: *mut pg_sys::Plan) -> Option<f64> {
-        // SAFETY: the caller's contract; casts follow the node tags.
-        unsafe {
-            use pg_sys::NodeTag::*;
-            // The table: through nodes that pass its rows on unchanged in number.
-            let mut scan = child;
-            while matches!((*scan).type_, T_Hash | T_Sort | T_IncrementalSort | T_Material | T_Memoize | T_Gather) {
-                scan = (*scan).lefttree;
-            }
-            if !matches!((*scan).type_, T_SeqScan | T_IndexScan | T_IndexOnlyScan | T_BitmapHeapScan) {
-                return None;
-            }
-            let relid = self.scanned(scan)?;
-            let rtindex = (*(scan as *mut pg_sys::Scan)).scanrelid;
-            // The hash join's build side only: it is built before any
-            // protected row is read (`check::input`), whole, whatever its
-            // physical state, and a protected row then meets the rows of its
-            // key. Every other public side runs only once a protected row
-            // comes, and again for each (a nested loop's inner side, even by
-            // an index: its work follows the index's dead entries as much as
-            // the visible rows), or as far as the protected keys go (a merge
-            // join), or only if a protected row is hashed (a hash join's
-            // probe side): those count whole.
-            if (*join).type_ != T_HashJoin || child != (*join).righttree {
-                return None;
-            }
-            // And only if the hash table fits in memory, in one batch: a batch
-            // spilled to disk is read back only if a protected row fell into
-            // it (an attack timed 130 ms for a half-million-row batch). Twice
-            // the table's size on disk bounds what its rows take in a hash
-            // table; a parallel hash shares its batches: counted whole.
-            let hash_memory = pg_sys::get_hash_memory_limit() as f64;
-            if (*join).parallel_aware || (*child).parallel_aware || 2.0 * pages(relid) * 8192.0 > hash_memory {
-                return None;
-            }
-            let clauses = (*(join as *mut pg_sys::HashJoin)).hashclauses;
-            let mut best: Option<f64> = None;
-            for clause in list_items::<pg_sys::Node>(clauses) {
-                if (*clause).type_ != T_OpExpr {
-                    continue;
-                }
-                let op = clause as *mut pg_sys::OpExpr;
-                let args = list_items::<pg_sys::Node>((*op).args);
-                if args.len() != 2 || !pg_sys::op_mergejoinable((*op).opno, pg_sys::exprType(args[0])) {
-                    continue;
-                }
-                for mut arg in args.iter().copied() {
-                    while (*arg).type_ == T_RelabelType {
-                        arg = (*(arg as *mut pg_sys::RelabelType)).arg.cast();
-                    }
-                    if (*arg).type_ != T_Var {
-                        continue;
-                    }
-                    let var = arg as *mut pg_sys::Var;
-                    let column = (*var).varattnosyn;
-                    if (*var).varno != pg_sys::INNER_VAR || (*var).varnosyn != rtindex || column <= 0 {
-                        continue;
-                    }
-                    let rows = key_rows(relid, column) * self.width_factor(relid, rtindex);
-                    best = Some(best.map_or(rows, |b: f64| b.min(rows)));
-                }
-            }
-            best
-        }
-    }
-
-    /// How many public rows one protected row meets through `join`'s
-    /// public input `child`: by key where the join looks the table up by
-    /// one, else all the rows the public side can return.
-    ///
-    /// # Safety
-    /// `join` is a live join node of `self.stmt`, `child` its public input.
-    pub(super) unsafe fn met(&self, join: *mut pg_sys::Plan, child: *mut pg_sys::Plan) -> f64 {
+    /// `child` is a live node of `self.stmt` that reads no protected table.
+    pub(super) unsafe fn met(&self, child: *mut pg_sys::Plan) -> f64 {
         // SAFETY: the caller's contract.
-        unsafe { self.multiplicity(join, child).unwrap_or_else(|| self.public_rows(child)) }
+        unsafe { self.public_rows(child) }
     }
 
     /// A public row is worth one row more for each 128 bytes of the values
@@ -297,36 +227,6 @@ fn table_width(relid: pg_sys::Oid, columns: &[i16]) -> f64 {
     }
     let query = format!("SELECT pg_catalog.max({}) FROM ONLY {table}", parts.join(" OPERATOR(pg_catalog.+) "));
     super::super::without_jit(|| Spi::get_one::<i64>(&query)).ok().flatten().map_or(0.0, |n| n as f64)
-}
-
-/// The most rows of a public table that share one value of a column.
-fn key_rows(relid: pg_sys::Oid, column: i16) -> f64 {
-    // SAFETY: a syscache lookup by OID and column number; null is tested.
-    let name = unsafe {
-        let name = pg_sys::get_attname(relid, column, true);
-        if name.is_null() {
-            return f64::INFINITY;
-        }
-        std::ffi::CStr::from_ptr(name).to_string_lossy().into_owned()
-    };
-    // A unique index on the column alone says 1 without reading the table
-    // (a NULL meets no row).
-    let unique = format!(
-        "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_index WHERE indrelid OPERATOR(pg_catalog.=) {} \
-         AND indisunique AND indisvalid AND indnkeyatts OPERATOR(pg_catalog.=) 1 \
-         AND indkey[0] OPERATOR(pg_catalog.=) {column} AND indpred IS NULL AND indexprs IS NULL)",
-        u32::from(relid)
-    );
-    if super::super::without_jit(|| Spi::get_one::<bool>(&unique)).ok().flatten() == Some(true) {
-        return 1.0;
-    }
-    let Some(table) = qualified_name(relid) else { return f64::INFINITY };
-    let column = quote(&name);
-    let query = format!(
-        "SELECT pg_catalog.max(n) FROM (SELECT pg_catalog.count(*) AS n FROM ONLY {table} \
-         WHERE {column} IS NOT NULL GROUP BY {column}) AS keys"
-    );
-    super::super::without_jit(|| Spi::get_one::<i64>(&query)).map(|n| n.unwrap_or(0) as f64).unwrap_or(f64::INFINITY)
 }
 
 fn quote(name: &str) -> String {

@@ -423,7 +423,7 @@ impl Check<'_> {
             }
             // After every expression is seen: which public columns they read.
             let joins = std::mem::take(&mut self.public_joins);
-            let fanout: f64 = joins.iter().map(|(join, child)| self.met(*join, *child)).product();
+            let fanout: f64 = joins.iter().map(|(_, child)| self.met(*child)).product();
             // What a protected row costs grows with the expressions run for
             // it and for each public row it meets: a chain of cheap
             // comparisons behind a condition is work no row count shows.
@@ -512,14 +512,14 @@ impl Check<'_> {
             // and may read its public side only once the first protected row
             // comes: a nested loop reads its whole public side for each
             // protected row (an index lookup too: its work follows dead
-            // entries as much as visible rows),
-            // a merge join as far as the protected keys go, a hash join its
-            // probe side only if the hash table holds a row. A hash join's
-            // public build side is looked up by key, and built before any
-            // protected row is read: PostgreSQL fetches the outer side's first
-            // row first (and skips the build if there is none) only when that
-            // looks cheaper than the build, which a start-up cost it cannot
-            // beat rules out.
+            // entries as much as visible rows), a merge join as far as the
+            // protected keys go, a hash join its probe side only if the hash
+            // table holds a row, and each probe walks a bucket's chain: each
+            // counts its whole public side. A public build side is also built
+            // before any protected row is read: PostgreSQL fetches the outer
+            // side's first row first (and skips the build if there is none)
+            // only when that looks cheaper than the build, which a start-up
+            // cost it cannot beat rules out.
             if marked && matches!(kind, T_NestLoop | T_MergeJoin | T_HashJoin) {
                 for (child, input) in &inputs {
                     if !input.marked {

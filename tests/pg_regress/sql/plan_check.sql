@@ -114,18 +114,18 @@ SELECT pc_probe($q$SELECT dp_count(1e-9) FROM pc_staff s CROSS JOIN pc_people p 
   's.salary > 10000', 's.salary > 90000');
 SELECT pc_probe($q$SELECT dp_count(1e-9) FROM pc_staff s JOIN pc_same p ON p.person_id = s.person_id WHERE %s$q$,
   's.salary > 10000', 's.salary > 90000');
--- A join with a public table of 1500 rows, one for each key, is admitted
--- where PostgreSQL hashes the public side (built before any protected row
--- is read, then looked up by key: 1 row a key), and refused where it would
--- read the public side once a protected row passed: a nested loop, by index
--- too (its work follows dead index entries as much as rows), or the
--- protected side hashed.
+-- A join with a public table of 1500 rows, one for each key, is refused
+-- whatever PostgreSQL does with it: a nested loop, by index too, reads it
+-- for each protected row (its work follows dead index entries as much as
+-- rows); hashed, each probe walks a bucket's chain, which an analyst can
+-- fill with distinct keys that hash alike (found by an independent attack:
+-- 60 000 keys under person 17's hash, 118 ms against 17 ms).
 CREATE TEMP TABLE pc_keys AS SELECT person_id FROM pc_people WHERE person_id <= 1500;
 ALTER TABLE pc_keys ADD PRIMARY KEY (person_id);
 ANALYZE pc_keys;
 SET enable_nestloop = off;
 SET enable_mergejoin = off;
-SELECT abs(dp_count(10.0) - 1500) < 30 AS near FROM pc_staff s JOIN pc_keys k ON k.person_id = s.person_id;
+SELECT outcome($q$SELECT dp_count(10.0) FROM pc_staff s JOIN pc_keys k ON k.person_id = s.person_id$q$) AS hashed;
 RESET enable_nestloop;
 RESET enable_mergejoin;
 SET enable_hashjoin = off;
@@ -135,7 +135,7 @@ RESET enable_hashjoin;
 RESET enable_mergejoin;
 -- A hashed public side that spills to disk: a batch is read back only if a
 -- protected row fell into it (found by an independent attack: 130 ms).
--- Hashed in one batch it counts by key; spilled, whole.
+-- Counted whole, in one batch or several.
 CREATE TEMP TABLE pc_spill AS SELECT g AS k FROM generate_series(1, 200000) g;
 ALTER TABLE pc_spill ADD PRIMARY KEY (k);
 ANALYZE pc_spill;
