@@ -43,7 +43,7 @@ CREATE INDEX ON pw_visits (person_id);
 CREATE TABLE pw_regions (region text PRIMARY KEY);
 INSERT INTO pw_regions VALUES ('north'), ('south'), ('east'), ('west');
 CREATE TABLE pw_people (person_id int PRIMARY KEY, label text);
-INSERT INTO pw_people SELECT i, 'l' || (i % 5) FROM generate_series(1, 800) i;
+INSERT INTO pw_people SELECT i, 'l' || (i % 5) FROM generate_series(1, 300) i;
 CREATE SEQUENCE pw_seq;
 ANALYZE;
 GRANT SELECT ON pw_regions, pw_people TO {ANALYST};
