@@ -28,6 +28,7 @@ mod gucs;
 mod hooks;
 mod multi;
 mod parameters;
+mod pg_list;
 mod plans;
 mod release;
 mod repeat;

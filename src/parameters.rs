@@ -27,7 +27,7 @@ pub unsafe fn is_fixed(node: *mut pg_sys::Node) -> bool {
         if let Some(args) = share_call(node) {
             // dp_share is STABLE only to stay a call in the plan (the
             // statement's cost reads its total): its arguments decide.
-            return super::gate::list_nodes(args)
+            return crate::pg_list::list_nodes(args)
                 .into_iter()
                 .all(|arg| is_fixed(arg));
         }
@@ -395,12 +395,8 @@ pub unsafe fn plan_nodes(stmt: *mut pg_sys::PlannedStmt) -> Vec<*mut pg_sys::Pla
 /// # Safety
 /// `list` is null or a live List of Plan pointers.
 unsafe fn list_plans(list: *mut pg_sys::List) -> Vec<*mut pg_sys::Plan> {
-    // SAFETY: `list` is null (length 0) or a live pointer List (the caller's contract), whose
-    // `elements` hold `length` initialised cells; every index read is below `length`.
-    unsafe {
-        let n = if list.is_null() { 0 } else { (*list).length as usize };
-        (0..n).map(|i| (*(*list).elements.add(i)).ptr_value as *mut pg_sys::Plan).collect()
-    }
+    // SAFETY: the caller's contract.
+    unsafe { crate::pg_list::list_items(list) }
 }
 
 /// The releasing dpnoise function `funcid` is, and its first privacy argument.

@@ -29,6 +29,7 @@
 //! groups (`bounding`).
 
 use crate::errors::raise_sqlstate;
+pub(crate) use crate::pg_list::{list_items, list_nodes};
 use pgrx::guc::{GucContext, GucFlags, GucRegistry, GucSetting};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
@@ -488,25 +489,6 @@ unsafe extern "C-unwind" fn walker(node: *mut pg_sys::Node, context: *mut std::f
             };
         }
         pg_sys::expression_tree_walker(node, Some(walker), context)
-    }
-}
-
-/// The nodes of a List of expressions.
-///
-/// # Safety
-/// `list` is null or a live pointer List of nodes.
-pub unsafe fn list_nodes(list: *mut pg_sys::List) -> Vec<*mut pg_sys::Node> {
-    // SAFETY: the caller's contract.
-    unsafe { list_items(list) }
-}
-
-/// # Safety
-/// `list` is null or a live pointer List.
-pub(crate) unsafe fn list_items<T>(list: *mut pg_sys::List) -> Vec<*mut T> {
-    // SAFETY: the caller's contract; indices stay below the length.
-    unsafe {
-        let n = if list.is_null() { 0 } else { (*list).length as usize };
-        (0..n).map(|i| (*(*list).elements.add(i)).ptr_value as *mut T).collect()
     }
 }
 

@@ -84,21 +84,6 @@ impl Check<'_> {
         }
     }
 
-    /// How many public rows one protected row meets through a join's
-    /// public input `child`: all it can return. Not the rows of one key,
-    /// even where a hash join looks the public side up by key: the work of
-    /// a probe is the length of its hash bucket's chain, and an analyst who
-    /// writes the public table can fill one chain with distinct keys that
-    /// hash alike (an attack put 60 000 such keys under person 17's hash:
-    /// 118 ms against 17 ms).
-    ///
-    /// # Safety
-    /// `child` is a live node of `self.stmt` that reads no protected table.
-    pub(super) unsafe fn met(&self, child: *mut pg_sys::Plan) -> f64 {
-        // SAFETY: the caller's contract.
-        unsafe { self.public_rows(child) }
-    }
-
     /// A public row is worth one row more for each 128 bytes of the values
     /// expressions among protected rows read of it (their whole length,
     /// as stored before compression): decompressing and comparing a wide
@@ -128,7 +113,12 @@ impl Check<'_> {
 
     /// How many rows a public part of the plan can return at most, from
     /// the public side alone: series and lists by their length, tables by
-    /// a count of their rows, joins by the product.
+    /// their pages plus a count of their rows, joins by the product. A
+    /// protected row joined to it meets all of it, whatever the join: not
+    /// only the rows of one key even where a hash join looks it up by key,
+    /// since a probe walks its bucket's chain, which an analyst who writes
+    /// the public table can fill with distinct keys that hash alike (an
+    /// attack put 60 000 such keys under person 17's hash: 118 ms against 17 ms).
     ///
     /// # Safety
     /// `plan` is a live node of `self.stmt` that reads no protected table.

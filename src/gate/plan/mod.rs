@@ -61,8 +61,8 @@ struct Check<'a> {
     nestloop_params: HashSet<i32>,
     /// Protected scans inside a consumer's input.
     consumed: HashSet<usize>,
-    /// The joins of the consumer being checked that meet public rows: (join, its public input).
-    public_joins: Vec<(*mut pg_sys::Plan, *mut pg_sys::Plan)>,
+    /// The public inputs of the consumer's joins with protected rows.
+    public_joins: Vec<*mut pg_sys::Plan>,
     /// The table columns (range table index, column) that expressions in
     /// the consumer's input read: a public value's width counts only where
     /// it is read.
@@ -423,7 +423,7 @@ impl Check<'_> {
             }
             // After every expression is seen: which public columns they read.
             let joins = std::mem::take(&mut self.public_joins);
-            let fanout: f64 = joins.iter().map(|(_, child)| self.met(*child)).product();
+            let fanout: f64 = joins.iter().map(|child| self.public_rows(*child)).product();
             // What a protected row costs grows with the expressions run for
             // it and for each public row it meets: a chain of cheap
             // comparisons behind a condition is work no row count shows.
@@ -526,7 +526,7 @@ impl Check<'_> {
                         if kind == T_HashJoin && *child == (*plan).righttree && !(*plan).lefttree.is_null() {
                             (*(*plan).lefttree).startup_cost = f64::INFINITY;
                         }
-                        self.public_joins.push((plan, *child));
+                        self.public_joins.push(*child);
                     }
                 }
             }
