@@ -35,20 +35,37 @@ stop_server() {
 # Each file is written beside its destination and renamed over it: a running
 # server that has dpnoise.so mapped keeps the old file's inode, where
 # rewriting the file in place (as `cargo pgrx install` does) crashes every
-# backend that has it loaded. Also installs the frozen scripts of earlier
-# versions (sql/versions), so `CREATE EXTENSION dpnoise VERSION '0.1.0'`
-# and its upgrade can be tested.
+# backend that has it loaded.
+# `cargo pgrx package` stages the control file, the current version's script
+# (generated) and the upgrade scripts sql/dpnoise--A--B.sql, but no other
+# full script: sql/dpnoise--0.1.0.sql, the first version's, is installed
+# from the repository. PostgreSQL installs any older version from it
+# through the upgrade scripts (`CREATE EXTENSION dpnoise VERSION '0.5.0'`),
+# which is how scripts/upgrade_test.sh tests each upgrade.
 install_extension() {
-  (cd "$REPO" && cargo pgrx package --pg-config "$PG_CONFIG" >/dev/null)
   local staged="$REPO/target/release/dpnoise-pg15"
+  # Packaging adds to the staged tree and never removes: a script of an
+  # earlier current version left there would be installed again.
+  rm -rf "$staged"
+  (cd "$REPO" && cargo pgrx package --pg-config "$PG_CONFIG" >/dev/null)
   [ -d "$staged" ] || { echo "install: no package in $staged" >&2; return 1; }
   local lib ext
   lib=$("$PG_CONFIG" --pkglibdir)
   ext=$("$PG_CONFIG" --sharedir)/extension
   place_file "$staged$lib/dpnoise.so" "$lib/dpnoise.so"
-  local f
-  for f in "$staged$ext"/* "$REPO"/sql/versions/*.sql; do
-    place_file "$f" "$ext/$(basename "$f")"
+  local f name shipped=" "
+  for f in "$staged$ext"/* "$REPO"/sql/dpnoise--*.sql; do
+    name=$(basename "$f")
+    case $shipped in *" $name "*) continue ;; esac
+    place_file "$f" "$ext/$name"
+    shipped+="$name "
+  done
+  # Scripts an older install left (the frozen full scripts of 0.2.0 to
+  # 0.12.0 were installed until 0.13.0) go: CREATE EXTENSION runs a
+  # version's full script when there is one, so the upgrade test would no
+  # longer install that version through the chain.
+  for f in "$ext"/dpnoise--*.sql; do
+    case $shipped in *" $(basename "$f") "*) ;; *) rm -f "$f" ;; esac
   done
 }
 
