@@ -18,7 +18,8 @@
 # The earlier versions are those an installed upgrade script or a stored
 # fingerprint names. Each must have a stored fingerprint, and none but the
 # first may have an installed full script: CREATE EXTENSION would run it
-# instead of the chain.
+# instead of the chain. The fingerprint does not see the indexes,
+# constraints, triggers or column defaults of the extension's tables.
 #
 # DPNOISE_UPDATE_CATALOG=1 rewrites dpnoise.txt and versions/<current>.txt
 # after a meant change of the surface. Once the version is bumped, the
