@@ -113,5 +113,5 @@ if [ $status -ne 0 ]; then
 fi
 # The roles are the server's, not the database's: later suites on this
 # server must not meet an analyst called alice.
-psql -X -q -h 127.0.0.1 -p "$PORT" -U postgres -d postgres \
+"$PG_BIN/psql" -X -q -h 127.0.0.1 -p "$PORT" -U postgres -d postgres \
   -c "DROP DATABASE $DB WITH (FORCE)" -c "DROP ROLE IF EXISTS alice, bob, bi_service"
