@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs every test: the core crate's statistical tests, the backend tests
-# (cargo pgrx test, as the postgres user) and the SQL regression suite.
+# (cargo pgrx test, as the postgres user), the SQL regression suite, the
+# docs' SQL examples and the system tests.
 # Installs what is missing first. Exits non-zero on any failure.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
@@ -44,6 +45,8 @@ if [ $status -ne 0 ]; then
   cat "$OUT/regression.diffs" 2>/dev/null || true
   exit $status
 fi
+echo "== docs: the SQL examples of README.md and docs/*.md"
+bash scripts/docs_test.sh "$PORT"
 echo "== reinstall under a running server"
 bash scripts/reinstall_test.sh "$DATA" "$PORT"
 echo "== upgrade from every earlier version"
@@ -65,4 +68,4 @@ echo "== plan walk: admitted queries and probes under all 64 forced plans, as an
 echo "== Citus: coordinator and two workers (builds Citus the first time)"
 stop_server "$DATA"
 bash scripts/citus.sh
-echo "suites: 13 passed, 0 failed"
+echo "suites: 14 passed, 0 failed"
