@@ -27,8 +27,9 @@ tps() { # enforce(on|off) [charge_ahead]
   PGOPTIONS="-c dpnoise.enforce_budget=$1 -c dpnoise.charge_ahead=${2:-0}" "$PG_BIN/pgbench" -n -h 127.0.0.1 -p "$PORT" -U postgres \
     -c 8 -j 2 -T "$SECONDS_PER_RUN" -f "$script" $DB 2>/dev/null | sed -n 's/^tps = \([0-9.]*\).*/\1/p'
 }
-# "ahead 64": enforcement on, each session paying for 64 releases at a
-# time (dpnoise.charge_ahead), the rest given back as it ends.
+# "ahead 64": enforcement on, each session reserving 64 times its first
+# statement's cost (dpnoise.charge_ahead) and drawing on it, the rest given
+# back as it ends.
 printf "%-6s %12s %12s %8s %12s %8s\n" round "tps off" "tps on" "on/off" "ahead 64" "/off"
 for r in $(seq 1 "$ROUNDS"); do
   off=$(tps off)
@@ -38,32 +39,3 @@ for r in $(seq 1 "$ROUNDS"); do
     "$ahead" "$(echo "$ahead / $off" | bc -l)"
 done
 echo "ledger rows: $(psql_ -d $DB -At -c 'SELECT count(*) FROM dpnoise.ledger')"
-
-# A strict role pays for every group: 10^4 groups, hashed and sorted, its
-# charges (each one synchronous commit) and the statement's time, for a
-# session's first statement (it learns there that the role is strict) and
-# its next one.
-psql_ -d $DB -c "CREATE TABLE groups AS SELECT i % 10000 AS g FROM generate_series(1, 100000) i" -c "ANALYZE groups" \
-  -c "DROP ROLE IF EXISTS strict_bench" -c "CREATE ROLE strict_bench" -c "GRANT SELECT ON groups TO strict_bench" \
-  -c "SELECT dp_budget_grant('strict_bench', 1e9)" -c "SELECT dp_budget_set_strict('strict_bench')"  >/dev/null
-printf "%-36s %10s %10s %10s\n" "strict role, 10^4 groups" "ms" "charges" "releases"
-for mode in hashed sorted; do
-  hash=$([ $mode = hashed ] && echo on || echo off)
-  statement='
-SELECT coalesce(max(id), 0) AS last FROM dpnoise.ledger \gset
-SET ROLE strict_bench;
-\timing on
-SELECT count(*) FROM (SELECT g, dp_count(0.001) FROM groups GROUP BY g) s;
-\timing off
-RESET ROLE;
-SELECT count(*), sum(releases) FROM dpnoise.ledger WHERE id > :last AND role = '"'strict_bench'::regrole;"
-  out=$(printf 'SET enable_hashagg = %s;\n%s\n%s\n' "$hash" "$statement" "$statement" | psql_ -d $DB -At -F ' ')
-  mapfile -t times < <(sed -n 's/^Time: \([0-9.]*\) ms.*/\1/p' <<<"$out")
-  mapfile -t counts < <(grep -E '^[0-9]+ -?[0-9]+$' <<<"$out")
-  for i in 0 1; do
-    label="$mode, $([ $i = 0 ] && echo "session's first" || echo "next statement")"
-    read -r charges releases <<<"${counts[$i]}"
-    printf "%-36s %10.0f %10s %10s\n" "$label" "${times[$i]}" "$charges" "$releases"
-  done
-done
-psql_ -d $DB -c "DROP TABLE groups" -c "DROP OWNED BY strict_bench" -c "DROP ROLE strict_bench" >/dev/null

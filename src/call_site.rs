@@ -6,10 +6,10 @@
 use pgrx::pg_sys;
 
 /// Grouping sets a call site remembers having paid for; past this many,
-/// every further set pays again (never less than the model asks).
+/// every further set pays again (never less than its plan paid).
 const REMEMBERED_SETS: usize = 16;
 
-/// What a call site has paid for in the current execution, and for which
+/// What a call site has paid for in the current statement, and for which
 /// role: a role switched mid-statement (`set_config('role', …)` in the
 /// select list) pays for itself.
 #[derive(Clone, Copy, Default)]
@@ -17,30 +17,17 @@ const REMEMBERED_SETS: usize = 16;
 pub struct Paid {
     /// The role whose payment this is (`GetOuterUserId`).
     role: pg_sys::Oid,
-    /// The (ε, δ) paid at this call site; a default (non-strict) role's
-    /// later releases of the same set are covered by it.
+    /// The (ε, δ) paid at this call site; later releases of the same set
+    /// are covered by it.
     epsilon: f64,
     delta: f64,
-    /// The top-level statement the coverage belongs to (`hooks::statement`).
+    /// The top-level statement the coverage belongs to (`execution::statement`).
     statement: u64,
     /// The grouping sets paid for in the current scan (`set_key`).
     sets: [u32; REMEMBERED_SETS],
     paid_sets: u8,
-    /// A rescan callback is registered (aggregates).
+    /// A rescan callback is registered.
     watching: bool,
-    /// The strict role found here (its first charge said so), apart from
-    /// the coverage's `role`; what it paid here in this execution, and how
-    /// many of those releases are still unused (paid ahead), at (ε, δ)
-    /// `ahead_amounts`. Paid ahead is paid for: it stays usable for the
-    /// rest of the execution (a cursor's later FETCH), by the same role at
-    /// the same amounts only.
-    strict_role: Option<pg_sys::Oid>,
-    strict_paid: u64,
-    ahead: u64,
-    ahead_amounts: (f64, f64),
-    /// The budget listed this site to give back what it paid ahead and did
-    /// not release when its query's execution ends.
-    listed: bool,
 }
 
 impl Paid {
@@ -76,50 +63,6 @@ impl Paid {
     pub fn forget(&mut self) {
         self.paid_sets = 0;
         self.watching = false;
-    }
-
-    /// If `role` was found strict here, how many releases it has paid for
-    /// here (its later releases may then be paid ahead).
-    pub fn strict_paid(&self, role: pg_sys::Oid) -> Option<u64> {
-        (self.strict_role == Some(role)).then_some(self.strict_paid)
-    }
-
-    /// Takes one release `role` paid ahead at (ε, δ), if one is left.
-    pub fn take_ahead(&mut self, role: pg_sys::Oid, epsilon: f64, delta: f64) -> bool {
-        if self.ahead > 0 && self.strict_role == Some(role) && self.ahead_amounts == (epsilon, delta) {
-            self.ahead -= 1;
-            return true;
-        }
-        false
-    }
-
-    /// A strict `role` was charged for `releases` at (ε, δ): this one, and
-    /// `releases - 1` ahead. What was left paid ahead by another role or at
-    /// other amounts is returned, to be given back.
-    #[must_use]
-    pub fn record_strict(&mut self, role: pg_sys::Oid, epsilon: f64, delta: f64, releases: u64) -> Option<(pg_sys::Oid, (f64, f64), u64)> {
-        // Anything left is another role's or at other amounts: the same
-        // role's at these amounts would have been drawn on (`take_ahead`).
-        let before = self.take_unused();
-        if self.strict_role != Some(role) {
-            self.strict_paid = 0;
-        }
-        (self.strict_role, self.ahead_amounts) = (Some(role), (epsilon, delta));
-        self.ahead = releases.saturating_sub(1);
-        self.strict_paid += releases;
-        before
-    }
-
-    /// Marks the site listed; false if it already was.
-    pub fn list(&mut self) -> bool {
-        !std::mem::replace(&mut self.listed, true)
-    }
-
-    /// Takes every release paid ahead and not made: the strict role, its
-    /// (ε, δ) and how many. The site has none left afterwards.
-    pub fn take_unused(&mut self) -> Option<(pg_sys::Oid, (f64, f64), u64)> {
-        let unused = std::mem::take(&mut self.ahead);
-        self.strict_role.filter(|_| unused > 0).map(|role| (role, self.ahead_amounts, unused))
     }
 }
 

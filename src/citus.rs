@@ -35,7 +35,6 @@ use pgrx::pg_sys;
 use pgrx::prelude::*;
 use std::collections::HashMap;
 use std::ffi::{CStr, CString};
-use std::sync::atomic::{AtomicU64, Ordering};
 
 pgrx::extension_sql_file!("citus.sql", name = "citus_sql", requires = ["sum_sql", "count_sql"]);
 const _: () =
@@ -57,54 +56,6 @@ fn citus_installed() -> bool {
     unsafe { crate::extensions::oid(crate::extensions::Extension::Citus) != pg_sys::InvalidOid }
 }
 
-/// Refuses a release on a Citus worker node (its group is not 0, the
-/// coordinator's): the budgets live on the coordinator, which runs every
-/// dpnoise aggregate's release itself. A worker would charge its own ledger.
-#[inline(always)]
-pub fn refuse_on_worker() {
-    // SAFETY: MyProc is this backend's PGPROC, set before any query runs; lxid is its own.
-    let transaction = unsafe { (*pg_sys::MyProc).lxid };
-    let known = WORKER.load(Ordering::Relaxed);
-    // Known for this transaction and not a worker: the usual case, a load
-    // and a compare (this runs for every row).
-    if known == (u64::from(transaction) << 32 | 2) {
-        return;
-    }
-    check_worker(transaction, known)
-}
-
-/// The local transaction the node's role was read in (high 32 bits),
-/// whether it was read (bit 1) and whether this node is a Citus worker (bit
-/// 0): read once per transaction, not once per release. A plain static
-/// (this process's own copy) costs a load per row; a thread-local, a lookup
-/// through the dynamic linker.
-static WORKER: AtomicU64 = AtomicU64::new(0);
-
-/// `refuse_on_worker` past its fast path: reads the node's role once per
-/// transaction, and refuses on a worker.
-#[inline(never)]
-fn check_worker(transaction: u32, known: u64) {
-    let worker = if known & 2 != 0 && (known >> 32) as u32 == transaction {
-        known & 1 == 1
-    } else {
-        let worker = citus_installed()
-            && read_one::<i32>("SELECT groupid FROM pg_catalog.pg_dist_local_group").unwrap_or(0) > 0;
-        WORKER.store(u64::from(transaction) << 32 | 2 | u64::from(worker), Ordering::Relaxed);
-        worker
-    };
-    if worker {
-        crate::errors::raise_sqlstate(
-            crate::errors::LEDGER_UNAVAILABLE,
-            "dpnoise: the release could not be charged, so nothing was released: this node is a Citus worker, \
-             and budgets live on the coordinator"
-                .to_owned(),
-            Some("Run the query on the coordinator; dpnoise's aggregates over distributed tables release there.".to_owned()),
-        );
-    }
-}
-
-/// The dpnoise aggregates this module splits.
-const SPLIT: [&str; 6] = ["dp_count", "dp_sum", "dp_sum_laplace", "dp_sum_staircase", "dp_avg", "dp_partition_selected"];
 
 /// What one planning split, for `finish` once the plan is made.
 #[derive(Default)]
@@ -754,7 +705,7 @@ unsafe fn split(
                 splits.insert(*aggref as usize, Split { partials, merge: pg_sys::InvalidOid, result: pg_sys::InvalidOid, constants: Vec::new(), null_count: false });
                 continue;
             };
-            if !SPLIT.contains(&name.as_str()) {
+            if !crate::functions::named(&name).is_some_and(|f| f.splits) {
                 unsupported(
                     &format!("{name} is not supported yet"),
                     "dp_count, dp_sum, dp_sum_laplace, dp_sum_staircase, dp_avg and dp_partition_selected are.",

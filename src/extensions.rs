@@ -10,6 +10,7 @@
 
 use pgrx::pg_sys;
 use std::cell::Cell;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::ffi::CStr;
 
 #[derive(Clone, Copy)]
@@ -75,4 +76,60 @@ pub unsafe fn oid(extension: Extension) -> pg_sys::Oid {
         k.set(all);
     });
     found
+}
+
+/// Refuses a release on a Citus worker node (its group is not 0, the
+/// coordinator's): the budgets live on the coordinator, which runs every
+/// dpnoise aggregate's release itself. A worker would charge its own ledger.
+#[inline(always)]
+pub fn refuse_on_worker() {
+    // SAFETY: MyProc is this backend's PGPROC, set before any query runs; lxid is its own.
+    let transaction = unsafe { (*pg_sys::MyProc).lxid };
+    let known = WORKER.load(Ordering::Relaxed);
+    // Known for this transaction and not a worker: the usual case, a load
+    // and a compare (this runs for every row).
+    if known == (u64::from(transaction) << 32 | 2) {
+        return;
+    }
+    check_worker(transaction, known)
+}
+
+/// The local transaction the node's role was read in (high 32 bits),
+/// whether it was read (bit 1) and whether this node is a Citus worker (bit
+/// 0): read once per transaction, not once per release. A plain static
+/// (this process's own copy) costs a load per row; a thread-local, a lookup
+/// through the dynamic linker.
+static WORKER: AtomicU64 = AtomicU64::new(0);
+
+/// `refuse_on_worker` past its fast path: reads the node's role once per
+/// transaction, and refuses on a worker.
+#[inline(never)]
+fn check_worker(transaction: u32, known: u64) {
+    let worker = if known & 2 != 0 && (known >> 32) as u32 == transaction {
+        known & 1 == 1
+    } else {
+        let worker = unsafe { oid(Extension::Citus) } != pg_sys::InvalidOid
+            && local_group().unwrap_or(0) > 0;
+        WORKER.store(u64::from(transaction) << 32 | 2 | u64::from(worker), Ordering::Relaxed);
+        worker
+    };
+    if worker {
+        crate::errors::raise_sqlstate(
+            crate::errors::LEDGER_UNAVAILABLE,
+            "dpnoise: the release could not be charged, so nothing was released: this node is a Citus worker, \
+             and budgets live on the coordinator"
+                .to_owned(),
+            Some("Run the query on the coordinator; dpnoise's aggregates over distributed tables release there.".to_owned()),
+        );
+    }
+}
+
+/// Citus's group of this node (0: the coordinator), read-only: pgrx's
+/// Spi::get_one assigns a transaction ID, which a parallel query's leader
+/// (where a release runs) and a standby cannot.
+fn local_group() -> Option<i32> {
+    use pgrx::spi::Spi;
+    Spi::connect(|client| client.select("SELECT groupid FROM pg_catalog.pg_dist_local_group", Some(1), &[])?.first().get_one::<i32>())
+        .ok()
+        .flatten()
 }

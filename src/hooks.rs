@@ -1,10 +1,7 @@
-//! Executor, planner and utility hooks: what the charging model needs to
-//! know about statements, and what it must stop.
+//! Executor, planner and utility hooks: the composition root. Each hook
+//! calls the stages in PostgreSQL's order (gate, Citus, repeat, charge) and
+//! keeps the executor state they share (`execution`); nothing imports it.
 //!
-//! - Which top-level statement is running. A call site's state can outlive
-//!   one statement (PL/pgSQL keeps a simple expression's state for the whole
-//!   transaction, so do triggers), and the default model charges a call site
-//!   once per statement: coverage is keyed by [`statement`].
 //! - A SCROLL cursor re-evaluates its target list when it moves backwards
 //!   over a plan that can scan backwards: fetched again, a released row would
 //!   get fresh noise. Such plans are materialised, so a row fetched again is
@@ -13,6 +10,7 @@
 //!   refused while the ledger holds charges, unless a superuser has set
 //!   `dpnoise.drop_ledger`.
 
+use crate::execution;
 use crate::gucs;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
@@ -56,99 +54,10 @@ unsafe extern "C-unwind" {
     ) -> *mut pg_sys::PlannedStmt;
 }
 
-/// How deep inside executor runs and utility commands this backend is.
-static mut DEPTH: u32 = 0;
 /// Set while a cursor declared with neither SCROLL nor NO SCROLL is being
 /// opened: PostgreSQL lets it scroll when its plan can run backwards, which
 /// would evaluate its expressions again; the planner materialises it.
 static mut IMPLICIT_SCROLL: bool = false;
-/// Bumped when a top-level statement starts.
-static mut STATEMENT: u64 = 1;
-/// The queries being run, innermost last (ExecutorRun and ExecutorFinish).
-static mut RUNNING: Vec<*mut pg_sys::QueryDesc> = Vec::new();
-/// DEPTH and RUNNING's length when each open subtransaction began, to
-/// restore on its abort.
-static mut SUBTRANSACTION_DEPTHS: Vec<(pg_sys::SubTransactionId, u32, usize)> = Vec::new();
-
-/// The plan of the innermost query being run, if any: where a per-row
-/// function evaluated now finds the node that evaluates it.
-pub fn running_plan() -> Option<*mut pg_sys::PlanState> {
-    // SAFETY: RUNNING is read on the backend's only thread while no other reference to it is live
-    // (the hooks' borrows end before they call on). Its last entry is the QueryDesc of the innermost
-    // ExecutorRun or ExecutorFinish still running: pushed on entry, popped on return, and dropped
-    // by the (sub)transaction abort callbacks when an error skips the pop. So it is live, and its
-    // `planstate` (null: None) was set by ExecutorStart.
-    unsafe {
-        let query = *(*(&raw const RUNNING)).last()?;
-        let plan = (*query).planstate;
-        (!plan.is_null()).then_some(plan)
-    }
-}
-
-/// Whether the call `fcinfo` belongs to a query being run, whose
-/// ExecutorEnd will end its call site (the site lives in that query's
-/// memory context): not a PL/pgSQL expression's, evaluated in an executor
-/// state of its own that lasts the transaction.
-///
-/// # Safety
-/// `fcinfo` is a live call.
-pub unsafe fn ended_by_executor(fcinfo: pg_sys::FunctionCallInfo) -> bool {
-    // SAFETY: fcinfo is live (the caller's contract); RUNNING is read as in running_plan, and its
-    // entries are live QueryDescs whose estate (null before ExecutorStart) ExecutorStart set.
-    unsafe {
-        let context = (*(*fcinfo).flinfo).fn_mcxt;
-        (*(&raw const RUNNING)).iter().any(|&query| {
-            let estate = (*query).estate;
-            !estate.is_null() && (*estate).es_query_cxt == context
-        })
-    }
-}
-
-/// # Safety
-/// `query` is the live QueryDesc that ExecutorRun or ExecutorFinish was given,
-/// kept live until the matching `leave_run`; on the backend's only thread,
-/// with no reference to RUNNING held.
-unsafe fn enter_run(query: *mut pg_sys::QueryDesc) {
-    // SAFETY: DEPTH and RUNNING are this backend's own statics, used only on its only thread; DEPTH
-    // is updated by value, and the &mut to RUNNING lasts for the push alone, with no other reference
-    // to it live (the caller's contract).
-    unsafe {
-        DEPTH += 1;
-        (*(&raw mut RUNNING)).push(query);
-    }
-}
-
-/// # Safety
-/// Pairs with an `enter_run` of the same executor level; on the backend's
-/// only thread, with no reference to RUNNING held.
-unsafe fn leave_run() {
-    // SAFETY: DEPTH and RUNNING are this backend's own statics, used only on its only thread; DEPTH
-    // is updated by value, and the &mut to RUNNING lasts for the pop alone, with no other reference
-    // to it live (the caller's contract).
-    unsafe {
-        DEPTH = DEPTH.saturating_sub(1);
-        (*(&raw mut RUNNING)).pop();
-    }
-}
-
-/// The identity of the running top-level statement (never 0).
-pub fn statement() -> u64 {
-    // SAFETY: a by-value read (no reference) of this backend's static, on its only thread, where
-    // the hooks that write it are not running concurrently.
-    unsafe { STATEMENT }
-}
-
-/// # Safety
-/// On the backend's only thread, from an executor or utility hook.
-unsafe fn begin_statement_if_top_level() {
-    // SAFETY: DEPTH is read and STATEMENT incremented by value, no reference taken, on the backend's
-    // only thread (the caller's contract).
-    unsafe {
-        if DEPTH == 0 {
-            STATEMENT += 1;
-        }
-    }
-}
 
 static mut PREV_EXECUTOR_START: pg_sys::ExecutorStart_hook_type = None;
 static mut PREV_EXECUTOR_RUN: pg_sys::ExecutorRun_hook_type = None;
@@ -158,6 +67,7 @@ static mut PREV_PROCESS_UTILITY: pg_sys::ProcessUtility_hook_type = None;
 static mut PREV_PLANNER: pg_sys::planner_hook_type = None;
 
 pub fn init() {
+    crate::budget::set_cap_source(crate::charge::cap);
     // SAFETY: runs once, from _PG_init, on the process's only thread. Each hook global is read by
     // value into our PREV_ static (written only here, read by our hook to chain to it) and then set
     // to our function, whose signature is the hook type's. RegisterXactCallback and
@@ -190,16 +100,10 @@ pub fn init() {
 #[pg_guard]
 unsafe extern "C-unwind" fn transaction_ended(event: pg_sys::XactEvent::Type, _arg: *mut std::ffi::c_void) {
     if matches!(event, pg_sys::XactEvent::XACT_EVENT_ABORT | pg_sys::XactEvent::XACT_EVENT_PARALLEL_ABORT) {
-        // SAFETY: PostgreSQL calls transaction callbacks on the backend's only thread, never while
-        // one of our borrows of these statics is live (each ends before its hook calls on). The
-        // scalars are written by value; the &mut borrows of RUNNING and SUBTRANSACTION_DEPTHS last
-        // for one clear each, which drops the aborted runs' QueryDesc pointers without reading them.
-        unsafe {
-            DEPTH = 0;
-            IMPLICIT_SCROLL = false;
-            (*(&raw mut RUNNING)).clear();
-            (*(&raw mut SUBTRANSACTION_DEPTHS)).clear();
-        }
+        // SAFETY: a by-value write of this backend's static, on its only thread.
+        unsafe { IMPLICIT_SCROLL = false };
+        execution::aborted();
+        crate::budget::aborted();
         crate::repeat::aborted();
     }
 }
@@ -217,28 +121,8 @@ unsafe extern "C-unwind" fn subtransaction_event(
     _parent: pg_sys::SubTransactionId,
     _arg: *mut std::ffi::c_void,
 ) {
-    // SAFETY: PostgreSQL calls subtransaction callbacks on the backend's only thread, never while
-    // one of our borrows of these statics is live (each ends before its hook calls on). So the
-    // &mut borrows of SUBTRANSACTION_DEPTHS and RUNNING, two distinct statics, are the only ones
-    // for this body, which calls nothing that could reach them; DEPTH is written by value.
-    // Truncating RUNNING drops the QueryDesc pointers of runs the error unwound without reading them.
-    unsafe {
-        let depths = &mut *(&raw mut SUBTRANSACTION_DEPTHS);
-        let running = &mut *(&raw mut RUNNING);
-        match event {
-            pg_sys::SubXactEvent::SUBXACT_EVENT_START_SUB => depths.push((id, DEPTH, running.len())),
-            pg_sys::SubXactEvent::SUBXACT_EVENT_ABORT_SUB | pg_sys::SubXactEvent::SUBXACT_EVENT_COMMIT_SUB => {
-                if let Some(at) = depths.iter().rposition(|(s, _, _)| *s == id) {
-                    if event == pg_sys::SubXactEvent::SUBXACT_EVENT_ABORT_SUB {
-                        DEPTH = depths[at].1;
-                        running.truncate(depths[at].2);
-                        crate::repeat::aborted();
-                    }
-                    depths.truncate(at);
-                }
-            }
-            _ => {}
-        }
+    if execution::subtransaction(event, id) {
+        crate::repeat::aborted();
     }
 }
 
@@ -256,7 +140,7 @@ unsafe extern "C-unwind" fn executor_start(query: *mut pg_sys::QueryDesc, eflags
         // batch of charges: nothing in it to check or to pay for.
         let ledger = crate::budget::worker::is_ledger_worker() || crate::repeat::reading();
         if !ledger {
-            begin_statement_if_top_level();
+            execution::begin_statement_if_top_level();
             crate::gate::check_plan((*query).plannedstmt, (*query).params);
             check_parameters(query);
         }
@@ -265,11 +149,11 @@ unsafe extern "C-unwind" fn executor_start(query: *mut pg_sys::QueryDesc, eflags
             None => raw_standard_executor_start(query, eflags),
         }
         // The identities of its repeatable releases, under its snapshot; then
-        // an analyst's statement pays for all its releases before it runs
-        // (after ExecutorStart's own checks, so their errors charge nothing).
+        // the statement pays for all its releases before it runs (after
+        // ExecutorStart's own checks, so their errors charge nothing).
         if !ledger {
             start_releases(query, eflags);
-            crate::gate::cost::prepay(query, eflags);
+            crate::charge::prepay(query, eflags);
         }
     }
 }
@@ -290,12 +174,12 @@ unsafe extern "C-unwind" fn executor_run(
     // longjmps through this frame, which owns nothing to drop, skipping leave_run: the
     // (sub)transaction abort callbacks then drop the pointer from RUNNING.
     unsafe {
-        enter_run(query);
+        execution::enter_run(query);
         match PREV_EXECUTOR_RUN {
             Some(prev) => prev(query, direction, count, execute_once),
             None => raw_standard_executor_run(query, direction, count, execute_once),
         }
-        leave_run();
+        execution::leave_run();
     }
 }
 
@@ -310,12 +194,12 @@ unsafe extern "C-unwind" fn executor_finish(query: *mut pg_sys::QueryDesc) {
     // below longjmps through this frame, which owns nothing to drop, skipping leave_run: the
     // (sub)transaction abort callbacks then drop the pointer from RUNNING.
     unsafe {
-        enter_run(query);
+        execution::enter_run(query);
         match PREV_EXECUTOR_FINISH {
             Some(prev) => prev(query),
             None => raw_standard_executor_finish(query),
         }
-        leave_run();
+        execution::leave_run();
     }
 }
 
@@ -329,11 +213,8 @@ unsafe extern "C-unwind" fn executor_end(query: *mut pg_sys::QueryDesc) {
     // value, is the hook installed before ours (or None), called like standard_ExecutorEnd with the
     // argument unchanged. An error raised below longjmps through this frame, which owns nothing.
     unsafe {
-        let estate = (*query).estate;
-        if !estate.is_null() && crate::budget::any_unused() {
-            // A strict role's releases paid ahead and not made are given back.
-            crate::budget::return_unused((*estate).es_query_cxt);
-        }
+        // What it paid for and did not release stays charged.
+        crate::budget::ended((*query).estate);
         match PREV_EXECUTOR_END {
             Some(prev) => prev(query),
             None => raw_standard_executor_end(query),
@@ -370,7 +251,7 @@ unsafe extern "C-unwind" fn process_utility(
         let tag = if statement.is_null() { pg_sys::NodeTag::T_Invalid } else { (*statement).type_ };
         // FETCH and MOVE continue a cursor's statement; anything else is one.
         if tag != pg_sys::NodeTag::T_FetchStmt {
-            begin_statement_if_top_level();
+            execution::begin_statement_if_top_level();
         }
         if tag == pg_sys::NodeTag::T_DropStmt {
             guard_ledger(statement as *mut pg_sys::DropStmt);
@@ -379,7 +260,7 @@ unsafe extern "C-unwind" fn process_utility(
         let scroll_flags = (pg_sys::CURSOR_OPT_SCROLL | pg_sys::CURSOR_OPT_NO_SCROLL) as i32;
         IMPLICIT_SCROLL = tag == pg_sys::NodeTag::T_DeclareCursorStmt
             && (*(statement as *mut pg_sys::DeclareCursorStmt)).options & scroll_flags == 0;
-        DEPTH += 1;
+        execution::enter_utility();
         match PREV_PROCESS_UTILITY {
             Some(prev) => prev(pstmt, query_string, read_only_tree, context, params, query_env, dest, qc),
             None => raw_standard_process_utility(pstmt, query_string, read_only_tree, context, params, query_env, dest, qc),
@@ -388,7 +269,7 @@ unsafe extern "C-unwind" fn process_utility(
         if explaining {
             crate::gate::explained();
         }
-        DEPTH = DEPTH.saturating_sub(1);
+        execution::leave_utility();
     }
 }
 

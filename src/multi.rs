@@ -65,7 +65,7 @@ fn dp_noise_box(
     let values = values.map(|v| finite_array("values", Some(v)))?;
     let exact = plan.round(&values).or_raise();
     // SAFETY: fcinfo is the live call pgrx passes to this function.
-    unsafe { crate::budget::pay(fcinfo, "dp_noise_box", "box", e, 0.0) };
+    unsafe { crate::release::pay(fcinfo, "dp_noise_box", "box", (e, 0.0)) };
     Some(with_rng(|rng| plan.release(rng, &exact)))
 }
 
@@ -86,7 +86,7 @@ fn dp_noise_l1_staircase(
     let values = values.map(|v| finite_array("values", Some(v)))?;
     let exact = plan.round(&values).or_raise();
     // SAFETY: fcinfo is the live call pgrx passes to this function.
-    unsafe { crate::budget::pay(fcinfo, "dp_noise_l1_staircase", "l1 staircase", e, 0.0) };
+    unsafe { crate::release::pay(fcinfo, "dp_noise_l1_staircase", "l1 staircase", (e, 0.0)) };
     Some(with_rng(|rng| plan.release(rng, exact)).to_vec())
 }
 
@@ -246,7 +246,7 @@ v1_function!(pg_finfo_dp_sum_multi_final, dp_sum_multi_final, |fcinfo| {
         }
         (0..bounds.len()).map(|j| s.sum(j)).collect()
     };
-    crate::budget::pay(fcinfo, "dp_sum_multi", "box", epsilon, 0.0);
+    crate::release::pay(fcinfo, "dp_sum_multi", "box", (epsilon, 0.0));
     crate::repeat::with_release_rng(fcinfo, |rng| plan.release(rng, &sums)).into_datum().unwrap_or_else(|| return_null(fcinfo))
 });
 

@@ -285,26 +285,6 @@ unsafe fn all_fixed(args: *mut pg_sys::List, data: usize, entries: bool) -> bool
     }
 }
 
-/// Which arguments of a dpnoise function are privacy parameters, by name:
-/// all but the first (the value released), or all of them for the forms of
-/// `dp_count` that take no value. None for functions that release nothing.
-fn privacy_arguments(name: &str, arg_types: &[pg_sys::Oid]) -> Option<usize> {
-    match name {
-        "dp_count" if arg_types.len() == 2 && arg_types[1] == pg_sys::FLOAT8OID => Some(1),
-        "dp_count" | "dp_partition_selected" => Some(0),
-        "dp_sum" | "dp_sum_laplace" | "dp_sum_staircase" | "dp_sum_multi" | "dp_avg" | "dp_laplace" | "dp_staircase"
-        | "dp_noise" | "dp_noise_box" | "dp_noise_l1_staircase" | "dp_refine" => Some(1),
-        _ => None,
-    }
-}
-
-thread_local! {
-    /// Function OID → the first privacy argument, for dpnoise's releasing
-    /// functions (None for every other function), looked up once each.
-    static RELEASING: std::cell::RefCell<std::collections::HashMap<pg_sys::Oid, Option<(String, usize)>>> =
-        std::cell::RefCell::new(std::collections::HashMap::new());
-}
-
 /// Refuses a statement, before it runs, if any dpnoise call in its plan has
 /// a privacy parameter that is not fixed: so no call site of the statement
 /// can be charged before another's refusal (final functions run one after
@@ -399,31 +379,16 @@ unsafe fn list_plans(list: *mut pg_sys::List) -> Vec<*mut pg_sys::Plan> {
     unsafe { crate::pg_list::list_items(list) }
 }
 
-/// The releasing dpnoise function `funcid` is, and its first privacy argument.
+/// The name of dpnoise's releasing function `funcid` (its merges aside)
+/// and the index of its first privacy argument, for a call with argument
+/// types `arg_types` (`functions`).
 ///
 /// # Safety
-/// Called inside a transaction (it reads the catalog).
+/// Inside a transaction.
 pub(crate) unsafe fn releasing(funcid: pg_sys::Oid, arg_types: &[pg_sys::Oid]) -> Option<(String, usize)> {
-    let cached = RELEASING.with(|r| r.borrow().get(&funcid).cloned());
-    if let Some(known) = cached {
-        return known;
-    }
-    // SAFETY: inside a transaction (the caller's contract), so the catalog scans of extensions::oid
-    // and getExtensionOfObject and get_func_name's syscache lookup may run; they take OIDs and a
-    // NUL-terminated literal. get_func_name returns null (tested) or a NUL-terminated copy
-    // palloc'd in the current memory context, still allocated when CStr::from_ptr reads it here.
-    let found = unsafe {
-        let extension = crate::extensions::oid(crate::extensions::Extension::Dpnoise);
-        if extension == pg_sys::InvalidOid || pg_sys::getExtensionOfObject(pg_sys::ProcedureRelationId, funcid) != extension {
-            None
-        } else {
-            let name = pg_sys::get_func_name(funcid);
-            let name = if name.is_null() { String::new() } else { std::ffi::CStr::from_ptr(name).to_string_lossy().into_owned() };
-            privacy_arguments(&name, arg_types).map(|first| (name, first))
-        }
-    };
-    RELEASING.with(|r| r.borrow_mut().insert(funcid, found.clone()));
-    found
+    // SAFETY: the caller's contract.
+    let function = unsafe { crate::functions::releasing(funcid) }?;
+    (function.kind != crate::functions::Kind::Merge).then(|| (function.name.to_owned(), function.first_parameter(arg_types)))
 }
 
 /// # Safety

@@ -187,7 +187,7 @@ fn dp_refine_numeric(
     // ±Infinity is clamped to the prior's range, as any value outside it is.
     let value = if value.is_infinite() { f64::MAX.copysign(value) } else { value };
     // SAFETY: fcinfo is the live call pgrx passes to this function.
-    unsafe { crate::budget::pay(fcinfo, "dp_refine", "refinement", epsilon.unwrap_or(0.0), 0.0) };
+    unsafe { crate::release::pay(fcinfo, "dp_refine", "refinement", (epsilon.unwrap_or(0.0), 0.0)) };
     Some(with_rng(|rng| r.sample_numeric(rng, value)).or_raise())
 }
 
@@ -233,7 +233,7 @@ fn dp_refine_text(
         refuse("the value is not one of the prior's categories", "Give the prior every category the column can hold.");
     }
     // SAFETY: fcinfo is the live call pgrx passes to this function.
-    unsafe { crate::budget::pay(fcinfo, "dp_refine", "refinement", epsilon.unwrap_or(0.0), 0.0) };
+    unsafe { crate::release::pay(fcinfo, "dp_refine", "refinement", (epsilon.unwrap_or(0.0), 0.0)) };
     Some(with_rng(|rng| r.sample_categorical(rng, value).map(str::to_owned)).or_raise())
 }
 

@@ -38,12 +38,27 @@ pub unsafe fn release(
     as_type: Release,
 ) -> pg_sys::Datum {
     // SAFETY: the caller's contract.
-    unsafe { crate::budget::pay(fcinfo, function, plan.mechanism.name(), epsilon, delta) };
+    unsafe { pay(fcinfo, function, plan.mechanism.name(), (epsilon, delta)) };
     // SAFETY: as above.
     unsafe { crate::repeat::with_release_rng(fcinfo, |rng| match as_type {
         Release::Float => f64_datum(plan.release(rng, true_steps)),
         Release::Integer => i64_datum(plan.release_integer(rng, true_steps).or_raise()),
     }) }
+}
+
+/// Pays for one release at (ε, δ) (`budget::pay`), with its identity if it
+/// can be answered again (`repeat`). Call it after every parameter is
+/// checked and before any noise is drawn.
+///
+/// # Safety
+/// `fcinfo` is the live call of a final or per-row function.
+#[inline(always)]
+pub unsafe fn pay(fcinfo: pg_sys::FunctionCallInfo, function: &str, mechanism: &str, amounts: (f64, f64)) {
+    // SAFETY: the caller's contract.
+    unsafe {
+        let identified = crate::repeat::identity(fcinfo);
+        crate::budget::pay(fcinfo, function, mechanism, amounts, identified)
+    }
 }
 
 /// The SQL type a release is returned as.

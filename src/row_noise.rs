@@ -50,6 +50,42 @@ unsafe fn release_value(
     }
 }
 
+/// Checks the privacy parameters of a dp_laplace, dp_staircase or dp_noise
+/// call as the call will (`values`: its evaluated arguments, None for NULL,
+/// the value's own None) and returns what it pays, (ε, δ) as written.
+///
+/// # Safety
+/// The texts in `values` are live.
+pub(crate) unsafe fn checked_cost(name: &str, values: &[Option<pg_sys::Datum>]) -> (f64, f64) {
+    use crate::aggref::{f64_parameter, text_parameter};
+    let arg = |i: usize| values.get(i).copied().flatten();
+    let epsilon = f64_parameter(arg(1), "epsilon");
+    let sensitivity = f64_parameter(arg(2), "sensitivity");
+    // SAFETY: the caller's contract: texts are live.
+    let (delta, choice, loss) = unsafe {
+        match name {
+            "dp_laplace" => (0.0, Choice::Fixed(Mechanism::Laplace), Loss::Variance),
+            "dp_staircase" => {
+                let loss = if values.len() > 3 { Loss::parse(&text_parameter(arg(3), "loss")).or_raise() } else { Loss::Variance };
+                (0.0, Choice::Fixed(Mechanism::Staircase), loss)
+            }
+            _ => (
+                f64_parameter(arg(3), "delta"),
+                Choice::parse(&text_parameter(arg(4), "mechanism")).or_raise(),
+                Loss::parse(&text_parameter(arg(5), "loss")).or_raise(),
+            ),
+        }
+    };
+    crate::plans::plan(Request {
+        choice,
+        epsilon: Epsilon::new(epsilon).or_raise(),
+        delta: Delta::new(delta).or_raise(),
+        loss,
+        shape: Shape::Value(Sensitivity::new(sensitivity).or_raise()),
+    });
+    (epsilon, delta)
+}
+
 /// A text argument that must not be NULL, borrowed from the call.
 ///
 /// # Safety

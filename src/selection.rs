@@ -55,7 +55,7 @@ unsafe fn selected(fcinfo: pgrx::pg_sys::FunctionCallInfo, first: usize) -> pgrx
         let persons = arg_datum(fcinfo, 0).value() as i64;
         let selection = selection(epsilon, delta);
         // The live final call; every parameter is checked above.
-        crate::budget::pay(fcinfo, "dp_partition_selected", "optimal thresholding", epsilon, delta);
+        crate::release::pay(fcinfo, "dp_partition_selected", "optimal thresholding", (epsilon, delta));
         let kept = crate::repeat::with_release_rng(fcinfo, |rng| selection.keep(rng, persons.max(0) as u64));
         pgrx::pg_sys::Datum::from(kept)
     }

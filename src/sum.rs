@@ -428,7 +428,7 @@ unsafe fn release_state<T: SumValue>(fcinfo: pg_sys::FunctionCallInfo, kind: Kin
         match call.plan {
             SumPlan::Single(plan) => T::release(fcinfo, aggregate, &plan, (call.epsilon, call.delta), sum),
             SumPlan::Average(average) => {
-                crate::budget::pay(fcinfo, aggregate, "staircase sum, geometric count", call.epsilon, 0.0);
+                crate::release::pay(fcinfo, aggregate, "staircase sum, geometric count", (call.epsilon, 0.0));
                 f64_datum(crate::repeat::with_release_rng(fcinfo, |rng| average.release(rng, sum, count)))
             }
         }

@@ -11,8 +11,7 @@ REVOKE ALL ON SCHEMA dpnoise FROM PUBLIC;
 CREATE TABLE dpnoise.budget (
     role    regrole PRIMARY KEY,
     epsilon numeric NOT NULL CHECK (epsilon >= 0),
-    delta   numeric NOT NULL CHECK (delta >= 0),
-    strict  boolean NOT NULL DEFAULT false
+    delta   numeric NOT NULL CHECK (delta >= 0)
 );
 -- Spent amounts, written by the ledger worker only (never by a grant, so a
 -- session that grants and then releases in one transaction cannot make the
@@ -76,36 +75,32 @@ $$;
 CREATE FUNCTION dpnoise.charge_batch(
     requesters oid[], epsilons numeric[], deltas numeric[], releases bigint[],
     mechanisms text[], statements text[], pids integer[], starts timestamptz[], identities bytea[], repeats boolean[])
-RETURNS TABLE (granted boolean, is_strict boolean, remaining_epsilon numeric, remaining_delta numeric, is_free boolean)
+RETURNS TABLE (granted boolean, remaining_epsilon numeric, remaining_delta numeric, is_free boolean)
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
-    -- Per distinct role of the batch (usually one): what it has left, its
-    -- model, and what this batch charges it.
+    -- Per distinct role of the batch (usually one): what it has left and
+    -- what this batch charges it.
     roles oid[] := '{}';
     left_epsilon numeric[] := '{}';
     left_delta numeric[] := '{}';
-    strict_of boolean[] := '{}';
     charged_epsilon numeric[] := '{}';
     charged_delta numeric[] := '{}';
     capped boolean := false;
     cap_epsilon numeric;
     cap_delta numeric;
     g boolean[] := '{}';
-    st boolean[] := '{}';
     re numeric[] := '{}';
     rd numeric[] := '{}';
     cost_epsilon numeric;
     cost_delta numeric;
     one_epsilon numeric;
     one_delta numeric;
-    one_strict boolean;
     one_cap_epsilon numeric;
     one_cap_delta numeric;
     j integer;
     -- Repeated releases (src/repeat): identities[i] holds the 32-byte
-    -- identities request i pays for once and for all (not a strict role's:
-    -- it pays per group). With repeats[i], the request is granted free if
-    -- all of them were paid before.
+    -- identities request i pays for once and for all. With repeats[i], the
+    -- request is granted free if all of them were paid before.
     paid bytea[];
     mine bytea[];
     fr boolean[] := '{}';
@@ -128,8 +123,8 @@ BEGIN
         CONTINUE WHEN requesters[i] = ANY (roles);
         -- The global cap, if any, comes along (a batch without a role with
         -- a budget grants nothing, so never needs it).
-        SELECT b.epsilon - p.epsilon, b.delta - p.delta, b.strict, c.epsilon, c.delta
-        INTO one_epsilon, one_delta, one_strict, one_cap_epsilon, one_cap_delta
+        SELECT b.epsilon - p.epsilon, b.delta - p.delta, c.epsilon, c.delta
+        INTO one_epsilon, one_delta, one_cap_epsilon, one_cap_delta
         FROM dpnoise.budget b JOIN dpnoise.spent p ON p.role = b.role
         LEFT JOIN dpnoise.global_cap c ON true WHERE b.role = requesters[i];
         IF one_cap_epsilon IS NOT NULL THEN
@@ -140,7 +135,6 @@ BEGIN
         roles := roles || requesters[i];
         left_epsilon := left_epsilon || one_epsilon;
         left_delta := left_delta || one_delta;
-        strict_of := strict_of || coalesce(one_strict, false);
         charged_epsilon := charged_epsilon || 0::numeric;
         charged_delta := charged_delta || 0::numeric;
     END LOOP;
@@ -159,19 +153,18 @@ BEGIN
         ids[i] := NULL;
         IF fr[i] THEN
             -- Asked again: answered as before, by any role, and free.
-            g[i] := true; st[i] := coalesce(strict_of[j], false);
+            g[i] := true;
             re[i] := coalesce(CASE WHEN capped THEN least(left_epsilon[j], cap_epsilon) ELSE left_epsilon[j] END, 0);
             rd[i] := coalesce(CASE WHEN capped THEN least(left_delta[j], cap_delta) ELSE left_delta[j] END, 0);
             CONTINUE;
         END IF;
         IF left_epsilon[j] IS NULL THEN
             -- No budget (never granted, or revoked).
-            g[i] := false; st[i] := false; re[i] := 0; rd[i] := 0;
+            g[i] := false; re[i] := 0; rd[i] := 0;
             CONTINUE;
         END IF;
         cost_epsilon := epsilons[i] * releases[i];
         cost_delta := deltas[i] * releases[i];
-        st[i] := strict_of[j];
         g[i] := cost_epsilon <= left_epsilon[j] AND cost_delta <= left_delta[j]
                 AND (NOT capped OR (cost_epsilon <= cap_epsilon AND cost_delta <= cap_delta));
         IF g[i] THEN
@@ -182,14 +175,12 @@ BEGIN
             cap_epsilon := cap_epsilon - cost_epsilon;
             cap_delta := cap_delta - cost_delta;
             ids[i] := nextval('dpnoise.ledger_id_seq');
-            IF NOT st[i] THEN
-                FOR k IN 1 .. cardinality(mine) LOOP
-                    CONTINUE WHEN mine[k] = ANY (paid);
-                    paid := paid || mine[k];
-                    new_identities := new_identities || mine[k];
-                    new_ledger := new_ledger || ids[i];
-                END LOOP;
-            END IF;
+            FOR k IN 1 .. cardinality(mine) LOOP
+                CONTINUE WHEN mine[k] = ANY (paid);
+                paid := paid || mine[k];
+                new_identities := new_identities || mine[k];
+                new_ledger := new_ledger || ids[i];
+            END LOOP;
         END IF;
         re[i] := CASE WHEN capped THEN least(left_epsilon[j], cap_epsilon) ELSE left_epsilon[j] END;
         rd[i] := CASE WHEN capped THEN least(left_delta[j], cap_delta) ELSE left_delta[j] END;
@@ -211,7 +202,7 @@ BEGIN
         INSERT INTO dpnoise.paid_releases (identity, ledger_id)
         SELECT * FROM unnest(new_identities, new_ledger)
     )
-    SELECT u.ok, u.strict, u.e, u.d, u.free FROM unnest(g, st, re, rd, fr) WITH ORDINALITY AS u(ok, strict, e, d, free, k) ORDER BY u.k;
+    SELECT u.ok, u.e, u.d, u.free FROM unnest(g, re, rd, fr) WITH ORDINALITY AS u(ok, e, d, free, k) ORDER BY u.k;
 END $$;
 
 -- Checks a granted amount: finite, not negative, not NULL (SQLSTATE 22023).
@@ -266,22 +257,6 @@ END $$;
 COMMENT ON FUNCTION dp_budget_revoke(regrole) IS
     'Removes a role''s budget: every later release by it is refused. What it spent stays in the ledger.';
 
-CREATE FUNCTION dp_budget_set_strict(role regrole, strict boolean DEFAULT true) RETURNS void
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
-BEGIN
-    IF $2 IS NULL THEN
-        RAISE EXCEPTION 'strict must not be NULL' USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    UPDATE dpnoise.budget b SET strict = $2 WHERE b.role = dpnoise.existing_role($1);
-    IF NOT FOUND THEN
-        RAISE EXCEPTION 'role % has no budget', $1 USING ERRCODE = 'invalid_parameter_value',
-            HINT = 'Grant one first with dp_budget_grant.';
-    END IF;
-    PERFORM @extschema@.dp_budget_changed();
-END $$;
-COMMENT ON FUNCTION dp_budget_set_strict(regrole, boolean) IS
-    'Strict roles pay for every group and every row released, assuming nothing about who is in them.';
-
 CREATE FUNCTION dp_budget_set_global(epsilon double precision, delta double precision DEFAULT 0) RETURNS void
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
@@ -305,13 +280,12 @@ REVOKE EXECUTE ON FUNCTION dpnoise.charge_batch(oid[], numeric[], numeric[], big
     dpnoise.existing_role(regrole),
     dp_budget_grant(regrole, double precision, double precision),
     dp_budget_revoke(regrole),
-    dp_budget_set_strict(regrole, boolean),
     dp_budget_set_global(double precision, double precision)
 FROM PUBLIC;
 
 -- What the DBA sees: every role's budget.
 CREATE VIEW dp_budgets AS
-SELECT b.role, b.strict,
+SELECT b.role,
        b.epsilon AS epsilon_granted, coalesce(p.epsilon, 0) AS epsilon_spent,
        b.epsilon - coalesce(p.epsilon, 0) AS epsilon_remaining,
        b.delta AS delta_granted, coalesce(p.delta, 0) AS delta_spent,
@@ -342,7 +316,7 @@ COMMENT ON FUNCTION dp_budget_remaining() IS 'What the calling role may still sp
 
 
 COMMENT ON SCHEMA dpnoise IS 'dpnoise''s budget and ledger: superusers only.';
-COMMENT ON TABLE dpnoise.budget IS 'What each role was granted (epsilon, delta) and whether it is strict; written by the dp_budget_* functions.';
+COMMENT ON TABLE dpnoise.budget IS 'What each role was granted (epsilon, delta); written by the dp_budget_* functions.';
 COMMENT ON TABLE dpnoise.spent IS 'What each role has spent; written by the ledger worker only.';
 COMMENT ON TABLE dpnoise.global_cap IS 'An optional cap on what all roles together may spend in this database.';
 COMMENT ON TABLE dpnoise.ledger IS 'One row per charge, committed before the release it pays for.';

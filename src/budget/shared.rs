@@ -79,7 +79,6 @@ pub struct Slot {
     pub requester: *mut pg_sys::Latch,
     pub releases: i64,
     pub outcome: Outcome,
-    pub strict: bool,
     /// The identities of the releases this charge pays for once and for
     /// all (src/repeat), the first `identity_count`; with `repeat`, the
     /// charge is free if all were paid before. The answer: it was free.

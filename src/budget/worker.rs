@@ -105,7 +105,7 @@ pub fn launch(entry: usize) -> bool {
         .is_ok()
 }
 
-const CHARGE: &str = "SELECT c.granted, c.is_strict, c.remaining_epsilon::text, c.remaining_delta::text, c.is_free \
+const CHARGE: &str = "SELECT c.granted, c.remaining_epsilon::text, c.remaining_delta::text, c.is_free \
      FROM dpnoise.charge_batch($1::oid[], $2::numeric[], $3::numeric[], $4, $5, $6, $7, $8, $9, $10) c";
 
 thread_local! {
@@ -115,7 +115,6 @@ thread_local! {
 
 struct Reply {
     granted: bool,
-    strict: bool,
     free: bool,
     remaining_epsilon: String,
     remaining_delta: String,
@@ -332,10 +331,9 @@ fn charge_batch(batch: &[usize]) {
             table
                 .map(|row| Reply {
                     granted: row.get(1).ok().flatten().unwrap_or(false),
-                    strict: row.get(2).ok().flatten().unwrap_or(false),
-                    remaining_epsilon: row.get(3).ok().flatten().unwrap_or_default(),
-                    remaining_delta: row.get(4).ok().flatten().unwrap_or_default(),
-                    free: row.get(5).ok().flatten().unwrap_or(false),
+                    remaining_epsilon: row.get(2).ok().flatten().unwrap_or_default(),
+                    remaining_delta: row.get(3).ok().flatten().unwrap_or_default(),
+                    free: row.get(4).ok().flatten().unwrap_or(false),
                 })
                 .collect()
         })
@@ -345,7 +343,6 @@ fn charge_batch(batch: &[usize]) {
     for (&i, reply) in batch.iter().zip(replies) {
         let slot = mailbox.slot(i).expect("taken index");
         slot.with(|s| {
-            s.strict = reply.strict;
             s.free = reply.free;
             s.remaining_epsilon.set(&reply.remaining_epsilon);
             s.remaining_delta.set(&reply.remaining_delta);

@@ -38,7 +38,6 @@ use std::collections::{HashMap, HashSet};
 
 pub mod accuracy;
 pub mod bounding;
-pub mod cost;
 pub mod plan;
 
 pgrx::extension_sql_file!("schema.sql", name = "gate_sql", requires = ["budget_sql", dp_gate_changed, dp_query_accuracy]);
@@ -427,6 +426,11 @@ type Checked = Result<(), Refusal>;
 
 fn refuse(what: &str, instead: &str) -> Refusal {
     Refusal { what: what.to_string(), instead: instead.to_string() }
+}
+
+/// Refuses an analyst's statement (ZB003) with what and how to write it instead.
+pub(crate) fn refused(what: &str, instead: &str) -> ! {
+    raise(refuse(what, instead))
 }
 
 fn raise(refusal: Refusal) -> ! {

@@ -470,13 +470,7 @@ unsafe fn marker_index(aggref: *mut pg_sys::Aggref) -> Option<usize> {
     (location <= MARK).then(|| (MARK - location) as usize)
 }
 
-/// A release that can be answered again: its identity, and whether it
-/// was paid for before its statement started.
-#[derive(Clone, Copy)]
-pub struct Identified {
-    pub identity: [u8; 32],
-    pub paid: bool,
-}
+pub use crate::budget::Identified;
 
 /// The identity of the release an aggregate's final function is making
 /// (None: a fresh release), found once per call site and execution.

@@ -284,14 +284,14 @@ def parallel_and_cancelled(port, admin):
 
 
 def terminated_mid_statement(port, admin):
-    """A strict role's session ended in the middle of a statement gives
-    back, as it exits, what the statement paid ahead and did not release."""
-    fresh_role(admin, "cap_strict", 10)
-    admin.execute("SELECT dp_budget_set_strict('cap_strict')")
-    conn = connect(port, "cap_strict")
+    """A session holding a reservation (dpnoise.charge_ahead) ended in the
+    middle of a statement gives back, as it exits, what it reserved and did
+    not draw: the statement itself was paid as it started."""
+    fresh_role(admin, "cap_ahead", 10)
+    admin.execute("ALTER ROLE cap_ahead SET dpnoise.charge_ahead = 8")
+    conn = connect(port, "cap_ahead")
     pid = conn.info.backend_pid
-    conn.execute("SET enable_hashagg = off")
-    # 20 sorted groups paid ahead (1, then the estimate's other 19); the
+    # The statement pays 0.01 from a reservation of 0.08 as it starts; the
     # fifth group's row sleeps until the session is terminated.
     query = ("SELECT g, dp_count(0.01), pg_sleep(CASE WHEN g = 5 THEN 60 ELSE 0 END) "
              "FROM generate_series(1, 20) g GROUP BY g")
@@ -307,16 +307,15 @@ def terminated_mid_statement(port, admin):
     worker.join()
     ledger = None
     for _ in range(300):
-        ledger = admin.execute("SELECT string_agg(releases::text, ' ' ORDER BY id) FROM dpnoise.ledger "
-                               "WHERE role = 'cap_strict'::regrole").fetchone()[0]
+        ledger = admin.execute("SELECT string_agg(epsilon * releases || '', ' ' ORDER BY id) FROM dpnoise.ledger "
+                               "WHERE role = 'cap_ahead'::regrole").fetchone()[0]
         if ledger and "-" in ledger:
             break
         time.sleep(0.1)
-    check("a strict session terminated after 5 of 20 groups paid ahead (1, then 19) gives back 15 as it exits",
-          sleeping and ledger == "1 19 -15", f"reached the fifth group: {sleeping}; ledger {ledger}")
-    admin.execute("DROP OWNED BY cap_strict")
-    admin.execute("DROP ROLE cap_strict")
-
+    check("a session holding a reservation, terminated mid-statement, gives back what it did not draw as it exits",
+          sleeping and ledger == "0.08 -0.07", f"reached the fifth group: {sleeping}; ledger {ledger}")
+    admin.execute("DROP OWNED BY cap_ahead")
+    admin.execute("DROP ROLE cap_ahead")
 
 if __name__ == "__main__":
     sys.exit(main(int(sys.argv[1])))

@@ -62,7 +62,7 @@ DEALLOCATE q;
 -- A refusal never charges, and no argument reaches XX000: every function of
 -- the extension (but the budget administration) called with NULL in each
 -- argument position, and with extreme finite values in each numeric one.
-CREATE TEMP TABLE calls (fn text, call text, sqlstate text, charged boolean);
+CREATE TEMP TABLE calls (fn text, call text, sqlstate text, charged boolean, data boolean);
 CREATE FUNCTION sample_argument(name text, type regtype) RETURNS text LANGUAGE sql AS $$
 SELECT CASE type
     WHEN 'double precision'::regtype THEN CASE name WHEN 'delta' THEN '0' WHEN 'confidence' THEN '0.95' WHEN 'lower' THEN '0' ELSE '10' END
@@ -120,7 +120,10 @@ BEGIN
                 EXCEPTION WHEN OTHERS THEN
                     state := SQLSTATE;
                 END;
-                INSERT INTO calls VALUES (f.proname, call, state, charges() > before);
+                -- Argument 1 of these is the data, not a privacy parameter.
+                INSERT INTO calls VALUES (f.proname, call, state, charges() > before,
+                    i = 1 AND f.proname IN ('dp_laplace', 'dp_staircase', 'dp_noise', 'dp_sum', 'dp_sum_laplace',
+                                            'dp_sum_staircase', 'dp_avg', 'dp_merge_count', 'dp_merge_sum', 'dp_merge_selected'));
             END LOOP;
         END LOOP;
     END LOOP;
@@ -129,20 +132,26 @@ RESET statement_timeout;
 SELECT count(*) > 400 AS many_calls, count(DISTINCT fn) AS functions,
        count(*) FILTER (WHERE sqlstate <> 'ok') > 100 AS many_refused
 FROM calls;
--- Nothing internal, nothing slow, and no refusal charged.
+-- Nothing internal, nothing slow, and no refusal of a privacy parameter
+-- charged: they are checked from the plan, before the statement pays.
 SELECT fn, call, sqlstate FROM calls WHERE sqlstate IN ('XX000', '57014') ORDER BY 1, 2;
-SELECT fn, call, sqlstate FROM calls WHERE sqlstate <> 'ok' AND charged ORDER BY 1, 2;
+SELECT fn, call, sqlstate FROM calls WHERE sqlstate <> 'ok' AND charged AND NOT data ORDER BY 1, 2;
+-- A value that cannot be released (NaN, out of range) is found as it is
+-- read, after the statement paid what its plan said: charged, so that no
+-- charge depends on the data.
+SELECT count(*) > 10 AS data_refusals_charged FROM calls WHERE sqlstate <> 'ok' AND data AND charged;
 SELECT sqlstate, count(*) > 0 AS seen FROM calls GROUP BY 1 ORDER BY 1;
 
--- The default model's charge is decided by the query, whatever the plan
--- (exact ledger rows): a hashed and a sorted GROUP BY pay once; ROLLUP and
--- GROUPING SETS pay once per set, hashed or sorted; LIMIT changes nothing.
+-- A statement's charge is decided from its plan, whatever the data: a
+-- hashed and a sorted GROUP BY pay once per call site; ROLLUP and GROUPING
+-- SETS once per set, hashed or sorted; LIMIT changes nothing. charged_by
+-- counts the releases paid for (each here at epsilon 1).
 CREATE TABLE days AS SELECT i, i % 200 AS day, (i % 7)::float8 AS v FROM generate_series(1, 4000) i;
 CREATE FUNCTION charged_by(statement text) RETURNS bigint LANGUAGE plpgsql AS $$
-DECLARE before bigint := charges();
+DECLARE before bigint := (SELECT coalesce(max(id), 0) FROM dpnoise.ledger);
 BEGIN
     EXECUTE statement;
-    RETURN charges() - before;
+    RETURN (SELECT coalesce(sum(epsilon), 0) FROM dpnoise.ledger WHERE id > before);
 END $$;
 SET enable_hashagg = on;
 EXPLAIN (COSTS OFF) SELECT day, dp_count(1.0) FROM days GROUP BY day;
@@ -158,6 +167,13 @@ SELECT charged_by('SELECT day, dp_count(1.0) FROM days GROUP BY ROLLUP (day)') A
 EXPLAIN (COSTS OFF) SELECT dp_count(1.0) FROM days GROUP BY GROUPING SETS ((day), (i > 10), (i > 20), ());
 SELECT charged_by('SELECT dp_count(1.0) FROM days GROUP BY GROUPING SETS ((day), (i > 10), (i > 20), ())') AS sorted_four_sets;
 RESET enable_hashagg;
+-- The charge does not depend on the data, for a curator too: a GROUP BY
+-- that matches no row and one that matches every row write the same
+-- ledger row (the old default model charged the first nothing).
+SELECT charges() AS before \gset
+SELECT day, dp_count(1.0), dp_sum(v, 1.0, 0, 7) FROM days WHERE i < 0 GROUP BY day;
+SELECT count(*) FROM (SELECT day, dp_count(1.0), dp_sum(v, 1.0, 0, 7) FROM days WHERE i > 0 GROUP BY day) s;
+SELECT mechanism, epsilon, delta, releases FROM dpnoise.ledger ORDER BY id DESC LIMIT (SELECT charges() - :before);
 -- A rescanned aggregate releases everyone again, and pays again: once per outer row.
 SELECT charged_by('SELECT (SELECT dp_count(1.0) FROM days WHERE day = g) FROM generate_series(1, 3) g') AS rescanned_three_times;
 -- So does a per-row function in a rescanned subquery: the same rows
@@ -167,7 +183,7 @@ SELECT charged_by('SELECT (SELECT max(dp_laplace(d.v, 1, 1)) FROM days d WHERE d
 SELECT charged_by('SELECT (SELECT max(dp_laplace(d.v, 1, 1)) FROM days d) FROM (VALUES (1), (1), (1)) u(g)') AS per_row_uncorrelated_once;
 SELECT charged_by('SELECT * FROM (VALUES (1), (2)) u(g), LATERAL (SELECT dp_laplace(d.v, 1, 1) FROM days d WHERE d.day = u.g LIMIT 1) l') AS per_row_lateral_twice;
 SELECT charged_by('SELECT day, dp_laplace(count(*), 1, 1) FROM days GROUP BY day') AS per_row_over_groups_once;
--- The ledger rows of the sorted plan: one per call site.
+-- The ledger row of the sorted plan: one for the statement.
 SET enable_hashagg = off;
 SELECT charges() AS before \gset
 SELECT count(*) FROM (SELECT day, dp_count(0.5), dp_sum(v, 0.25, 0, 7) FROM days GROUP BY day) s;

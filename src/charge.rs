@@ -1,0 +1,327 @@
+//! The charge stage: every statement pays its whole cost from its plan
+//! before it runs, for every role.
+//!
+//! At ExecutorStart every release the plan can make is read: each
+//! finalizing dpnoise aggregate (once per grouping set its Agg computes)
+//! and each per-row releasing call. Its privacy parameters are checked as
+//! its function will check them (a refusal charges nothing), and the sum
+//! of their (ε, δ) is charged at once, as one ledger entry, before a row
+//! is read: a GROUP BY matching no row and one matching every row are
+//! charged alike. The call sites then only check that they are covered
+//! (`budget::pay`); what no plan shows in advance (a rescan, a call
+//! evaluated without an executor start) is charged as it releases.
+//!
+//! For an analyst the statement's total is held to
+//! `dpnoise.max_epsilon_per_query`, rescans included.
+
+use crate::budget::{Cap, Charge, Site};
+use crate::functions::{self, Function, Kind};
+use crate::pg_list::{list_items, list_nodes};
+use pgrx::pg_sys;
+
+/// An analyst's cap on what one statement spends (None for other roles).
+pub fn cap() -> Option<Cap> {
+    let epsilon = crate::gate::max_epsilon_per_query();
+    (crate::gate::gated() && epsilon > 0.0).then_some(Cap { epsilon, refuse: over_cap })
+}
+
+fn over_cap(spent: f64, cap: f64) -> ! {
+    crate::gate::refused(
+        &format!(
+            "this query spends epsilon = {} in all, over this role's limit of {} per query",
+            dpnoise_core::rational::decimal(spent),
+            cap
+        ),
+        "Lower the epsilon of its aggregates (dpnoise.selection_epsilon for its group keys); compute each \
+         answer once (a MATERIALIZED CTE) rather than once per row of another table.",
+    )
+}
+
+/// Charges a statement for every release its plan can make, before it
+/// runs. Does nothing for EXPLAIN without ANALYZE, in parallel workers
+/// (their leader paid), or with the budget not enforced.
+///
+/// # Safety
+/// `query` is the live QueryDesc ExecutorStart was given, started, inside a transaction.
+#[pgrx::pg_guard]
+pub unsafe extern "C-unwind" fn prepay(query: *mut pg_sys::QueryDesc, eflags: i32) {
+    // SAFETY: by-value reads of this process's state.
+    let worker = unsafe { pg_sys::ParallelWorkerNumber } >= 0;
+    if worker || eflags & pg_sys::EXEC_FLAG_EXPLAIN_ONLY as i32 != 0 || !crate::gucs::enforce_budget() {
+        return;
+    }
+    // SAFETY: the caller's contract.
+    let (stmt, params, estate) = unsafe { ((*query).plannedstmt, (*query).params, (*query).estate) };
+    // SAFETY: as above.
+    let costs = unsafe { releases(stmt, params, estate) };
+    if costs.is_empty() {
+        return;
+    }
+    // A release paid for once and for all before (`repeat`) is free: its
+    // final function knows, and nothing is paid for it.
+    let costs: Vec<Cost> = costs.into_iter().filter(|c| !c.identity.is_some_and(|i| i.paid)).collect();
+    // Charged: what each call's parameters say in all (a call whose groups
+    // share them spends at most that), once per grouping set.
+    let mut epsilons = Vec::new();
+    let mut deltas = Vec::new();
+    for c in &costs {
+        for _ in 0..c.site.sets {
+            epsilons.push(c.charged.0);
+            deltas.push(c.charged.1);
+        }
+    }
+    let total: f64 = epsilons.iter().sum();
+    let cap = cap();
+    if let Some(cap) = cap.filter(|c| total > c.epsilon) {
+        over_cap(total, cap.epsilon);
+    }
+    let identities: Vec<[u8; 32]> = costs.iter().filter_map(|c| c.identity.map(|i| i.identity)).collect();
+    let who = if crate::gate::gated() { "analyst query" } else { "query" };
+    let what = match epsilons.len() {
+        1 => format!("{who} (1 release)"),
+        n => format!("{who} ({n} releases)"),
+    };
+    let request = Charge {
+        mechanism: &what,
+        epsilon: total,
+        delta: deltas.iter().sum(),
+        releases: i64::from(!epsilons.is_empty()),
+        exact: Some([dpnoise_core::rational::decimal_sum(&epsilons), dpnoise_core::rational::decimal_sum(&deltas)]),
+        identities: &identities,
+        repeat: false,
+    };
+    crate::budget::prepay(estate, costs.into_iter().map(|c| c.site).collect(), &request, cap);
+}
+
+/// What one call site costs.
+struct Cost {
+    /// Where it is and what its function pays with.
+    site: Site,
+    /// The (ε, δ) charged for each of its grouping sets: its parameters'
+    /// totals, which the groups of a person share when the gate bounded
+    /// them (`dp_share`).
+    charged: (f64, f64),
+    /// Its identity, if it can be answered again (`repeat`).
+    identity: Option<crate::budget::Identified>,
+}
+
+/// A releasing call found in a plan node.
+enum Call {
+    Aggregate(*mut pg_sys::Aggref),
+    PerRow(*mut pg_sys::FuncExpr),
+}
+
+/// The cost of every release in the plan, each checked as its function
+/// will check it.
+///
+/// # Safety
+/// `stmt` is null or a live PlannedStmt; `params` its live parameters or
+/// null; `estate` its execution's, started.
+unsafe fn releases(stmt: *mut pg_sys::PlannedStmt, params: pg_sys::ParamListInfo, estate: *mut pg_sys::EState) -> Vec<Cost> {
+    // SAFETY: the caller's contract: the plan tree and its subplans are live; lists are read below their length.
+    unsafe {
+        if stmt.is_null() {
+            return Vec::new();
+        }
+        let mut costs: Vec<Cost> = Vec::new();
+        for plan in crate::parameters::plan_nodes(stmt) {
+            let mut found = Vec::new();
+            for list in [(*plan).targetlist, (*plan).qual] {
+                collect_calls(list.cast(), &mut found);
+            }
+            for call in found {
+                let cost = match call {
+                    Call::Aggregate(aggref) => {
+                        // A partial Aggref's final function runs above it; an
+                        // Aggref outside an Agg node is a copy of its target
+                        // list (a Material put on top shares it).
+                        if (*aggref).aggsplit & pg_sys::AGGSPLITOP_SKIPFINAL != 0 || (*plan).type_ != pg_sys::NodeTag::T_Agg {
+                            continue;
+                        }
+                        let site = Site { node: plan as usize, aggno: (*aggref).aggno, sets: grouping_sets(plan), epsilon: 0.0, delta: 0.0 };
+                        // The same aggregate in the select list and HAVING is one call.
+                        if costs.iter().any(|c| c.site.node == site.node && c.site.aggno == site.aggno) {
+                            continue;
+                        }
+                        let types = oid_list((*aggref).aggargtypes);
+                        let Some(function) = functions::releasing((*aggref).aggfnoid) else { continue };
+                        let args = list_items::<pg_sys::TargetEntry>(crate::aggref::plan_arguments(plan, aggref, function.name))
+                            .into_iter()
+                            .map(|e| (*e).expr)
+                            .collect();
+                        let Some(mut cost) = checked(function, &types, args, params, site) else { continue };
+                        cost.identity = crate::repeat::planned_identity(estate, aggref);
+                        cost
+                    }
+                    Call::PerRow(call) => {
+                        let Some(function) = functions::releasing((*call).funcid) else { continue };
+                        let site = Site { node: call as usize, aggno: -1, sets: 1, epsilon: 0.0, delta: 0.0 };
+                        // A target list shared by two nodes holds one call.
+                        if costs.iter().any(|c| c.site.node == site.node) {
+                            continue;
+                        }
+                        let args = list_nodes((*call).args).into_iter().map(|e| e.cast()).collect();
+                        let Some(cost) = checked(function, &[], args, params, site) else { continue };
+                        cost
+                    }
+                };
+                costs.push(cost);
+            }
+        }
+        costs
+    }
+}
+
+/// How many grouping sets the Agg `plan` computes (its chain's too); 1 for
+/// a plain or simply grouped aggregate.
+///
+/// # Safety
+/// `plan` is a live plan node.
+unsafe fn grouping_sets(plan: *mut pg_sys::Plan) -> u32 {
+    // SAFETY: the caller's contract; an Agg's groupingSets and chain are Lists (of Lists, and of Agg nodes).
+    unsafe {
+        if (*plan).type_ != pg_sys::NodeTag::T_Agg {
+            return 1;
+        }
+        let agg = plan as *mut pg_sys::Agg;
+        let sets = |agg: *mut pg_sys::Agg| list_nodes((*agg).groupingSets).len() as u32;
+        let chained: u32 = list_items::<pg_sys::Agg>((*agg).chain).into_iter().map(sets).sum();
+        (sets(agg) + chained).max(1)
+    }
+}
+
+/// The OIDs of an OID List.
+///
+/// # Safety
+/// `list` is null or a live OID List.
+unsafe fn oid_list(list: *mut pg_sys::List) -> Vec<pg_sys::Oid> {
+    // SAFETY: the caller's contract; indices stay below the length.
+    unsafe {
+        let n = if list.is_null() { 0 } else { (*list).length as usize };
+        (0..n).map(|i| (*(*list).elements.add(i)).oid_value).collect()
+    }
+}
+
+/// The dpnoise calls under `node`: Aggrefs, and per-row releasing calls
+/// (also inside an aggregate's arguments).
+///
+/// # Safety
+/// `node` is null or a live expression tree; inside a transaction.
+unsafe fn collect_calls(node: *mut pg_sys::Node, into: &mut Vec<Call>) {
+    /// # Safety
+    /// Called by `expression_tree_walker` with live nodes and the Vec.
+    #[pgrx::pg_guard]
+    unsafe extern "C-unwind" fn walk(node: *mut pg_sys::Node, context: *mut std::ffi::c_void) -> bool {
+        // SAFETY: the walker's contract; casts follow the tags.
+        unsafe {
+            if node.is_null() {
+                return false;
+            }
+            let into = &mut *(context as *mut Vec<Call>);
+            match (*node).type_ {
+                pg_sys::NodeTag::T_Aggref => into.push(Call::Aggregate(node.cast())),
+                pg_sys::NodeTag::T_FuncExpr if functions::is_per_row((*(node as *mut pg_sys::FuncExpr)).funcid) => {
+                    into.push(Call::PerRow(node.cast()))
+                }
+                _ => {}
+            }
+            pg_sys::expression_tree_walker(node, Some(walk), context)
+        }
+    }
+    // SAFETY: the caller's contract; `into` outlives the walk.
+    unsafe {
+        if !node.is_null() {
+            walk(node, (into as *mut Vec<Call>).cast());
+        }
+    }
+}
+
+/// Evaluates one call's privacy parameters and checks them, as shared
+/// (what its function pays) and in all (what is charged). None: a
+/// function whose cost no plan shows (it is charged as it releases).
+///
+/// # Safety
+/// `args` are the call's live argument expressions; `params` live or null.
+unsafe fn checked(
+    function: &Function,
+    types: &[pg_sys::Oid],
+    args: Vec<*mut pg_sys::Expr>,
+    params: pg_sys::ParamListInfo,
+    mut site: Site,
+) -> Option<Cost> {
+    let first = function.first_parameter(types);
+    // SAFETY: the caller's contract. The expressions were found fixed (constants, parameters,
+    // immutable functions) by parameters::check_plan before this runs; they are evaluated in a
+    // standalone context freed (with the texts read from it) before returning.
+    unsafe {
+        let context = pg_sys::CreateStandaloneExprContext();
+        // A parameter is read from the context when the expression runs.
+        (*context).ecxt_param_list_info = params;
+        let evaluate = |expr: *mut pg_sys::Expr| {
+            let state = pg_sys::ExecInitExprWithParams(expr, params);
+            let mut isnull = false;
+            let value = pg_sys::ExecEvalExprSwitchContext(state, context, &mut isnull);
+            (!isnull).then_some(value)
+        };
+        let mut values: Vec<Option<pg_sys::Datum>> = Vec::new();
+        let mut totals: Vec<Option<pg_sys::Datum>> = Vec::new();
+        for (i, &expr) in args.iter().enumerate() {
+            if i < first {
+                values.push(None);
+                totals.push(None);
+                continue;
+            }
+            values.push(evaluate(expr));
+            totals.push(match crate::parameters::share_call(expr.cast()) {
+                Some(share) => evaluate(list_nodes(share)[0].cast()),
+                None => *values.last().expect("pushed"),
+            });
+        }
+        let paid = cost(function, types, &values);
+        let charged = paid.and_then(|_| cost(function, types, &totals));
+        pg_sys::FreeExprContext(context, true);
+        let (paid, charged) = match (paid, charged) {
+            (Some(paid), Some(charged)) => (paid, charged),
+            _ if crate::gate::gated() && function.kind != Kind::PerRow => crate::gate::refused(
+                &format!("{} is not available to analysts", function.name),
+                "Use dp_count, dp_sum or dp_avg.",
+            ),
+            _ => return None,
+        };
+        (site.epsilon, site.delta) = paid;
+        Some(Cost { site, charged, identity: None })
+    }
+}
+
+/// One call's (ε, δ) from its evaluated arguments (None: NULL), checked as
+/// its function checks them; None for a function charged as it releases.
+///
+/// # Safety
+/// `values` are the call's evaluated arguments; texts are live.
+unsafe fn cost(function: &Function, types: &[pg_sys::Oid], values: &[Option<pg_sys::Datum>]) -> Option<(f64, f64)> {
+    let first = function.first_parameter(types);
+    let integer = types.first() == Some(&pg_sys::INT8OID);
+    // SAFETY: the caller's contract is each check's own.
+    unsafe {
+        Some(match function.cost {
+            functions::Cost::Count => crate::count::checked_cost(first == 1, values),
+            functions::Cost::Sum => crate::sum::checked_cost(function.name, integer, values)?,
+            functions::Cost::Selection => selection_cost(values),
+            functions::Cost::Value => crate::row_noise::checked_cost(function.name, values),
+            // dp_merge_count(partial, ε, δ, mechanism) is dp_count's (ε, δ, mechanism) form.
+            functions::Cost::MergeCount => crate::count::checked_cost(true, values),
+            functions::Cost::MergeSelected => selection_cost(&values[1..]),
+            // dp_merge_sum's bounds tell its type.
+            functions::Cost::MergeSum => crate::sum::merged_cost(types.get(5) == Some(&pg_sys::INT8OID), values),
+            functions::Cost::AtRelease => return None,
+        })
+    }
+}
+
+/// dp_partition_selected(ε, δ)'s cost, checked.
+fn selection_cost(values: &[Option<pg_sys::Datum>]) -> (f64, f64) {
+    let epsilon = crate::aggref::f64_parameter(values[0], "epsilon");
+    let delta = crate::aggref::f64_parameter(values[1], "delta");
+    crate::selection::selection(epsilon, delta);
+    (epsilon, delta)
+}

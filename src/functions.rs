@@ -1,0 +1,128 @@
+//! The one table of dpnoise's releasing functions: what each is, which of
+//! its arguments are privacy parameters, how its cost is read from a plan,
+//! and whether the Citus split can divide it. Every stage that must know
+//! "is this call a release, and what are its parameters" (parameters,
+//! gate, charge, Citus, repeat) reads it here, by function OID.
+
+use pgrx::pg_sys;
+use std::cell::RefCell;
+use std::collections::HashMap;
+
+/// What kind of call a releasing function is.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Kind {
+    /// An aggregate whose final function releases once per group.
+    Aggregate,
+    /// A function that releases one value per row.
+    PerRow,
+    /// The merge of a Citus split (`citus`): an aggregate over partials.
+    Merge,
+}
+
+/// How the charge stage reads a call's cost from its evaluated parameters.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Cost {
+    Count,
+    Sum,
+    Selection,
+    /// dp_laplace, dp_staircase, dp_noise.
+    Value,
+    MergeCount,
+    MergeSelected,
+    MergeSum,
+    /// Not read from the plan: charged as it releases (the multivariate
+    /// and refinement functions, whose parameters are arrays and priors).
+    AtRelease,
+}
+
+/// One releasing function.
+pub struct Function {
+    pub name: &'static str,
+    pub kind: Kind,
+    /// The index of its first privacy argument (the ones before are the
+    /// data); dp_count's value form shifts it by one (`first_parameter`).
+    first: usize,
+    pub cost: Cost,
+    /// Whether the Citus split divides it into sealed partials and a merge.
+    pub splits: bool,
+}
+
+impl Function {
+    /// The index of the first privacy argument of a call with argument
+    /// types `types` (empty: not known, the table's own index).
+    pub fn first_parameter(&self, types: &[pg_sys::Oid]) -> usize {
+        // dp_count(value, epsilon): the value comes first.
+        if self.name == "dp_count" && types.len() == 2 && types[1] == pg_sys::FLOAT8OID {
+            return 1;
+        }
+        self.first
+    }
+}
+
+const fn function(name: &'static str, kind: Kind, first: usize, cost: Cost, splits: bool) -> Function {
+    Function { name, kind, first, cost, splits }
+}
+
+/// Every releasing function of the extension.
+pub static FUNCTIONS: [Function; 16] = [
+    function("dp_count", Kind::Aggregate, 0, Cost::Count, true),
+    function("dp_sum", Kind::Aggregate, 1, Cost::Sum, true),
+    function("dp_sum_laplace", Kind::Aggregate, 1, Cost::Sum, true),
+    function("dp_sum_staircase", Kind::Aggregate, 1, Cost::Sum, true),
+    function("dp_avg", Kind::Aggregate, 1, Cost::Sum, true),
+    function("dp_partition_selected", Kind::Aggregate, 0, Cost::Selection, true),
+    function("dp_sum_multi", Kind::Aggregate, 1, Cost::AtRelease, false),
+    function("dp_laplace", Kind::PerRow, 1, Cost::Value, false),
+    function("dp_staircase", Kind::PerRow, 1, Cost::Value, false),
+    function("dp_noise", Kind::PerRow, 1, Cost::Value, false),
+    function("dp_noise_box", Kind::PerRow, 1, Cost::AtRelease, false),
+    function("dp_noise_l1_staircase", Kind::PerRow, 1, Cost::AtRelease, false),
+    function("dp_refine", Kind::PerRow, 1, Cost::AtRelease, false),
+    function("dp_merge_count", Kind::Merge, 1, Cost::MergeCount, false),
+    function("dp_merge_selected", Kind::Merge, 1, Cost::MergeSelected, false),
+    function("dp_merge_sum", Kind::Merge, 2, Cost::MergeSum, false),
+];
+
+/// The releasing function named `name`.
+pub fn named(name: &str) -> Option<&'static Function> {
+    FUNCTIONS.iter().find(|f| f.name == name)
+}
+
+thread_local! {
+    /// Function OID → its entry, for dpnoise's releasing functions (None
+    /// for every other function), looked up once each.
+    static BY_OID: RefCell<HashMap<pg_sys::Oid, Option<&'static Function>>> = RefCell::new(HashMap::new());
+}
+
+/// The releasing function `funcid` is, if it is one of dpnoise's own.
+///
+/// # Safety
+/// Inside a transaction (catalog lookups).
+pub unsafe fn releasing(funcid: pg_sys::Oid) -> Option<&'static Function> {
+    if let Some(known) = BY_OID.with(|r| r.borrow().get(&funcid).copied()) {
+        return known;
+    }
+    // SAFETY: inside a transaction (the caller's contract), so the catalog scans of extensions::oid
+    // and getExtensionOfObject and get_func_name's syscache lookup may run; get_func_name returns
+    // null (tested) or a NUL-terminated copy palloc'd in the current memory context.
+    let found = unsafe {
+        let extension = crate::extensions::oid(crate::extensions::Extension::Dpnoise);
+        if extension == pg_sys::InvalidOid || pg_sys::getExtensionOfObject(pg_sys::ProcedureRelationId, funcid) != extension {
+            None
+        } else {
+            let name = pg_sys::get_func_name(funcid);
+            if name.is_null() { None } else { named(&std::ffi::CStr::from_ptr(name).to_string_lossy()) }
+        }
+    };
+    BY_OID.with(|r| r.borrow_mut().insert(funcid, found));
+    found
+}
+
+/// Whether `funcid` is one of dpnoise's per-row releasing functions.
+///
+/// # Safety
+/// Inside a transaction.
+pub unsafe fn is_per_row(funcid: pg_sys::Oid) -> bool {
+    // SAFETY: the caller's contract.
+    unsafe { releasing(funcid) }.is_some_and(|f| f.kind == Kind::PerRow)
+}
