@@ -220,6 +220,31 @@ pub fn init() {
     }
 }
 
+/// Runs `f` with the setting `name` at `value`, at a GUC nest level of its
+/// own (as a function's SET clause makes one): restored after `f`, or by
+/// the (sub)transaction abort if it raises.
+pub(crate) fn with_setting<T>(name: &CStr, value: &CStr, f: impl FnOnce() -> T) -> T {
+    // SAFETY: a nest level pushed here and popped below; name and value are NUL-terminated.
+    let level = unsafe {
+        let level = pg_sys::NewGUCNestLevel();
+        pg_sys::set_config_option(
+            name.as_ptr(),
+            value.as_ptr(),
+            pg_sys::GucContext::PGC_USERSET,
+            pg_sys::GucSource::PGC_S_SESSION,
+            pg_sys::GucAction::GUC_ACTION_SAVE,
+            true,
+            0,
+            false,
+        );
+        level
+    };
+    let out = f();
+    // SAFETY: pops the level pushed above.
+    unsafe { pg_sys::AtEOXact_GUC(true, level) };
+    out
+}
+
 /// The seed in force, if any, and the assignment generation.
 pub fn seed() -> (Option<u64>, u64) {
     let generation = SEED_GENERATION.load(Ordering::Relaxed);

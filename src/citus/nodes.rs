@@ -264,23 +264,10 @@ pub(super) fn bytea_const(value: &[u8]) -> *mut pg_sys::Node {
 /// # Safety
 /// `partials` is a live Query; inside a transaction.
 pub(super) unsafe fn deparse(partials: *mut pg_sys::Query) -> String {
-    // SAFETY: the caller's contract; the setting is undone at the nest level it was made at.
-    unsafe {
-        let nest = pg_sys::NewGUCNestLevel();
-        pg_sys::set_config_option(
-            c"search_path".as_ptr(),
-            c"pg_catalog, pg_temp".as_ptr(),
-            pg_sys::GucContext::PGC_USERSET,
-            pg_sys::GucSource::PGC_S_SESSION,
-            pg_sys::GucAction::GUC_ACTION_SAVE,
-            true,
-            0,
-            false,
-        );
-        let text = CStr::from_ptr(pg_sys::pg_get_querydef(partials, false)).to_string_lossy().into_owned();
-        pg_sys::AtEOXact_GUC(true, nest);
-        text
-    }
+    crate::gucs::with_setting(c"search_path", c"pg_catalog, pg_temp", || {
+        // SAFETY: the caller's contract; pg_get_querydef returns a palloc'd NUL-terminated string.
+        unsafe { CStr::from_ptr(pg_sys::pg_get_querydef(partials, false)).to_string_lossy().into_owned() }
+    })
 }
 
 pub(super) fn text_const(value: &str) -> *mut pg_sys::Node {

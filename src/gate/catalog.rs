@@ -147,26 +147,7 @@ pub(crate) fn as_superuser<T>(f: impl FnOnce() -> T) -> T {
 /// to millions, and compiling it took 400 ms of an analyst's first
 /// statement. The setting is restored after `f`, or by the abort if it raises.
 pub(crate) fn without_jit<T>(f: impl FnOnce() -> T) -> T {
-    // SAFETY: a GUC nest level of our own, as a function's SET clause makes one; the
-    // setting and value are NUL-terminated literals.
-    let level = unsafe {
-        let level = pg_sys::NewGUCNestLevel();
-        pg_sys::set_config_option(
-            c"jit".as_ptr(),
-            c"off".as_ptr(),
-            pg_sys::GucContext::PGC_USERSET,
-            pg_sys::GucSource::PGC_S_SESSION,
-            pg_sys::GucAction::GUC_ACTION_SAVE,
-            true,
-            0,
-            false,
-        );
-        level
-    };
-    let out = f();
-    // SAFETY: pops the level pushed above.
-    unsafe { pg_sys::AtEOXact_GUC(true, level) };
-    out
+    crate::gucs::with_setting(c"jit", c"off", f)
 }
 
 /// Reads the protected tables (as the bootstrap superuser: `protected`).
