@@ -220,23 +220,25 @@ pub fn init() {
     }
 }
 
-/// Runs `f` with the setting `name` at `value`, at a GUC nest level of its
-/// own (as a function's SET clause makes one): restored after `f`, or by
-/// the (sub)transaction abort if it raises.
-pub(crate) fn with_setting<T>(name: &CStr, value: &CStr, f: impl FnOnce() -> T) -> T {
-    // SAFETY: a nest level pushed here and popped below; name and value are NUL-terminated.
+/// Runs `f` with each setting (name, value) in force, at a GUC nest level
+/// of its own (as a function's SET clause makes one): restored after `f`,
+/// or by the (sub)transaction abort if it raises.
+pub(crate) fn with_settings<T>(settings: &[(&CStr, &CStr)], f: impl FnOnce() -> T) -> T {
+    // SAFETY: a nest level pushed here and popped below; names and values are NUL-terminated.
     let level = unsafe {
         let level = pg_sys::NewGUCNestLevel();
-        pg_sys::set_config_option(
-            name.as_ptr(),
-            value.as_ptr(),
-            pg_sys::GucContext::PGC_USERSET,
-            pg_sys::GucSource::PGC_S_SESSION,
-            pg_sys::GucAction::GUC_ACTION_SAVE,
-            true,
-            0,
-            false,
-        );
+        for (name, value) in settings {
+            pg_sys::set_config_option(
+                name.as_ptr(),
+                value.as_ptr(),
+                pg_sys::GucContext::PGC_USERSET,
+                pg_sys::GucSource::PGC_S_SESSION,
+                pg_sys::GucAction::GUC_ACTION_SAVE,
+                true,
+                0,
+                false,
+            );
+        }
         level
     };
     let out = f();

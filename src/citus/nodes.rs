@@ -264,7 +264,7 @@ pub(super) fn bytea_const(value: &[u8]) -> *mut pg_sys::Node {
 /// # Safety
 /// `partials` is a live Query; inside a transaction.
 pub(super) unsafe fn deparse(partials: *mut pg_sys::Query) -> String {
-    crate::gucs::with_setting(c"search_path", c"pg_catalog, pg_temp", || {
+    crate::gucs::with_settings(&[(c"search_path", c"pg_catalog, pg_temp")], || {
         // SAFETY: the caller's contract; pg_get_querydef returns a palloc'd NUL-terminated string.
         unsafe { CStr::from_ptr(pg_sys::pg_get_querydef(partials, false)).to_string_lossy().into_owned() }
     })

@@ -147,7 +147,7 @@ pub(crate) fn as_superuser<T>(f: impl FnOnce() -> T) -> T {
 /// to millions, and compiling it took 400 ms of an analyst's first
 /// statement. The setting is restored after `f`, or by the abort if it raises.
 pub(crate) fn without_jit<T>(f: impl FnOnce() -> T) -> T {
-    crate::gucs::with_setting(c"jit", c"off", f)
+    crate::gucs::with_settings(&[(c"jit", c"off")], f)
 }
 
 /// Reads the protected tables (as the bootstrap superuser: `protected`).
