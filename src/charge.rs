@@ -21,7 +21,7 @@ use pgrx::pg_sys;
 
 /// An analyst's cap on what one statement spends (None for other roles).
 pub fn cap() -> Option<Cap> {
-    let epsilon = crate::gate::max_epsilon_per_query();
+    let epsilon = crate::gucs::max_epsilon_per_query();
     (crate::gate::gated() && epsilon > 0.0).then_some(Cap { epsilon, refuse: over_cap })
 }
 

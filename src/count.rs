@@ -117,7 +117,7 @@ v1_function!(pg_finfo_dp_count_delta_final, dp_count_delta_final, |fcinfo| {
 });
 
 // dp_merge_count(partial, epsilon, delta, mechanism): dp_count over exact
-// partial counts (a Citus table's shards); see src/citus.rs.
+// partial counts (a Citus table's shards); see src/citus/merge.rs.
 v1_function!(pg_finfo_dp_merge_count_step, dp_merge_count_step, |fcinfo| {
     // SAFETY: argument 0 is the int8 state (SQL: STYPE = bigint, INITCOND 0), never NULL.
     let count = unsafe { arg_datum(fcinfo, 0) }.value() as i64;

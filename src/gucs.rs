@@ -57,6 +57,55 @@ pub fn max_public_fanout() -> i32 {
     MAX_PUBLIC_FANOUT.get()
 }
 
+/// `dpnoise.analyst`: on for roles the DBA marked as analysts (`ALTER ROLE
+/// … IN DATABASE … SET`, which `dp_analyst` runs). Superusers only: an
+/// analyst can neither SET nor RESET it, nor pass it when connecting.
+static ANALYST: GucSetting<bool> = GucSetting::<bool>::new(false);
+
+/// Whether this session is an analyst's (the gate applies: `gate::gated`).
+pub fn analyst() -> bool {
+    ANALYST.get()
+}
+
+/// `dpnoise.selection_epsilon` and `dpnoise.selection_delta`: what private
+/// partition selection spends on an analyst's GROUP BY (each query pays it
+/// on top of its aggregates' ε).
+static SELECTION_EPSILON: GucSetting<f64> = GucSetting::<f64>::new(0.5);
+static SELECTION_DELTA: GucSetting<f64> = GucSetting::<f64>::new(1e-6);
+
+pub fn selection_epsilon() -> f64 {
+    SELECTION_EPSILON.get()
+}
+
+pub fn selection_delta() -> f64 {
+    SELECTION_DELTA.get()
+}
+
+/// `dpnoise.max_epsilon_per_query`: the most one analyst's statement may
+/// spend (0: no limit). Superusers set it, per role.
+static MAX_EPSILON_PER_QUERY: GucSetting<f64> = GucSetting::<f64>::new(0.0);
+
+pub fn max_epsilon_per_query() -> f64 {
+    MAX_EPSILON_PER_QUERY.get()
+}
+
+/// `dpnoise.max_groups_contributed`: lowers, for this session, how many
+/// groups of a query one person may contribute to (0: each protected
+/// table's own setting, which it can never raise).
+static MAX_GROUPS_CONTRIBUTED: GucSetting<i32> = GucSetting::<i32>::new(0);
+
+pub fn max_groups_contributed() -> i32 {
+    MAX_GROUPS_CONTRIBUTED.get()
+}
+
+/// `dpnoise.role_max_groups_contributed`: the DBA's cap for a role (0: none),
+/// set with ALTER ROLE … SET; superusers only, so the analyst cannot lift it.
+static ROLE_MAX_GROUPS_CONTRIBUTED: GucSetting<i32> = GucSetting::<i32>::new(0);
+
+pub fn role_max_groups_contributed() -> i32 {
+    ROLE_MAX_GROUPS_CONTRIBUTED.get()
+}
+
 pub fn init() {
     GucRegistry::define_int_guc(
         c"dpnoise.max_public_fanout",
@@ -94,6 +143,64 @@ pub fn init() {
         GucContext::Suset,
         GucFlags::default(),
     );
+    GucRegistry::define_bool_guc(
+        c"dpnoise.analyst",
+        c"Gives this session only differentially private answers from protected tables.",
+        c"Set per role by dp_analyst (ALTER ROLE ... IN DATABASE ... SET); only superusers can change it.",
+        &ANALYST,
+        GucContext::Suset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_float_guc(
+        c"dpnoise.selection_epsilon",
+        c"Epsilon spent on choosing which group keys from protected data an analyst's GROUP BY shows.",
+        c"Added to the query's cost; with dpnoise.selection_delta.",
+        &SELECTION_EPSILON,
+        1e-4,
+        100.0,
+        GucContext::Userset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_float_guc(
+        c"dpnoise.selection_delta",
+        c"Delta spent on choosing which group keys from protected data an analyst's GROUP BY shows.",
+        c"Must be above 0 for GROUP BY on keys from protected data.",
+        &SELECTION_DELTA,
+        0.0,
+        0.5,
+        GucContext::Userset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_int_guc(
+        c"dpnoise.max_groups_contributed",
+        c"How many groups of one query a person may contribute to, at most (0: the protected tables' setting).",
+        c"Can only lower the protected tables' max_groups_contributed.",
+        &MAX_GROUPS_CONTRIBUTED,
+        0,
+        1000,
+        GucContext::Userset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_int_guc(
+        c"dpnoise.role_max_groups_contributed",
+        c"How many groups of one query a person may contribute to, at most, for this role (0: no cap).",
+        c"Set per role by a superuser (ALTER ROLE ... SET); lowers the protected tables' max_groups_contributed.",
+        &ROLE_MAX_GROUPS_CONTRIBUTED,
+        0,
+        1000,
+        GucContext::Suset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_float_guc(
+        c"dpnoise.max_epsilon_per_query",
+        c"The most epsilon one statement of an analyst may spend (0: no limit).",
+        c"Set per role by a superuser (ALTER ROLE ... SET).",
+        &MAX_EPSILON_PER_QUERY,
+        0.0,
+        1e6,
+        GucContext::Suset,
+        GucFlags::default(),
+    );
     // SAFETY: pgrx's condition for hooks is that no Rust panic escapes them into PostgreSQL:
     // check_seed and assign_seed are #[pg_guard]. Their signatures are the string GUC check and
     // assign hook types PostgreSQL calls them with. SEED is a static, so the setting's storage
@@ -111,6 +218,33 @@ pub fn init() {
             None,
         );
     }
+}
+
+/// Runs `f` with each setting (name, value) in force, at a GUC nest level
+/// of its own (as a function's SET clause makes one): restored after `f`,
+/// or by the (sub)transaction abort if it raises.
+pub(crate) fn with_settings<T>(settings: &[(&CStr, &CStr)], f: impl FnOnce() -> T) -> T {
+    // SAFETY: a nest level pushed here and popped below; names and values are NUL-terminated.
+    let level = unsafe {
+        let level = pg_sys::NewGUCNestLevel();
+        for (name, value) in settings {
+            pg_sys::set_config_option(
+                name.as_ptr(),
+                value.as_ptr(),
+                pg_sys::GucContext::PGC_USERSET,
+                pg_sys::GucSource::PGC_S_SESSION,
+                pg_sys::GucAction::GUC_ACTION_SAVE,
+                true,
+                0,
+                false,
+            );
+        }
+        level
+    };
+    let out = f();
+    // SAFETY: pops the level pushed above.
+    unsafe { pg_sys::AtEOXact_GUC(true, level) };
+    out
 }
 
 /// The seed in force, if any, and the assignment generation.

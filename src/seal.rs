@@ -9,7 +9,7 @@
 //! and the text under a key this backend drew from the OS and never shows,
 //! checked by `dp_check_seal` before the text runs. Each planning seals
 //! with new nonces, and refuses a plan holding a seal it did not write
-//! (`citus::check_sealed_calls`): a seal read from a printed plan cannot
+//! (`citus::sealing::check_sealed_calls`): a seal read from a printed plan cannot
 //! be written again by planning the same query.
 
 use crate::fmgr::v1_function;

@@ -36,7 +36,7 @@ v1_function!(pg_finfo_dp_partition_selected_final, dp_partition_selected_final, 
 });
 
 // dp_merge_selected(partial, epsilon, delta): dp_partition_selected over
-// exact partial counts (a Citus table's shards); see src/citus.rs.
+// exact partial counts (a Citus table's shards); see src/citus/merge.rs.
 v1_function!(pg_finfo_dp_merge_selected_final, dp_merge_selected_final, |fcinfo| { selected(fcinfo, 1) });
 
 /// The release of dp_partition_selected, or of its merge, whose (ε, δ) are

@@ -127,7 +127,7 @@ impl SumValue for f64 {
     }
     #[inline]
     fn skipped(self) -> bool {
-        self.is_nan() && crate::gate::analyst()
+        self.is_nan() && crate::gucs::analyst()
     }
     fn bounds(lower: f64, upper: f64) -> Bounds {
         Bounds::new(lower, upper).or_raise()

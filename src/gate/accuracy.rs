@@ -3,7 +3,7 @@
 //! (each group's share of ε when a person may add to k groups) and the
 //! group sizes partition selection needs to show a key.
 
-use super::{protected, SELECTION_DELTA, SELECTION_EPSILON};
+use super::catalog::protected;
 use crate::errors::{null_parameter, raise_sqlstate, OrRaise};
 use dpnoise_core::selection::PartitionSelection;
 use dpnoise_core::{Bounds, Choice, Delta, Epsilon, Loss, Mechanism, Request, Shape};
@@ -101,8 +101,8 @@ fn dp_query_accuracy(
     });
     let accuracy = plan.accuracy(confidence);
     // With dpnoise.selection_delta = 0 keys from the data are refused: only listed keys.
-    let (even, always) = if grouped && SELECTION_DELTA.get() > 0.0 {
-        let selection = PartitionSelection::new(SELECTION_EPSILON.get(), SELECTION_DELTA.get(), k as u32).or_raise();
+    let (even, always) = if grouped && crate::gucs::selection_delta() > 0.0 {
+        let selection = PartitionSelection::new(crate::gucs::selection_epsilon(), crate::gucs::selection_delta(), k as u32).or_raise();
         let even = (1..=selection.always_kept_from()).find(|&n| selection.keep_probability(n) >= 0.5);
         (even.map(|n| n as i64), Some(selection.always_kept_from() as i64))
     } else {

@@ -330,72 +330,56 @@ unsafe fn read_under(
     // Run as a superuser, the queries below must not resolve a name the
     // caller chose: a type in pg_temp is found before pg_catalog's unless
     // the path says otherwise (and every name is qualified besides).
-    // SAFETY: a GUC nest level, ended below (an error's abort ends it too).
-    let nest = unsafe {
-        let nest = pg_sys::NewGUCNestLevel();
-        // And the write log by its index, whatever stale statistics say of
-        // a table the ledger worker has just merged.
-        for (name, value) in [(c"search_path", c"pg_catalog, pg_temp"), (c"enable_seqscan", c"off"), (c"enable_bitmapscan", c"off")] {
-            pg_sys::set_config_option(
-                name.as_ptr(),
-                value.as_ptr(),
-                pg_sys::GucContext::PGC_USERSET,
-                pg_sys::GucSource::PGC_S_SESSION,
-                pg_sys::GucAction::GUC_ACTION_SAVE,
-                true,
-                0,
-                false,
-            );
-        }
-        nest
-    };
-    let reading = Reading::start();
-    let read = Spi::connect(|client| {
-        let key = match KEY.with(|k| *k.borrow()) {
-            Some(key) => key,
-            None => {
-                let bytes = client
-                    .select("SELECT k.key FROM dpnoise.release_key k", Some(1), &[])?
-                    .first()
-                    .get_one::<Vec<u8>>()?
-                    .unwrap_or_default();
-                let key: [u8; 32] = bytes.try_into().map_err(|_| pgrx::spi::Error::InvalidPosition)?;
-                KEY.with(|k| *k.borrow_mut() = Some(key));
-                key
+    // And the write log by its index, whatever stale statistics say of a
+    // table the ledger worker has just merged.
+    let settings = [(c"search_path", c"pg_catalog, pg_temp"), (c"enable_seqscan", c"off"), (c"enable_bitmapscan", c"off")];
+    let read = crate::gucs::with_settings(&settings, || {
+        let reading = Reading::start();
+        let read = Spi::connect(|client| {
+            let key = match KEY.with(|k| *k.borrow()) {
+                Some(key) => key,
+                None => {
+                    let bytes = client
+                        .select("SELECT k.key FROM dpnoise.release_key k", Some(1), &[])?
+                        .first()
+                        .get_one::<Vec<u8>>()?
+                        .unwrap_or_default();
+                    let key: [u8; 32] = bytes.try_into().map_err(|_| pgrx::spi::Error::InvalidPosition)?;
+                    KEY.with(|k| *k.borrow_mut() = Some(key));
+                    key
+                }
+            };
+            let oids: Vec<pg_sys::Oid> = relations.to_vec();
+            let args = [oids.into()];
+            let mut versions = Vec::new();
+            let mut compact = false;
+            for row in client.select(VERSIONS, None, &args)? {
+                let rel = row.get::<pg_sys::Oid>(1)?.unwrap_or(pg_sys::InvalidOid);
+                let current = row.get::<bool>(2)?.unwrap_or(false);
+                let version = row.get::<String>(3)?.unwrap_or_default();
+                versions.push((rel, current.then(|| version.into_bytes())));
+                compact |= row.get::<i64>(4)?.unwrap_or(0) > COMPACT_AT;
             }
-        };
-        let oids: Vec<pg_sys::Oid> = relations.to_vec();
-        let args = [oids.into()];
-        let mut versions = Vec::new();
-        let mut compact = false;
-        for row in client.select(VERSIONS, None, &args)? {
-            let rel = row.get::<pg_sys::Oid>(1)?.unwrap_or(pg_sys::InvalidOid);
-            let current = row.get::<bool>(2)?.unwrap_or(false);
-            let version = row.get::<String>(3)?.unwrap_or_default();
-            versions.push((rel, current.then(|| version.into_bytes())));
-            compact |= row.get::<i64>(4)?.unwrap_or(0) > COMPACT_AT;
-        }
-        if compact {
-            crate::budget::request_compaction();
-        }
-        let identities = identify(&key, &versions);
-        let known: Vec<Vec<u8>> = identities.iter().flatten().map(|i| i.to_vec()).collect();
-        let mut paid_before = Vec::new();
-        if !known.is_empty() {
-            let args = [known.into()];
-            for row in client.select(PAID, None, &args)? {
-                paid_before.push(row.get::<Vec<u8>>(1)?.unwrap_or_default());
+            if compact {
+                crate::budget::request_compaction();
             }
-        }
-        let paid = identities.iter().map(|i| i.is_some_and(|i| paid_before.iter().any(|p| p[..] == i[..]))).collect();
-        Ok::<_, pgrx::spi::Error>((identities, paid))
+            let identities = identify(&key, &versions);
+            let known: Vec<Vec<u8>> = identities.iter().flatten().map(|i| i.to_vec()).collect();
+            let mut paid_before = Vec::new();
+            if !known.is_empty() {
+                let args = [known.into()];
+                for row in client.select(PAID, None, &args)? {
+                    paid_before.push(row.get::<Vec<u8>>(1)?.unwrap_or_default());
+                }
+            }
+            let paid = identities.iter().map(|i| i.is_some_and(|i| paid_before.iter().any(|p| p[..] == i[..]))).collect();
+            Ok::<_, pgrx::spi::Error>((identities, paid))
+        });
+        drop(reading);
+        read
     });
-    drop(reading);
-    // SAFETY: undoes the pushes above.
-    unsafe {
-        pg_sys::AtEOXact_GUC(true, nest);
-        pg_sys::PopActiveSnapshot();
-    }
+    // SAFETY: pops the snapshot pushed above.
+    unsafe { pg_sys::PopActiveSnapshot() };
     read
 }
 

@@ -173,7 +173,7 @@ fn pages(relid: pg_sys::Oid) -> f64 {
 fn table_rows(relid: pg_sys::Oid) -> f64 {
     let Some(table) = qualified_name(relid) else { return f64::INFINITY };
     let query = format!("SELECT pg_catalog.count(*) FROM ONLY {table}");
-    super::super::without_jit(|| Spi::get_one::<i64>(&query)).ok().flatten().map(|n| n as f64).unwrap_or(f64::INFINITY)
+    super::super::catalog::without_jit(|| Spi::get_one::<i64>(&query)).ok().flatten().map(|n| n as f64).unwrap_or(f64::INFINITY)
 }
 
 /// The widest a row of a public table is in the variable-length columns
@@ -216,7 +216,7 @@ fn table_width(relid: pg_sys::Oid, columns: &[i16]) -> f64 {
         return 0.0;
     }
     let query = format!("SELECT pg_catalog.max({}) FROM ONLY {table}", parts.join(" OPERATOR(pg_catalog.+) "));
-    super::super::without_jit(|| Spi::get_one::<i64>(&query)).ok().flatten().map_or(0.0, |n| n as f64)
+    super::super::catalog::without_jit(|| Spi::get_one::<i64>(&query)).ok().flatten().map_or(0.0, |n| n as f64)
 }
 
 fn quote(name: &str) -> String {

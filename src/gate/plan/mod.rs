@@ -30,7 +30,8 @@
 //! statement, protected or not, is also refused the statistics functions
 //! (`pg_stat_*`), which count accesses to protected rows.
 
-use super::{list_items, refuse, Checked, Protected, Refusal, SHAPE};
+use super::catalog::Protected;
+use super::{list_items, refuse, Checked, Refusal, SHAPE};
 use total::Total;
 
 mod fanout;
@@ -175,7 +176,7 @@ unsafe fn statistics(node: *mut pg_sys::Node) -> Checked {
                 return false;
             }
             if let Some(funcid) = function_of(node) {
-                let name = super::function_name(funcid);
+                let name = super::leakproof::function_name(funcid);
                 if name.starts_with("pg_stat") {
                     *(context as *mut Option<String>) = Some(name);
                     return true;

@@ -58,7 +58,7 @@ impl Total<'_, '_> {
         }
         if volatile || retset {
             return Err(refuse(
-                &format!("{what} {} is volatile or returns a set: it may run, with effects, once per protected row", super::super::function_name(funcid)),
+                &format!("{what} {} is volatile or returns a set: it may run, with effects, once per protected row", super::super::leakproof::function_name(funcid)),
                 "Use only stable or immutable LEAKPROOF functions in a query over protected rows, its public side included.",
             ));
         }
@@ -68,7 +68,7 @@ impl Total<'_, '_> {
         Err(refuse(
             &format!(
                 "{what} {} is not LEAKPROOF and would run among protected rows as executed (it can fail, or show a value, on some rows)",
-                super::super::function_name(funcid)
+                super::super::leakproof::function_name(funcid)
             ),
             "Use only LEAKPROOF operators and functions over protected rows and the public rows joined to them, or ask the DBA to allow one with dp_allow_function.",
         ))
@@ -118,7 +118,7 @@ impl Total<'_, '_> {
                             || !(*aggref).aggorder.is_null()
                         {
                             return Err(refuse(
-                                &format!("the aggregate {} would run over protected rows", super::super::function_name((*aggref).aggfnoid)),
+                                &format!("the aggregate {} would run over protected rows", super::super::leakproof::function_name((*aggref).aggfnoid)),
                                 SHAPE,
                             ));
                         }
@@ -251,7 +251,7 @@ impl Total<'_, '_> {
     /// `node` is a live expression node.
     unsafe fn children(&self, node: *mut pg_sys::Node) -> Checked {
         // SAFETY: the caller's contract; `expr` recurses into each child.
-        unsafe { super::super::each_child(node, &mut |child| self.expr(child)) }
+        unsafe { super::super::leakproof::each_child(node, &mut |child| self.expr(child)) }
     }
 }
 

@@ -1,4 +1,4 @@
--- dpnoise on Citus (src/citus.rs): a dpnoise aggregate over a Citus table
+-- dpnoise on Citus (src/citus/): a dpnoise aggregate over a Citus table
 -- is split by the planner hook into exact partials, which Citus pushes down
 -- to the workers as its own count and sum, and a merge on the node that
 -- planned the statement (the coordinator), which draws the noise once and

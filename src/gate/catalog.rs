@@ -1,0 +1,237 @@
+//! The protected-table catalog: the tables `dp_protect` protected (with
+//! their inheritance children), each one's privacy unit and bound, the
+//! DBA's allow list and the dpnoise functions the gate writes into
+//! queries. Read once as the bootstrap superuser (an analyst cannot read
+//! dpnoise's schema), kept until a relcache invalidation names one of them.
+
+use pgrx::pg_sys;
+use pgrx::prelude::*;
+use std::cell::RefCell;
+use std::collections::{HashMap, HashSet};
+
+/// The protected tables (with their inheritance children) and the DBA's
+/// allow list. Read once, then kept until a relcache invalidation names one
+/// of them or the gate's own tables (DDL on a protected table, such as a
+/// dropped index, sends one; dp_protect, dp_unprotect and dp_allow_function
+/// send one for dpnoise.protected through `dp_gate_changed`).
+pub(super) struct Protected {
+    pub(super) tables: HashMap<pg_sys::Oid, Table>,
+    /// Functions the DBA declared safe for analysts beyond LEAKPROOF ones.
+    pub(super) allowed: HashSet<pg_sys::Oid>,
+    /// dpnoise.protected and dpnoise.allowed_functions.
+    pub(super) own: [pg_sys::Oid; 2],
+    /// dp_partition_selected(float8, float8), dp_share(float8, int4), dp_uniform().
+    pub(super) selection: pg_sys::Oid,
+    pub(super) share: pg_sys::Oid,
+    pub(super) uniform: pg_sys::Oid,
+}
+
+/// What the gate knows of one protected table.
+#[derive(Clone, Copy)]
+pub(super) struct Table {
+    /// Whether it holds one row per person (its privacy unit is UNIQUE,
+    /// alone, on every row it can show).
+    pub(super) one_row: bool,
+    /// The privacy unit's column number (0 if it was dropped).
+    pub(super) unit: i16,
+    /// How many groups of a query one person may contribute to.
+    pub(super) max_groups: i32,
+}
+
+thread_local! {
+    static PROTECTED: RefCell<Option<std::rc::Rc<Protected>>> = const { RefCell::new(None) };
+    /// Set while the gate reads its own tables (their queries pass the planner hook too).
+    static LOADING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Ends a load the transaction's end interrupted (`super::transaction_ended`).
+pub(super) fn loading_ended() {
+    LOADING.with(|l| l.set(false));
+}
+
+/// # Safety
+/// Called by PostgreSQL as a relcache invalidation callback.
+#[pg_guard]
+pub(super) unsafe extern "C-unwind" fn relcache_changed(_arg: pg_sys::Datum, relid: pg_sys::Oid) {
+    PROTECTED.with(|p| {
+        let mut p = p.borrow_mut();
+        let stale = p.as_ref().is_some_and(|known| {
+            relid == pg_sys::InvalidOid || known.own.contains(&relid) || known.tables.contains_key(&relid)
+        });
+        if stale {
+            *p = None;
+        }
+    });
+}
+
+/// Tells every backend that the protected tables or the allow list changed
+/// (at commit): called by dp_protect, dp_unprotect and dp_allow_function.
+/// Every relcache entry is invalidated, which also drops every cached
+/// plan: a prepared statement is planned again, through the gate, with
+/// the new settings (a lower max_groups_contributed, a table no longer
+/// vouched for).
+#[pg_extern(volatile, parallel_unsafe)]
+fn dp_gate_changed() {
+    // SAFETY: queues an invalidation of every relcache entry, sent at commit.
+    unsafe { pg_sys::CacheInvalidateRelcacheAll() };
+}
+
+/// Run as the bootstrap superuser in an analyst's session, whose search_path
+/// the analyst controls: every type and operator is schema-qualified, so no
+/// object of the analyst's own can be picked.
+const PROTECTED_QUERY: &str = "\
+WITH RECURSIVE p(relid, unit, max_groups) AS (
+    SELECT pr.relid::pg_catalog.oid, pr.privacy_unit, pr.max_groups_contributed FROM dpnoise.protected pr
+    UNION
+    SELECT i.inhrelid, p.unit, p.max_groups FROM pg_catalog.pg_inherits i JOIN p ON i.inhparent OPERATOR(pg_catalog.=) p.relid)
+SELECT p.relid,
+       COALESCE((SELECT a.attnum FROM pg_catalog.pg_attribute a
+                 WHERE a.attrelid OPERATOR(pg_catalog.=) p.relid AND a.attname OPERATOR(pg_catalog.=) p.unit
+                   AND NOT a.attisdropped), 0::pg_catalog.int2),
+       p.max_groups,
+       EXISTS (SELECT 1 FROM pg_catalog.pg_index x
+               JOIN pg_catalog.pg_attribute a
+                 ON a.attrelid OPERATOR(pg_catalog.=) x.indrelid AND a.attnum OPERATOR(pg_catalog.=) x.indkey[0]
+               WHERE x.indrelid OPERATOR(pg_catalog.=) p.relid AND x.indisunique
+                 AND x.indnkeyatts OPERATOR(pg_catalog.=) 1::pg_catalog.int2
+                 AND x.indpred IS NULL AND x.indexprs IS NULL AND a.attname OPERATOR(pg_catalog.=) p.unit)
+       AND (c.relkind OPERATOR(pg_catalog.=) 'p'::pg_catalog.char
+            OR NOT EXISTS (SELECT 1 FROM pg_catalog.pg_inherits i WHERE i.inhparent OPERATOR(pg_catalog.=) p.relid))
+FROM p JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) p.relid";
+
+/// The DBA's allow list, qualified as above.
+const ALLOWED_QUERY: &str = "SELECT fn::pg_catalog.oid FROM dpnoise.allowed_functions";
+
+/// A function of dpnoise by name and argument count ($1, $2), in whichever
+/// schema the extension is.
+const FUNCTION_QUERY: &str = "\
+SELECT p.oid FROM pg_catalog.pg_proc p
+JOIN pg_catalog.pg_depend d ON d.objid OPERATOR(pg_catalog.=) p.oid
+ AND d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass AND d.deptype OPERATOR(pg_catalog.=) 'e'
+JOIN pg_catalog.pg_extension x ON x.oid OPERATOR(pg_catalog.=) d.refobjid AND x.extname OPERATOR(pg_catalog.=) 'dpnoise'
+WHERE p.proname OPERATOR(pg_catalog.=) $1 AND p.pronargs OPERATOR(pg_catalog.=) $2";
+
+/// The protected tables, read as the bootstrap superuser (an analyst cannot
+/// read dpnoise's schema), once per transaction; None when the extension is
+/// not installed in this database.
+pub(super) fn protected() -> Option<std::rc::Rc<Protected>> {
+    if let Some(p) = PROTECTED.with(|p| p.borrow().clone()) {
+        return Some(p);
+    }
+    as_superuser(load)
+}
+
+/// Runs `f` as the bootstrap superuser (in a restricted security context),
+/// for dpnoise's reads of its own schema; the caller's user id is restored
+/// after it, or by the (sub)transaction abort if it raises.
+pub(crate) fn as_superuser<T>(f: impl FnOnce() -> T) -> T {
+    let mut user = pg_sys::InvalidOid;
+    let mut context = 0;
+    // SAFETY: reads and sets this backend's current user id; the error path restores it too
+    // (transaction abort resets the user id and security context).
+    unsafe {
+        pg_sys::GetUserIdAndSecContext(&mut user, &mut context);
+        pg_sys::SetUserIdAndSecContext(
+            pg_sys::BOOTSTRAP_SUPERUSERID.into(),
+            context | (pg_sys::SECURITY_LOCAL_USERID_CHANGE | pg_sys::SECURITY_RESTRICTED_OPERATION) as i32,
+        );
+    }
+    let out = f();
+    // SAFETY: restores what was read above.
+    unsafe { pg_sys::SetUserIdAndSecContext(user, context) };
+    out
+}
+
+/// Runs `f` (the gate's own catalog and count queries) with JIT off: the
+/// planner's estimate for the recursive read of the protected tables runs
+/// to millions, and compiling it took 400 ms of an analyst's first
+/// statement. The setting is restored after `f`, or by the abort if it raises.
+pub(crate) fn without_jit<T>(f: impl FnOnce() -> T) -> T {
+    crate::gucs::with_settings(&[(c"jit", c"off")], f)
+}
+
+/// Reads the protected tables (as the bootstrap superuser: `protected`).
+fn load() -> Option<std::rc::Rc<Protected>> {
+    /// LOADING while it lives: cleared when dropped, also by an error
+    /// unwinding through the load (in a subtransaction a PL/pgSQL
+    /// EXCEPTION block catches, the flag would otherwise stay set, and the
+    /// gate off, until the transaction ends).
+    struct Loading;
+    impl Drop for Loading {
+        fn drop(&mut self) {
+            LOADING.with(|l| l.set(false));
+        }
+    }
+    LOADING.with(|l| l.set(true));
+    let loading = Loading;
+    let loaded = without_jit(|| Spi::connect(|client| {
+        let own = client
+            .select(
+                "SELECT pg_catalog.to_regclass('dpnoise.protected')::pg_catalog.oid, \
+                        pg_catalog.to_regclass('dpnoise.allowed_functions')::pg_catalog.oid",
+                None,
+                &[],
+            )?
+            .first()
+            .get_two::<pg_sys::Oid, pg_sys::Oid>()?;
+        let (Some(protected_table), Some(allowed_table)) = own else {
+            return Ok::<_, pgrx::spi::Error>(None);
+        };
+        let mut tables = HashMap::new();
+        for row in client.select(PROTECTED_QUERY, None, &[])? {
+            if let Some(relid) = row.get::<pg_sys::Oid>(1)? {
+                let unit = row.get::<i16>(2)?.unwrap_or(0);
+                let max_groups = row.get::<i32>(3)?.unwrap_or(1);
+                let one_row = row.get::<bool>(4)?.unwrap_or(false);
+                tables.insert(
+                    relid,
+                    Table {
+                        one_row,
+                        unit,
+                        max_groups,
+                    },
+                );
+            }
+        }
+        let mut allowed = HashSet::new();
+        for row in client.select(ALLOWED_QUERY, None, &[])? {
+            if let Some(f) = row.get::<pg_sys::Oid>(1)? {
+                allowed.insert(f);
+            }
+        }
+        let function = |name: &str, nargs: i16| -> Result<pg_sys::Oid, pgrx::spi::Error> {
+            let args = [name.into(), nargs.into()];
+            Ok(client.select(FUNCTION_QUERY, None, &args)?.first().get_one::<pg_sys::Oid>()?.unwrap_or(pg_sys::InvalidOid))
+        };
+        let selection = function("dp_partition_selected", 2)?;
+        let share = function("dp_share", 2)?;
+        let uniform = function("dp_uniform", 0)?;
+        Ok(Some(std::rc::Rc::new(Protected { tables, allowed, own: [protected_table, allowed_table], selection, share, uniform })))
+    }));
+    drop(loading);
+    let loaded = loaded.unwrap_or_else(|e| pgrx::error!("dpnoise: cannot read the protected tables: {e}"));
+    PROTECTED.with(|p| *p.borrow_mut() = loaded.clone());
+    loaded
+}
+
+/// Whether the gate applies now: an analyst's session, outside the gate's own lookups.
+pub(crate) fn gated() -> bool {
+    crate::gucs::analyst() && !LOADING.with(|l| l.get())
+}
+
+/// For an analyst's session: the schema dpnoise is installed in (that of
+/// its dp_share), read without a query.
+pub(crate) fn own_schema() -> Option<pg_sys::Oid> {
+    let share = protected()?.share;
+    // SAFETY: a catalog lookup by OID inside the caller's transaction.
+    (share != pg_sys::InvalidOid).then(|| unsafe { pg_sys::get_func_namespace(share) })
+}
+
+/// For an analyst's session: the privacy unit's column of the protected
+/// table `relid`, if it is one.
+pub(crate) fn protected_unit(relid: pg_sys::Oid) -> Option<i16> {
+    if !gated() {
+        return None;
+    }
+    protected().and_then(|p| p.tables.get(&relid).map(|t| t.unit))
+}

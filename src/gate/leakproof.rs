@@ -1,0 +1,211 @@
+//! What an admitted level may evaluate on protected rows: dpnoise
+//! aggregates only, and in WHERE, group keys and an aggregate's arguments
+//! nothing that can fail, or take another path, depending on the values
+//! (LEAKPROOF functions and operators, or those the DBA allowed).
+
+use super::partitions::aggregate_types;
+use super::{list_items, refuse, Checked, SHAPE};
+use pgrx::pg_sys;
+use pgrx::prelude::*;
+use std::collections::HashSet;
+
+/// The dpnoise aggregates an analyst may use: those whose parameters the
+/// statement's advance payment can check (`cost`).
+const ADMITTED_AGGREGATES: [&str; 6] = ["dp_count", "dp_sum", "dp_avg", "dp_sum_laplace", "dp_sum_staircase", "dp_partition_selected"];
+
+/// The expressions of an admitted level: protected values reach an answer
+/// only through a dpnoise aggregate, and nothing evaluated on them (in
+/// WHERE, in an aggregate's arguments or FILTER) can fail, or so take
+/// another path, depending on their values.
+pub(super) struct Leakproof<'a> {
+    pub(super) allowed: &'a HashSet<pg_sys::Oid>,
+    /// Protected columns may appear here (WHERE, inside a dpnoise
+    /// aggregate); outside, in the output, only the aggregates' answers may.
+    pub(super) rows: bool,
+}
+
+impl Leakproof<'_> {
+    fn function(&self, funcid: pg_sys::Oid, what: &str) -> Checked {
+        // SAFETY: a syscache lookup by OID inside a transaction.
+        if unsafe { pg_sys::get_func_leakproof(funcid) } || self.allowed.contains(&funcid) {
+            return Ok(());
+        }
+        Err(refuse(
+            &format!("{what} {} is not LEAKPROOF (it can fail, or show a value, on some rows)", function_name(funcid)),
+            "Use only LEAKPROOF operators and functions on protected columns, or ask the DBA to allow one with dp_allow_function.",
+        ))
+    }
+
+    /// # Safety
+    /// `node` is null or a live expression node of the admitted level.
+    pub(super) unsafe fn node(&mut self, node: *mut pg_sys::Node) -> Checked {
+        // SAFETY: the caller's contract; casts follow the node tags.
+        unsafe {
+            if node.is_null() {
+                return Ok(());
+            }
+            use pg_sys::NodeTag::*;
+            match (*node).type_ {
+                T_Const | T_CaseTestExpr => Ok(()),
+                T_Param => {
+                    if (*(node as *mut pg_sys::Param)).paramkind == pg_sys::ParamKind::PARAM_EXTERN {
+                        Ok(())
+                    } else {
+                        Err(refuse("a value computed by the executor cannot meet protected rows", SHAPE))
+                    }
+                }
+                T_Var => {
+                    if (*(node as *mut pg_sys::Var)).varlevelsup != 0 {
+                        Err(refuse("a correlated subquery cannot read protected rows", SHAPE))
+                    } else if !self.rows {
+                        Err(refuse("a protected column can appear only in WHERE or inside a dpnoise aggregate", SHAPE))
+                    } else {
+                        Ok(())
+                    }
+                }
+                T_Aggref => {
+                    let aggref = node as *mut pg_sys::Aggref;
+                    let types = aggregate_types(aggref);
+                    let admitted = crate::parameters::releasing((*aggref).aggfnoid, &types)
+                        .is_some_and(|(name, _)| ADMITTED_AGGREGATES.contains(&name.as_str()));
+                    if (*aggref).agglevelsup != 0 || !admitted {
+                        return Err(refuse(
+                            &format!("only these dpnoise aggregates may summarise protected rows: {}", ADMITTED_AGGREGATES.join(", ")),
+                            SHAPE,
+                        ));
+                    }
+                    if !(*aggref).aggdistinct.is_null() || !(*aggref).aggorder.is_null() {
+                        return Err(refuse("DISTINCT and ORDER BY inside an aggregate are not admitted", SHAPE));
+                    }
+                    let was = std::mem::replace(&mut self.rows, true);
+                    let mut checked = Ok(());
+                    for entry in list_items::<pg_sys::TargetEntry>((*aggref).args) {
+                        checked = checked.and_then(|_| self.node((*entry).expr.cast()));
+                    }
+                    checked = checked.and_then(|_| self.node((*aggref).aggfilter.cast()));
+                    self.rows = was;
+                    checked
+                }
+                // No protected column below (outside aggregates, which are
+                // still checked). In the output that is post-processing of
+                // the answers. Among the rows (WHERE, an aggregate's
+                // arguments) a CASE or an AND could still decide by the data
+                // whether it runs, so it must be folded to a constant when
+                // planned (immutable, no parameter), or be leakproof too.
+                _ if !touches_rows(node) && (!self.rows || folded_when_planned(node)) => self.children(node),
+                T_FuncExpr => {
+                    self.function((*(node as *mut pg_sys::FuncExpr)).funcid, "function")?;
+                    self.children(node)
+                }
+                T_OpExpr | T_DistinctExpr | T_NullIfExpr => {
+                    let op = node as *mut pg_sys::OpExpr;
+                    pg_sys::set_opfuncid(op);
+                    self.function((*op).opfuncid, "operator")?;
+                    self.children(node)
+                }
+                T_ScalarArrayOpExpr => {
+                    let op = node as *mut pg_sys::ScalarArrayOpExpr;
+                    pg_sys::set_sa_opfuncid(op);
+                    self.function((*op).opfuncid, "operator")?;
+                    self.children(node)
+                }
+                T_BoolExpr | T_NullTest | T_BooleanTest | T_RelabelType | T_CaseExpr | T_CaseWhen | T_CoalesceExpr
+                | T_List => self.children(node),
+                T_SubLink => Err(refuse("subqueries cannot be mixed with protected rows at the same query level", SHAPE)),
+                _ => Err(refuse(
+                    "an expression on protected columns that can fail on some values (a cast, a domain, an array or row operation)",
+                    "Use only LEAKPROOF operators and functions on protected columns.",
+                )),
+            }
+        }
+    }
+
+    /// Checks each direct child of `node`.
+    ///
+    /// # Safety
+    /// `node` is a live expression node.
+    unsafe fn children(&mut self, node: *mut pg_sys::Node) -> Checked {
+        // SAFETY: the caller's contract; `node` recurses into each child.
+        unsafe { each_child(node, &mut |child| self.node(child)) }
+    }
+}
+
+/// Runs `check` on each direct child of the expression `node`, stopping at
+/// the first refusal (PostgreSQL's walker, which cannot carry a Rust error).
+///
+/// # Safety
+/// `node` is a live expression node.
+pub(super) unsafe fn each_child(node: *mut pg_sys::Node, check: &mut dyn FnMut(*mut pg_sys::Node) -> Checked) -> Checked {
+    struct Context<'a> {
+        check: &'a mut dyn FnMut(*mut pg_sys::Node) -> Checked,
+        checked: Checked,
+    }
+    /// # Safety
+    /// Called by `expression_tree_walker` with the live children of a node and our context.
+    #[pg_guard]
+    unsafe extern "C-unwind" fn each(node: *mut pg_sys::Node, context: *mut std::ffi::c_void) -> bool {
+        // SAFETY: the caller's contract.
+        unsafe {
+            let context = &mut *(context as *mut Context);
+            context.checked = (context.check)(node);
+            context.checked.is_err()
+        }
+    }
+    let mut context = Context { check, checked: Ok(()) };
+    // SAFETY: the caller's contract; `each` sees every direct child.
+    unsafe { pg_sys::expression_tree_walker(node, Some(each), (&raw mut context).cast()) };
+    context.checked
+}
+
+/// Whether the planner folds `node` to a constant: immutable functions of
+/// constants only (an error there is raised while planning, whatever the data).
+fn folded_when_planned(node: *mut pg_sys::Node) -> bool {
+    /// # Safety
+    /// Called by `expression_tree_walker` with live nodes.
+    #[pg_guard]
+    unsafe extern "C-unwind" fn param(node: *mut pg_sys::Node, _context: *mut std::ffi::c_void) -> bool {
+        // SAFETY: the caller's contract.
+        unsafe {
+            if node.is_null() {
+                return false;
+            }
+            (*node).type_ == pg_sys::NodeTag::T_Param || pg_sys::expression_tree_walker(node, Some(param), std::ptr::null_mut())
+        }
+    }
+    // SAFETY: `node` is a live expression node (callers' contract); both walks only read it.
+    unsafe { !pg_sys::contain_mutable_functions(node) && !param(node, std::ptr::null_mut()) }
+}
+
+/// Whether a column of this level lies below `node` outside any aggregate.
+fn touches_rows(node: *mut pg_sys::Node) -> bool {
+    /// # Safety
+    /// Called by `expression_tree_walker` with live nodes.
+    #[pg_guard]
+    unsafe extern "C-unwind" fn find(node: *mut pg_sys::Node, _context: *mut std::ffi::c_void) -> bool {
+        // SAFETY: the caller's contract; aggregates are not entered.
+        unsafe {
+            if node.is_null() || (*node).type_ == pg_sys::NodeTag::T_Aggref {
+                return false;
+            }
+            if (*node).type_ == pg_sys::NodeTag::T_Var {
+                return true;
+            }
+            pg_sys::expression_tree_walker(node, Some(find), std::ptr::null_mut())
+        }
+    }
+    // SAFETY: `node` is a live expression node (callers' contract).
+    unsafe { find(node, std::ptr::null_mut()) }
+}
+
+/// A function's name, for messages (a catalog name, never data).
+pub(super) fn function_name(funcid: pg_sys::Oid) -> String {
+    // SAFETY: a syscache lookup by OID; a non-null result is a palloc'd NUL-terminated string.
+    unsafe {
+        let name = pg_sys::get_func_name(funcid);
+        if name.is_null() {
+            format!("{}", u32::from(funcid))
+        } else {
+            std::ffi::CStr::from_ptr(name).to_string_lossy().into_owned()
+        }
+    }
+}
