@@ -450,3 +450,26 @@ unsafe fn oid_list(list: *mut pg_sys::List) -> Vec<pg_sys::Oid> {
         (0..n).map(|i| (*(*list).elements.add(i)).oid_value).collect()
     }
 }
+
+/// The value of an external parameter fixed for this plan (a custom plan's), if it is.
+///
+/// # Safety
+/// `p` is a live PARAM_EXTERN Param; `params` live or null.
+pub(crate) unsafe fn fixed_param(p: *mut pg_sys::Param, params: pg_sys::ParamListInfo) -> Option<*mut pg_sys::ParamExternData> {
+    // SAFETY: the caller's contract; a ParamListInfo's params array holds numParams entries
+    // (paramFetch, when set, returns one of them or its workspace, which is leaked to the planner's context).
+    unsafe {
+        let id = (*p).paramid;
+        if params.is_null() || id < 1 || id > (*params).numParams {
+            return None;
+        }
+        let data = match (*params).paramFetch {
+            Some(fetch) => {
+                let workspace = pg_sys::palloc0(std::mem::size_of::<pg_sys::ParamExternData>()) as *mut pg_sys::ParamExternData;
+                fetch(params, id, false, workspace)
+            }
+            None => (*params).params.as_mut_ptr().add(id as usize - 1),
+        };
+        (!data.is_null() && (*data).pflags as u32 & pg_sys::PARAM_FLAG_CONST != 0 && (*data).ptype == (*p).paramtype).then_some(data)
+    }
+}

@@ -156,7 +156,7 @@ unsafe fn unknown_params(node: *mut pg_sys::Node, params: pg_sys::ParamListInfo)
                 pg_sys::NodeTag::T_Query => pg_sys::query_tree_walker(node.cast(), Some(walk), context, 0),
                 pg_sys::NodeTag::T_Param => {
                     let p = node as *mut pg_sys::Param;
-                    (*p).paramkind == pg_sys::ParamKind::PARAM_EXTERN && fixed_param(p, context as pg_sys::ParamListInfo).is_none()
+                    (*p).paramkind == pg_sys::ParamKind::PARAM_EXTERN && crate::parameters::fixed_param(p, context as pg_sys::ParamListInfo).is_none()
                 }
                 _ => pg_sys::expression_tree_walker(node, Some(walk), context),
             }
@@ -164,29 +164,6 @@ unsafe fn unknown_params(node: *mut pg_sys::Node, params: pg_sys::ParamListInfo)
     }
     // SAFETY: the caller's contract.
     unsafe { walk(node, params.cast()) }
-}
-
-/// The value of an external parameter fixed for this plan (a custom plan's), if it is.
-///
-/// # Safety
-/// `p` is a live PARAM_EXTERN Param; `params` live or null.
-pub(crate) unsafe fn fixed_param(p: *mut pg_sys::Param, params: pg_sys::ParamListInfo) -> Option<*mut pg_sys::ParamExternData> {
-    // SAFETY: the caller's contract; a ParamListInfo's params array holds numParams entries
-    // (paramFetch, when set, returns one of them or its workspace, which is leaked to the planner's context).
-    unsafe {
-        let id = (*p).paramid;
-        if params.is_null() || id < 1 || id > (*params).numParams {
-            return None;
-        }
-        let data = match (*params).paramFetch {
-            Some(fetch) => {
-                let workspace = pg_sys::palloc0(std::mem::size_of::<pg_sys::ParamExternData>()) as *mut pg_sys::ParamExternData;
-                fetch(params, id, false, workspace)
-            }
-            None => (*params).params.as_mut_ptr().add(id as usize - 1),
-        };
-        (!data.is_null() && (*data).pflags as u32 & pg_sys::PARAM_FLAG_CONST != 0 && (*data).ptype == (*p).paramtype).then_some(data)
-    }
 }
 
 /// The dpnoise aggregates of one level (its outputs and HAVING).

@@ -2,7 +2,8 @@
 //! constants, the partials as SQL text) and the functions they call, by
 //! name.
 
-use super::{fixed_param, read_one, unsupported};
+use super::{read_one, unsupported};
+use crate::parameters::fixed_param;
 use pgrx::pg_sys;
 use std::ffi::{CStr, CString};
 

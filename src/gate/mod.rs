@@ -22,8 +22,8 @@
 //! gate adds private partition selection (`dp_partition_selected` in
 //! HAVING, at `dpnoise.selection_epsilon` / `dpnoise.selection_delta`), so a
 //! key appears only if the optimal keep test on its number of persons
-//! passes. Every analyst statement pays its whole cost from its plan
-//! before it runs (`cost`), whatever the data. A level over a table with
+//! passes. Every statement pays its whole cost from its plan before it
+//! runs (`crate::charge`), whatever the data. A level over a table with
 //! several rows per person, or over a join, is rewritten so that each
 //! person adds one combined value to at most `max_groups_contributed`
 //! groups (`bounding`).
@@ -32,7 +32,7 @@
 //! levels. The protected-table catalog is `catalog`; an admitted level's
 //! FROM and joins `joins`, its expressions `leakproof`, its partition
 //! selection `partitions`, its rewrite per person `bounding`; the plan
-//! check `plan`, the advance payment `cost`. The settings are in
+//! check `plan`. The settings are in
 //! `crate::gucs`.
 
 

@@ -597,7 +597,7 @@ unsafe fn parameter_values(found: &[*mut pg_sys::Param], params: pg_sys::ParamLi
     for (id, param) in found {
         // SAFETY: the caller's contract; fixed_param reads the ParamListInfo within its length.
         unsafe {
-            let data = crate::citus::fixed_param(param, params)?;
+            let data = crate::parameters::fixed_param(param, params)?;
             let type_ = (*data).ptype;
             if u32::from(type_) >= pg_sys::FirstNormalObjectId {
                 return None;
