@@ -108,8 +108,9 @@ fn check_worker(transaction: u32, known: u64) {
     let worker = if known & 2 != 0 && (known >> 32) as u32 == transaction {
         known & 1 == 1
     } else {
-        let worker = unsafe { oid(Extension::Citus) } != pg_sys::InvalidOid
-            && local_group().unwrap_or(0) > 0;
+        // SAFETY: inside a transaction (every release runs in one): a catalog scan.
+        let citus = unsafe { oid(Extension::Citus) } != pg_sys::InvalidOid;
+        let worker = citus && local_group().unwrap_or(0) > 0;
         WORKER.store(u64::from(transaction) << 32 | 2 | u64::from(worker), Ordering::Relaxed);
         worker
     };

@@ -106,7 +106,42 @@ pub fn role_max_groups_contributed() -> i32 {
     ROLE_MAX_GROUPS_CONTRIBUTED.get()
 }
 
+/// `dpnoise.max_epsilon_per_session` and `dpnoise.max_delta_per_session`:
+/// the most one connection may spend (0: no cap); superusers set them, per
+/// role or database (src/budget/session.rs).
+static MAX_EPSILON_PER_SESSION: GucSetting<f64> = GucSetting::<f64>::new(0.0);
+static MAX_DELTA_PER_SESSION: GucSetting<f64> = GucSetting::<f64>::new(0.0);
+
+pub fn max_epsilon_per_session() -> f64 {
+    MAX_EPSILON_PER_SESSION.get()
+}
+
+pub fn max_delta_per_session() -> f64 {
+    MAX_DELTA_PER_SESSION.get()
+}
+
 pub fn init() {
+    GucRegistry::define_float_guc(
+        c"dpnoise.max_epsilon_per_session",
+        c"The most epsilon one connection may spend (0: no cap).",
+        c"Set by a superuser, per role or database (ALTER ROLE ... SET); a session cannot raise it.",
+        &MAX_EPSILON_PER_SESSION,
+        0.0,
+        1e9,
+        GucContext::Suset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_float_guc(
+        c"dpnoise.max_delta_per_session",
+        c"The most delta one connection may spend (0: no cap).",
+        c"Set by a superuser, per role or database (ALTER ROLE ... SET); a session cannot raise it.",
+        &MAX_DELTA_PER_SESSION,
+        0.0,
+        1.0,
+        GucContext::Suset,
+        GucFlags::default(),
+    );
+
     GucRegistry::define_int_guc(
         c"dpnoise.max_public_fanout",
         c"How many public rows one protected row may meet in an analyst's statement.",

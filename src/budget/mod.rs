@@ -40,7 +40,6 @@ pgrx::extension_sql_file!("schema.sql", name = "budget_sql", requires = [reserve
 /// Registers the pool of ledger workers; only from shared_preload_libraries.
 pub fn init() {
     reserve::init();
-    session::init();
     shared::init();
     worker::register_pool();
 }

@@ -24,7 +24,6 @@
 use super::shared;
 use crate::errors::{raise_sqlstate, BUDGET_EXHAUSTED};
 use pgrx::datum::TimestampWithTimeZone;
-use pgrx::guc::{GucContext, GucFlags, GucRegistry, GucSetting};
 use pgrx::prelude::*;
 use pgrx::AnyNumeric;
 use std::cell::RefCell;
@@ -32,8 +31,6 @@ use std::cell::RefCell;
 // The dp_sessions view over `sessions`.
 pgrx::extension_sql_file!("sessions.sql", name = "sessions_sql", requires = ["budget_sql", dp_session_budget]);
 
-static MAX_EPSILON: GucSetting<f64> = GucSetting::<f64>::new(0.0);
-static MAX_DELTA: GucSetting<f64> = GucSetting::<f64>::new(0.0);
 
 const EPSILON: usize = 0;
 const DELTA: usize = 1;
@@ -45,28 +42,6 @@ thread_local! {
     static PUBLISHED: RefCell<Option<(pg_sys::Oid, [u64; 2])>> = const { RefCell::new(None) };
 }
 
-pub fn init() {
-    GucRegistry::define_float_guc(
-        c"dpnoise.max_epsilon_per_session",
-        c"The most epsilon one connection may spend (0: no cap).",
-        c"Set by a superuser, per role or database (ALTER ROLE ... SET); a session cannot raise it.",
-        &MAX_EPSILON,
-        0.0,
-        1e9,
-        GucContext::Suset,
-        GucFlags::default(),
-    );
-    GucRegistry::define_float_guc(
-        c"dpnoise.max_delta_per_session",
-        c"The most delta one connection may spend (0: no cap).",
-        c"Set by a superuser, per role or database (ALTER ROLE ... SET); a session cannot raise it.",
-        &MAX_DELTA,
-        0.0,
-        1.0,
-        GucContext::Suset,
-        GucFlags::default(),
-    );
-}
 
 fn numeric(decimal: &str) -> AnyNumeric {
     AnyNumeric::try_from(decimal).unwrap_or_else(|_| pgrx::error!("dpnoise: {decimal} is not a decimal (internal error)"))
@@ -81,7 +56,7 @@ struct Cap {
 /// The caps in force, ε then δ: the lower of the DBA's setting (0: none)
 /// and the session's own (`own`, decimals; empty: none).
 fn caps(own: [&str; 2]) -> [Option<Cap>; 2] {
-    let settings = [MAX_EPSILON.get(), MAX_DELTA.get()];
+    let settings = [crate::gucs::max_epsilon_per_session(), crate::gucs::max_delta_per_session()];
     std::array::from_fn(|i| {
         let setting = (settings[i] > 0.0).then(|| Cap {
             decimal: dpnoise_core::rational::decimal(settings[i]),
@@ -262,7 +237,7 @@ pub fn refund(session: &Reservation, epsilon: &str, delta: &str, releases: i64) 
 pub fn touch() {
     // SAFETY: a plain read of this backend's current role.
     let role = unsafe { pg_sys::GetOuterUserId() };
-    let now = (role, [MAX_EPSILON.get().to_bits(), MAX_DELTA.get().to_bits()]);
+    let now = (role, [crate::gucs::max_epsilon_per_session().to_bits(), crate::gucs::max_delta_per_session().to_bits()]);
     if PUBLISHED.with(|p| *p.borrow() != Some(now)) {
         publish();
     }
@@ -318,7 +293,7 @@ fn publish() {
         fitted(&mut entry.cap_epsilon, caps[EPSILON].as_ref().map_or("", |c| &c.decimal), false);
         fitted(&mut entry.cap_delta, caps[DELTA].as_ref().map_or("", |c| &c.decimal), false);
     });
-    PUBLISHED.with(|p| *p.borrow_mut() = Some((role, [MAX_EPSILON.get().to_bits(), MAX_DELTA.get().to_bits()])));
+    PUBLISHED.with(|p| *p.borrow_mut() = Some((role, [crate::gucs::max_epsilon_per_session().to_bits(), crate::gucs::max_delta_per_session().to_bits()])));
 }
 
 /// Lowers this session's cap on epsilon, delta or both (NULL leaves one as
