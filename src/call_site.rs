@@ -28,6 +28,8 @@ pub struct Paid {
     paid_sets: u8,
     /// A rescan callback is registered.
     watching: bool,
+    /// The call site's node was rescanned in this execution.
+    rescanned: bool,
 }
 
 impl Paid {
@@ -63,6 +65,12 @@ impl Paid {
     pub fn forget(&mut self) {
         self.paid_sets = 0;
         self.watching = false;
+        self.rescanned = true;
+    }
+
+    /// Whether the call site's node was rescanned in this execution.
+    pub fn rescanned(&self) -> bool {
+        self.rescanned
     }
 }
 

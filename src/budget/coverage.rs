@@ -126,7 +126,14 @@ pub(super) unsafe fn pay(
     if identified.is_some_and(|i| i.paid) {
         return;
     }
-    if !take(node, aggno, role, epsilon, delta) {
+    // A parallel worker runs a copy of a fragment of the plan its leader
+    // charged whole as it started (every grouping set of every call the
+    // charge stage reads): covered, until its node is rescanned.
+    // SAFETY: a by-value read of ParallelWorkerNumber, -1 outside a parallel worker.
+    let leader_paid = unsafe { pg_sys::ParallelWorkerNumber } >= 0
+        && !paid.rescanned()
+        && crate::functions::named(function).is_some_and(|f| f.cost != crate::functions::Cost::AtRelease);
+    if !leader_paid && !take(node, aggno, role, epsilon, delta) {
         lazy(statement, function, mechanism, (epsilon, delta), identified);
     }
     paid.record(role, statement, set, epsilon, delta);
