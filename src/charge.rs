@@ -160,8 +160,9 @@ unsafe fn releases(stmt: *mut pg_sys::PlannedStmt, params: pg_sys::ParamListInfo
                         if costs.iter().any(|c| c.site.node == site.node) {
                             continue;
                         }
-                        let args = list_nodes((*call).args).into_iter().map(|e| e.cast()).collect();
-                        let Some(cost) = checked(function, &[], args, params, site) else { continue };
+                        let args: Vec<*mut pg_sys::Expr> = list_nodes((*call).args).into_iter().map(|e| e.cast()).collect();
+                        let types: Vec<pg_sys::Oid> = args.iter().map(|&e| pg_sys::exprType(e.cast())).collect();
+                        let Some(cost) = checked(function, &types, args, params, site) else { continue };
                         cost
                     }
                 };
@@ -277,8 +278,8 @@ unsafe fn checked(
                 None => *values.last().expect("pushed"),
             });
         }
-        let paid = cost(function, types, &values);
-        let charged = paid.and_then(|_| cost(function, types, &totals));
+        let paid = cost(function, types, &args, &values);
+        let charged = paid.and_then(|_| cost(function, types, &args, &totals));
         pg_sys::FreeExprContext(context, true);
         let (paid, charged) = match (paid, charged) {
             (Some(paid), Some(charged)) => (paid, charged),
@@ -294,11 +295,17 @@ unsafe fn checked(
 }
 
 /// One call's (ε, δ) from its evaluated arguments (None: NULL), checked as
-/// its function checks them; None for a function charged as it releases.
+/// its function checks them (`args`: the argument expressions); None if
+/// the sum module does not know the name.
 ///
 /// # Safety
 /// `values` are the call's evaluated arguments; texts are live.
-unsafe fn cost(function: &Function, types: &[pg_sys::Oid], values: &[Option<pg_sys::Datum>]) -> Option<(f64, f64)> {
+unsafe fn cost(
+    function: &Function,
+    types: &[pg_sys::Oid],
+    args: &[*mut pg_sys::Expr],
+    values: &[Option<pg_sys::Datum>],
+) -> Option<(f64, f64)> {
     let first = function.first_parameter(types);
     let integer = types.first() == Some(&pg_sys::INT8OID);
     // SAFETY: the caller's contract is each check's own.
@@ -313,7 +320,11 @@ unsafe fn cost(function: &Function, types: &[pg_sys::Oid], values: &[Option<pg_s
             functions::Cost::MergeSelected => selection_cost(&values[1..]),
             // dp_merge_sum's bounds tell its type.
             functions::Cost::MergeSum => crate::sum::merged_cost(types.get(5) == Some(&pg_sys::INT8OID), values),
-            functions::Cost::AtRelease => return None,
+            functions::Cost::Multi => crate::multi::checked_cost(function.name, values),
+            functions::Cost::Refine => {
+                let fixed = args.first().is_some_and(|&a| crate::parameters::is_fixed(a.cast()));
+                crate::refine::checked_cost(types.first() == Some(&pg_sys::FLOAT8OID), fixed, values)
+            }
         })
     }
 }

@@ -27,12 +27,12 @@ pub enum Cost {
     Selection,
     /// dp_laplace, dp_staircase, dp_noise.
     Value,
+    /// dp_noise_box, dp_noise_l1_staircase, dp_sum_multi.
+    Multi,
+    Refine,
     MergeCount,
     MergeSelected,
     MergeSum,
-    /// Not read from the plan: charged as it releases (the multivariate
-    /// and refinement functions, whose parameters are arrays and priors).
-    AtRelease,
 }
 
 /// One releasing function.
@@ -71,13 +71,13 @@ pub static FUNCTIONS: [Function; 16] = [
     function("dp_sum_staircase", Kind::Aggregate, 1, Cost::Sum, true),
     function("dp_avg", Kind::Aggregate, 1, Cost::Sum, true),
     function("dp_partition_selected", Kind::Aggregate, 0, Cost::Selection, true),
-    function("dp_sum_multi", Kind::Aggregate, 1, Cost::AtRelease, false),
+    function("dp_sum_multi", Kind::Aggregate, 1, Cost::Multi, false),
     function("dp_laplace", Kind::PerRow, 1, Cost::Value, false),
     function("dp_staircase", Kind::PerRow, 1, Cost::Value, false),
     function("dp_noise", Kind::PerRow, 1, Cost::Value, false),
-    function("dp_noise_box", Kind::PerRow, 1, Cost::AtRelease, false),
-    function("dp_noise_l1_staircase", Kind::PerRow, 1, Cost::AtRelease, false),
-    function("dp_refine", Kind::PerRow, 1, Cost::AtRelease, false),
+    function("dp_noise_box", Kind::PerRow, 1, Cost::Multi, false),
+    function("dp_noise_l1_staircase", Kind::PerRow, 1, Cost::Multi, false),
+    function("dp_refine", Kind::PerRow, 1, Cost::Refine, false),
     function("dp_merge_count", Kind::Merge, 1, Cost::MergeCount, false),
     function("dp_merge_selected", Kind::Merge, 1, Cost::MergeSelected, false),
     function("dp_merge_sum", Kind::Merge, 2, Cost::MergeSum, false),

@@ -152,6 +152,33 @@ fn sum_plan(epsilon: f64, bounds: &[f64]) -> BoxPlan {
     crate::plans::box_sums(Epsilon::new(epsilon).or_raise(), bounds)
 }
 
+/// Checks the privacy parameters of a dp_noise_box, dp_noise_l1_staircase
+/// or dp_sum_multi call as the call will (`values`: its evaluated
+/// arguments, None for NULL) and returns what it pays, (ε, 0).
+///
+/// # Safety
+/// The arrays in `values` are live.
+pub(crate) unsafe fn checked_cost(name: &str, values: &[Option<pg_sys::Datum>]) -> (f64, f64) {
+    let arg = |i: usize| values.get(i).copied().flatten();
+    // SAFETY: the caller's contract: arrays are live float8[] datums.
+    let array = |i: usize| arg(i).map(|d| unsafe { <Vec<Option<f64>> as FromDatum>::from_datum(d, false) }).flatten();
+    let epsilon = f64_parameter(arg(1), "epsilon");
+    match name {
+        "dp_noise_box" => {
+            value_plan(Some(epsilon), array(2), array(3));
+        }
+        "dp_noise_l1_staircase" => {
+            let (_, eps) = epsilon_of(Some(epsilon));
+            let s = arg(2).map(|d| f64::from_bits(d.value() as u64)).unwrap_or_else(|| errors::null_parameter("sensitivity"));
+            crate::plans::l1(eps, Sensitivity::new(s).or_raise());
+        }
+        _ => {
+            sum_plan(epsilon, &finite_array("bounds", array(2)));
+        }
+    }
+    (epsilon, 0.0)
+}
+
 /// A float8[] argument, checked by `finite_array`.
 ///
 /// # Safety

@@ -157,6 +157,30 @@ fn refinement(prior: Option<dp_prior>, epsilon: Option<f64>, individual: Option<
     crate::plans::refinement(&prior.0, Epsilon::new(epsilon).or_raise(), query, || prior.0.validate().or_raise())
 }
 
+/// Checks the parameters of a dp_refine call as the call will (`values`:
+/// its evaluated arguments, None for NULL; `numeric`: the float8 form;
+/// `value_fixed`: its value is a constant or parameter) and returns what it
+/// pays, (ε, 0).
+///
+/// # Safety
+/// The prior in `values` is live.
+pub(crate) unsafe fn checked_cost(numeric: bool, value_fixed: bool, values: &[Option<pg_sys::Datum>]) -> (f64, f64) {
+    let arg = |i: usize| values.get(i).copied().flatten();
+    // SAFETY: the caller's contract: argument 1 is a live dp_prior.
+    let prior = arg(1).and_then(|d| unsafe { dp_prior::from_datum(d, false) });
+    let epsilon = arg(2).map(|d| f64::from_bits(d.value() as u64));
+    let individual = if values.len() > 3 { arg(3).map(|d| d.value() != 0) } else { Some(false) };
+    let categorical = matches!(prior, Some(dp_prior(Prior::Categorical { .. })));
+    if numeric && categorical {
+        refuse("a categorical prior needs a text value", "Pass the value as text, or use a numeric prior.");
+    }
+    if !numeric && !categorical && prior.is_some() && !value_fixed {
+        refuse("a numeric prior needs a float8 value", "Cast the value: dp_refine(value::float8, prior, epsilon).");
+    }
+    refinement(prior, epsilon, individual);
+    (epsilon.unwrap_or(0.0), 0.0)
+}
+
 /// Refuses a call whose value cannot be refined with `prior` (before
 /// anything is charged): a categorical prior needs a text value.
 fn refuse(message: &str, hint: &str) -> ! {

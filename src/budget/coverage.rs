@@ -127,12 +127,10 @@ pub(super) unsafe fn pay(
         return;
     }
     // A parallel worker runs a copy of a fragment of the plan its leader
-    // charged whole as it started (every grouping set of every call the
-    // charge stage reads): covered, until its node is rescanned.
+    // charged whole as it started (every grouping set of every releasing
+    // call): covered, until its node is rescanned.
     // SAFETY: a by-value read of ParallelWorkerNumber, -1 outside a parallel worker.
-    let leader_paid = unsafe { pg_sys::ParallelWorkerNumber } >= 0
-        && !paid.rescanned()
-        && crate::functions::named(function).is_some_and(|f| f.cost != crate::functions::Cost::AtRelease);
+    let leader_paid = unsafe { pg_sys::ParallelWorkerNumber } >= 0 && !paid.rescanned() && crate::functions::named(function).is_some();
     if !leader_paid && !take(node, aggno, role, epsilon, delta) {
         lazy(statement, function, mechanism, (epsilon, delta), identified);
     }

@@ -120,10 +120,12 @@ BEGIN
                 EXCEPTION WHEN OTHERS THEN
                     state := SQLSTATE;
                 END;
-                -- Argument 1 of these is the data, not a privacy parameter.
+                -- Argument 1 of these is the data, not a privacy parameter (and
+                -- dp_refine's sample text value, 'a', is not a number: data too).
                 INSERT INTO calls VALUES (f.proname, call, state, charges() > before,
-                    i = 1 AND f.proname IN ('dp_laplace', 'dp_staircase', 'dp_noise', 'dp_sum', 'dp_sum_laplace',
-                                            'dp_sum_staircase', 'dp_avg', 'dp_merge_count', 'dp_merge_sum', 'dp_merge_selected'));
+                    (i = 0 AND f.proname = 'dp_refine') OR i = 1 AND f.proname IN ('dp_laplace', 'dp_staircase', 'dp_noise', 'dp_sum', 'dp_sum_laplace',
+                                            'dp_sum_staircase', 'dp_avg', 'dp_merge_count', 'dp_merge_sum', 'dp_merge_selected',
+                                            'dp_noise_box', 'dp_noise_l1_staircase', 'dp_refine', 'dp_sum_multi'));
             END LOOP;
         END LOOP;
     END LOOP;
