@@ -165,7 +165,7 @@ SELECT dp_analyst('{ANALYST}');
 SELECT dp_budget_grant('{ANALYST}', 1e9, 1);
 -- The attacks (section 3) test bounding against copies, among them a
 -- nested loop over keys10's 6000 rows for each protected row, which the
--- default dpnoise.max_public_fanout (1000) refuses (tests/pg_regress/sql/plan_check.sql).
+-- default dpnoise.max_public_fanout (1000) refuses (tests/pg_regress/sql/gate_plan.sql).
 ALTER ROLE {ANALYST} SET dpnoise.max_public_fanout = 100000;
 """
 
