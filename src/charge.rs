@@ -16,7 +16,7 @@
 
 use crate::budget::{Cap, Charge, Site};
 use crate::functions::{self, Function, Kind};
-use crate::pg_list::{list_items, list_nodes};
+use crate::pg_list::{list_items, list_nodes, oid_list};
 use pgrx::pg_sys;
 
 /// An analyst's cap on what one statement spends (None for other roles).
@@ -191,17 +191,6 @@ unsafe fn grouping_sets(plan: *mut pg_sys::Plan) -> u32 {
     }
 }
 
-/// The OIDs of an OID List.
-///
-/// # Safety
-/// `list` is null or a live OID List.
-unsafe fn oid_list(list: *mut pg_sys::List) -> Vec<pg_sys::Oid> {
-    // SAFETY: the caller's contract; indices stay below the length.
-    unsafe {
-        let n = if list.is_null() { 0 } else { (*list).length as usize };
-        (0..n).map(|i| (*(*list).elements.add(i)).oid_value).collect()
-    }
-}
 
 /// The dpnoise calls under `node`: Aggrefs, and per-row releasing calls
 /// (also inside an aggregate's arguments).

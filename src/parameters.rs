@@ -10,6 +10,7 @@
 //! is evaluated or charged.
 
 use crate::errors;
+use crate::pg_list::oid_list;
 use pgrx::pg_sys;
 
 /// Whether `node` (a planned expression) is built only from constants,
@@ -440,16 +441,6 @@ unsafe extern "C-unwind" fn check_call(node: *mut pg_sys::Node, context: *mut st
     }
 }
 
-/// # Safety
-/// `list` is null or a live OID List (T_OidList).
-unsafe fn oid_list(list: *mut pg_sys::List) -> Vec<pg_sys::Oid> {
-    // SAFETY: `list` is null (length 0) or a live OID List (the caller's contract), whose
-    // `elements` hold `length` cells with `oid_value` set; every index read is below `length`.
-    unsafe {
-        let n = if list.is_null() { 0 } else { (*list).length as usize };
-        (0..n).map(|i| (*(*list).elements.add(i)).oid_value).collect()
-    }
-}
 
 /// The value of an external parameter fixed for this plan (a custom plan's), if it is.
 ///

@@ -23,3 +23,16 @@ pub(crate) unsafe fn list_nodes(list: *mut pg_sys::List) -> Vec<*mut pg_sys::Nod
     // SAFETY: the caller's contract.
     unsafe { list_items(list) }
 }
+
+/// The OIDs of an OID List.
+///
+/// # Safety
+/// `list` is null (length 0) or a live OID List.
+pub(crate) unsafe fn oid_list(list: *mut pg_sys::List) -> Vec<pg_sys::Oid> {
+    // SAFETY: the caller's contract: `elements` hold `length` cells with `oid_value` set; every
+    // index read is below `length`.
+    unsafe {
+        let n = if list.is_null() { 0 } else { (*list).length as usize };
+        (0..n).map(|i| (*(*list).elements.add(i)).oid_value).collect()
+    }
+}

@@ -87,9 +87,5 @@ pub(super) unsafe fn and_having(query: *mut pg_sys::Query, condition: *mut pg_sy
 /// `aggref` is a live Aggref.
 pub(crate) unsafe fn aggregate_types(aggref: *mut pg_sys::Aggref) -> Vec<pg_sys::Oid> {
     // SAFETY: the caller's contract; aggargtypes is an OID list.
-    unsafe {
-        let list = (*aggref).aggargtypes;
-        let n = if list.is_null() { 0 } else { (*list).length as usize };
-        (0..n).map(|i| (*(*list).elements.add(i)).oid_value).collect()
-    }
+    unsafe { crate::pg_list::oid_list((*aggref).aggargtypes) }
 }
