@@ -54,6 +54,7 @@ mod catalog;
 mod joins;
 mod leakproof;
 mod partitions;
+mod statistics;
 pub mod plan;
 
 pgrx::extension_sql_file!("schema.sql", name = "gate_sql", requires = ["budget_sql", dp_gate_changed, dp_query_accuracy]);
@@ -71,6 +72,7 @@ pub(super) fn max_groups(tables: i32) -> i32 {
 }
 
 pub fn init() {
+    statistics::init();
     // SAFETY: runs once, from _PG_init, on the process's only thread; the callbacks have the
     // transaction and relcache callbacks' signatures.
     unsafe {

@@ -288,4 +288,20 @@ SELECT outcome($q$SELECT dp_laplace(c, 0.5, 1) FROM (SELECT region, dp_count(0.1
 SELECT outcome($q$SELECT dp_laplace(c, 0.1, 1) FROM (SELECT region, dp_count(0.1) AS c FROM pc_staff GROUP BY region) x$q$);
 \c - postgres
 ALTER ROLE dp_plan_analyst RESET dpnoise.max_epsilon_per_query;
+-- The plan does not follow column statistics: one person's salary at the
+-- top of the histogram (500000; everyone else at most 169990) no longer
+-- decides between a refused and an admitted plan of the same recursive
+-- query (attack 16: refused for C below 500000, admitted above, at no cost).
+CREATE TABLE pc_stats AS
+SELECT i AS person_id, (ARRAY['north', 'south'])[1 + i % 2] AS region, (i * 37 % 169990)::float8 AS salary
+FROM generate_series(1, 4000) i;
+UPDATE pc_stats SET salary = 500000 WHERE person_id = 17;
+ANALYZE pc_stats;
+SELECT dp_protect('pc_stats', 'person_id');
+\c - dp_plan_analyst
+\set VERBOSITY terse
+SELECT pc_probe($q$WITH RECURSIVE r(n, k, c) AS (SELECT 1, 'x', 0::bigint UNION ALL
+    SELECT r.n + 1, s.region, s.c FROM r CROSS JOIN (SELECT region, dp_count(1.0) c FROM pc_stats WHERE salary > %s GROUP BY region) s
+    WHERE r.n < 4) SELECT count(*) FROM r$q$, '300000', '490000');
+\c - postgres
 DROP FUNCTION pc_probe(text, text, text);
