@@ -109,6 +109,10 @@ struct Cost {
 enum Call {
     Aggregate(*mut pg_sys::Aggref),
     PerRow(*mut pg_sys::FuncExpr),
+    /// A per-row call on the left of `op ANY/ALL (subquery)`: PostgreSQL
+    /// evaluates it once per row of the subquery, each a fresh draw of the
+    /// same value, with no rescan to charge.
+    Redrawn(*mut pg_sys::FuncExpr),
 }
 
 /// The cost of every release in the plan, each checked as its function
@@ -152,6 +156,14 @@ unsafe fn releases(stmt: *mut pg_sys::PlannedStmt, params: pg_sys::ParamListInfo
                         let Some(mut cost) = checked(function, &types, args, params, site) else { continue };
                         cost.identity = crate::repeat::planned_identity(estate, aggref);
                         cost
+                    }
+                    Call::Redrawn(call) => {
+                        let name = functions::releasing((*call).funcid).map_or("a dpnoise function", |f| f.name);
+                        crate::errors::raise_sqlstate(
+                            "0A000",
+                            format!("{name} on the left of ANY, ALL or IN (subquery) would draw once per row of the subquery"),
+                            Some("Compute the noisy value once, in a subquery or a MATERIALIZED CTE, then compare it.".to_owned()),
+                        );
                     }
                     Call::PerRow(call) => {
                         let Some(function) = functions::releasing((*call).funcid) else { continue };
@@ -212,6 +224,16 @@ unsafe fn collect_calls(node: *mut pg_sys::Node, into: &mut Vec<Call>) {
                 pg_sys::NodeTag::T_Aggref => into.push(Call::Aggregate(node.cast())),
                 pg_sys::NodeTag::T_FuncExpr if functions::is_per_row((*(node as *mut pg_sys::FuncExpr)).funcid) => {
                     into.push(Call::PerRow(node.cast()))
+                }
+                pg_sys::NodeTag::T_SubPlan => {
+                    let subplan = node as *mut pg_sys::SubPlan;
+                    let mut tested = Vec::new();
+                    collect_calls((*subplan).testexpr, &mut tested);
+                    into.extend(tested.into_iter().map(|c| match c {
+                        Call::PerRow(call) | Call::Redrawn(call) => Call::Redrawn(call),
+                        other => other,
+                    }));
+                    return pg_sys::expression_tree_walker((*subplan).args.cast(), Some(walk), context);
                 }
                 _ => {}
             }

@@ -176,6 +176,14 @@ SELECT charges() AS before \gset
 SELECT day, dp_count(1.0), dp_sum(v, 1.0, 0, 7) FROM days WHERE i < 0 GROUP BY day;
 SELECT count(*) FROM (SELECT day, dp_count(1.0), dp_sum(v, 1.0, 0, 7) FROM days WHERE i > 0 GROUP BY day) s;
 SELECT mechanism, epsilon, delta, releases FROM dpnoise.ledger ORDER BY id DESC LIMIT (SELECT charges() - :before);
+-- A per-row release on the left of ANY, ALL or IN (subquery) would be drawn
+-- again for each row of the subquery (no rescan to charge it): refused, for
+-- every role, before anything is charged (attack 16 drew one value 20 000
+-- times for one charge).
+SELECT charges() AS before \gset
+SELECT outcome($$SELECT dp_laplace(1, 1, 1) > ANY (SELECT g::float8 FROM generate_series(1, 1000) g)$$);
+SELECT outcome($$SELECT (SELECT dp_laplace(v, 1, 1) > ALL (SELECT 1e9::float8 FROM generate_series(1, 10) WHERE days.i > 0) FROM days LIMIT 1)$$);
+SELECT charges() - :before AS redrawn_charged;
 -- A rescanned aggregate releases everyone again, and pays again: once per outer row.
 SELECT charged_by('SELECT (SELECT dp_count(1.0) FROM days WHERE day = g) FROM generate_series(1, 3) g') AS rescanned_three_times;
 -- So does a per-row function in a rescanned subquery: the same rows
