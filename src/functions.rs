@@ -45,6 +45,8 @@ pub struct Function {
     pub cost: Cost,
     /// Whether the Citus split divides it into sealed partials and a merge.
     pub splits: bool,
+    /// Whether the analyst gate admits it over protected rows.
+    pub analysts: bool,
 }
 
 impl Function {
@@ -60,16 +62,22 @@ impl Function {
 }
 
 const fn function(name: &'static str, kind: Kind, first: usize, cost: Cost, splits: bool) -> Function {
-    Function { name, kind, first, cost, splits }
+    // What Citus splits, the gate admits: the aggregates of the bounding rewrite.
+    Function { name, kind, first, cost, splits, analysts: splits }
+}
+
+/// The names of the aggregates the analyst gate admits, for its messages.
+pub fn for_analysts() -> Vec<&'static str> {
+    FUNCTIONS.iter().filter(|f| f.analysts).map(|f| f.name).collect()
 }
 
 /// Every releasing function of the extension.
 pub static FUNCTIONS: [Function; 16] = [
     function("dp_count", Kind::Aggregate, 0, Cost::Count, true),
     function("dp_sum", Kind::Aggregate, 1, Cost::Sum, true),
+    function("dp_avg", Kind::Aggregate, 1, Cost::Sum, true),
     function("dp_sum_laplace", Kind::Aggregate, 1, Cost::Sum, true),
     function("dp_sum_staircase", Kind::Aggregate, 1, Cost::Sum, true),
-    function("dp_avg", Kind::Aggregate, 1, Cost::Sum, true),
     function("dp_partition_selected", Kind::Aggregate, 0, Cost::Selection, true),
     function("dp_sum_multi", Kind::Aggregate, 1, Cost::Multi, false),
     function("dp_laplace", Kind::PerRow, 1, Cost::Value, false),

@@ -3,7 +3,6 @@
 //! nothing that can fail, or take another path, depending on the values
 //! (LEAKPROOF functions and operators, or those the DBA allowed).
 
-use super::partitions::aggregate_types;
 use super::{list_items, refuse, Checked, SHAPE};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
@@ -11,7 +10,6 @@ use std::collections::HashSet;
 
 /// The dpnoise aggregates an analyst may use: those whose parameters the
 /// statement's advance payment can check (`cost`).
-const ADMITTED_AGGREGATES: [&str; 6] = ["dp_count", "dp_sum", "dp_avg", "dp_sum_laplace", "dp_sum_staircase", "dp_partition_selected"];
 
 /// The expressions of an admitted level: protected values reach an answer
 /// only through a dpnoise aggregate, and nothing evaluated on them (in
@@ -65,12 +63,13 @@ impl Leakproof<'_> {
                 }
                 T_Aggref => {
                     let aggref = node as *mut pg_sys::Aggref;
-                    let types = aggregate_types(aggref);
-                    let admitted = crate::parameters::releasing((*aggref).aggfnoid, &types)
-                        .is_some_and(|(name, _)| ADMITTED_AGGREGATES.contains(&name.as_str()));
+                    let admitted = crate::functions::releasing((*aggref).aggfnoid).is_some_and(|f| f.analysts);
                     if (*aggref).agglevelsup != 0 || !admitted {
                         return Err(refuse(
-                            &format!("only these dpnoise aggregates may summarise protected rows: {}", ADMITTED_AGGREGATES.join(", ")),
+                            &format!(
+                                "only these dpnoise aggregates may summarise protected rows: {}",
+                                crate::functions::for_analysts().join(", ")
+                            ),
                             SHAPE,
                         ));
                     }

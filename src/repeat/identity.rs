@@ -87,10 +87,6 @@ unsafe extern "C-unwind" fn levels(node: *mut pg_sys::Node, context: *mut c_void
     }
 }
 
-/// dpnoise's aggregates whose final functions draw from `with_release_rng`.
-const REPEATABLE: [&str; 7] =
-    ["dp_count", "dp_partition_selected", "dp_sum", "dp_sum_laplace", "dp_sum_staircase", "dp_avg", "dp_sum_multi"];
-
 /// The dpnoise aggregate calls of one level (its outputs and HAVING).
 ///
 /// # Safety
@@ -512,16 +508,15 @@ unsafe fn setting_dependent(funcid: pg_sys::Oid) -> bool {
     }
 }
 
-/// Whether `aggref` is one of dpnoise's repeatable aggregates.
+/// Whether `aggref` is one of dpnoise's repeatable aggregates: every
+/// aggregate of the table of releasing functions (their final functions
+/// draw from `with_release_rng`), not the merges.
 ///
 /// # Safety
 /// `aggref` is a live Aggref; inside a transaction.
 unsafe fn repeatable(aggref: *mut pg_sys::Aggref) -> bool {
     // SAFETY: the caller's contract.
-    unsafe {
-        let types = crate::gate::aggregate_types(aggref);
-        crate::parameters::releasing((*aggref).aggfnoid, &types).is_some_and(|(name, _)| REPEATABLE.contains(&name.as_str()))
-    }
+    unsafe { crate::functions::releasing((*aggref).aggfnoid) }.is_some_and(|f| f.kind == crate::functions::Kind::Aggregate)
 }
 
 /// Whether a subquery's aggregate gives the same result whatever the order
