@@ -57,6 +57,9 @@ pub unsafe extern "C-unwind" fn prepay(query: *mut pg_sys::QueryDesc, eflags: i3
     if costs.is_empty() {
         return;
     }
+    // Budgets live on a Citus coordinator: a worker node refuses before it
+    // would charge its own ledger.
+    crate::extensions::refuse_on_worker();
     // A release paid for once and for all before (`repeat`) is free: its
     // final function knows, and nothing is paid for it.
     let costs: Vec<Cost> = costs.into_iter().filter(|c| !c.identity.is_some_and(|i| i.paid)).collect();
