@@ -269,10 +269,19 @@ unsafe fn checked(
     // immutable functions) by parameters::check_plan before this runs; they are evaluated in a
     // standalone context freed (with the texts read from it) before returning.
     unsafe {
-        let context = pg_sys::CreateStandaloneExprContext();
-        // A parameter is read from the context when the expression runs.
-        (*context).ecxt_param_list_info = params;
-        let evaluate = |expr: *mut pg_sys::Expr| {
+        // Most parameters are constants, read as they are; an expression
+        // context is made only for the others.
+        let mut context: *mut pg_sys::ExprContext = std::ptr::null_mut();
+        let mut evaluate = |expr: *mut pg_sys::Expr| {
+            if (*expr).type_ == pg_sys::NodeTag::T_Const {
+                let constant = expr as *mut pg_sys::Const;
+                return (!(*constant).constisnull).then_some((*constant).constvalue);
+            }
+            if context.is_null() {
+                context = pg_sys::CreateStandaloneExprContext();
+                // A parameter is read from the context when the expression runs.
+                (*context).ecxt_param_list_info = params;
+            }
             let state = pg_sys::ExecInitExprWithParams(expr, params);
             let mut isnull = false;
             let value = pg_sys::ExecEvalExprSwitchContext(state, context, &mut isnull);
@@ -280,6 +289,7 @@ unsafe fn checked(
         };
         let mut values: Vec<Option<pg_sys::Datum>> = Vec::new();
         let mut totals: Vec<Option<pg_sys::Datum>> = Vec::new();
+        let mut shared = false;
         for (i, &expr) in args.iter().enumerate() {
             if i < first {
                 values.push(None);
@@ -287,14 +297,20 @@ unsafe fn checked(
                 continue;
             }
             values.push(evaluate(expr));
-            totals.push(match crate::parameters::share_call(expr.cast()) {
-                Some(share) => evaluate(list_nodes(share)[0].cast()),
+            let share = if (*expr).type_ == pg_sys::NodeTag::T_Const { None } else { crate::parameters::share_call(expr.cast()) };
+            totals.push(match share {
+                Some(share) => {
+                    shared = true;
+                    evaluate(list_nodes(share)[0].cast())
+                }
                 None => *values.last().expect("pushed"),
             });
         }
         let paid = cost(function, types, &args, &values);
-        let charged = paid.and_then(|_| cost(function, types, &args, &totals));
-        pg_sys::FreeExprContext(context, true);
+        let charged = if shared { paid.and_then(|_| cost(function, types, &args, &totals)) } else { paid };
+        if !context.is_null() {
+            pg_sys::FreeExprContext(context, true);
+        }
         let (paid, charged) = match (paid, charged) {
             (Some(paid), Some(charged)) => (paid, charged),
             _ if crate::gate::gated() && function.kind != Kind::PerRow => crate::gate::refused(

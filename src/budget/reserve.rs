@@ -25,10 +25,14 @@ use pgrx::prelude::*;
 use pgrx::AnyNumeric;
 use std::cell::{Cell, RefCell};
 
-/// What a session reserved and has not drawn yet.
+/// What a session reserved and has not drawn yet: `units` times the
+/// (ε, δ) of the charge that made it (`unit`, exact decimals; drawn by a
+/// compare and a decrement, the usual case of a statement run again), plus
+/// `epsilon` and `delta`.
 struct Reservation {
     role: pg_sys::Oid,
-    /// What is left, as exact decimals.
+    unit: [String; 2],
+    units: u64,
     epsilon: String,
     delta: String,
     /// dpnoise.budget, whose invalidation (`dp_budget_changed`) makes it stale.
@@ -59,24 +63,32 @@ pub(super) fn draw(role: pg_sys::Oid, request: &Charge) -> bool {
         give_back(role);
         return false;
     }
-    let [epsilon, delta] = request.exact.clone().unwrap_or_else(|| decimals(request.epsilon, request.delta));
-    let releases = AnyNumeric::from(request.releases);
-    let (epsilon, delta) = (numeric(&epsilon) * releases.clone(), numeric(&delta) * releases);
+    let amounts = request.exact.clone().unwrap_or_else(|| decimals(request.epsilon, request.delta));
+    let unit = (request.releases == 1).then(|| amounts.clone());
     let drawn = RESERVED.with(|r| {
         let mut r = r.borrow_mut();
         let Some(held) = r.as_mut().filter(|h| !h.stale && h.role == role) else { return false };
-        let (left_epsilon, left_delta) = (numeric(&held.epsilon), numeric(&held.delta));
+        if held.units > 0 && unit.as_ref() == Some(&held.unit) {
+            held.units -= 1;
+            return true;
+        }
+        let releases = AnyNumeric::from(request.releases);
+        let (epsilon, delta) = (numeric(&amounts[0]) * releases.clone(), numeric(&amounts[1]) * releases);
+        let [left_epsilon, left_delta] = held.left().map(|a| numeric(&a));
         if epsilon > left_epsilon || delta > left_delta {
             return false;
         }
-        held.epsilon = (left_epsilon - epsilon.clone()).to_string();
-        held.delta = (left_delta - delta.clone()).to_string();
+        held.units = 0;
+        held.epsilon = (left_epsilon - epsilon).to_string();
+        held.delta = (left_delta - delta).to_string();
         true
     });
     if drawn {
         return true;
     }
     give_back(role);
+    let releases = AnyNumeric::from(request.releases);
+    let (epsilon, delta) = (numeric(&amounts[0]) * releases.clone(), numeric(&amounts[1]) * releases);
     // N times this charge, as far as the session's caps have room.
     let n = AnyNumeric::from(ahead as i64);
     let whole = [(epsilon.clone() * n.clone()).to_string(), (delta.clone() * n).to_string()];
@@ -101,24 +113,46 @@ pub(super) fn draw(role: pg_sys::Oid, request: &Charge) -> bool {
         return false;
     }
     on_exit_give_back();
-    let left = [(numeric(&whole[0]) - epsilon).to_string(), (numeric(&whole[1]) - delta).to_string()];
-    let [left_epsilon, left_delta] = left;
-    RESERVED.with(|r| {
-        *r.borrow_mut() = Some(Reservation { role, epsilon: left_epsilon, delta: left_delta, budget_table, stale: false })
-    });
+    let held = match unit {
+        Some(unit) => Reservation { role, unit, units: ahead - 1, epsilon: "0".into(), delta: "0".into(), budget_table, stale: false },
+        None => Reservation {
+            role,
+            unit: amounts,
+            units: 0,
+            epsilon: (numeric(&whole[0]) - epsilon).to_string(),
+            delta: (numeric(&whole[1]) - delta).to_string(),
+            budget_table,
+            stale: false,
+        },
+    };
+    RESERVED.with(|r| *r.borrow_mut() = Some(held));
     true
 }
 
-/// The charge that gives back (ε, δ) in all, exactly.
-fn returned(epsilon: &str, delta: &str) -> Charge<'static> {
-    Charge {
-        mechanism: GIVEN_BACK,
-        epsilon: epsilon.parse().unwrap_or(0.0),
-        delta: delta.parse().unwrap_or(0.0),
-        releases: -1,
-        exact: Some([epsilon.to_owned(), delta.to_owned()]),
-        identities: &[],
-        repeat: false,
+impl Reservation {
+    /// What is left in all, as exact decimals.
+    fn left(&self) -> [String; 2] {
+        if self.units == 0 {
+            return [self.epsilon.clone(), self.delta.clone()];
+        }
+        let units = AnyNumeric::from(self.units as i64);
+        std::array::from_fn(|i| (numeric(&self.unit[i]) * units.clone() + numeric([&self.epsilon, &self.delta][i])).to_string())
+    }
+
+    /// The charge that gives back what is left: `units` releases at the
+    /// unit, or (units being 0) the rest in one.
+    fn returned(&self) -> Charge<'static> {
+        let ([epsilon, delta], releases) =
+            if self.units > 0 { (&self.unit, -(self.units as i64)) } else { (&[self.epsilon.clone(), self.delta.clone()], -1) };
+        Charge {
+            mechanism: GIVEN_BACK,
+            epsilon: epsilon.parse().unwrap_or(0.0),
+            delta: delta.parse().unwrap_or(0.0),
+            releases,
+            exact: Some([epsilon.clone(), delta.clone()]),
+            identities: &[],
+            repeat: false,
+        }
     }
 }
 
@@ -128,11 +162,11 @@ fn returned(epsilon: &str, delta: &str) -> Charge<'static> {
 fn give_back(role: pg_sys::Oid) {
     let Some(held) = RESERVED.with(|r| r.borrow_mut().take()) else { return };
     let zero = AnyNumeric::from(0);
-    if held.role != role || (numeric(&held.epsilon) == zero && numeric(&held.delta) == zero) {
+    if held.role != role || (held.units == 0 && numeric(&held.epsilon) == zero && numeric(&held.delta) == zero) {
         return;
     }
     // Refused (the budget was revoked meanwhile): it stays charged.
-    ask(&returned(&held.epsilon, &held.delta));
+    ask(&held.returned());
 }
 
 /// Registers the relcache callback that makes reservations stale; once per process, from _PG_init.
@@ -195,7 +229,7 @@ unsafe fn budget_table() -> pg_sys::Oid {
 #[pgrx::pg_guard]
 unsafe extern "C-unwind" fn give_back_on_exit(_code: i32, _arg: pg_sys::Datum) {
     if let Some(held) = RESERVED.with(|r| r.try_borrow_mut().ok().and_then(|mut r| r.take())) {
-        post_on_exit(held.role, &returned(&held.epsilon, &held.delta));
+        post_on_exit(held.role, &held.returned());
     }
 }
 
