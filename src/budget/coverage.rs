@@ -116,7 +116,7 @@ pub(super) unsafe fn pay(
     let statement = crate::execution::statement();
     let role = outer_user();
     // SAFETY: fcinfo is the live call (this function's contract).
-    let (set, (node, aggno)) = unsafe { (set_key(fcinfo), site_key(fcinfo)) };
+    let set = unsafe { set_key(fcinfo) };
     // SAFETY: as above; the reference is dropped before anything else reaches the call site.
     let paid = unsafe { crate::call_site::call_site(fcinfo) }.paid();
     if paid.covers(role, statement, set, epsilon, delta) {
@@ -131,6 +131,8 @@ pub(super) unsafe fn pay(
     // call): covered, until its node is rescanned.
     // SAFETY: a by-value read of ParallelWorkerNumber, -1 outside a parallel worker.
     let leader_paid = unsafe { pg_sys::ParallelWorkerNumber } >= 0 && !paid.rescanned() && crate::functions::named(function).is_some();
+    // SAFETY: as above.
+    let (node, aggno) = unsafe { site_key(fcinfo) };
     if !leader_paid && !take(node, aggno, role, epsilon, delta) {
         lazy(statement, function, mechanism, (epsilon, delta), identified);
     }

@@ -18,7 +18,8 @@
 
 use super::client::{ask, decimals, post_on_exit};
 use super::shared::Outcome;
-use super::{session, Charge};
+use super::session::{self, numeric};
+use super::Charge;
 use crate::gucs;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
@@ -48,10 +49,6 @@ thread_local! {
 /// The mechanism named on a reservation and on what is given back of it.
 const RESERVED_NAME: &str = "reserved by the session (dpnoise.charge_ahead)";
 const GIVEN_BACK: &str = "reserved by the session, given back";
-
-fn numeric(decimal: &str) -> AnyNumeric {
-    AnyNumeric::try_from(decimal).unwrap_or_else(|_| pgrx::error!("dpnoise: {decimal} is not a decimal (internal error)"))
-}
 
 /// Draws `request` (positive, without identities) from `role`'s
 /// reservation, reserving first if the session charges ahead and has none

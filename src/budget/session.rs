@@ -43,7 +43,8 @@ thread_local! {
 }
 
 
-fn numeric(decimal: &str) -> AnyNumeric {
+/// An exact decimal as numeric (also the reservation's arithmetic).
+pub(super) fn numeric(decimal: &str) -> AnyNumeric {
     AnyNumeric::try_from(decimal).unwrap_or_else(|_| pgrx::error!("dpnoise: {decimal} is not a decimal (internal error)"))
 }
 
