@@ -31,6 +31,7 @@ mod gucs;
 mod hooks;
 mod multi;
 mod parameters;
+mod per_person;
 mod pg_list;
 mod plans;
 mod release;

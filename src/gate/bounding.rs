@@ -31,14 +31,29 @@ use std::ffi::{CStr, CString};
 
 // dp_share(total float8, parts int4): the largest double whose parts-fold
 // multiple is at most total.
+// The gate writes it into an aggregate's arguments, evaluated for each
+// row: the last answer is kept in the call's fn_extra.
 v1_function!(pg_finfo_dp_share, dp_share, |fcinfo| {
     // STRICT: neither argument is NULL. int4 arrives as a Datum like int8's.
     let total = arg_f64(fcinfo, 0).unwrap_or(f64::NAN);
     let parts = arg_i64(fcinfo, 1).unwrap_or(0) as i32;
+    let flinfo = (*fcinfo).flinfo;
+    let last = (*flinfo).fn_extra as *mut [u64; 3];
+    if !last.is_null() && (*last)[0] == total.to_bits() && (*last)[1] == parts as u64 {
+        return pg_sys::Datum::from((*last)[2]);
+    }
     if parts < 1 {
         crate::errors::raise_sqlstate("22023", "dp_share: parts must be at least 1".to_string(), None);
     }
-    pg_sys::Datum::from(dpnoise_core::rational::share(total, parts as u32).to_bits())
+    let share = dpnoise_core::rational::share(total, parts as u32).to_bits();
+    let last = if last.is_null() {
+        pg_sys::MemoryContextAlloc((*flinfo).fn_mcxt, std::mem::size_of::<[u64; 3]>()) as *mut [u64; 3]
+    } else {
+        last
+    };
+    *last = [total.to_bits(), parts as u64, share];
+    (*flinfo).fn_extra = last.cast();
+    pg_sys::Datum::from(share)
 });
 
 // dp_uniform(): a uniform double in [0, 1), 53 random bits.
@@ -185,7 +200,7 @@ pub(super) unsafe fn bound(query: *mut pg_sys::Query, protected: &Protected, bou
 
         // One row per person and group, at most k groups per person: parsed
         // from text over a stand-in for the rows, then given the rows.
-        let text = per_person_sql(&columns, &values, k, protected.uniform, listing.is_some())?;
+        let text = per_person_sql(&columns, &values, k, protected, listing.is_some())?;
         let per_person = parse(&text);
         // The stand-ins: p of the combined persons' level, and with listed
         // keys k of the UNION ALL's second branch.
@@ -339,9 +354,12 @@ unsafe fn rows_only(level: *mut pg_sys::Query) {
     }
 }
 
-/// The per-person levels as SQL over `p`, a stand-in of constants with the
+/// The per-person level as SQL over `p`, a stand-in of constants with the
 /// rows' column types (c1 the person, then the keys, then the values).
-/// Every name is qualified: the analyst's search_path picks nothing.
+/// One window over the rows, partitioned by person and ordered by each
+/// row's choice key (`per_person`): the first row of each of the person's
+/// first k groups is kept, with the person's combined values. Every name
+/// is qualified: the analyst's search_path picks nothing.
 ///
 /// # Safety
 /// The columns are live expressions; inside a transaction.
@@ -349,7 +367,7 @@ unsafe fn per_person_sql(
     columns: &[*mut pg_sys::Node],
     values: &[(*mut pg_sys::Node, Combine)],
     k: i32,
-    uniform: pg_sys::Oid,
+    protected: &Protected,
     listed: bool,
 ) -> Result<String, super::Refusal> {
     // SAFETY: the caller's contract; catalog lookups by OID return palloc'd strings or null.
@@ -371,66 +389,51 @@ unsafe fn per_person_sql(
             };
             types.push(format!("{ty}{collate}"));
         }
+        let key_count = columns.len() - 1 - values.len();
+        // The person and the keys are hashed by their types' hash functions.
+        for (i, column) in columns.iter().enumerate().take(1 + key_count) {
+            let cache = pg_sys::lookup_type_cache(pg_sys::exprType(*column), pg_sys::TYPECACHE_HASH_EXTENDED_PROC as i32);
+            if cache.is_null() || (*cache).hash_extended_proc == pg_sys::InvalidOid {
+                let what = if i == 0 { "the privacy unit" } else { "a GROUP BY key" };
+                return Err(refuse(
+                    &format!("{what} is of type {}, which has no hash function to choose a person's groups by", types[i]),
+                    "Group by a column or expression of a type with a hash opclass (integers, text, dates, numeric…).",
+                ));
+            }
+        }
         let stand_in = |types: &[String]| -> String {
             types.iter().enumerate().map(|(i, ty)| format!("NULL::{ty} AS c{}", i + 1)).collect::<Vec<_>>().join(", ")
         };
-        let key_count = columns.len() - 1 - values.len();
-        let group_by: Vec<String> = (1..=1 + key_count).map(|i| format!("p.c{i}")).collect();
-        let mut inner: Vec<String> = group_by.clone();
+        let schema = owned(pg_sys::get_namespace_name(pg_sys::get_func_namespace(protected.share)));
+        let Some(schema) = schema else {
+            return Err(refuse("dpnoise's functions are missing", "Ask the DBA to update dpnoise."));
+        };
+        let s = owned(pg_sys::quote_identifier(CString::new(schema).expect("no NUL").as_ptr())).unwrap_or_default();
+        let parts: Vec<String> = (1..=1 + key_count).map(|i| format!("p.c{i}")).collect();
+        let choice = format!("{s}.dp_bound_key({}::pg_catalog.int8, {})", protected.seed, parts.join(", "));
+        let k = format!("{k}::pg_catalog.int4");
+        let mut inner: Vec<String> = parts.clone();
+        inner.push(format!("{s}.dp_bound_kept({choice}, {k}) OVER w AS r"));
         let mut outer: Vec<String> = (1..=1 + key_count).map(|i| format!("b.c{i}")).collect();
         for (j, (_, combine)) in values.iter().enumerate() {
             let c = format!("p.c{}", 2 + key_count + j);
-            let v = format!("b.v{j}");
-            match combine {
-                Combine::Present => {
-                    inner.push(format!("pg_catalog.count({c}) AS v{j}"));
-                    outer.push(format!(
-                        "CASE WHEN {v} OPERATOR(pg_catalog.>) 0::pg_catalog.int8 THEN 1::pg_catalog.int8 END"
-                    ));
-                }
-                // PostgreSQL's float8 sum and avg raise an error on overflow
-                // (and avg already when a square overflows): whether such a
-                // query fails would tell about the data. numeric never
-                // overflows here (float8's infinities and NaN included); its
-                // result is brought back into float8's range, which cannot fail.
-                Combine::SumFloat => {
-                    inner.push(format!("pg_catalog.sum({c}::pg_catalog.numeric) AS v{j}"));
-                    outer.push(to_float8(&v));
-                }
-                Combine::SumInteger => {
-                    inner.push(format!("pg_catalog.sum({c}) AS v{j}"));
-                    outer.push(format!(
-                        "CASE WHEN {v} IS NULL THEN NULL::pg_catalog.int8 \
-                         ELSE LEAST(GREATEST({v}, (-9223372036854775808)::pg_catalog.numeric), \
-                         9223372036854775807::pg_catalog.numeric)::pg_catalog.int8 END"
-                    ));
-                }
-                Combine::Average => {
-                    inner.push(format!("pg_catalog.avg({c}::pg_catalog.numeric) AS v{j}"));
-                    outer.push(to_float8(&v));
-                }
-            }
-        }
-        let mut filter = String::new();
-        if key_count > 0 {
-            let schema = owned(pg_sys::get_namespace_name(pg_sys::get_func_namespace(uniform)));
-            let Some(schema) = schema else {
-                return Err(refuse("dpnoise's dp_uniform is missing", "Ask the DBA to update dpnoise."));
+            let function = match combine {
+                Combine::Present => "dp_bound_present",
+                Combine::SumFloat | Combine::SumInteger => "dp_bound_sum",
+                Combine::Average => "dp_bound_avg",
             };
-            let schema =
-                owned(pg_sys::quote_identifier(CString::new(schema).expect("no NUL").as_ptr())).unwrap_or_default();
-            inner.push(format!("pg_catalog.row_number() OVER (PARTITION BY p.c1 ORDER BY {schema}.dp_uniform()) AS r"));
-            filter = format!(" WHERE b.r OPERATOR(pg_catalog.<=) {k}::pg_catalog.int8");
+            inner.push(format!("{s}.{function}({choice}, {k}, {c}) OVER w AS v{j}"));
+            outer.push(format!("b.v{j}"));
         }
         if listed {
             outer.push("true".to_string());
         }
         let mut text = format!(
-            "SELECT {} FROM (SELECT {} FROM (SELECT {}) AS p GROUP BY {}) AS b{filter}",
+            "SELECT {} FROM (SELECT {} FROM (SELECT {}) AS p WINDOW w AS (PARTITION BY p.c1 ORDER BY {choice})) AS b \
+             WHERE b.r IS NOT NULL",
             outer.join(", "),
             inner.join(", "),
             stand_in(&types),
-            group_by.join(", ")
         );
         if listed {
             // Each listed key's own row: no person, no values.
@@ -449,17 +452,6 @@ unsafe fn per_person_sql(
         }
         Ok(text)
     }
-}
-
-/// A person's numeric sum or average as float8, without ever failing: NULL
-/// stays NULL (a person with no value adds nothing), NaN stays NaN (which
-/// an analyst's sum skips), anything else is brought into float8's range.
-fn to_float8(v: &str) -> String {
-    format!(
-        "CASE WHEN {v} IS NULL THEN NULL::pg_catalog.float8 \
-         WHEN {v} OPERATOR(pg_catalog.=) 'NaN'::pg_catalog.numeric THEN 'NaN'::pg_catalog.float8 \
-         ELSE LEAST(GREATEST({v}, (-1e308)::pg_catalog.numeric), 1e308::pg_catalog.numeric)::pg_catalog.float8 END"
-    )
 }
 
 /// Parses and analyses one SELECT the gate wrote.

@@ -20,10 +20,15 @@ pub(super) struct Protected {
     pub(super) allowed: HashSet<pg_sys::Oid>,
     /// dpnoise.protected and dpnoise.allowed_functions.
     pub(super) own: [pg_sys::Oid; 2],
-    /// dp_partition_selected(float8, float8), dp_share(float8, int4), dp_uniform().
+    /// dp_partition_selected(float8, float8), dp_share(float8, int4).
     pub(super) selection: pg_sys::Oid,
     pub(super) share: pg_sys::Oid,
-    pub(super) uniform: pg_sys::Oid,
+    /// The seed of the per-person choice of groups (`per_person`): derived
+    /// from the release key, so that the choice is the server's own and
+    /// the same in every session.
+    pub(super) seed: i64,
+    /// dpnoise's window functions (the bounding's, `per_person`).
+    pub(super) windows: Vec<pg_sys::Oid>,
 }
 
 /// What the gate knows of one protected table.
@@ -101,6 +106,17 @@ FROM p JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) p.relid";
 
 /// The DBA's allow list, qualified as above.
 const ALLOWED_QUERY: &str = "SELECT fn::pg_catalog.oid FROM dpnoise.allowed_functions";
+
+/// dpnoise's window functions, qualified as above.
+const WINDOW_QUERY: &str = "\
+SELECT p.oid FROM pg_catalog.pg_proc p
+JOIN pg_catalog.pg_depend d ON d.objid OPERATOR(pg_catalog.=) p.oid
+ AND d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass AND d.deptype OPERATOR(pg_catalog.=) 'e'
+JOIN pg_catalog.pg_extension x ON x.oid OPERATOR(pg_catalog.=) d.refobjid AND x.extname OPERATOR(pg_catalog.=) 'dpnoise'
+WHERE p.prokind OPERATOR(pg_catalog.=) 'w'";
+
+/// The release key (src/repeat/repeat.sql), qualified as above.
+const KEY_QUERY: &str = "SELECT k.key FROM dpnoise.release_key k";
 
 /// A function of dpnoise by name and argument count ($1, $2), in whichever
 /// schema the extension is.
@@ -205,8 +221,22 @@ fn load() -> Option<std::rc::Rc<Protected>> {
         };
         let selection = function("dp_partition_selected", 2)?;
         let share = function("dp_share", 2)?;
-        let uniform = function("dp_uniform", 0)?;
-        Ok(Some(std::rc::Rc::new(Protected { tables, allowed, own: [protected_table, allowed_table], selection, share, uniform })))
+        let key = client.select(KEY_QUERY, Some(1), &[])?.first().get_one::<Vec<u8>>()?.unwrap_or_default();
+        let derived = crate::seal::hmac(&key, &[b"dpnoise per-person choice v1"]);
+        let seed = i64::from_le_bytes(derived[..8].try_into().expect("8 bytes"));
+        let mut windows = Vec::new();
+        for row in client.select(WINDOW_QUERY, None, &[])? {
+            windows.extend(row.get::<pg_sys::Oid>(1)?);
+        }
+        Ok(Some(std::rc::Rc::new(Protected {
+            tables,
+            allowed,
+            own: [protected_table, allowed_table],
+            selection,
+            share,
+            seed,
+            windows,
+        })))
     }));
     drop(loading);
     let loaded = loaded.unwrap_or_else(|e| pgrx::error!("dpnoise: cannot read the protected tables: {e}"));

@@ -38,6 +38,7 @@ pub mod accuracy;
 pub mod approximate;
 #[cfg(feature = "audit")]
 pub mod audit;
+pub mod bounding;
 pub mod calibration;
 pub mod entropy;
 pub mod exp_neg;

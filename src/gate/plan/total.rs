@@ -51,9 +51,8 @@ impl Total<'_, '_> {
                 pg_sys::get_func_retset(funcid),
             )
         };
-        // dpnoise's own draw (the gate's random choice of a person's groups)
-        // and share (of constants) are safe on any row.
-        if funcid == protected.uniform || funcid == protected.share {
+        // dpnoise's share (of constants) is safe on any row.
+        if funcid == protected.share {
             return Ok(());
         }
         if volatile || retset {
@@ -126,7 +125,9 @@ impl Total<'_, '_> {
                     self.children(node)
                 }
                 T_WindowFunc => {
-                    if u32::from((*(node as *mut pg_sys::WindowFunc)).winfnoid) != pg_sys::F_ROW_NUMBER {
+                    // The bounding's own (`per_person`): total, and each reads a person's rows once more.
+                    let winfnoid = (*(node as *mut pg_sys::WindowFunc)).winfnoid;
+                    if u32::from(winfnoid) != pg_sys::F_ROW_NUMBER && !self.check.protected.windows.contains(&winfnoid) {
                         return Err(refuse("a window function would run over protected rows", SHAPE));
                     }
                     self.children(node)
