@@ -298,7 +298,7 @@ unsafe fn listed_keys(
         (*rte).jointype = pg_sys::JoinType::JOIN_INNER;
         let kept = if (*join).jointype == pg_sys::JoinType::JOIN_LEFT { (*join).larg } else { (*join).rarg };
         let flat = move |node: *mut pg_sys::Node| {
-            pg_sys::flatten_join_alias_vars(list, pg_sys::copyObjectImpl(node.cast()).cast())
+            crate::versions::flatten_join_alias_vars(list, pg_sys::copyObjectImpl(node.cast()).cast())
         };
         let quals = flat((*(*query).jointree).quals);
         (*list).jointree =
@@ -558,14 +558,7 @@ impl Rewrite {
                 }
                 _ => {}
             }
-            let mutator: unsafe extern "C-unwind" fn(*mut pg_sys::Node, *mut std::ffi::c_void) -> *mut pg_sys::Node =
-                mutate;
-            // SAFETY: the same function pointer ABI; PostgreSQL calls it with (node, context).
-            let mutator = std::mem::transmute::<
-                unsafe extern "C-unwind" fn(*mut pg_sys::Node, *mut std::ffi::c_void) -> *mut pg_sys::Node,
-                unsafe extern "C-unwind" fn() -> *mut pg_sys::Node,
-            >(mutator);
-            pg_sys::expression_tree_mutator(node, Some(mutator), (self as *mut Rewrite).cast())
+            crate::versions::expression_tree_mutator(node, mutate, (self as *mut Rewrite).cast())
         }
     }
 

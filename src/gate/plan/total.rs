@@ -370,7 +370,7 @@ unsafe fn collation(node: *mut pg_sys::Node) -> Result<u64, Refusal> {
         // Ordering under a locale (ICU, or libc other than C) goes through
         // the collation's own comparison: ten times a byte comparison and
         // more (an attack's 120-byte Hangul strings took 2.4 µs each).
-        if input != pg_sys::InvalidOid && input != pg_sys::C_COLLATION_OID && input != pg_sys::POSIX_COLLATION_OID {
+        if input != pg_sys::InvalidOid && input != pg_sys::C_COLLATION_OID && input != crate::versions::POSIX_COLLATION_OID {
             return Ok(COLLATED_STEPS);
         }
         Ok(0)
