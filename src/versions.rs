@@ -12,8 +12,14 @@
 //!   and `query_tree_mutator` are macros over `*_impl` functions.
 //! - `flatten_join_alias_vars` (16) takes the PlannerInfo first; null is the
 //!   parser's use, ours (on a Query before planning).
+//! - Outer joins (16) mark the Vars they can null (`varnullingrels`): a join
+//!   made inner must take its mark off them.
 //! - PGPROC (17): `pgprocno` left (a process's number is its index in
 //!   `ProcGlobal->allProcs`), `lxid` moved into `vxid`.
+//! - Run conditions (17): a WindowFunc carries its own, as nodes of a new
+//!   kind.
+//! - GROUP BY (18): a grouped level's outputs read its keys through Vars
+//!   of a GROUP range table entry.
 //! - `ExecutorRun` (18) lost its `execute_once` argument.
 //! - `POSIX_COLLATION_OID` (18) is no longer defined, the collation's OID
 //!   (951) is unchanged.
@@ -75,6 +81,96 @@ pub unsafe fn flatten_join_alias_vars(query: *mut pg_sys::Query, node: *mut pg_s
         return pg_sys::flatten_join_alias_vars(query, node);
         #[cfg(not(feature = "pg15"))]
         return pg_sys::flatten_join_alias_vars(std::ptr::null_mut(), query, node);
+    }
+}
+
+/// Takes outer join `rtindex`, made an inner join, out of the nulling
+/// relations of the Vars of `level` (16 and later mark each Var with the
+/// outer joins that can null it, and the planner checks the marks).
+///
+/// # Safety
+/// `level` is a live Query not yet planned; `rtindex` one of its join entries.
+pub unsafe fn forget_outer_join(level: *mut pg_sys::Query, rtindex: u32) {
+    #[cfg(feature = "pg15")]
+    let _ = (level, rtindex);
+    // SAFETY: the caller's contract; remove_nulling_relids (rewrite/rewriteManip.h) returns the
+    // Query mutated in a copy of its own, whose fields we take over.
+    #[cfg(not(feature = "pg15"))]
+    unsafe {
+        let copy = remove_nulling_relids(level.cast(), pg_sys::bms_make_singleton(rtindex as i32), std::ptr::null());
+        *level = *(copy as *mut pg_sys::Query);
+    }
+}
+
+// SAFETY: the prototype of rewrite/rewriteManip.h (16 and later), which pgrx does not bind.
+#[cfg(not(feature = "pg15"))]
+unsafe extern "C-unwind" {
+    fn remove_nulling_relids(
+        node: *mut pg_sys::Node,
+        removable: *const pg_sys::Bitmapset,
+        except: *const pg_sys::Bitmapset,
+    ) -> *mut pg_sys::Node;
+}
+
+/// Gives every level of `query` its GROUP BY keys back in its target list
+/// and HAVING, as PostgreSQL 15 to 17 parse them. 18 parses them as Vars of
+/// a GROUP entry of the range table (`hasGroupRTE`), which its planner
+/// replaces by the keys before anything else; the stages (the gate above
+/// all, which must see what an output reads) do it first. Levels with
+/// grouping sets are left as they are: their Vars carry grouping's nulling
+/// marks, which only the planner can keep, and every stage refuses or
+/// leaves alone such a level.
+///
+/// # Safety
+/// `query` is a live Query not yet planned; inside a transaction.
+pub unsafe fn flatten_grouping(query: *mut pg_sys::Query) {
+    #[cfg(not(feature = "pg18"))]
+    let _ = query;
+    /// # Safety
+    /// Called by the tree walkers with live nodes.
+    #[cfg(feature = "pg18")]
+    #[pgrx::pg_guard]
+    unsafe extern "C-unwind" fn walk(node: *mut pg_sys::Node, context: *mut std::ffi::c_void) -> bool {
+        // SAFETY: the caller's contract; casts follow the node tags. A level is flattened before
+        // its sub-levels are walked, so they see the outer keys too.
+        unsafe {
+            if node.is_null() {
+                return false;
+            }
+            if (*node).type_ == pg_sys::NodeTag::T_Query {
+                let level = node as *mut pg_sys::Query;
+                if (*level).hasGroupRTE && (*level).groupingSets.is_null() {
+                    (*level).targetList = pg_sys::flatten_group_exprs(std::ptr::null_mut(), level, (*level).targetList.cast()).cast();
+                    (*level).havingQual = pg_sys::flatten_group_exprs(std::ptr::null_mut(), level, (*level).havingQual);
+                }
+                return pg_sys::query_tree_walker(level, Some(walk), context, 0);
+            }
+            pg_sys::expression_tree_walker(node, Some(walk), context)
+        }
+    }
+    // SAFETY: the caller's contract.
+    #[cfg(feature = "pg18")]
+    unsafe {
+        walk(query.cast(), std::ptr::null_mut());
+    }
+}
+
+/// The operator of a WindowFunc's run condition (`wfunc <op> arg`, 17 and
+/// later, a node of its own that the expression walkers visit; the
+/// WindowAgg's own run condition is made of it), or None for any other node.
+///
+/// # Safety
+/// `node` is a live node.
+pub unsafe fn window_run_condition(node: *mut pg_sys::Node) -> Option<pg_sys::Oid> {
+    #[cfg(any(feature = "pg15", feature = "pg16"))]
+    {
+        let _ = node;
+        None
+    }
+    // SAFETY: the caller's contract; the cast follows the node tag.
+    #[cfg(not(any(feature = "pg15", feature = "pg16")))]
+    unsafe {
+        ((*node).type_ == pg_sys::NodeTag::T_WindowFuncRunCondition).then(|| (*(node as *mut pg_sys::WindowFuncRunCondition)).opno)
     }
 }
 

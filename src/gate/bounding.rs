@@ -291,6 +291,7 @@ unsafe fn listed_keys(
         let rtable = list_items::<pg_sys::RangeTblEntry>((*rows).rtable);
         let rte = rtable[(*inner).rtindex as usize - 1];
         (*rte).jointype = pg_sys::JoinType::JOIN_INNER;
+        crate::versions::forget_outer_join(rows, (*inner).rtindex as u32);
 
         let list = pg_sys::copyObjectImpl(query.cast()) as *mut pg_sys::Query;
         // The join is left out of the list's level: no outer join remains.
@@ -317,6 +318,7 @@ unsafe fn listed_keys(
         }
         (*list).targetList = target;
         rows_only(list);
+        crate::versions::forget_outer_join(list, (*join).rtindex as u32);
         list
     }
 }
@@ -474,7 +476,9 @@ unsafe fn parse(text: &str) -> *mut pg_sys::Query {
         let source = pg_sys::pstrdup(text.as_ptr());
         let statements = pg_sys::raw_parser(source, pg_sys::RawParseMode::RAW_PARSE_DEFAULT);
         let raw = list_items::<pg_sys::RawStmt>(statements)[0];
-        pg_sys::parse_analyze_fixedparams(raw, source, std::ptr::null(), 0, std::ptr::null_mut())
+        let query = pg_sys::parse_analyze_fixedparams(raw, source, std::ptr::null(), 0, std::ptr::null_mut());
+        crate::versions::flatten_grouping(query);
+        query
     }
 }
 

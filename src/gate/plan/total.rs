@@ -83,6 +83,12 @@ impl Total<'_, '_> {
                 return Ok(());
             }
             use pg_sys::NodeTag::*;
+            // A WindowFunc's run condition (17 and later): the operator's call
+            // the WindowAgg's run condition, checked too, makes of it.
+            if let Some(operator) = crate::versions::window_run_condition(node) {
+                self.function(pg_sys::get_opcode(operator), "operator")?;
+                return self.children(node);
+            }
             if !matches!((*node).type_, T_List | T_TargetEntry) {
                 let collated = collation(node)?;
                 self.check.steps.set(self.check.steps.get() + collated);
