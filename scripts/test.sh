@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
 # Runs every test: the core crate's statistical tests, the backend tests
 # (cargo pgrx test, as the postgres user), the SQL regression suite, the
-# docs' SQL examples and the system tests.
+# docs' SQL examples and the system tests, on PostgreSQL 15 (Debian's); then
+# the SQL regression suite, the upgrade test and the analyst end-to-end
+# suite on PostgreSQL 16 and 18 (scripts/versions_test.sh).
 # Installs what is missing first. Exits non-zero on any failure.
 set -euo pipefail
+# The full suites are 15's (Debian's); versions_test.sh sets its own PG.
+export PG=15
 . "$(dirname "$0")/lib.sh"
 PORT=${DPNOISE_TEST_PORT:-54316}
 # Outside the checkout: the postgres user must reach it wherever CI clones.
@@ -58,4 +62,6 @@ echo "== plan walk: admitted queries and probes under all 64 forced plans, as an
 echo "== Citus: coordinator and two workers (builds Citus the first time)"
 stop_server "$DATA"
 bash scripts/citus.sh
-echo "suites: 14 passed, 0 failed"
+echo "== PostgreSQL 16 and 18: SQL regression suite, upgrades, analyst end to end"
+bash scripts/versions_test.sh 16 18
+echo "suites: 16 passed, 0 failed"
