@@ -9,6 +9,8 @@ case $PG in
   16 | 17 | 18) PG_BIN=/opt/dpnoise-pg/$PG/bin ;;
   *) echo "PG=$PG: dpnoise builds for PostgreSQL 15 to 18 (README, \"Supported versions\")" >&2; exit 2 ;;
 esac
+# Another installation of that major (a private copy, a 17 of your own).
+PG_BIN=${DPNOISE_PG_BIN:-$PG_BIN}
 PG_CONFIG=$PG_BIN/pg_config
 # tests/e2e/*.py start their servers from the same installation.
 export PG PG_BIN
