@@ -1,7 +1,19 @@
-# Shared by run.sh, test.sh and bench/run.sh: a PostgreSQL 15 server of our
+# Shared by run.sh, test.sh and bench/run.sh: a PostgreSQL server of our
 # own, run as the postgres user (PostgreSQL refuses root) on a loopback port.
-PG_BIN=/usr/lib/postgresql/15/bin
+# PG picks the major: 15 (the default) is Debian's; 16 and 18 are the
+# installations scripts/setup.sh unpacks under /opt/dpnoise-pg; 17 is used
+# from /opt/dpnoise-pg/17 if one is put there (none is, and it is untested).
+PG=${PG:-15}
+case $PG in
+  15) PG_BIN=/usr/lib/postgresql/15/bin ;;
+  16 | 17 | 18) PG_BIN=/opt/dpnoise-pg/$PG/bin ;;
+  *) echo "PG=$PG: dpnoise builds for PostgreSQL 15 to 18 (README, \"Supported versions\")" >&2; exit 2 ;;
+esac
+# Another installation of that major (a private copy, a 17 of your own).
+PG_BIN=${DPNOISE_PG_BIN:-$PG_BIN}
 PG_CONFIG=$PG_BIN/pg_config
+# tests/e2e/*.py start their servers from the same installation.
+export PG PG_BIN
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
 as_postgres() { runuser -u postgres -- "$@"; }
@@ -31,7 +43,26 @@ stop_server() {
   [ -f "$1/postmaster.pid" ] && as_postgres "$PG_BIN/pg_ctl" -D "$1" -w stop -m fast >/dev/null || true
 }
 
-# Builds dpnoise in release mode and installs it into the system PostgreSQL.
+# regress_suite PORT: the SQL regression suite (tests/pg_regress) with this
+# PostgreSQL's pg_regress, against a server started by start_server; prints
+# the differences and fails if a test does.
+regress_suite() {
+  local out status=0
+  out=$(mktemp -d)
+  chmod 777 "$out"
+  "$(dirname "$("$PG_CONFIG" --pgxs)")/../test/regress/pg_regress" \
+    --bindir="$PG_BIN" --host=127.0.0.1 --port="$1" --user=postgres --dbname=dpnoise_regress \
+    --inputdir="$REPO/tests/pg_regress" --outputdir="$out" \
+    setup $(ls "$REPO/tests/pg_regress/sql" | sed 's/\.sql$//' | grep -vx setup | sort) || status=$?
+  if [ $status -ne 0 ]; then
+    cat "$out/regression.diffs" 2>/dev/null || true
+  fi
+  rm -rf "$out"
+  return $status
+}
+
+# Builds dpnoise in release mode for $PG and installs it into that PostgreSQL
+# (Debian's for 15).
 # Each file is written beside its destination and renamed over it: a running
 # server that has dpnoise.so mapped keeps the old file's inode, where
 # rewriting the file in place (as `cargo pgrx install` does) crashes every
@@ -43,7 +74,7 @@ stop_server() {
 # through the upgrade scripts (`CREATE EXTENSION dpnoise VERSION '0.5.0'`),
 # which is how scripts/upgrade_test.sh tests each upgrade.
 install_extension() {
-  local staged="$REPO/target/release/dpnoise-pg15"
+  local staged="${CARGO_TARGET_DIR:-$REPO/target}/release/dpnoise-pg$PG"
   # Packaging adds to the staged tree and never removes: a script of an
   # earlier current version left there would be installed again.
   rm -rf "$staged"

@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Quickstart: install what is missing, build and install dpnoise, start a local
 # server, and show exact answers next to dpnoise's noisy ones.
+# PG=16 or PG=18 runs it on that PostgreSQL (scripts/setup.sh unpacks them);
+# the default is Debian's 15.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
-PORT=${DPNOISE_PORT:-54315}
-DATA=${DPNOISE_DATA:-/var/tmp/dpnoise-run}
+PORT=${DPNOISE_PORT:-$((54315 + (PG - 15) * 100))}
+DATA=${DPNOISE_DATA:-/var/tmp/dpnoise-run$([ "$PG" = 15 ] || echo "-pg$PG")}
 
 bash "$REPO/scripts/setup.sh"
-echo "run: building and installing dpnoise (release)"
+echo "run: building and installing dpnoise (release) for PostgreSQL $PG"
 install_extension
 start_server "$DATA" "$PORT"
 PSQL=(psql -X -h 127.0.0.1 -p "$PORT" -U postgres -d postgres -v ON_ERROR_STOP=1)

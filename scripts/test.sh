@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
 # Runs every test: the core crate's statistical tests, the backend tests
 # (cargo pgrx test, as the postgres user), the SQL regression suite, the
-# docs' SQL examples and the system tests.
+# docs' SQL examples and the system tests, on PostgreSQL 15 (Debian's); then
+# the SQL regression suite, the upgrade test and the analyst end-to-end
+# suite on PostgreSQL 16 and 18 (scripts/versions_test.sh).
 # Installs what is missing first. Exits non-zero on any failure.
 set -euo pipefail
+# The full suites are 15's (Debian's); versions_test.sh sets its own PG.
+export PG=15
 . "$(dirname "$0")/lib.sh"
 PORT=${DPNOISE_TEST_PORT:-54316}
 # Outside the checkout: the postgres user must reach it wherever CI clones.
@@ -34,17 +38,7 @@ install_extension
 rm -rf "$DATA"
 start_server "$DATA" "$PORT"
 trap 'stop_server "$DATA"' EXIT
-OUT=$(mktemp -d)
-chmod 777 "$OUT"
-status=0
-"$(dirname "$("$PG_CONFIG" --pgxs)")/../test/regress/pg_regress" \
-  --host=127.0.0.1 --port="$PORT" --user=postgres --dbname=dpnoise_regress \
-  --inputdir=tests/pg_regress --outputdir="$OUT" \
-  setup $(ls tests/pg_regress/sql | sed 's/\.sql$//' | grep -vx setup | sort) || status=$?
-if [ $status -ne 0 ]; then
-  cat "$OUT/regression.diffs" 2>/dev/null || true
-  exit $status
-fi
+regress_suite "$PORT"
 echo "== docs: the SQL examples of README.md and docs/*.md"
 bash scripts/docs_test.sh "$PORT"
 echo "== reinstall under a running server"
@@ -68,4 +62,6 @@ echo "== plan walk: admitted queries and probes under all 64 forced plans, as an
 echo "== Citus: coordinator and two workers (builds Citus the first time)"
 stop_server "$DATA"
 bash scripts/citus.sh
-echo "suites: 14 passed, 0 failed"
+echo "== PostgreSQL 16 and 18: SQL regression suite, upgrades, analyst end to end"
+bash scripts/versions_test.sh 16 18
+echo "suites: 16 passed, 0 failed"

@@ -84,7 +84,7 @@ pub unsafe fn oid(extension: Extension) -> pg_sys::Oid {
 #[inline(always)]
 pub fn refuse_on_worker() {
     // SAFETY: MyProc is this backend's PGPROC, set before any query runs; lxid is its own.
-    let transaction = unsafe { (*pg_sys::MyProc).lxid };
+    let transaction = unsafe { crate::versions::local_transaction() };
     let known = WORKER.load(Ordering::Relaxed);
     // Known for this transaction and not a worker: the usual case, a load
     // and a compare (this runs for every row).

@@ -28,8 +28,6 @@ use std::ffi::c_char;
 unsafe extern "C-unwind" {
     #[link_name = "standard_ExecutorStart"]
     fn raw_standard_executor_start(query: *mut pg_sys::QueryDesc, eflags: i32);
-    #[link_name = "standard_ExecutorRun"]
-    fn raw_standard_executor_run(query: *mut pg_sys::QueryDesc, direction: pg_sys::ScanDirection::Type, count: u64, once: bool);
     #[link_name = "standard_ExecutorFinish"]
     fn raw_standard_executor_finish(query: *mut pg_sys::QueryDesc);
     #[link_name = "standard_ExecutorEnd"]
@@ -158,14 +156,16 @@ unsafe extern "C-unwind" fn executor_start(query: *mut pg_sys::QueryDesc, eflags
     }
 }
 
+crate::versions::executor_run_hook!(executor_run, run);
+
 /// # Safety
-/// Only for PostgreSQL, as ExecutorRun_hook: `query` is the live QueryDesc
+/// Only for PostgreSQL, from ExecutorRun_hook: `query` is the live QueryDesc
 /// being run, on the backend's only thread.
-unsafe extern "C-unwind" fn executor_run(
+unsafe fn run(
     query: *mut pg_sys::QueryDesc,
     direction: pg_sys::ScanDirection::Type,
     count: u64,
-    execute_once: bool,
+    arguments: crate::versions::RunArguments,
 ) {
     // SAFETY: `query` is the live QueryDesc PostgreSQL is running (the caller's contract), and
     // stays live until this returns, when leave_run removes it; on the backend's only thread, with no
@@ -175,10 +175,7 @@ unsafe extern "C-unwind" fn executor_run(
     // (sub)transaction abort callbacks then drop the pointer from RUNNING.
     unsafe {
         execution::enter_run(query);
-        match PREV_EXECUTOR_RUN {
-            Some(prev) => prev(query, direction, count, execute_once),
-            None => raw_standard_executor_run(query, direction, count, execute_once),
-        }
+        crate::versions::executor_run(PREV_EXECUTOR_RUN, query, direction, count, arguments);
         execution::leave_run();
     }
 }
@@ -298,6 +295,8 @@ unsafe extern "C-unwind" fn planner(
                 None => raw_standard_planner(parse, query_string, cursor_options, bound_params),
             };
         }
+        // Every stage reads GROUP BY keys where 15 to 17 parse them.
+        crate::versions::flatten_grouping(parse);
         // Checked before planning, which rewrites the tree in place: the
         // analyst gate first (it refuses raw reads before anything else).
         crate::gate::check_query(parse);

@@ -70,7 +70,7 @@ pub(super) fn ask(request: &Charge) -> Answer {
         unavailable("an amount is too long a decimal to charge exactly");
     }
     // SAFETY: MyProc is this backend's PGPROC, set before any query runs.
-    let (database, index) = unsafe { (pg_sys::MyDatabaseId, (*pg_sys::MyProc).pgprocno as usize) };
+    let (database, index) = unsafe { (pg_sys::MyDatabaseId, crate::versions::proc_number(pg_sys::MyProc)) };
     let Some(slot) = mailbox.slot(index) else {
         unavailable("this process has no request slot");
     };
@@ -141,7 +141,7 @@ pub(super) fn post_on_exit(role: pg_sys::Oid, request: &Charge) {
         if pg_sys::MyProc.is_null() || pg_sys::RecoveryInProgress() {
             return;
         }
-        (pg_sys::MyDatabaseId, (*pg_sys::MyProc).pgprocno as usize)
+        (pg_sys::MyDatabaseId, crate::versions::proc_number(pg_sys::MyProc))
     };
     let Some(slot) = mailbox.slot(index) else { return };
     if !matches!(slot.load(), FREE | DONE) {

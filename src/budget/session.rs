@@ -90,9 +90,9 @@ fn connection() -> Option<Connection> {
         }
         let leader = (*pg_sys::MyProc).lockGroupLeader;
         if !leader.is_null() && leader != pg_sys::MyProc {
-            return Some(Connection { index: (*leader).pgprocno as usize, pid: (*leader).pid, own: false });
+            return Some(Connection { index: crate::versions::proc_number(leader), pid: (*leader).pid, own: false });
         }
-        Some(Connection { index: (*pg_sys::MyProc).pgprocno as usize, pid: pg_sys::MyProcPid, own: true })
+        Some(Connection { index: crate::versions::proc_number(pg_sys::MyProc), pid: pg_sys::MyProcPid, own: true })
     }
 }
 

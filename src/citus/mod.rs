@@ -81,7 +81,7 @@ pub struct Planning {
     /// The tables sealed partials read with the analyst's privileges:
     /// added to the plan's range table, so the executor checks them again
     /// each time the plan runs (a cached plan outlives a REVOKE of a role).
-    checked: Vec<*mut pg_sys::RangeTblEntry>,
+    checked: Vec<crate::versions::Recheck>,
 }
 
 /// Splits every query level of `query` whose dpnoise aggregates read a
@@ -128,8 +128,8 @@ pub unsafe fn finish(planned: *mut pg_sys::PlannedStmt, planning: &Planning) {
         for relid in &planning.relations {
             (*planned).relationOids = pg_sys::lappend_oid((*planned).relationOids, *relid);
         }
-        for rte in &planning.checked {
-            (*planned).rtable = pg_sys::lappend((*planned).rtable, (*rte).cast());
+        for recheck in &planning.checked {
+            crate::versions::add_recheck(planned, recheck);
         }
         if crate::gate::gated() {
             sealing::check_sealed_calls(planned, &planning.seals);

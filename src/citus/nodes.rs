@@ -7,19 +7,6 @@ use crate::parameters::fixed_param;
 use pgrx::pg_sys;
 use std::ffi::{CStr, CString};
 
-/// A mutator callback as `expression_tree_mutator` and `query_tree_mutator` take it.
-pub(super) fn mutator(
-    f: unsafe extern "C-unwind" fn(*mut pg_sys::Node, *mut std::ffi::c_void) -> *mut pg_sys::Node,
-) -> unsafe extern "C-unwind" fn() -> *mut pg_sys::Node {
-    // SAFETY: the same function pointer ABI; PostgreSQL calls it with (node, context).
-    unsafe {
-        std::mem::transmute::<
-            unsafe extern "C-unwind" fn(*mut pg_sys::Node, *mut std::ffi::c_void) -> *mut pg_sys::Node,
-            unsafe extern "C-unwind" fn() -> *mut pg_sys::Node,
-        >(f)
-    }
-}
-
 /// A copy of `node` (a Query or an expression) with every external
 /// parameter whose value is fixed for this plan (a custom plan's) made a
 /// constant: the partials run as SQL text of their own.
@@ -40,7 +27,7 @@ pub(super) unsafe fn substitute_params<T>(node: *mut T, params: pg_sys::ParamLis
             let params = context as pg_sys::ParamListInfo;
             match (*node).type_ {
                 pg_sys::NodeTag::T_Query => {
-                    return pg_sys::query_tree_mutator(node.cast(), Some(mutator(mutate)), context, 0).cast();
+                    return crate::versions::query_tree_mutator(node.cast(), mutate, context, 0).cast();
                 }
                 pg_sys::NodeTag::T_Param => {
                     let p = node as *mut pg_sys::Param;
@@ -62,7 +49,7 @@ pub(super) unsafe fn substitute_params<T>(node: *mut T, params: pg_sys::ParamLis
                 }
                 _ => {}
             }
-            pg_sys::expression_tree_mutator(node, Some(mutator(mutate)), context)
+            crate::versions::expression_tree_mutator(node, mutate, context)
         }
     }
     // SAFETY: the caller's contract.

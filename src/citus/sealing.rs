@@ -6,6 +6,7 @@
 use super::nodes::find;
 use super::{read_one, relations, sub_levels, Planning};
 use crate::gate::list_items;
+use crate::versions::{self, Recheck};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 use std::ffi::CStr;
@@ -220,8 +221,10 @@ fn refuse_sealed(what: &str, hint: &str) -> ! {
 /// analyst's privileges (copies of their entries), and the first refusal.
 struct Sealable {
     relids: Vec<pg_sys::Oid>,
-    checked: Vec<*mut pg_sys::RangeTblEntry>,
+    checked: Vec<Recheck>,
     refusal: Option<(&'static str, String, &'static str)>,
+    /// The permission entries of the level being walked.
+    permissions: *mut pg_sys::List,
 }
 
 /// Checks a level whose partials will run sealed, as the extension's
@@ -237,7 +240,7 @@ struct Sealable {
 ///
 /// # Safety
 /// `level` is a live Query; inside a transaction.
-unsafe fn check_sealable(level: *mut pg_sys::Query) -> (Vec<pg_sys::Oid>, Vec<*mut pg_sys::RangeTblEntry>) {
+unsafe fn check_sealable(level: *mut pg_sys::Query) -> (Vec<pg_sys::Oid>, Vec<Recheck>) {
     /// # Safety
     /// Called by `check_functions_in_node`, inside a transaction.
     #[pgrx::pg_guard]
@@ -276,7 +279,10 @@ unsafe fn check_sealable(level: *mut pg_sys::Query) -> (Vec<pg_sys::Oid>, Vec<*m
             const BUILT_IN: &str = "Use built-in functions and operators only (pg_catalog's), or ask a curator.";
             match (*node).type_ {
                 pg_sys::NodeTag::T_Query => {
-                    return pg_sys::query_tree_walker(node.cast(), Some(walk), context, pg_sys::QTW_EXAMINE_RTES_BEFORE as i32);
+                    let outer = std::mem::replace(&mut found.permissions, versions::query_permissions(node.cast()));
+                    let stop = pg_sys::query_tree_walker(node.cast(), Some(walk), context, pg_sys::QTW_EXAMINE_RTES_BEFORE as i32);
+                    found.permissions = outer;
+                    return stop;
                 }
                 pg_sys::NodeTag::T_RangeTblEntry => {
                     let rte = node as *mut pg_sys::RangeTblEntry;
@@ -285,18 +291,15 @@ unsafe fn check_sealable(level: *mut pg_sys::Query) -> (Vec<pg_sys::Oid>, Vec<*m
                         if !(*rte).securityQuals.is_null() {
                             return refuse(found, crate::gate::QUERY_REFUSED, "a table with row-level security is not admitted on a distributed table".to_owned(), "Ask the DBA.");
                         }
-                        if (*rte).requiredPerms != 0 && !pg_sys::ExecCheckRTPerms(pg_sys::lappend(std::ptr::null_mut(), rte.cast()), false) {
+                        let required = versions::required_privileges(found.permissions, rte) != 0;
+                        if required && !versions::has_privileges(found.permissions, rte) {
                             let name = pg_sys::get_rel_name((*rte).relid);
                             let name = if name.is_null() { "?".to_owned() } else { CStr::from_ptr(name).to_string_lossy().into_owned() };
                             return refuse(found, "42501", format!("permission denied for table {name}"), "");
                         }
-                        if (*rte).requiredPerms != 0 {
+                        if required {
                             // Checked again by the executor: a plain entry, read by no node.
-                            let copy = pg_sys::copyObjectImpl(rte.cast()) as *mut pg_sys::RangeTblEntry;
-                            (*copy).securityQuals = std::ptr::null_mut();
-                            (*copy).tablesample = std::ptr::null_mut();
-                            (*copy).inh = false;
-                            found.checked.push(copy);
+                            found.checked.push(versions::recheck_privileges(found.permissions, rte));
                         }
                     }
                     if (*rte).rtekind == pg_sys::RTEKind::RTE_SUBQUERY && (*rte).security_barrier {
@@ -324,7 +327,7 @@ unsafe fn check_sealable(level: *mut pg_sys::Query) -> (Vec<pg_sys::Oid>, Vec<*m
             pg_sys::expression_tree_walker(node, Some(walk), context)
         }
     }
-    let mut found = Sealable { relids: Vec::new(), checked: Vec::new(), refusal: None };
+    let mut found = Sealable { relids: Vec::new(), checked: Vec::new(), refusal: None, permissions: std::ptr::null_mut() };
     // SAFETY: the caller's contract; `found` outlives the walk.
     unsafe { walk(level.cast(), (&raw mut found).cast()) };
     if let Some((state, what, hint)) = found.refusal {

@@ -4,7 +4,7 @@
 //! replaced by its merge). Per-row functions read their rows the same way.
 
 use super::merge::{plan_split, Split};
-use super::nodes::{aggregate, bytea_const, deparse, extension_schema, function_rte, has_sublink, mutator, null_const, substitute_params, text_const};
+use super::nodes::{aggregate, bytea_const, deparse, extension_schema, function_rte, has_sublink, null_const, substitute_params, text_const};
 use super::sealing::sealed;
 use super::{relations, releasing_call, unsupported, Planning};
 use crate::gate::list_items;
@@ -295,7 +295,7 @@ impl Rows {
             if (*node).type_ == pg_sys::NodeTag::T_Var && (*(node as *mut pg_sys::Var)).varlevelsup == 0 {
                 return self.column(node);
             }
-            pg_sys::expression_tree_mutator(node, Some(mutator(mutate)), (self as *mut Rows).cast())
+            crate::versions::expression_tree_mutator(node, mutate, (self as *mut Rows).cast())
         }
     }
 }
@@ -358,7 +358,7 @@ impl Rewrite {
                 }
                 _ => {}
             }
-            pg_sys::expression_tree_mutator(node, Some(mutator(mutate)), (self as *mut Rewrite).cast())
+            crate::versions::expression_tree_mutator(node, mutate, (self as *mut Rewrite).cast())
         }
     }
 }

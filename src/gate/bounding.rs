@@ -306,6 +306,7 @@ unsafe fn listed_keys(
         let rtable = list_items::<pg_sys::RangeTblEntry>((*rows).rtable);
         let rte = rtable[(*inner).rtindex as usize - 1];
         (*rte).jointype = pg_sys::JoinType::JOIN_INNER;
+        crate::versions::forget_outer_join(rows, (*inner).rtindex as u32);
 
         let list = pg_sys::copyObjectImpl(query.cast()) as *mut pg_sys::Query;
         // The join is left out of the list's level: no outer join remains.
@@ -313,7 +314,7 @@ unsafe fn listed_keys(
         (*rte).jointype = pg_sys::JoinType::JOIN_INNER;
         let kept = if (*join).jointype == pg_sys::JoinType::JOIN_LEFT { (*join).larg } else { (*join).rarg };
         let flat = move |node: *mut pg_sys::Node| {
-            pg_sys::flatten_join_alias_vars(list, pg_sys::copyObjectImpl(node.cast()).cast())
+            crate::versions::flatten_join_alias_vars(list, pg_sys::copyObjectImpl(node.cast()).cast())
         };
         let quals = flat((*(*query).jointree).quals);
         (*list).jointree =
@@ -332,6 +333,7 @@ unsafe fn listed_keys(
         }
         (*list).targetList = target;
         rows_only(list);
+        crate::versions::forget_outer_join(list, (*join).rtindex as u32);
         list
     }
 }
@@ -466,7 +468,9 @@ unsafe fn parse(text: &str) -> *mut pg_sys::Query {
         let source = pg_sys::pstrdup(text.as_ptr());
         let statements = pg_sys::raw_parser(source, pg_sys::RawParseMode::RAW_PARSE_DEFAULT);
         let raw = list_items::<pg_sys::RawStmt>(statements)[0];
-        pg_sys::parse_analyze_fixedparams(raw, source, std::ptr::null(), 0, std::ptr::null_mut())
+        let query = pg_sys::parse_analyze_fixedparams(raw, source, std::ptr::null(), 0, std::ptr::null_mut());
+        crate::versions::flatten_grouping(query);
+        query
     }
 }
 
@@ -550,14 +554,7 @@ impl Rewrite {
                 }
                 _ => {}
             }
-            let mutator: unsafe extern "C-unwind" fn(*mut pg_sys::Node, *mut std::ffi::c_void) -> *mut pg_sys::Node =
-                mutate;
-            // SAFETY: the same function pointer ABI; PostgreSQL calls it with (node, context).
-            let mutator = std::mem::transmute::<
-                unsafe extern "C-unwind" fn(*mut pg_sys::Node, *mut std::ffi::c_void) -> *mut pg_sys::Node,
-                unsafe extern "C-unwind" fn() -> *mut pg_sys::Node,
-            >(mutator);
-            pg_sys::expression_tree_mutator(node, Some(mutator), (self as *mut Rewrite).cast())
+            crate::versions::expression_tree_mutator(node, mutate, (self as *mut Rewrite).cast())
         }
     }
 

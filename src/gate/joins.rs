@@ -123,7 +123,7 @@ pub(super) unsafe fn public_keys(
             .map(|e| (*e).expr.cast())
             .collect();
         let on_public_side = |node: *mut pg_sys::Node| {
-            let flat = pg_sys::flatten_join_alias_vars(query, pg_sys::copyObjectImpl(node.cast()).cast());
+            let flat = crate::versions::flatten_join_alias_vars(query, pg_sys::copyObjectImpl(node.cast()).cast());
             columns_of(flat).iter().all(|i| public.contains(i))
         };
         if keys.is_empty()

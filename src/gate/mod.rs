@@ -292,9 +292,7 @@ unsafe fn check_level(query: *mut pg_sys::Query, walk: &Walk) -> Result<bool, Re
         }
         // Vouched for: the analyst needs no SELECT privilege on the tables.
         for (leaf, _) in &persons {
-            let rte = rtable[*leaf as usize - 1];
-            (*rte).requiredPerms = 0;
-            (*rte).selectedCols = std::ptr::null_mut();
+            crate::versions::waive_privileges(crate::versions::query_permissions(query), rtable[*leaf as usize - 1]);
         }
         if !bounded {
             return Ok(true);
@@ -325,10 +323,11 @@ pub unsafe extern "C-unwind" fn check_plan(stmt: *mut pg_sys::PlannedStmt, param
     let Some(protected) = protected() else { return };
     // SAFETY: the caller's contract; the flattened range table of a live plan.
     unsafe {
+        let permissions = crate::versions::plan_permissions(stmt);
         for rte in list_items::<pg_sys::RangeTblEntry>((*stmt).rtable) {
             if (*rte).rtekind == pg_sys::RTEKind::RTE_RELATION
                 && protected.tables.contains_key(&(*rte).relid)
-                && (*rte).requiredPerms != 0
+                && crate::versions::required_privileges(permissions, rte) != 0
             {
                 raise(refuse(
                     "this plan reads a protected table the gate did not admit (prepared before the role became an analyst?)",

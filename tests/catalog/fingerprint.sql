@@ -4,7 +4,11 @@
 -- support functions and state size, relation kind, privileges and columns.
 WITH members AS (
   SELECT d.classid, d.objid FROM pg_depend d JOIN pg_extension x ON x.oid = d.refobjid AND x.extname = 'dpnoise'
-  WHERE d.deptype = 'e')
+  WHERE d.deptype = 'e'
+    -- PostgreSQL 18 records the row types of the tables and views, and the
+    -- array types, as members too; they are made with their table or type.
+    AND NOT EXISTS (SELECT FROM pg_type t WHERE d.classid = 'pg_type'::regclass AND t.oid = d.objid
+                    AND (t.typrelid <> 0 OR EXISTS (SELECT FROM pg_type e WHERE e.typarray = t.oid))))
 SELECT pg_describe_object(m.classid, m.objid, 0) || ' | ' || coalesce(obj_description(m.objid, m.classid::regclass::name), '-')
        || ' | ' || coalesce((SELECT format('%s %s %s %s %s %s', p.provolatile, p.proparallel, p.proisstrict, p.prosecdef,
                                            p.proacl, md5(coalesce(p.prosrc, '') || coalesce(p.proconfig::text, '') ||

@@ -3,7 +3,7 @@
 
 Usage: tests/e2e/analyst.py [PORT]   (default 54331; run as root)
 
-Starts a throwaway PostgreSQL 15 server (initdb into a temporary directory,
+Starts a throwaway PostgreSQL server ($PG_BIN's, default Debian's 15; initdb into a temporary directory,
 run as the postgres user, dpnoise preloaded, 127.0.0.1 only), as
 scripts/lib.sh's start_server does, and removes it at exit. Then, as the
 analyst role e2e_analyst through psycopg 3:
@@ -46,7 +46,8 @@ except ImportError:  # e.g. a pyenv python3 first on PATH: use Debian's, which h
         os.execv("/usr/bin/python3", ["/usr/bin/python3"] + sys.argv)
     sys.exit("analyst.py needs psycopg 3: apt-get install -y python3-psycopg")
 
-PG_BIN = "/usr/lib/postgresql/15/bin"
+# scripts/lib.sh exports the PostgreSQL it runs (PG=16 scripts/test.sh ...).
+PG_BIN = os.environ.get("PG_BIN", "/usr/lib/postgresql/15/bin")
 ANALYST = "e2e_analyst"
 REGIONS = ["north", "south", "east"]
 SELECTION_EPSILON = Decimal("0.5")  # dpnoise.selection_epsilon's default

@@ -82,6 +82,12 @@ impl Total<'_, '_> {
                 return Ok(());
             }
             use pg_sys::NodeTag::*;
+            // A WindowFunc's run condition (17 and later): the operator's call
+            // the WindowAgg's run condition, checked too, makes of it.
+            if let Some(operator) = crate::versions::window_run_condition(node) {
+                self.function(pg_sys::get_opcode(operator), "operator")?;
+                return self.children(node);
+            }
             if !matches!((*node).type_, T_List | T_TargetEntry) {
                 let collated = collation(node)?;
                 self.check.steps.set(self.check.steps.get() + collated);
@@ -371,7 +377,7 @@ unsafe fn collation(node: *mut pg_sys::Node) -> Result<u64, Refusal> {
         // Ordering under a locale (ICU, or libc other than C) goes through
         // the collation's own comparison: ten times a byte comparison and
         // more (an attack's 120-byte Hangul strings took 2.4 µs each).
-        if input != pg_sys::InvalidOid && input != pg_sys::C_COLLATION_OID && input != pg_sys::POSIX_COLLATION_OID {
+        if input != pg_sys::InvalidOid && input != pg_sys::C_COLLATION_OID && input != crate::versions::POSIX_COLLATION_OID {
             return Ok(COLLATED_STEPS);
         }
         Ok(0)

@@ -115,14 +115,17 @@ SET max_parallel_workers_per_gather = 2;
 SET parallel_setup_cost = 0;
 SET parallel_tuple_cost = 0;
 SET min_parallel_table_scan_size = 0;
-SET force_parallel_mode = on;
+-- force_parallel_mode is debug_parallel_query from PostgreSQL 16 on.
+SELECT CASE WHEN current_setting('server_version_num')::int >= 160000
+            THEN 'debug_parallel_query' ELSE 'force_parallel_mode' END AS force_parallel \gset
+SET :force_parallel = on;
 SELECT spent('analyst') AS before \gset
 SET ROLE analyst;
 SELECT dp_count(0.01) IS NOT NULL FROM t;
 SELECT count(*) FROM (SELECT i % 7, dp_count(0.01) FROM t GROUP BY 1) s;
 RESET ROLE;
 SELECT spent('analyst') - :before AS parallel_default_paid;
-RESET force_parallel_mode;
+RESET :force_parallel;
 RESET max_parallel_workers_per_gather;
 RESET parallel_setup_cost;
 RESET parallel_tuple_cost;

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# The suites run on the PostgreSQL majors beside Debian's 15 (which
+# scripts/test.sh tests in full): for each, dpnoise is built for it and
+# installed into its installation (/opt/dpnoise-pg/<major>, unpacked by
+# scripts/setup.sh, which nothing else uses), a server of its own is started,
+# and the SQL regression suite, the catalog and upgrade check, and the analyst
+# end-to-end suite run against it. A failing major fails the run.
+#
+# Usage: versions_test.sh [MAJOR ...]   (default: 16 18)
+# Ports: DPNOISE_VERSIONS_PORT (default 54350) and the next one, per major.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BASE=${DPNOISE_VERSIONS_PORT:-54350}
+majors=("$@")
+[ ${#majors[@]} -gt 0 ] || majors=(16 18)
+
+passed=0
+for major in "${majors[@]}"; do
+  (
+    export PG=$major
+    . scripts/lib.sh
+    port=$BASE
+    data=${TMPDIR:-/tmp}/dpnoise-test-pg$PG-$port
+    echo "== PostgreSQL $PG: build and install into $("$PG_CONFIG" --bindir)/.."
+    start=$SECONDS
+    install_extension
+    echo "   built and installed in $((SECONDS - start)) s"
+    stop_server "$data"
+    rm -rf "$data"
+    start_server "$data" "$port"
+    trap 'stop_server "$data"; rm -rf "$data"' EXIT
+    echo "== PostgreSQL $PG: SQL regression suite (pg_regress)"
+    regress_suite "$port"
+    echo "== PostgreSQL $PG: catalog fingerprint and upgrade from every earlier version"
+    bash scripts/upgrade_test.sh "$port"
+    stop_server "$data"
+    echo "== PostgreSQL $PG: analyst end to end"
+    /usr/bin/python3 tests/e2e/analyst.py "$((port + 1))"
+  )
+  passed=$((passed + 1))
+done
+echo "versions: ${majors[*]} passed"
