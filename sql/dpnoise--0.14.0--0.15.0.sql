@@ -105,6 +105,7 @@ CREATE  FUNCTION "dp_aggregate_accuracy"(
 	"lower" double precision, /* Option < f64 > */
 	"upper" double precision, /* Option < f64 > */
 	"persons" bigint, /* Option < i64 > */
+	"p" double precision DEFAULT 0.5, /* Option < f64 > */
 	"confidence" double precision DEFAULT 0.95 /* Option < f64 > */
 ) RETURNS TABLE (
 	"units" TEXT,  /* String */
@@ -116,7 +117,7 @@ CREATE  FUNCTION "dp_aggregate_accuracy"(
 IMMUTABLE PARALLEL SAFE
 LANGUAGE c /* Rust */
 AS 'MODULE_PATHNAME', 'dp_aggregate_accuracy_wrapper';
-COMMENT ON FUNCTION dp_aggregate_accuracy(text, double precision, double precision, double precision, bigint, double precision) IS
+COMMENT ON FUNCTION dp_aggregate_accuracy(text, double precision, double precision, double precision, bigint, double precision, double precision) IS
     'The epsilon split and the error of dp_avg, dp_var (value units, worst case, for a group of persons) and the quantiles (ranks), before spending anything.';
 
 -- As src/finalize.sql: the new support functions are revoked from PUBLIC and

@@ -189,9 +189,9 @@ v1_function!(pg_finfo_dp_var_deserialize, dp_var_deserialize, |fcinfo| {
 /// For 'avg' and 'var', in the value's units (squared for 'var'), with
 /// the mean at a bound (the worst case): the first-order standard
 /// deviation, and the mean absolute error and the interval as triangle
-/// and union bounds of the noisy parts. For 'quantile' (any p), in ranks:
+/// and union bounds of the noisy parts. For 'quantile' (at `p`), in ranks:
 /// the exponential mechanism's rank error when the values are evenly
-/// spread (a two-sided geometric, ratio e^(−ε/2)).
+/// spread (a two-sided geometric, ratio e^(−ε/(2·max(p, 1 − p)))).
 #[pgrx::pg_extern(immutable, parallel_safe)]
 fn dp_aggregate_accuracy(
     aggregate: Option<&str>,
@@ -199,6 +199,7 @@ fn dp_aggregate_accuracy(
     lower: Option<f64>,
     upper: Option<f64>,
     persons: Option<i64>,
+    p: pgrx::default!(Option<f64>, 0.5),
     confidence: pgrx::default!(Option<f64>, 0.95),
 ) -> pgrx::iter::TableIterator<
     'static,
@@ -235,8 +236,9 @@ fn dp_aggregate_accuracy(
             ("value squared", split, var.accuracy(persons as u64, confidence))
         }
         "quantile" => {
-            Quantile::new(eps, bounds, 0.5).or_raise();
-            let (mean_abs_error, std_dev, ci_half_width) = Quantile::rank_error(eps.value(), confidence);
+            let p = p.unwrap_or_else(|| null_parameter("p"));
+            Quantile::new(eps, bounds, p).or_raise();
+            let (mean_abs_error, std_dev, ci_half_width) = Quantile::rank_error(eps.value(), p, confidence);
             ("ranks", format!("exponential mechanism {}", eps.value()), dpnoise_core::Accuracy { mean_abs_error, std_dev, ci_half_width })
         }
         other => crate::errors::raise_sqlstate(

@@ -6,12 +6,14 @@
 //! bounds rounded onto 2^k, k = ⌊log2(upper − lower)⌋ − 32, so about 2^32
 //! to 2^33 points). The values, clamped and rounded onto the same lattice,
 //! give each point its rank c(t) = #{values < t} and its score
-//! u(t) = −|c(t) − p·n|; adding or removing one person moves c(t) by 0 or 1
-//! and p·n by p, so |Δu| ≤ 1 and P(t) ∝ e^(ε·u(t)/2) is ε-DP (McSherry &
-//! Talwar 2007; Smith 2011 for the quantile). Points between two
-//! consecutive values share a rank: group i holds the m_i points of rank
-//! i, and P(group i) ∝ m_i·e^(−y_i), y_i = (ε/2)(|i − pn| − min_j |j − pn|)
-//! over the non-empty groups, then a point uniform in the group.
+//! u(t) = −|c(t) − p·n|; adding or removing one person moves c(t) − p·n
+//! by −p or 1 − p, so |Δu| ≤ Δ = max(p, 1 − p) (½ for the median) and
+//! P(t) ∝ e^(ε·u(t)/(2Δ)) is ε-DP (McSherry & Talwar 2007; Smith 2011 for
+//! the quantile; OpenDP's make_private_quantile uses the same Δ). Points
+//! between two consecutive values share a rank: group i holds the m_i
+//! points of rank i, and P(group i) ∝ m_i·e^(−y_i),
+//! y_i = ε(|i − pn| − min_j |j − pn|)/(2Δ) over the non-empty groups, then
+//! a point uniform in the group.
 //!
 //! Exact sampling, by rejection: with L2 = ⌈ln 2·2^32⌉/2^32 ≥ ln 2 and
 //! k_i = min(40, ⌊y_i/L2⌋) (an integer division), propose group i with
@@ -25,8 +27,9 @@
 //!
 //! Integer sizes: p is used as the nearest multiple of 2^−20, ε with its
 //! numerator cut to 24 bits (`Epsilon::truncated_to_24_bits`, never more
-//! than ε), n < 2^40: then y_i = num·d_i/(den·2^21) with d_i < 2^60,
-//! num < 2^24, den ≤ 2^54, and every product stays below 2^120.
+//! than ε), n < 2^40: then y_i = num·d_i/(den·2·M) with d_i = |i·2^20 −
+//! p_q·n| < 2^60, M = Δ·2^20 ∈ [2^19, 2^20], num < 2^24, den ≤ 2^54, and
+//! every product stays below 2^120.
 
 use crate::entropy::Entropy;
 use crate::lattice::Lattice;
@@ -74,6 +77,11 @@ impl Quantile {
         let (low, high) = (lattice.round(bounds.lower())?, lattice.round(bounds.upper())?);
         let p_q = (p * f64::from(1u32 << P_BITS)).round() as u128;
         Ok(Quantile { epsilon: epsilon.truncated_to_24_bits(), bounds, p_q, lattice, low, high })
+    }
+
+    /// Δ = max(p, 1 − p) as a multiple of 2^−20: the score's sensitivity.
+    pub fn sensitivity_q(&self) -> u128 {
+        self.p_q.max((1 << P_BITS) - self.p_q)
     }
 
     /// The number of output points, hi − lo + 1 (at most 2^34).
@@ -131,7 +139,7 @@ impl Quantile {
         }
         let groups = self.groups(sorted);
         let best = groups.iter().filter(|g| g.1 > 0).map(|g| g.2).min().expect("the points are not empty");
-        let (num, b) = (self.epsilon.num, self.epsilon.den << (P_BITS + 1));
+        let (num, b) = (self.epsilon.num, self.epsilon.den * 2 * self.sensitivity_q());
         // y_i = num·(d_i − best)/b; k_i = ⌊y_i/L2⌋ = ⌊num·(d_i − best)·2^32/(b·L2N)⌋, capped.
         let halvings = |d: u128| -> u32 {
             let a = num * (d - best);
@@ -173,7 +181,7 @@ impl Quantile {
         let eps = self.epsilon.value();
         let weights: Vec<f64> = groups
             .iter()
-            .map(|g| g.1 as f64 * (-eps / 2.0 * g.2 as f64 / f64::from(1u32 << P_BITS)).exp())
+            .map(|g| g.1 as f64 * (-eps * g.2 as f64 / (2.0 * self.sensitivity_q() as f64)).exp())
             .collect();
         let total: f64 = weights.iter().sum();
         groups.iter().zip(weights).map(|(g, w)| (g.0, g.1, w / total)).collect()
@@ -181,11 +189,11 @@ impl Quantile {
 
     /// The rank error's law when every group holds as many points (the
     /// data-independent part of the quantile's error): |i − pn| = j with
-    /// probability ∝ e^(−εj/2) on each side, a two-sided geometric. Its
+    /// probability ∝ e^(−εj/(2Δ)) on each side, a two-sided geometric. Its
     /// mean absolute value, standard deviation and `confidence` half-width,
     /// in ranks.
-    pub fn rank_error(epsilon: f64, confidence: f64) -> (f64, f64, f64) {
-        let q = (-epsilon / 2.0).exp();
+    pub fn rank_error(epsilon: f64, p: f64, confidence: f64) -> (f64, f64, f64) {
+        let q = (-epsilon / (2.0 * p.max(1.0 - p))).exp();
         let mean_abs = 2.0 * q / (1.0 - q * q);
         let sd = (2.0 * q).sqrt() / (1.0 - q);
         // P(|J| ≤ h) = 1 − 2q^(h+1)/(1 + q).
