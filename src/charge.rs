@@ -351,6 +351,8 @@ unsafe fn cost(
             // dp_merge_sum's bounds tell its type.
             functions::Cost::MergeSum => crate::sum::merged_cost(types.get(5) == Some(&pg_sys::INT8OID), values),
             functions::Cost::Multi => crate::multi::checked_cost(function.name, values),
+            functions::Cost::Moments => crate::moments::checked_cost(values),
+            functions::Cost::Quantile => crate::quantile::checked_cost(function.name, values)?,
             functions::Cost::Refine => {
                 let fixed = args.first().is_some_and(|&a| crate::parameters::is_fixed(a.cast()));
                 crate::refine::checked_cost(types.first() == Some(&pg_sys::FLOAT8OID), fixed, values)

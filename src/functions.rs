@@ -33,6 +33,10 @@ pub enum Cost {
     MergeCount,
     MergeSelected,
     MergeSum,
+    /// dp_var, dp_stddev.
+    Moments,
+    /// dp_quantile, dp_median, dp_min, dp_max.
+    Quantile,
 }
 
 /// One releasing function.
@@ -47,6 +51,10 @@ pub struct Function {
     pub splits: bool,
     /// Whether the analyst gate admits it over protected rows.
     pub analysts: bool,
+    /// Whether the gate admits it on a level it bounds (several rows per
+    /// person): the bounding rewrite must know how to combine a person's
+    /// rows into the one value it reads.
+    pub bounded: bool,
 }
 
 impl Function {
@@ -63,7 +71,13 @@ impl Function {
 
 const fn function(name: &'static str, kind: Kind, first: usize, cost: Cost, splits: bool) -> Function {
     // What Citus splits, the gate admits: the aggregates of the bounding rewrite.
-    Function { name, kind, first, cost, splits, analysts: splits }
+    Function { name, kind, first, cost, splits, analysts: splits, bounded: splits }
+}
+
+/// An aggregate the gate admits over tables of one row per person only:
+/// no per-person combine in the bounding rewrite, no Citus split.
+const fn one_row_per_person(name: &'static str, cost: Cost) -> Function {
+    Function { name, kind: Kind::Aggregate, first: 1, cost, splits: false, analysts: true, bounded: false }
 }
 
 /// The names of the aggregates the analyst gate admits, for its messages.
@@ -72,7 +86,7 @@ pub fn for_analysts() -> Vec<&'static str> {
 }
 
 /// Every releasing function of the extension.
-pub static FUNCTIONS: [Function; 16] = [
+pub static FUNCTIONS: [Function; 22] = [
     function("dp_count", Kind::Aggregate, 0, Cost::Count, true),
     function("dp_sum", Kind::Aggregate, 1, Cost::Sum, true),
     function("dp_avg", Kind::Aggregate, 1, Cost::Sum, true),
@@ -89,6 +103,12 @@ pub static FUNCTIONS: [Function; 16] = [
     function("dp_merge_count", Kind::Merge, 1, Cost::MergeCount, false),
     function("dp_merge_selected", Kind::Merge, 1, Cost::MergeSelected, false),
     function("dp_merge_sum", Kind::Merge, 2, Cost::MergeSum, false),
+    one_row_per_person("dp_var", Cost::Moments),
+    one_row_per_person("dp_stddev", Cost::Moments),
+    one_row_per_person("dp_quantile", Cost::Quantile),
+    one_row_per_person("dp_median", Cost::Quantile),
+    one_row_per_person("dp_min", Cost::Quantile),
+    one_row_per_person("dp_max", Cost::Quantile),
 ];
 
 /// The releasing function named `name`.

@@ -10,7 +10,7 @@
 use crate::errors::OrRaise;
 use dpnoise_core::multivariate::{BoxPlan, L1Plan};
 use dpnoise_core::refine::{Prior, Query, Refinement};
-use dpnoise_core::{Average, Bounds, Epsilon, Plan, Request, Sensitivity};
+use dpnoise_core::{Average, Bounds, Epsilon, Plan, Request, Sensitivity, Variance};
 use std::cell::RefCell;
 use std::rc::Rc;
 
@@ -22,6 +22,7 @@ const CAPACITY: usize = 64;
 enum Key {
     Plan(Request),
     Average(Epsilon, Bounds),
+    Variance(Epsilon, Bounds),
     /// Box noise by ε, sensitivities and inner half-widths (the sums' form
     /// has no inner: `None`).
     BoxValues(Epsilon, Vec<u64>, Option<Vec<u64>>),
@@ -34,6 +35,7 @@ enum Key {
 enum Value {
     Plan(Plan),
     Average(Average),
+    Variance(Variance),
     Box(BoxPlan),
     L1(L1Plan),
     Refinement(Rc<Refinement>),
@@ -95,6 +97,14 @@ pub fn average(epsilon: Epsilon, bounds: Bounds) -> Average {
     match cached(Key::Average(epsilon, bounds), || Plan::average(epsilon, bounds).map(Value::Average)) {
         Value::Average(average) => average,
         _ => unreachable!("an average key holds an average"),
+    }
+}
+
+/// The three plans of a variance (its ε split is a search over 63 laws: kept).
+pub fn variance(epsilon: Epsilon, bounds: Bounds) -> Variance {
+    match cached(Key::Variance(epsilon, bounds), || Variance::new(epsilon, bounds).map(Value::Variance)) {
+        Value::Variance(variance) => variance,
+        _ => unreachable!("a variance key holds a variance"),
     }
 }
 

@@ -205,7 +205,7 @@ impl SumPlan {
     fn lattice(&self) -> Lattice {
         match self {
             SumPlan::Single(plan) => plan.calibration.lattice,
-            SumPlan::Average(average) => average.sum.calibration.lattice,
+            SumPlan::Average(average) => average.lattice(),
         }
     }
 }
@@ -428,8 +428,8 @@ unsafe fn release_state<T: SumValue>(fcinfo: pg_sys::FunctionCallInfo, kind: Kin
         match call.plan {
             SumPlan::Single(plan) => T::release(fcinfo, aggregate, &plan, (call.epsilon, call.delta), sum),
             SumPlan::Average(average) => {
-                crate::release::pay(fcinfo, aggregate, "staircase sum, geometric count", (call.epsilon, 0.0));
-                f64_datum(crate::repeat::with_release_rng(fcinfo, |rng| average.release(rng, sum, count)))
+                crate::release::pay(fcinfo, aggregate, "centred staircase sum, geometric count", (call.epsilon, 0.0));
+                f64_datum(crate::repeat::with_release_rng(fcinfo, |rng| average.release(rng, sum, count)).or_raise())
             }
         }
     }

@@ -91,7 +91,7 @@ CREATE AGGREGATE dp_avg(value double precision, epsilon double precision,
     FINALFUNC = dp_avg_final, PARALLEL = SAFE
 );
 COMMENT ON AGGREGATE dp_avg(double precision, double precision, double precision, double precision) IS
-    'Noisy average: staircase sum (epsilon/2) over geometric count (epsilon/2), clamped to [lower, upper].';
+    'Noisy average of values clamped to [lower, upper]: centred staircase sum and geometric count, epsilon split to minimise the worst-case error (dp_aggregate_accuracy).';
 
 -- dp_sum: (epsilon, delta) and the automatic choice.
 -- PostgreSQL has no defaults (and no named notation) for aggregates, so

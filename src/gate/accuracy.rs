@@ -59,7 +59,7 @@ fn dp_query_accuracy(
         other => raise_sqlstate(
             "22023",
             format!("dp_query_accuracy: aggregate must be 'count' or 'sum', not '{other}'"),
-            Some("dp_avg spends its epsilon on a sum and a count: ask for each.".to_string()),
+            Some("dp_aggregate_accuracy gives the error of dp_avg, dp_var and the quantiles for a group of n persons.".to_string()),
         ),
     };
     dpnoise_core::staircase::check_confidence(confidence).or_raise();

@@ -297,6 +297,7 @@ unsafe fn check_level(query: *mut pg_sys::Query, walk: &Walk) -> Result<bool, Re
         if !bounded {
             return Ok(true);
         }
+        unbounded_aggregates(query)?;
         let max_groups = max_groups(persons.iter().map(|(_, t)| t.max_groups).min().unwrap_or(1));
         let unit = (persons[0].0, persons[0].1.unit);
         bounding::bound(
@@ -306,6 +307,30 @@ unsafe fn check_level(query: *mut pg_sys::Query, walk: &Walk) -> Result<bool, Re
         )?;
         // The levels written above are the gate's own: not walked again.
         Ok(false)
+    }
+}
+
+/// Refuses, on a level the gate bounds (several rows per person, or a
+/// join), an aggregate the bounding rewrite cannot combine per person
+/// (dp_var, dp_stddev and the quantiles: `functions::Function::bounded`).
+///
+/// # Safety
+/// `query` is a live Query of an analyst's statement, before planning.
+unsafe fn unbounded_aggregates(query: *mut pg_sys::Query) -> Result<(), Refusal> {
+    // SAFETY: the caller's contract; Aggref nodes from the query's own lists.
+    unsafe {
+        let mut found = Vec::new();
+        bounding::collect_aggregates((*query).targetList.cast(), &mut found);
+        bounding::collect_aggregates((*query).havingQual, &mut found);
+        for aggref in found {
+            if let Some(f) = crate::functions::releasing((*aggref).aggfnoid).filter(|f| !f.bounded) {
+                return Err(refuse(
+                    &format!("{} is admitted only over a table of one row per person, not joined", f.name),
+                    "Query a protected table declared with one row per person (dp_protect), or use dp_avg, which the gate bounds per person.",
+                ));
+            }
+        }
+        Ok(())
     }
 }
 

@@ -199,6 +199,31 @@ pub(crate) fn bernoulli_near_one_shift<E: Entropy>(rng: &mut E, p: u128, n: u32)
     near_one(rng, x, p, 1 << n)
 }
 
+/// Bernoulli(2^k·e^(−p/q)) exactly, for 0 ≤ k ≤ 62 and 2^k·e^(−p/q) ≤ 1
+/// (callers guarantee it; the quantile's k·L2 with L2 ≥ ln 2 does): U < e^(−p/q)
+/// for U uniform on [0, 2^−k), whose first k bits are zero and the rest
+/// fair, so P = e^(−p/q)/2^(−k). As `bernoulli`, the first 63 bits of U
+/// usually decide and `decide_exactly` settles the rest.
+#[inline]
+pub fn bernoulli_times_pow2<E: Entropy>(rng: &mut E, k: u32, p: u128, q: u128) -> bool {
+    assert!(k <= 62 && q > 0, "2^k·e^(−p/q) needs k ≤ 62, q ≥ 1");
+    if p == 0 {
+        // 2^k ≤ 1 only at k = 0.
+        debug_assert!(k == 0);
+        return true;
+    }
+    let w = rng.bits(63 - k);
+    let approx = approx_q63(p, q);
+    let (low, high) = (approx.saturating_sub(MARGIN), approx.saturating_add(MARGIN));
+    if w + 1 <= low {
+        return true;
+    }
+    if w >= high {
+        return false;
+    }
+    decide_exactly(rng, w, p, q)
+}
+
 /// U < e^(−p/q) for a fresh U, given x ≥ (p/q)·2^63.
 #[inline(always)]
 fn near_one<E: Entropy>(rng: &mut E, x: u64, p: u128, q: u128) -> bool {

@@ -21,7 +21,7 @@
 //!   │        TruncatedLaplace | Uniform | DiscreteGaussian  approximate.rs
 //!   │      ('auto': every mechanism, ranked by its exact Law's loss: accuracy.rs)
 //!   ▼
-//! Plan { mechanism, calibration, noise }   (Average: two plans at ε/2)
+//! Plan { mechanism, calibration, noise }   (Average, Variance: centred, ε split; moments.rs)
 //!   │  Lattice::round(value) → exact i128 answer in steps
 //!   │  Plan::release(rng, steps) = answer + LatticeNoise::sample   noise.rs
 //!   ▼                                      (samplers: sampler.rs, bits: entropy.rs)
@@ -46,9 +46,11 @@ pub mod interrupt;
 pub mod laplace;
 pub mod lattice;
 pub mod mechanism;
+pub mod moments;
 pub mod multivariate;
 pub mod noise;
 pub mod params;
+pub mod quantile;
 pub mod plan;
 pub mod rational;
 pub mod refine;
@@ -64,7 +66,9 @@ pub use lattice::Lattice;
 pub use mechanism::Noise;
 pub use noise::LatticeNoise;
 pub use params::{Bounds, Choice, Delta, IntegerBounds, Mechanism, Sensitivity, MECHANISMS};
-pub use plan::{Average, Plan, Request};
+pub use moments::{Average, Variance};
+pub use plan::{Plan, Request};
+pub use quantile::Quantile;
 pub use rational::Epsilon;
 pub use staircase::{Loss, Staircase};
 

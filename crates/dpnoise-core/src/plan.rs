@@ -8,6 +8,7 @@ use crate::accuracy::Accuracy;
 use crate::calibration::{Calibration, Shape};
 use crate::entropy::Entropy;
 use crate::mechanism::{scale_ratio, Noise};
+use crate::moments::Average;
 use crate::noise::LatticeNoise;
 use crate::params::{Bounds, Choice, Delta, Mechanism, MECHANISMS};
 use crate::rational::Epsilon;
@@ -84,12 +85,10 @@ impl Plan {
         best.map(|(_, plan)| plan).ok_or_else(|| first_error.expect("some mechanism was tried"))
     }
 
-    /// An average's two releases, each at exactly ε/2 (`Epsilon::half`).
+    /// An average's two releases (`moments::Average`): a centred sum and
+    /// a count, ε split to minimise the worst-case error.
     pub fn average(epsilon: Epsilon, bounds: Bounds) -> Result<Average, Error> {
-        let half = epsilon.half();
-        let sum = Plan::fixed(Mechanism::Staircase, half, Delta::ZERO, Loss::Variance, Shape::Sum(bounds))?;
-        let count = Plan::fixed(Mechanism::Laplace, half, Delta::ZERO, Loss::Variance, Shape::Count)?;
-        Ok(Average { sum, count, bounds })
+        Average::new(epsilon, bounds)
     }
 
     /// The exact error of this plan's noise, in the query's units.
@@ -125,26 +124,6 @@ fn check_integer_noise(shape: Shape, ratio: f64, epsilon: Epsilon) -> Result<(),
         }
     }
     Ok(())
-}
-
-/// `dp_avg`: a staircase sum over a geometric count, each at ε/2. The
-/// transition (which picks the sum's lattice on the first row) and the
-/// final function both derive it from `Plan::average`, so they agree.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Average {
-    pub sum: Plan,
-    pub count: Plan,
-    pub bounds: Bounds,
-}
-
-impl Average {
-    /// The noisy sum over the noisy count (floored at one), clamped to the
-    /// bounds: post-processing of two releases, so ε/2 + ε/2.
-    pub fn release<E: Entropy>(&self, rng: &mut E, sum_steps: i128, count: i64) -> f64 {
-        let noisy_sum = self.sum.release(rng, sum_steps);
-        let noisy_count = self.count.release(rng, i128::from(count));
-        self.bounds.clamp(noisy_sum / noisy_count.max(1.0))
-    }
 }
 
 /// The confidence a loss is judged at (0.95 unless it names one).

@@ -110,6 +110,34 @@ impl Epsilon {
     pub fn half(&self) -> Epsilon {
         Epsilon { value: self.value / 2.0, num: self.num, den: self.den * 2 }
     }
+
+    /// Exactly `parts`/64 of the ε the mechanism uses, for releases that
+    /// split ε unevenly (dp_avg, dp_var): shares whose `parts` add up to 64
+    /// add up to exactly this ε. The float `value` (lattice choice and
+    /// accuracy figures only; samplers use num/den) is rounded down.
+    pub fn sixty_fourths(&self, parts: u32) -> Epsilon {
+        assert!((1..64).contains(&parts), "a share of ε is 1..63 sixty-fourths");
+        let (num, den) = (self.num * u128::from(parts), self.den * 64);
+        let value = self.value * f64::from(parts) / 64.0;
+        // The product rounds to nearest: one step down when that was above.
+        let value = if value.mul_add(64.0, -self.value * f64::from(parts)) > 0.0 { value.next_down() } else { value };
+        Epsilon { value, num, den }
+    }
+
+    /// This ε with its numerator cut to its 24 leading bits (never more
+    /// than ε): the quantile's integer arithmetic then stays inside u128.
+    pub fn truncated_to_24_bits(&self) -> Epsilon {
+        let excess = (128 - self.num.leading_zeros()).saturating_sub(24);
+        if excess == 0 {
+            return *self;
+        }
+        // ε ≤ 1000 and num has more than 24 bits only when den > 1 (num is
+        // then an odd mantissa with num ≤ 1000·den), so 2^excess < den divides it.
+        assert!(excess < self.den.trailing_zeros(), "ε ≤ 1000 keeps den above the cut");
+        let (num, den) = (self.num >> excess, self.den >> excess);
+        let value = num as f64 / den as f64;
+        Epsilon { value: value.min(self.value), num, den }
+    }
 }
 
 /// The shortest decimal that reads back as `x`: what the budget charges.

@@ -65,7 +65,7 @@ DEALLOCATE q;
 CREATE TEMP TABLE calls (fn text, call text, sqlstate text, charged boolean, data boolean);
 CREATE FUNCTION sample_argument(name text, type regtype) RETURNS text LANGUAGE sql AS $$
 SELECT CASE type
-    WHEN 'double precision'::regtype THEN CASE name WHEN 'delta' THEN '0' WHEN 'confidence' THEN '0.95' WHEN 'lower' THEN '0' ELSE '10' END
+    WHEN 'double precision'::regtype THEN CASE name WHEN 'delta' THEN '0' WHEN 'confidence' THEN '0.95' WHEN 'lower' THEN '0' WHEN 'p' THEN '0.5' ELSE '10' END
     WHEN 'bigint'::regtype THEN CASE name WHEN 'lower' THEN '0' ELSE '10' END
     WHEN 'text'::regtype THEN CASE name WHEN 'mechanism' THEN '''laplace''' WHEN 'loss' THEN '''l2''' ELSE '''a''' END
     WHEN 'double precision[]'::regtype THEN CASE name WHEN 'edges' THEN '''{0,1}''' WHEN 'weights' THEN '''{1}''' WHEN 'probs' THEN '''{1}''' WHEN 'inner' THEN 'NULL' ELSE '''{1,2}''' END
@@ -125,7 +125,8 @@ BEGIN
                 INSERT INTO calls VALUES (f.proname, call, state, charges() > before,
                     (i = 0 AND f.proname = 'dp_refine') OR i = 1 AND f.proname IN ('dp_laplace', 'dp_staircase', 'dp_noise', 'dp_sum', 'dp_sum_laplace',
                                             'dp_sum_staircase', 'dp_avg', 'dp_merge_count', 'dp_merge_sum', 'dp_merge_selected',
-                                            'dp_noise_box', 'dp_noise_l1_staircase', 'dp_refine', 'dp_sum_multi'));
+                                            'dp_noise_box', 'dp_noise_l1_staircase', 'dp_refine', 'dp_sum_multi',
+                                            'dp_var', 'dp_stddev', 'dp_quantile', 'dp_median', 'dp_min', 'dp_max'));
             END LOOP;
         END LOOP;
     END LOOP;
