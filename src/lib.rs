@@ -41,6 +41,7 @@ mod refine;
 mod row_noise;
 mod selection;
 mod sum;
+mod total;
 
 // Each feature's hand-written SQL sits beside its module; this runs last.
 pgrx::extension_sql_file!("finalize.sql", name = "finalize", finalize);

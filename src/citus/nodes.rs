@@ -7,18 +7,7 @@ use crate::parameters::fixed_param;
 use pgrx::pg_sys;
 use std::ffi::{CStr, CString};
 
-/// A mutator callback as `expression_tree_mutator` and `query_tree_mutator` take it.
-pub(super) fn mutator(
-    f: unsafe extern "C-unwind" fn(*mut pg_sys::Node, *mut std::ffi::c_void) -> *mut pg_sys::Node,
-) -> unsafe extern "C-unwind" fn() -> *mut pg_sys::Node {
-    // SAFETY: the same function pointer ABI; PostgreSQL calls it with (node, context).
-    unsafe {
-        std::mem::transmute::<
-            unsafe extern "C-unwind" fn(*mut pg_sys::Node, *mut std::ffi::c_void) -> *mut pg_sys::Node,
-            unsafe extern "C-unwind" fn() -> *mut pg_sys::Node,
-        >(f)
-    }
-}
+pub(super) use crate::pg_list::mutator;
 
 /// A copy of `node` (a Query or an expression) with every external
 /// parameter whose value is fixed for this plan (a custom plan's) made a

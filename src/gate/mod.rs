@@ -32,7 +32,8 @@
 //! levels. The protected-table catalog is `catalog`; an admitted level's
 //! FROM and joins `joins`, its expressions `leakproof`, its partition
 //! selection `partitions`, its rewrite per person `bounding`; the plan
-//! check `plan`. The settings are in
+//! check `plan`. Before any of them, `substitute` writes dpnoise's total
+//! forms (`crate::total`) in place of built-ins that can fail. The settings are in
 //! `crate::gucs`.
 
 
@@ -55,6 +56,7 @@ mod joins;
 mod leakproof;
 mod partitions;
 mod statistics;
+mod substitute;
 pub mod plan;
 
 pgrx::extension_sql_file!("schema.sql", name = "gate_sql", requires = ["budget_sql", dp_gate_changed, dp_query_accuracy]);
@@ -152,6 +154,10 @@ pub unsafe extern "C-unwind" fn check_query(query: *mut pg_sys::Query) {
         return;
     }
     let Some(protected) = protected() else { return };
+    // Total forms first: the checks below then see only functions that
+    // cannot fail.
+    // SAFETY: the caller's contract.
+    unsafe { substitute::substitute(query, &protected) };
     let mut walk = Walk { protected, explaining: EXPLAINING.with(|e| e.get()), refused: None };
     // SAFETY: the caller's contract; the walker gets `walk` back as its context.
     unsafe { walker(query.cast(), (&raw mut walk).cast()) };

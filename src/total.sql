@@ -1,0 +1,126 @@
+-- Total forms of built-in functions (src/total.rs): what the analyst gate
+-- writes into an analyst's statement instead of the built-in
+-- (src/gate/substitute.rs). Each returns for every input, so it is
+-- LEAKPROOF: NULL (or IEEE's +-Infinity) where the built-in raises.
+-- Functions of timestamp with time zone read the session's time zone: STABLE.
+
+CREATE FUNCTION dp_total_int4pl(integer, integer) RETURNS integer
+    AS 'MODULE_PATHNAME', 'dp_total_int4pl' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
+CREATE FUNCTION dp_total_int4mi(integer, integer) RETURNS integer
+    AS 'MODULE_PATHNAME', 'dp_total_int4mi' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
+CREATE FUNCTION dp_total_int4mul(integer, integer) RETURNS integer
+    AS 'MODULE_PATHNAME', 'dp_total_int4mul' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
+CREATE FUNCTION dp_total_int4div(integer, integer) RETURNS integer
+    AS 'MODULE_PATHNAME', 'dp_total_int4div' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
+CREATE FUNCTION dp_total_int4mod(integer, integer) RETURNS integer
+    AS 'MODULE_PATHNAME', 'dp_total_int4mod' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
+CREATE FUNCTION dp_total_int8pl(bigint, bigint) RETURNS bigint
+    AS 'MODULE_PATHNAME', 'dp_total_int8pl' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
+CREATE FUNCTION dp_total_int8mi(bigint, bigint) RETURNS bigint
+    AS 'MODULE_PATHNAME', 'dp_total_int8mi' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
+CREATE FUNCTION dp_total_int8mul(bigint, bigint) RETURNS bigint
+    AS 'MODULE_PATHNAME', 'dp_total_int8mul' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
+CREATE FUNCTION dp_total_int8div(bigint, bigint) RETURNS bigint
+    AS 'MODULE_PATHNAME', 'dp_total_int8div' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
+CREATE FUNCTION dp_total_int8mod(bigint, bigint) RETURNS bigint
+    AS 'MODULE_PATHNAME', 'dp_total_int8mod' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
+CREATE FUNCTION dp_total_int4um(integer) RETURNS integer
+    AS 'MODULE_PATHNAME', 'dp_total_int4um' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
+CREATE FUNCTION dp_total_int4abs(integer) RETURNS integer
+    AS 'MODULE_PATHNAME', 'dp_total_int4abs' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
+CREATE FUNCTION dp_total_int8um(bigint) RETURNS bigint
+    AS 'MODULE_PATHNAME', 'dp_total_int8um' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
+CREATE FUNCTION dp_total_int8abs(bigint) RETURNS bigint
+    AS 'MODULE_PATHNAME', 'dp_total_int8abs' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
+CREATE FUNCTION dp_total_int4_int8(bigint) RETURNS integer
+    AS 'MODULE_PATHNAME', 'dp_total_int4_int8' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
+CREATE FUNCTION dp_total_int4_float8(double precision) RETURNS integer
+    AS 'MODULE_PATHNAME', 'dp_total_int4_float8' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
+CREATE FUNCTION dp_total_int8_float8(double precision) RETURNS bigint
+    AS 'MODULE_PATHNAME', 'dp_total_int8_float8' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
+CREATE FUNCTION dp_total_int4_float4(real) RETURNS integer
+    AS 'MODULE_PATHNAME', 'dp_total_int4_float4' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
+CREATE FUNCTION dp_total_int8_float4(real) RETURNS bigint
+    AS 'MODULE_PATHNAME', 'dp_total_int8_float4' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
+CREATE FUNCTION dp_total_float4_float8(double precision) RETURNS real
+    AS 'MODULE_PATHNAME', 'dp_total_float4_float8' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
+CREATE FUNCTION dp_total_float8pl(double precision, double precision) RETURNS double precision
+    AS 'MODULE_PATHNAME', 'dp_total_float8pl' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
+CREATE FUNCTION dp_total_float8mi(double precision, double precision) RETURNS double precision
+    AS 'MODULE_PATHNAME', 'dp_total_float8mi' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
+CREATE FUNCTION dp_total_float8mul(double precision, double precision) RETURNS double precision
+    AS 'MODULE_PATHNAME', 'dp_total_float8mul' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
+CREATE FUNCTION dp_total_float8div(double precision, double precision) RETURNS double precision
+    AS 'MODULE_PATHNAME', 'dp_total_float8div' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
+CREATE FUNCTION dp_total_float4pl(real, real) RETURNS real
+    AS 'MODULE_PATHNAME', 'dp_total_float4pl' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
+CREATE FUNCTION dp_total_float4mi(real, real) RETURNS real
+    AS 'MODULE_PATHNAME', 'dp_total_float4mi' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
+CREATE FUNCTION dp_total_float4mul(real, real) RETURNS real
+    AS 'MODULE_PATHNAME', 'dp_total_float4mul' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
+CREATE FUNCTION dp_total_float4div(real, real) RETURNS real
+    AS 'MODULE_PATHNAME', 'dp_total_float4div' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
+CREATE FUNCTION dp_total_numeric_add(numeric, numeric) RETURNS numeric
+    AS 'MODULE_PATHNAME', 'dp_total_numeric_add' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
+CREATE FUNCTION dp_total_numeric_sub(numeric, numeric) RETURNS numeric
+    AS 'MODULE_PATHNAME', 'dp_total_numeric_sub' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
+CREATE FUNCTION dp_total_numeric_mul(numeric, numeric) RETURNS numeric
+    AS 'MODULE_PATHNAME', 'dp_total_numeric_mul' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
+CREATE FUNCTION dp_total_numeric_div(numeric, numeric) RETURNS numeric
+    AS 'MODULE_PATHNAME', 'dp_total_numeric_div' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
+CREATE FUNCTION dp_total_numeric_mod(numeric, numeric) RETURNS numeric
+    AS 'MODULE_PATHNAME', 'dp_total_numeric_mod' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
+CREATE FUNCTION dp_total_int4_numeric(numeric) RETURNS integer
+    AS 'MODULE_PATHNAME', 'dp_total_int4_numeric' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
+CREATE FUNCTION dp_total_int8_numeric(numeric) RETURNS bigint
+    AS 'MODULE_PATHNAME', 'dp_total_int8_numeric' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
+CREATE FUNCTION dp_total_float8_numeric(numeric) RETURNS double precision
+    AS 'MODULE_PATHNAME', 'dp_total_float8_numeric' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
+CREATE FUNCTION dp_total_numeric_round(numeric, integer) RETURNS numeric
+    AS 'MODULE_PATHNAME', 'dp_total_numeric_round' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
+CREATE FUNCTION dp_total_numeric_round0(numeric) RETURNS numeric
+    AS 'MODULE_PATHNAME', 'dp_total_numeric_round0' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
+CREATE FUNCTION dp_total_numeric_floor(numeric) RETURNS numeric
+    AS 'MODULE_PATHNAME', 'dp_total_numeric_floor' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
+CREATE FUNCTION dp_total_numeric_ceil(numeric) RETURNS numeric
+    AS 'MODULE_PATHNAME', 'dp_total_numeric_ceil' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
+CREATE FUNCTION dp_total_width_bucket_float8(double precision, double precision, double precision, integer) RETURNS integer
+    AS 'MODULE_PATHNAME', 'dp_total_width_bucket_float8' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
+CREATE FUNCTION dp_total_width_bucket_numeric(numeric, numeric, numeric, integer) RETURNS integer
+    AS 'MODULE_PATHNAME', 'dp_total_width_bucket_numeric' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
+CREATE FUNCTION dp_total_lower(text) RETURNS text
+    AS 'MODULE_PATHNAME', 'dp_total_lower' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
+CREATE FUNCTION dp_total_upper(text) RETURNS text
+    AS 'MODULE_PATHNAME', 'dp_total_upper' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
+CREATE FUNCTION dp_total_textlike(text, text) RETURNS boolean
+    AS 'MODULE_PATHNAME', 'dp_total_textlike' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
+CREATE FUNCTION dp_total_textnlike(text, text) RETURNS boolean
+    AS 'MODULE_PATHNAME', 'dp_total_textnlike' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
+CREATE FUNCTION dp_total_texticlike(text, text) RETURNS boolean
+    AS 'MODULE_PATHNAME', 'dp_total_texticlike' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
+CREATE FUNCTION dp_total_texticnlike(text, text) RETURNS boolean
+    AS 'MODULE_PATHNAME', 'dp_total_texticnlike' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
+CREATE FUNCTION dp_total_text_substr(text, integer, integer) RETURNS text
+    AS 'MODULE_PATHNAME', 'dp_total_text_substr' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
+CREATE FUNCTION dp_total_timestamp_trunc(text, timestamp without time zone) RETURNS timestamp without time zone
+    AS 'MODULE_PATHNAME', 'dp_total_timestamp_trunc' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
+CREATE FUNCTION dp_total_timestamptz_trunc(text, timestamp with time zone) RETURNS timestamp with time zone
+    AS 'MODULE_PATHNAME', 'dp_total_timestamptz_trunc' LANGUAGE C STABLE STRICT PARALLEL SAFE LEAKPROOF;
+CREATE FUNCTION dp_total_timestamp_part(text, timestamp without time zone) RETURNS double precision
+    AS 'MODULE_PATHNAME', 'dp_total_timestamp_part' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
+CREATE FUNCTION dp_total_timestamptz_part(text, timestamp with time zone) RETURNS double precision
+    AS 'MODULE_PATHNAME', 'dp_total_timestamptz_part' LANGUAGE C STABLE STRICT PARALLEL SAFE LEAKPROOF;
+CREATE FUNCTION dp_total_extract_timestamp(text, timestamp without time zone) RETURNS numeric
+    AS 'MODULE_PATHNAME', 'dp_total_extract_timestamp' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
+CREATE FUNCTION dp_total_extract_timestamptz(text, timestamp with time zone) RETURNS numeric
+    AS 'MODULE_PATHNAME', 'dp_total_extract_timestamptz' LANGUAGE C STABLE STRICT PARALLEL SAFE LEAKPROOF;
+CREATE FUNCTION dp_total_extract_date(text, date) RETURNS numeric
+    AS 'MODULE_PATHNAME', 'dp_total_extract_date' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
+CREATE FUNCTION dp_total_date_part_date(text, date) RETURNS double precision
+    AS 'MODULE_PATHNAME', 'dp_total_date_part_date' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
+CREATE FUNCTION dp_total_date_timestamp(date) RETURNS timestamp without time zone
+    AS 'MODULE_PATHNAME', 'dp_total_date_timestamp' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
+CREATE FUNCTION dp_total_date_timestamptz(date) RETURNS timestamp with time zone
+    AS 'MODULE_PATHNAME', 'dp_total_date_timestamptz' LANGUAGE C STABLE STRICT PARALLEL SAFE LEAKPROOF;
+CREATE FUNCTION dp_total_make_date(integer, integer, integer) RETURNS date
+    AS 'MODULE_PATHNAME', 'dp_total_make_date' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
