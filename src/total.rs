@@ -164,7 +164,8 @@ v1_function!(pg_finfo_dp_total_float4_float8, dp_total_float4_float8, |fcinfo| {
 });
 
 /// float arithmetic as IEEE 754 gives it (±Infinity on overflow, 0 on
-/// underflow, where PostgreSQL raises), NULL for a zero divisor.
+/// underflow, where PostgreSQL raises), NULL for a zero divisor (NaN / 0
+/// is NaN, as in PostgreSQL).
 macro_rules! float_operator {
     ($finfo:ident, $name:ident, $read:ident, $datum:ident, |$a:ident, $b:ident| $body:expr) => {
         v1_function!($finfo, $name, |fcinfo| {
@@ -182,11 +183,11 @@ macro_rules! float_operator {
 float_operator!(pg_finfo_dp_total_float8pl, dp_total_float8pl, float8, f64_datum, |a, b| Some(a + b));
 float_operator!(pg_finfo_dp_total_float8mi, dp_total_float8mi, float8, f64_datum, |a, b| Some(a - b));
 float_operator!(pg_finfo_dp_total_float8mul, dp_total_float8mul, float8, f64_datum, |a, b| Some(a * b));
-float_operator!(pg_finfo_dp_total_float8div, dp_total_float8div, float8, f64_datum, |a, b| (b != 0.0).then(|| a / b));
+float_operator!(pg_finfo_dp_total_float8div, dp_total_float8div, float8, f64_datum, |a, b| (b != 0.0 || a.is_nan()).then(|| a / b));
 float_operator!(pg_finfo_dp_total_float4pl, dp_total_float4pl, float4, f32_datum, |a, b| Some(a + b));
 float_operator!(pg_finfo_dp_total_float4mi, dp_total_float4mi, float4, f32_datum, |a, b| Some(a - b));
 float_operator!(pg_finfo_dp_total_float4mul, dp_total_float4mul, float4, f32_datum, |a, b| Some(a * b));
-float_operator!(pg_finfo_dp_total_float4div, dp_total_float4div, float4, f32_datum, |a, b| (b != 0.0).then(|| a / b));
+float_operator!(pg_finfo_dp_total_float4div, dp_total_float4div, float4, f32_datum, |a, b| (b != 0.0 || a.is_nan()).then(|| a / b));
 
 /// # Safety
 /// Argument `i` of a live call, declared numeric, not NULL.

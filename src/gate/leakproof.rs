@@ -20,6 +20,9 @@ pub(super) struct Leakproof<'a> {
     /// Protected columns may appear here (WHERE, inside a dpnoise
     /// aggregate); outside, in the output, only the aggregates' answers may.
     pub(super) rows: bool,
+    /// The level's GROUP BY keys: in the output, a column that is one of
+    /// them shows a released key (post-processing, as `k.m + 1`).
+    pub(super) keys: &'a [*mut pg_sys::Node],
 }
 
 impl Leakproof<'_> {
@@ -58,7 +61,7 @@ impl Leakproof<'_> {
                 T_Var => {
                     if (*(node as *mut pg_sys::Var)).varlevelsup != 0 {
                         Err(refuse("a correlated subquery cannot read protected rows", SHAPE))
-                    } else if !self.rows {
+                    } else if !self.rows && !self.keys.iter().any(|k| pg_sys::equal((*k).cast(), node.cast())) {
                         Err(refuse("a protected column can appear only in WHERE or inside a dpnoise aggregate", SHAPE))
                     } else {
                         Ok(())

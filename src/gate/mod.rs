@@ -277,7 +277,12 @@ unsafe fn check_level(query: *mut pg_sys::Query, walk: &Walk) -> Result<bool, Re
         if !(*query).setOperations.is_null() {
             return Err(refuse("UNION, INTERSECT and EXCEPT are not admitted over protected rows", SHAPE));
         }
-        let mut check = Leakproof { allowed: &walk.protected.allowed, rows: true };
+        let group_keys: Vec<*mut pg_sys::Node> = list_items::<pg_sys::TargetEntry>((*query).targetList)
+            .into_iter()
+            .filter(|entry| (**entry).ressortgroupref != 0 && grouped_by(query, (**entry).ressortgroupref))
+            .map(|entry| (*entry).expr.cast())
+            .collect();
+        let mut check = Leakproof { allowed: &walk.protected.allowed, rows: true, keys: &group_keys };
         for qual in &from.quals {
             check.node(*qual)?;
         }
@@ -315,6 +320,15 @@ unsafe fn check_level(query: *mut pg_sys::Query, walk: &Walk) -> Result<bool, Re
         // The levels written above are the gate's own: not walked again.
         Ok(false)
     }
+}
+
+/// Whether the sort/group reference `tleref` names a GROUP BY key of `query`.
+///
+/// # Safety
+/// `query` is a live Query.
+unsafe fn grouped_by(query: *mut pg_sys::Query, tleref: u32) -> bool {
+    // SAFETY: the caller's contract.
+    unsafe { list_items::<pg_sys::SortGroupClause>((*query).groupClause).iter().any(|c| (**c).tleSortGroupRef == tleref) }
 }
 
 /// Refuses a plan an analyst runs if it reads a protected table the gate
