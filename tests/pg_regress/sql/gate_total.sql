@@ -87,7 +87,7 @@ SELECT width_bucket(amount, 0, 3000, 10) AS bucket, dp_count(1.0) > 50 AS busy F
 SELECT dp_count(1.0) > 0 AS ok FROM tv WHERE site LIKE 's1%' AND lower(site) = 's1' AND substr(site, 1, 2) = 's1'
   AND upper(site) ILIKE 'S%' AND length(site) = 2;
 SELECT dp_count(1.0) > 0 AS ok FROM tv WHERE num > 3 AND n > 2.5 AND amount > num AND big::int > 0 AND amount::int > 0
-  AND round(num) > 1 AND abs(n - 3) < 5 AND greatest(n, 5) > 6 AND coalesce(num, 0) < 100 AND -n < 0 AND n % 7 = 1;
+  AND round(num) > 1 AND abs(n - 3) > 5 AND greatest(n, 5) > 6 AND coalesce(num, 0) < 100 AND -n < 0 AND n % 7 = 1;
 SELECT dp_count(1.0) > 0 AS ok FROM tv WHERE make_date(2024, n % 12 + 1, 1) > date '2024-03-01' AND date_part('dow', ts) = 1;
 -- HAVING on a noisy answer with a numeric literal (numeric_gt is total).
 SELECT dp_count(1.0) > 0 AS ok FROM tv HAVING dp_count(1.0) > 100.5;
