@@ -45,6 +45,7 @@ mod row_noise;
 mod selection;
 mod sum;
 mod versions;
+mod total;
 
 // Each feature's hand-written SQL sits beside its module; this runs last.
 pgrx::extension_sql_file!("finalize.sql", name = "finalize", finalize);

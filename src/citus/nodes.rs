@@ -7,6 +7,7 @@ use crate::parameters::fixed_param;
 use pgrx::pg_sys;
 use std::ffi::{CStr, CString};
 
+
 /// A copy of `node` (a Query or an expression) with every external
 /// parameter whose value is fixed for this plan (a custom plan's) made a
 /// constant: the partials run as SQL text of their own.

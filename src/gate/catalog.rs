@@ -29,6 +29,8 @@ pub(super) struct Protected {
     pub(super) seed: i64,
     /// dpnoise's window functions (the bounding's, `per_person`).
     pub(super) windows: Vec<pg_sys::Oid>,
+    /// Built-ins the gate replaces by dpnoise's total forms (`substitute`).
+    pub(super) substitutes: HashMap<pg_sys::Oid, pg_sys::Oid>,
 }
 
 /// What the gate knows of one protected table.
@@ -126,6 +128,14 @@ JOIN pg_catalog.pg_depend d ON d.objid OPERATOR(pg_catalog.=) p.oid
  AND d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass AND d.deptype OPERATOR(pg_catalog.=) 'e'
 JOIN pg_catalog.pg_extension x ON x.oid OPERATOR(pg_catalog.=) d.refobjid AND x.extname OPERATOR(pg_catalog.=) 'dpnoise'
 WHERE p.proname OPERATOR(pg_catalog.=) $1 AND p.pronargs OPERATOR(pg_catalog.=) $2";
+
+/// dpnoise's total forms of built-ins (`crate::total`), by name, qualified as above.
+const TOTAL_QUERY: &str = "\
+SELECT p.proname::pg_catalog.text, p.oid FROM pg_catalog.pg_proc p
+JOIN pg_catalog.pg_depend d ON d.objid OPERATOR(pg_catalog.=) p.oid
+ AND d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass AND d.deptype OPERATOR(pg_catalog.=) 'e'
+JOIN pg_catalog.pg_extension x ON x.oid OPERATOR(pg_catalog.=) d.refobjid AND x.extname OPERATOR(pg_catalog.=) 'dpnoise'
+WHERE p.proname OPERATOR(pg_catalog.~~) 'dp\\_total\\_%'";
 
 /// The protected tables, read as the bootstrap superuser (an analyst cannot
 /// read dpnoise's schema), once per transaction; None when the extension is
@@ -228,6 +238,13 @@ fn load() -> Option<std::rc::Rc<Protected>> {
         for row in client.select(WINDOW_QUERY, None, &[])? {
             windows.extend(row.get::<pg_sys::Oid>(1)?);
         }
+        let mut forms = HashMap::new();
+        for row in client.select(TOTAL_QUERY, None, &[])? {
+            if let (Some(name), Some(oid)) = (row.get::<String>(1)?, row.get::<pg_sys::Oid>(2)?) {
+                forms.insert(name, oid);
+            }
+        }
+        let substitutes = super::substitute::resolve(&forms);
         Ok(Some(std::rc::Rc::new(Protected {
             tables,
             allowed,
@@ -236,6 +253,7 @@ fn load() -> Option<std::rc::Rc<Protected>> {
             share,
             seed,
             windows,
+            substitutes,
         })))
     }));
     drop(loading);

@@ -193,7 +193,7 @@ fn columns_of(node: *mut pg_sys::Node) -> Vec<i32> {
 
 /// Whether `node` (a Query or expression) or anything below it reads a
 /// protected table (directly or through a view).
-fn reads_protected(node: *mut pg_sys::Node, protected: &Protected) -> bool {
+pub(super) fn reads_protected(node: *mut pg_sys::Node, protected: &Protected) -> bool {
     /// # Safety
     /// Called by PostgreSQL's tree walkers with live nodes and the Protected.
     #[pg_guard]

@@ -20,17 +20,23 @@ pub(super) struct Leakproof<'a> {
     /// Protected columns may appear here (WHERE, inside a dpnoise
     /// aggregate); outside, in the output, only the aggregates' answers may.
     pub(super) rows: bool,
+    /// The level's GROUP BY keys: in the output, a column that is one of
+    /// them shows a released key (post-processing, as `k.m + 1`).
+    pub(super) keys: &'a [*mut pg_sys::Node],
 }
 
 impl Leakproof<'_> {
     fn function(&self, funcid: pg_sys::Oid, what: &str) -> Checked {
         // SAFETY: a syscache lookup by OID inside a transaction.
-        if unsafe { pg_sys::get_func_leakproof(funcid) } || self.allowed.contains(&funcid) {
+        if unsafe { pg_sys::get_func_leakproof(funcid) } || self.allowed.contains(&funcid) || super::substitute::proven_total(funcid) {
             return Ok(());
         }
         Err(refuse(
             &format!("{what} {} is not LEAKPROOF (it can fail, or show a value, on some rows)", function_name(funcid)),
-            "Use only LEAKPROOF operators and functions on protected columns, or ask the DBA to allow one with dp_allow_function.",
+            super::substitute::instead(funcid).unwrap_or(
+                "Use only LEAKPROOF operators and functions on protected columns (docs/analysts.md lists the built-ins the gate \
+                 replaces by total forms: arithmetic, casts, LIKE, date_trunc, extract, ...), or ask the DBA to allow one with dp_allow_function.",
+            ),
         ))
     }
 
@@ -55,7 +61,7 @@ impl Leakproof<'_> {
                 T_Var => {
                     if (*(node as *mut pg_sys::Var)).varlevelsup != 0 {
                         Err(refuse("a correlated subquery cannot read protected rows", SHAPE))
-                    } else if !self.rows {
+                    } else if !self.rows && !self.keys.iter().any(|k| pg_sys::equal((*k).cast(), node.cast())) {
                         Err(refuse("a protected column can appear only in WHERE or inside a dpnoise aggregate", SHAPE))
                     } else {
                         Ok(())
@@ -106,6 +112,16 @@ impl Leakproof<'_> {
                     let op = node as *mut pg_sys::ScalarArrayOpExpr;
                     pg_sys::set_sa_opfuncid(op);
                     self.function((*op).opfuncid, "operator")?;
+                    self.children(node)
+                }
+                T_MinMaxExpr => {
+                    // GREATEST and LEAST compare with the type's ordering.
+                    let typcache =
+                        pg_sys::lookup_type_cache((*(node as *mut pg_sys::MinMaxExpr)).minmaxtype, pg_sys::TYPECACHE_CMP_PROC as i32);
+                    if typcache.is_null() || (*typcache).cmp_proc == pg_sys::InvalidOid {
+                        return Err(refuse("GREATEST or LEAST of a type without a total order", SHAPE));
+                    }
+                    self.function((*typcache).cmp_proc, "comparison")?;
                     self.children(node)
                 }
                 T_BoolExpr | T_NullTest | T_BooleanTest | T_RelabelType | T_CaseExpr | T_CaseWhen | T_CoalesceExpr

@@ -32,7 +32,8 @@
 //! levels. The protected-table catalog is `catalog`; an admitted level's
 //! FROM and joins `joins`, its expressions `leakproof`, its partition
 //! selection `partitions`, its rewrite per person `bounding`; the plan
-//! check `plan`. The settings are in
+//! check `plan`. Before any of them, `substitute` writes dpnoise's total
+//! forms (`crate::total`) in place of built-ins that can fail. The settings are in
 //! `crate::gucs`.
 
 
@@ -55,6 +56,7 @@ mod joins;
 mod leakproof;
 mod partitions;
 mod statistics;
+mod substitute;
 pub mod plan;
 
 pgrx::extension_sql_file!("schema.sql", name = "gate_sql", requires = ["budget_sql", dp_gate_changed, dp_query_accuracy]);
@@ -152,6 +154,10 @@ pub unsafe extern "C-unwind" fn check_query(query: *mut pg_sys::Query) {
         return;
     }
     let Some(protected) = protected() else { return };
+    // Total forms first: the checks below then see only functions that
+    // cannot fail.
+    // SAFETY: the caller's contract.
+    unsafe { substitute::substitute(query, &protected) };
     let mut walk = Walk { protected, explaining: EXPLAINING.with(|e| e.get()), refused: None };
     // SAFETY: the caller's contract; the walker gets `walk` back as its context.
     unsafe { walker(query.cast(), (&raw mut walk).cast()) };
@@ -271,7 +277,12 @@ unsafe fn check_level(query: *mut pg_sys::Query, walk: &Walk) -> Result<bool, Re
         if !(*query).setOperations.is_null() {
             return Err(refuse("UNION, INTERSECT and EXCEPT are not admitted over protected rows", SHAPE));
         }
-        let mut check = Leakproof { allowed: &walk.protected.allowed, rows: true };
+        let group_keys: Vec<*mut pg_sys::Node> = list_items::<pg_sys::TargetEntry>((*query).targetList)
+            .into_iter()
+            .filter(|entry| (**entry).ressortgroupref != 0 && grouped_by(query, (**entry).ressortgroupref))
+            .map(|entry| (*entry).expr.cast())
+            .collect();
+        let mut check = Leakproof { allowed: &walk.protected.allowed, rows: true, keys: &group_keys };
         for qual in &from.quals {
             check.node(*qual)?;
         }
@@ -332,6 +343,15 @@ unsafe fn unbounded_aggregates(query: *mut pg_sys::Query) -> Result<(), Refusal>
         }
         Ok(())
     }
+}
+
+/// Whether the sort/group reference `tleref` names a GROUP BY key of `query`.
+///
+/// # Safety
+/// `query` is a live Query.
+unsafe fn grouped_by(query: *mut pg_sys::Query, tleref: u32) -> bool {
+    // SAFETY: the caller's contract.
+    unsafe { list_items::<pg_sys::SortGroupClause>((*query).groupClause).iter().any(|c| (**c).tleSortGroupRef == tleref) }
 }
 
 /// Refuses a plan an analyst runs if it reads a protected table the gate

@@ -328,7 +328,7 @@ def bi_tools(su, an):
         ("cross join", "SELECT dp_count(1.0) FROM trips a, trips b", None, False),
         ("key list on the protected side", "SELECT t.region, dp_count(%s) FROM keys10 k LEFT JOIN trips t "
          "ON t.person_id = k.person_id GROUP BY t.region", (1.0,), True),
-        ("non-leakproof WHERE", "SELECT dp_count(%s) FROM members WHERE 1 / (salary - %s) > 0", (1.0, 5000.0), True),
+        ("non-leakproof WHERE", "SELECT dp_count(%s) FROM members WHERE ln(salary - %s) > 0", (1.0, 5000.0), True),
         ("EXISTS probe", "SELECT EXISTS (SELECT 1 FROM members WHERE salary > %s)", (90000.0,), True),
         ("FILTER on multi-row", "SELECT region, dp_count(1.0) FILTER (WHERE amount > 3) FROM trips GROUP BY region",
          None, False),

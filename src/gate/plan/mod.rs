@@ -48,10 +48,6 @@ use pgrx::pg_sys;
 use pgrx::prelude::*;
 use std::collections::HashSet;
 
-/// Built-in functions that are total (they return for every input, NaN and
-/// the infinities included) though not marked LEAKPROOF: numeric
-/// comparisons (NaN sorts above every number; nothing can fail).
-
 /// What the check carries over one statement.
 struct Check<'a> {
     stmt: *mut pg_sys::PlannedStmt,

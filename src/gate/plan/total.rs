@@ -14,19 +14,6 @@ const BYTES_PER_STEP: f64 = 16.0;
 /// Steps a comparison under a locale's collation weighs, beyond its own.
 const COLLATED_STEPS: u64 = 9;
 
-/// Built-in functions that are total (they return for every input, NaN and
-/// the infinities included) though not marked LEAKPROOF: numeric
-/// comparisons (NaN sorts above every number; nothing can fail).
-const TOTAL_FUNCTIONS: [u32; 7] = [
-    pg_sys::F_NUMERIC_EQ,
-    pg_sys::F_NUMERIC_NE,
-    pg_sys::F_NUMERIC_LT,
-    pg_sys::F_NUMERIC_LE,
-    pg_sys::F_NUMERIC_GT,
-    pg_sys::F_NUMERIC_GE,
-    pg_sys::F_NUMERIC_CMP,
-];
-
 /// Built-in aggregates that cannot fail on any input: counts, sums and
 /// averages kept in numeric (no overflow), and bool_or. The gate's
 /// per-person levels use them (`bounding`).
@@ -61,7 +48,7 @@ impl Total<'_, '_> {
                 "Use only stable or immutable LEAKPROOF functions in a query over protected rows, its public side included.",
             ));
         }
-        if leakproof || protected.allowed.contains(&funcid) || TOTAL_FUNCTIONS.contains(&u32::from(funcid)) {
+        if leakproof || protected.allowed.contains(&funcid) || super::super::substitute::proven_total(funcid) {
             return Ok(());
         }
         Err(refuse(

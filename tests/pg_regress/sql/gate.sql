@@ -91,14 +91,16 @@ SELECT outcome('SELECT upper(region), dp_count(1.0) FROM staff GROUP BY region')
 SELECT outcome('SELECT region, dp_sum_multi(ARRAY[salary], 1.0, ARRAY[0, 1.0]) FROM staff GROUP BY region');
 
 -- 4. Nothing evaluated on protected values can fail on some of them.
+-- (Division and overflow are admitted through total forms: gate_total.sql.)
 SELECT outcome('SELECT dp_count(1.0) FROM staff WHERE 1 / (salary - 50000) > 0');
+SELECT outcome('SELECT dp_count(1.0) FROM staff WHERE ln(salary - 50000) > 0');
 SELECT outcome('SELECT dp_count(1.0) FROM staff WHERE name::int > 3');
 SELECT outcome('SELECT dp_sum(age * 1000000000, 1.0, 0, 100) FROM staff');
 SELECT outcome('SELECT dp_count(1.0) FILTER (WHERE sqrt(salary - 50000) > 1) FROM staff');
 -- A failing expression without a protected column, run or not as a CASE decides by the data.
 SELECT outcome('SELECT dp_count(1.0) FROM staff WHERE CASE WHEN salary > 90000 THEN random() / 0 ELSE 1 END > 0');
 SET plan_cache_mode = force_generic_plan;
-PREPARE probe(float8) AS SELECT dp_count(1.0) FROM staff WHERE CASE WHEN salary > 90000 THEN 1 / $1 ELSE 1 END > 0;
+PREPARE probe(float8) AS SELECT dp_count(1.0) FROM staff WHERE CASE WHEN salary > 90000 THEN ln($1) ELSE 1 END > 0;
 EXECUTE probe(0);
 RESET plan_cache_mode;
 CREATE FUNCTION pg_temp.probe(float8) RETURNS boolean LANGUAGE sql AS 'SELECT $1 > 1 / ($1 - 50000)';

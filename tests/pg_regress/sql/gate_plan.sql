@@ -76,7 +76,7 @@ SELECT pc_probe($q$SELECT dp_count(1e-9) FROM pc_staff s, pc_nd_text t
   WHERE s.person_id = 17 AND (NOT (%s) OR starts_with(s.region, t.c))$q$, 's.salary > 10000', 's.salary > 90000');
 
 -- 3. A public subquery the planner pulls up into a join clause.
-SELECT pc_probe($q$SELECT dp_count(1e-9) FROM pc_staff s, (SELECT 1 / (g - 1) AS y FROM generate_series(1, 1) g) p
+SELECT pc_probe($q$SELECT dp_count(1e-9) FROM pc_staff s, (SELECT ln(g - 1) AS y FROM generate_series(1, 1) g) p
   WHERE s.person_id = 17 AND %s AND s.age < p.y$q$, 's.salary > 10000', 's.salary > 90000');
 SELECT pc_probe($q$SELECT dp_count(1e-9) FROM pc_staff s, (SELECT (g || 'x')::int AS y FROM generate_series(1, 1) g) p
   WHERE s.person_id = 17 AND %s AND s.age < p.y$q$, 's.salary > 10000', 's.salary > 90000');

@@ -1,0 +1,243 @@
+//! Total forms instead of refusals. A built-in function that can raise an
+//! error on some value (int4mul on overflow, float8div on a zero divisor,
+//! date_trunc on a date at the end of the calendar) would, on a protected
+//! column, tell its value by whether the statement fails: one bit per
+//! statement, at any ε. Before the gate checks an analyst's statement that
+//! reads a protected table, every such call in it, at every level, is
+//! replaced by dpnoise's total form of the same function (`crate::total`:
+//! NULL, or IEEE's ±Infinity, where the built-in raises), which is
+//! LEAKPROOF; the query-tree and plan checks then admit it as any LEAKPROOF
+//! function. A few built-ins cannot fail on any input and are admitted as
+//! they are (`proven_total`). docs/analysts.md lists both.
+
+use super::catalog::Protected;
+use crate::pg_list::mutator;
+use pgrx::pg_sys;
+use pgrx::prelude::*;
+use std::collections::HashMap;
+
+/// Each built-in (by its OID in pg_proc, the same in every PostgreSQL 15)
+/// and the name of its total form in dpnoise (`src/total.sql`), which has
+/// the same argument and result types (int4 operands of the mixed int4 and
+/// int8 operators are read sign-extended by the int8 forms).
+pub(super) const SUBSTITUTES: &[(u32, &str)] = &[
+    (177, "dp_total_int4pl"),
+    (181, "dp_total_int4mi"),
+    (141, "dp_total_int4mul"),
+    (154, "dp_total_int4div"),
+    (156, "dp_total_int4mod"),
+    (941, "dp_total_int4mod"), // mod(int4, int4)
+    (212, "dp_total_int4um"),
+    (1251, "dp_total_int4abs"),
+    (1397, "dp_total_int4abs"), // abs(int4)
+    (463, "dp_total_int8pl"),
+    (464, "dp_total_int8mi"),
+    (465, "dp_total_int8mul"),
+    (466, "dp_total_int8div"),
+    (945, "dp_total_int8mod"),
+    (947, "dp_total_int8mod"), // mod(int8, int8)
+    (462, "dp_total_int8um"),
+    (1230, "dp_total_int8abs"),
+    (1396, "dp_total_int8abs"), // abs(int8)
+    (1278, "dp_total_int8pl"),  // int48pl
+    (1279, "dp_total_int8mi"),  // int48mi
+    (1280, "dp_total_int8mul"), // int48mul
+    (1281, "dp_total_int8div"), // int48div
+    (1274, "dp_total_int8pl"),  // int84pl
+    (1275, "dp_total_int8mi"),  // int84mi
+    (1276, "dp_total_int8mul"), // int84mul
+    (1277, "dp_total_int8div"), // int84div
+    (480, "dp_total_int4_int8"),   // int4(bigint)
+    (317, "dp_total_int4_float8"), // int4(double precision)
+    (483, "dp_total_int8_float8"), // int8(double precision)
+    (319, "dp_total_int4_float4"), // int4(real)
+    (653, "dp_total_int8_float4"), // int8(real)
+    (312, "dp_total_float4_float8"), // float4(double precision)
+    (218, "dp_total_float8pl"),
+    (219, "dp_total_float8mi"),
+    (216, "dp_total_float8mul"),
+    (217, "dp_total_float8div"),
+    (204, "dp_total_float4pl"),
+    (205, "dp_total_float4mi"),
+    (202, "dp_total_float4mul"),
+    (203, "dp_total_float4div"),
+    (1724, "dp_total_numeric_add"),
+    (1725, "dp_total_numeric_sub"),
+    (1726, "dp_total_numeric_mul"),
+    (1727, "dp_total_numeric_div"),
+    (1729, "dp_total_numeric_mod"),
+    (1728, "dp_total_numeric_mod"), // mod(numeric, numeric)
+    (1744, "dp_total_int4_numeric"),   // int4(numeric)
+    (1779, "dp_total_int8_numeric"),   // int8(numeric)
+    (1746, "dp_total_float8_numeric"), // float8(numeric)
+    (1707, "dp_total_numeric_round"),  // round(numeric, int4)
+    (1708, "dp_total_numeric_round0"), // round(numeric)
+    (1712, "dp_total_numeric_floor"),
+    (1711, "dp_total_numeric_ceil"),
+    (2167, "dp_total_numeric_ceil"), // ceiling(numeric)
+    (320, "dp_total_width_bucket_float8"),
+    (2170, "dp_total_width_bucket_numeric"),
+    (870, "dp_total_lower"),
+    (871, "dp_total_upper"),
+    (850, "dp_total_textlike"),
+    (1569, "dp_total_textlike"), // like(text, text)
+    (851, "dp_total_textnlike"),
+    (1570, "dp_total_textnlike"), // notlike(text, text)
+    (1633, "dp_total_texticlike"),
+    (1634, "dp_total_texticnlike"),
+    (877, "dp_total_text_substr"), // substr(text, int4, int4)
+    (936, "dp_total_text_substr"), // substring(text, int4, int4)
+    (2020, "dp_total_timestamp_trunc"),   // date_trunc(text, timestamp)
+    (1217, "dp_total_timestamptz_trunc"), // date_trunc(text, timestamptz)
+    (2021, "dp_total_timestamp_part"),    // date_part(text, timestamp)
+    (1171, "dp_total_timestamptz_part"),  // date_part(text, timestamptz)
+    (1384, "dp_total_date_part_date"),    // date_part(text, date)
+    (6199, "dp_total_extract_date"),
+    (6202, "dp_total_extract_timestamp"),
+    (6203, "dp_total_extract_timestamptz"),
+    (2024, "dp_total_date_timestamp"),   // timestamp(date)
+    (1174, "dp_total_date_timestamptz"), // timestamptz(date)
+    (3846, "dp_total_make_date"),
+];
+
+/// Built-in functions that return for every input (NaN, the infinities,
+/// the ends of each range included) though not marked LEAKPROOF, admitted
+/// on protected rows as they are.
+const PROVEN_TOTAL: &[u32] = &[
+    // numeric comparisons: NaN sorts above every number, ±Infinity at the ends.
+    pg_sys::F_NUMERIC_EQ,
+    pg_sys::F_NUMERIC_NE,
+    pg_sys::F_NUMERIC_LT,
+    pg_sys::F_NUMERIC_LE,
+    pg_sys::F_NUMERIC_GT,
+    pg_sys::F_NUMERIC_GE,
+    pg_sys::F_NUMERIC_CMP,
+    // sign changes and truncations toward zero never leave the range.
+    1771, // numeric_uminus
+    1704, // numeric_abs
+    1705, // abs(numeric)
+    220,  // float8um
+    221,  // float8abs
+    1395, // abs(float8)
+    206,  // float4um
+    207,  // float4abs
+    1394, // abs(float4)
+    228,  // dround
+    1342, // round(float8)
+    229,  // dtrunc
+    1343, // trunc(float8)
+    2309, // floor(float8)
+    2308, // ceil(float8)
+    2320, // ceiling(float8)
+    1710, // trunc(numeric)
+    1709, // trunc(numeric, int4)
+    // the length of a (verified) text, and its tail from a position.
+    1257, // textlen
+    1317, // length(text)
+    1369, // character_length(text)
+    1381, // char_length(text)
+    883,  // substr(text, int4)
+    937,  // substring(text, int4)
+];
+
+/// Whether a built-in function is admitted on protected rows as it is: it
+/// cannot fail on any input.
+pub(super) fn proven_total(funcid: pg_sys::Oid) -> bool {
+    PROVEN_TOTAL.contains(&u32::from(funcid))
+}
+
+/// Built-ins analysts reach for that stay refused, with what to write
+/// instead (for the refusal's hint).
+const REFUSED: &[(&[u32], &str)] = &[
+    (
+        &[1254, 1256, 1238, 1239], // ~, !~, ~*, !~* on text
+        "Regular expressions are not admitted on protected rows: their matching time and memory depend on the text (and can fail: \
+         \"regular expression is too complex\", out of memory). Use LIKE or ILIKE: site LIKE 's0%'.",
+    ),
+    (
+        &[2049, 1770, 1768, 1772, 1773, 1774, 1775, 1776], // to_char
+        "to_char is not admitted on protected rows (some format fields fail on some values). Use extract(...) or date_trunc(...) \
+         as keys and format the released keys in an outer query: SELECT to_char(m, 'YYYY-MM'), n FROM (SELECT date_trunc('month', d) m, dp_count(1.0) n ... GROUP BY 1) s.",
+    ),
+];
+
+/// The admitted form for a refused built-in, if the gate knows one.
+pub(super) fn instead(funcid: pg_sys::Oid) -> Option<&'static str> {
+    REFUSED.iter().find(|(oids, _)| oids.contains(&u32::from(funcid))).map(|(_, hint)| *hint)
+}
+
+/// Replaces, in an analyst's statement that reads a protected table, each
+/// built-in of `SUBSTITUTES` by its total form, at every level (subqueries,
+/// CTEs, the public side too: the planner may evaluate any of it among
+/// protected rows). A statement that reads no protected table keeps
+/// PostgreSQL's own functions.
+///
+/// # Safety
+/// `query` is the live Query the planner hook was given.
+pub(super) unsafe fn substitute(query: *mut pg_sys::Query, protected: &Protected) {
+    if protected.substitutes.is_empty() || !super::joins::reads_protected(query.cast(), protected) {
+        return;
+    }
+    /// # Safety
+    /// Called by the tree mutators with live nodes and the substitutes.
+    #[pg_guard]
+    unsafe extern "C-unwind" fn mutate(node: *mut pg_sys::Node, context: *mut std::ffi::c_void) -> *mut pg_sys::Node {
+        // SAFETY: the caller's contract; casts follow the node tags.
+        unsafe {
+            use pg_sys::NodeTag::*;
+            if node.is_null() {
+                return node;
+            }
+            if (*node).type_ == T_Query {
+                // In place: the planner hook's Query stays the one planned.
+                return pg_sys::query_tree_mutator(node.cast(), Some(mutator(mutate)), context, pg_sys::QTW_DONT_COPY_QUERY as i32)
+                    .cast();
+            }
+            let substitutes = &*(context as *const HashMap<pg_sys::Oid, pg_sys::Oid>);
+            // A copy of the node over its mutated children.
+            let node = pg_sys::expression_tree_mutator(node, Some(mutator(mutate)), context);
+            match (*node).type_ {
+                T_FuncExpr => {
+                    let call = node as *mut pg_sys::FuncExpr;
+                    if let Some(&total) = substitutes.get(&(*call).funcid) {
+                        (*call).funcid = total;
+                    }
+                    node
+                }
+                T_OpExpr => {
+                    let op = node as *mut pg_sys::OpExpr;
+                    pg_sys::set_opfuncid(op);
+                    let Some(&total) = substitutes.get(&(*op).opfuncid) else { return node };
+                    // The operator becomes a call of the total form: the
+                    // planner would otherwise look its function up again
+                    // from the operator.
+                    let call = pg_sys::makeFuncExpr(
+                        total,
+                        (*op).opresulttype,
+                        (*op).args,
+                        (*op).opcollid,
+                        (*op).inputcollid,
+                        pg_sys::CoercionForm::COERCE_EXPLICIT_CALL,
+                    );
+                    (*call).location = (*op).location;
+                    call.cast()
+                }
+                _ => node,
+            }
+        }
+    }
+    // SAFETY: the caller's contract; the mutator rewrites `query` in place (QTW_DONT_COPY_QUERY).
+    unsafe {
+        mutate(query.cast(), (&raw const protected.substitutes).cast_mut().cast());
+    }
+}
+
+/// The OIDs of the total forms, by built-in: `SUBSTITUTES` with dpnoise's
+/// functions found by name (`forms`: name to OID). A form missing from the
+/// installed version is left out (its built-in stays refused).
+pub(super) fn resolve(forms: &HashMap<String, pg_sys::Oid>) -> HashMap<pg_sys::Oid, pg_sys::Oid> {
+    SUBSTITUTES
+        .iter()
+        .filter_map(|(builtin, name)| forms.get(*name).map(|oid| (pg_sys::Oid::from(*builtin), *oid)))
+        .collect()
+}

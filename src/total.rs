@@ -1,0 +1,642 @@
+//! Total forms of PostgreSQL's built-in functions: the same function, with
+//! NULL (or IEEE's ±Infinity, or 0 on underflow) where PostgreSQL raises an
+//! error. They are what the analyst gate writes into an analyst's
+//! statement instead of the built-ins (`gate::substitute`): an error that
+//! one protected value could trigger would tell the analyst that value.
+//!
+//! Every function here returns for every input (it is declared LEAKPROOF
+//! in total.sql): integer and float operations compute in registers,
+//! without allocating; the others check what would make the built-in fail
+//! (a zero divisor, a unit it does not know, a date at the end of the
+//! calendar, a string too long to convert) and only then call it with the
+//! same arguments. The list and what each returns instead of an error is
+//! in docs/analysts.md.
+
+use crate::fmgr::{arg_datum, f64_datum, i64_datum, return_null, v1_function};
+use pgrx::pg_sys;
+
+pgrx::extension_sql_file!("total.sql", name = "total_sql");
+
+#[inline]
+fn i32_datum(x: i32) -> pg_sys::Datum {
+    pg_sys::Datum::from(x as i64 as usize)
+}
+
+#[inline]
+fn f32_datum(x: f32) -> pg_sys::Datum {
+    pg_sys::Datum::from(x.to_bits() as usize)
+}
+
+/// # Safety
+/// Argument `i` of a live call, declared int2, int4 or int8, not NULL.
+#[inline]
+unsafe fn int(fcinfo: pg_sys::FunctionCallInfo, i: usize) -> i64 {
+    // SAFETY: the caller's contract; the datum holds the integer sign-extended (int2, int4) or whole (int8).
+    unsafe { arg_datum(fcinfo, i).value() as i64 }
+}
+
+/// # Safety
+/// Argument `i` of a live call, declared float8, not NULL.
+#[inline]
+unsafe fn float8(fcinfo: pg_sys::FunctionCallInfo, i: usize) -> f64 {
+    // SAFETY: the caller's contract.
+    f64::from_bits(unsafe { arg_datum(fcinfo, i) }.value() as u64)
+}
+
+/// # Safety
+/// Argument `i` of a live call, declared float4, not NULL.
+#[inline]
+unsafe fn float4(fcinfo: pg_sys::FunctionCallInfo, i: usize) -> f32 {
+    // SAFETY: the caller's contract.
+    f32::from_bits(unsafe { arg_datum(fcinfo, i) }.value() as u32)
+}
+
+/// int4 and int8 arithmetic: NULL where PostgreSQL reports "integer out of
+/// range" or "division by zero". The operands are read as int8 (int4
+/// values sign-extended) and the result checked against the result type.
+macro_rules! integer_operator {
+    ($finfo:ident, $name:ident, $bits:ty, $op:ident) => {
+        v1_function!($finfo, $name, |fcinfo| {
+            // SAFETY: STRICT, declared with two integer arguments whose types fit in $bits.
+            let (a, b) = unsafe { (int(fcinfo, 0) as $bits, int(fcinfo, 1) as $bits) };
+            match a.$op(b) {
+                Some(r) => pg_sys::Datum::from(r as i64 as usize),
+                // SAFETY: a live call.
+                None => unsafe { return_null(fcinfo) },
+            }
+        });
+    };
+}
+
+integer_operator!(pg_finfo_dp_total_int4pl, dp_total_int4pl, i32, checked_add);
+integer_operator!(pg_finfo_dp_total_int4mi, dp_total_int4mi, i32, checked_sub);
+integer_operator!(pg_finfo_dp_total_int4mul, dp_total_int4mul, i32, checked_mul);
+integer_operator!(pg_finfo_dp_total_int4div, dp_total_int4div, i32, checked_div);
+// PostgreSQL gives 0 for INT_MIN % -1; checked_rem gives None there.
+integer_operator!(pg_finfo_dp_total_int4mod, dp_total_int4mod, i32, total_rem);
+integer_operator!(pg_finfo_dp_total_int8pl, dp_total_int8pl, i64, checked_add);
+integer_operator!(pg_finfo_dp_total_int8mi, dp_total_int8mi, i64, checked_sub);
+integer_operator!(pg_finfo_dp_total_int8mul, dp_total_int8mul, i64, checked_mul);
+integer_operator!(pg_finfo_dp_total_int8div, dp_total_int8div, i64, checked_div);
+integer_operator!(pg_finfo_dp_total_int8mod, dp_total_int8mod, i64, total_rem);
+// int8 with int4 on either side (int48pl, int84pl, ...): the int4 operand
+// is read sign-extended, so the int8 functions serve them.
+
+/// The remainder PostgreSQL computes: none for a zero divisor, 0 for any
+/// divisor -1 (INT_MIN % -1 would trap in hardware).
+trait TotalRem: Sized {
+    fn total_rem(self, other: Self) -> Option<Self>;
+}
+impl TotalRem for i32 {
+    fn total_rem(self, other: i32) -> Option<i32> {
+        if other == -1 { Some(0) } else { self.checked_rem(other) }
+    }
+}
+impl TotalRem for i64 {
+    fn total_rem(self, other: i64) -> Option<i64> {
+        if other == -1 { Some(0) } else { self.checked_rem(other) }
+    }
+}
+
+macro_rules! integer_unary {
+    ($finfo:ident, $name:ident, $bits:ty, $op:ident) => {
+        v1_function!($finfo, $name, |fcinfo| {
+            // SAFETY: STRICT, declared with one integer argument that fits in $bits.
+            let a = unsafe { int(fcinfo, 0) } as $bits;
+            match a.$op() {
+                Some(r) => pg_sys::Datum::from(r as i64 as usize),
+                // SAFETY: a live call.
+                None => unsafe { return_null(fcinfo) },
+            }
+        });
+    };
+}
+
+integer_unary!(pg_finfo_dp_total_int4um, dp_total_int4um, i32, checked_neg);
+integer_unary!(pg_finfo_dp_total_int4abs, dp_total_int4abs, i32, checked_abs);
+integer_unary!(pg_finfo_dp_total_int8um, dp_total_int8um, i64, checked_neg);
+integer_unary!(pg_finfo_dp_total_int8abs, dp_total_int8abs, i64, checked_abs);
+
+// int8 to int4: NULL out of range.
+v1_function!(pg_finfo_dp_total_int4_int8, dp_total_int4_int8, |fcinfo| {
+    // SAFETY: STRICT, one int8 argument.
+    match i32::try_from(unsafe { int(fcinfo, 0) }) {
+        Ok(r) => i32_datum(r),
+        // SAFETY: a live call.
+        Err(_) => unsafe { return_null(fcinfo) },
+    }
+});
+
+/// float to integer as PostgreSQL casts (rounded to nearest, ties to even:
+/// rint), NULL for NaN and out of range.
+fn float_to_int(x: f64, min: f64, max_exclusive: f64) -> Option<i64> {
+    let r = x.round_ties_even();
+    (r >= min && r < max_exclusive).then_some(r as i64)
+}
+
+const I32_RANGE: (f64, f64) = (-2147483648.0, 2147483648.0);
+const I64_RANGE: (f64, f64) = (-9223372036854775808.0, 9223372036854775808.0);
+
+macro_rules! float_to_integer {
+    ($finfo:ident, $name:ident, $read:ident, $range:expr) => {
+        v1_function!($finfo, $name, |fcinfo| {
+            // SAFETY: STRICT, one float argument of the type $read reads.
+            let x = f64::from(unsafe { $read(fcinfo, 0) });
+            match float_to_int(x, $range.0, $range.1) {
+                Some(r) => i64_datum(r),
+                // SAFETY: a live call.
+                None => unsafe { return_null(fcinfo) },
+            }
+        });
+    };
+}
+
+float_to_integer!(pg_finfo_dp_total_int4_float8, dp_total_int4_float8, float8, I32_RANGE);
+float_to_integer!(pg_finfo_dp_total_int8_float8, dp_total_int8_float8, float8, I64_RANGE);
+float_to_integer!(pg_finfo_dp_total_int4_float4, dp_total_int4_float4, float4, I32_RANGE);
+float_to_integer!(pg_finfo_dp_total_int8_float4, dp_total_int8_float4, float4, I64_RANGE);
+
+// float8 to float4: ±Infinity on overflow, 0 on underflow (IEEE), where
+// PostgreSQL raises.
+v1_function!(pg_finfo_dp_total_float4_float8, dp_total_float4_float8, |fcinfo| {
+    // SAFETY: STRICT, one float8 argument.
+    f32_datum(unsafe { float8(fcinfo, 0) } as f32)
+});
+
+/// float arithmetic as IEEE 754 gives it (±Infinity on overflow, 0 on
+/// underflow, where PostgreSQL raises), NULL for a zero divisor (NaN / 0
+/// is NaN, as in PostgreSQL).
+macro_rules! float_operator {
+    ($finfo:ident, $name:ident, $read:ident, $datum:ident, |$a:ident, $b:ident| $body:expr) => {
+        v1_function!($finfo, $name, |fcinfo| {
+            // SAFETY: STRICT, two float arguments of the type $read reads.
+            let ($a, $b) = unsafe { ($read(fcinfo, 0), $read(fcinfo, 1)) };
+            match $body {
+                Some(r) => $datum(r),
+                // SAFETY: a live call.
+                None => unsafe { return_null(fcinfo) },
+            }
+        });
+    };
+}
+
+float_operator!(pg_finfo_dp_total_float8pl, dp_total_float8pl, float8, f64_datum, |a, b| Some(a + b));
+float_operator!(pg_finfo_dp_total_float8mi, dp_total_float8mi, float8, f64_datum, |a, b| Some(a - b));
+float_operator!(pg_finfo_dp_total_float8mul, dp_total_float8mul, float8, f64_datum, |a, b| Some(a * b));
+float_operator!(pg_finfo_dp_total_float8div, dp_total_float8div, float8, f64_datum, |a, b| (b != 0.0 || a.is_nan()).then(|| a / b));
+float_operator!(pg_finfo_dp_total_float4pl, dp_total_float4pl, float4, f32_datum, |a, b| Some(a + b));
+float_operator!(pg_finfo_dp_total_float4mi, dp_total_float4mi, float4, f32_datum, |a, b| Some(a - b));
+float_operator!(pg_finfo_dp_total_float4mul, dp_total_float4mul, float4, f32_datum, |a, b| Some(a * b));
+float_operator!(pg_finfo_dp_total_float4div, dp_total_float4div, float4, f32_datum, |a, b| (b != 0.0 || a.is_nan()).then(|| a / b));
+
+/// # Safety
+/// Argument `i` of a live call, declared numeric, not NULL.
+unsafe fn numeric(fcinfo: pg_sys::FunctionCallInfo, i: usize) -> pg_sys::Numeric {
+    // SAFETY: the caller's contract; a numeric datum is a varlena, detoasted here.
+    unsafe { pg_sys::pg_detoast_datum(arg_datum(fcinfo, i).cast_mut_ptr()).cast() }
+}
+
+/// numeric arithmetic: NULL where PostgreSQL reports "division by zero" or
+/// "value overflows numeric format" (its own `_opt_error` forms).
+macro_rules! numeric_operator {
+    ($finfo:ident, $name:ident, $op:ident) => {
+        v1_function!($finfo, $name, |fcinfo| {
+            // SAFETY: STRICT, two numeric arguments; the _opt_error form reports instead of raising.
+            unsafe {
+                let mut failed = false;
+                let r = pg_sys::$op(numeric(fcinfo, 0), numeric(fcinfo, 1), &mut failed);
+                if failed || r.is_null() {
+                    return_null(fcinfo)
+                } else {
+                    pg_sys::Datum::from(r)
+                }
+            }
+        });
+    };
+}
+
+numeric_operator!(pg_finfo_dp_total_numeric_add, dp_total_numeric_add, numeric_add_opt_error);
+numeric_operator!(pg_finfo_dp_total_numeric_sub, dp_total_numeric_sub, numeric_sub_opt_error);
+numeric_operator!(pg_finfo_dp_total_numeric_mul, dp_total_numeric_mul, numeric_mul_opt_error);
+numeric_operator!(pg_finfo_dp_total_numeric_div, dp_total_numeric_div, numeric_div_opt_error);
+numeric_operator!(pg_finfo_dp_total_numeric_mod, dp_total_numeric_mod, numeric_mod_opt_error);
+
+/// Calls a built-in that cannot fail on these (non-NULL) arguments and
+/// returns a value.
+///
+/// # Safety
+/// `args` are what `f` is declared to take.
+unsafe fn call(f: unsafe fn(pg_sys::FunctionCallInfo) -> pg_sys::Datum, args: &[pg_sys::Datum]) -> pg_sys::Datum {
+    let args: Vec<Option<pg_sys::Datum>> = args.iter().map(|a| Some(*a)).collect();
+    // SAFETY: the caller's contract.
+    unsafe { pgrx::direct_function_call_as_datum(f, &args) }.unwrap_or(pg_sys::Datum::from(0usize))
+}
+
+/// Whether a numeric is NaN or ±Infinity.
+///
+/// # Safety
+/// `n` is a live detoasted numeric.
+unsafe fn special(n: pg_sys::Numeric) -> bool {
+    // SAFETY: the caller's contract.
+    unsafe { pg_sys::numeric_is_nan(n) || pg_sys::numeric_is_inf(n) }
+}
+
+/// Whether rounding `n` to an integer (or any scale) cannot overflow the
+/// numeric format: its weight (base-10000 digits before the point, less
+/// one) is below the format's largest, so one more digit still fits.
+/// Reads the header as numeric.c lays it out: a short header (first
+/// 16 bits 10xxxxxx xxxxxxxx) holds a weight of at most 63.
+///
+/// # Safety
+/// `n` is a live detoasted numeric, not NaN or infinite.
+unsafe fn roundable(n: pg_sys::Numeric) -> bool {
+    // SAFETY: the caller's contract: after the 4-byte varlena header, n_header (u16),
+    // then for the long form n_weight (i16).
+    unsafe {
+        let header = *(n.cast::<u8>().add(4).cast::<u16>());
+        if header & 0xC000 == 0x8000 {
+            return true;
+        }
+        let weight = *(n.cast::<u8>().add(6).cast::<i16>());
+        weight < i16::MAX - 1
+    }
+}
+
+// numeric to int4: NULL for NaN, ±Infinity and out of range.
+v1_function!(pg_finfo_dp_total_int4_numeric, dp_total_int4_numeric, |fcinfo| {
+    // SAFETY: STRICT, one numeric argument; the _opt_error form reports instead of raising.
+    unsafe {
+        let mut failed = false;
+        let r = pg_sys::numeric_int4_opt_error(numeric(fcinfo, 0), &mut failed);
+        if failed { return_null(fcinfo) } else { i32_datum(r) }
+    }
+});
+
+// numeric to int8: NULL for NaN, ±Infinity and out of range. Rounded
+// first (as PostgreSQL's cast rounds), then compared with the range.
+v1_function!(pg_finfo_dp_total_int8_numeric, dp_total_int8_numeric, |fcinfo| {
+    // SAFETY: STRICT, one numeric argument; PostgreSQL's functions are called on it only once
+    // it is finite and, rounded, inside int8's range, where they cannot fail.
+    unsafe {
+        let n = numeric(fcinfo, 0);
+        if special(n) || !roundable(n) {
+            return return_null(fcinfo);
+        }
+        let rounded = call(pg_sys::numeric_round, &[pg_sys::Datum::from(n), i32_datum(0)]);
+        let approx = f64::from_bits(call(pg_sys::numeric_float8_no_overflow, &[rounded]).value() as u64);
+        // Exact integers of int8 print as at most 19 digits; near the ends the float is
+        // inexact, so the exact comparison decides there.
+        if approx.abs() >= 9.3e18 {
+            return return_null(fcinfo);
+        }
+        if approx.abs() >= 9.2e18 {
+            let cmp = |bound: i64| {
+                let b = call(pg_sys::int8_numeric, &[i64_datum(bound)]);
+                call(pg_sys::numeric_cmp, &[rounded, b]).value() as i32
+            };
+            if cmp(i64::MIN) < 0 || cmp(i64::MAX) > 0 {
+                return return_null(fcinfo);
+            }
+        }
+        call(pg_sys::numeric_int8, &[rounded])
+    }
+});
+
+// numeric to float8: ±Infinity beyond float8's range (PostgreSQL raises);
+// NaN and the infinities carry over.
+v1_function!(pg_finfo_dp_total_float8_numeric, dp_total_float8_numeric, |fcinfo| {
+    // SAFETY: STRICT, one numeric argument; numeric_float8_no_overflow does not raise.
+    unsafe { pg_sys::numeric_float8_no_overflow(fcinfo) }
+});
+
+/// round, floor, ceil of numeric: NULL for a value at the very top of the
+/// numeric format, where rounding up would overflow it.
+macro_rules! numeric_rounding {
+    ($finfo:ident, $name:ident, $builtin:ident) => {
+        v1_function!($finfo, $name, |fcinfo| {
+            // SAFETY: STRICT, a numeric first argument (and an int4 scale for round(numeric, int));
+            // the built-in is called with the same arguments once it cannot overflow.
+            unsafe {
+                let n = numeric(fcinfo, 0);
+                if !special(n) && !roundable(n) {
+                    return return_null(fcinfo);
+                }
+                pg_sys::$builtin(fcinfo)
+            }
+        });
+    };
+}
+
+numeric_rounding!(pg_finfo_dp_total_numeric_round, dp_total_numeric_round, numeric_round);
+numeric_rounding!(pg_finfo_dp_total_numeric_floor, dp_total_numeric_floor, numeric_floor);
+numeric_rounding!(pg_finfo_dp_total_numeric_ceil, dp_total_numeric_ceil, numeric_ceil);
+
+// round(numeric) is round(numeric, 0).
+v1_function!(pg_finfo_dp_total_numeric_round0, dp_total_numeric_round0, |fcinfo| {
+    // SAFETY: STRICT, one numeric argument.
+    unsafe {
+        let n = numeric(fcinfo, 0);
+        if !special(n) && !roundable(n) {
+            return return_null(fcinfo);
+        }
+        call(pg_sys::numeric_round, &[pg_sys::Datum::from(n), i32_datum(0)])
+    }
+});
+
+// width_bucket(float8, float8, float8, int4): NULL where PostgreSQL raises
+// (a count below 1 or of INT_MAX, NaN anywhere, an infinite or equal bound).
+v1_function!(pg_finfo_dp_total_width_bucket_float8, dp_total_width_bucket_float8, |fcinfo| {
+    // SAFETY: STRICT, declared (float8, float8, float8, int4); the built-in is called with the
+    // same arguments once none of its errors can happen.
+    unsafe {
+        let (x, lo, hi, count) = (float8(fcinfo, 0), float8(fcinfo, 1), float8(fcinfo, 2), int(fcinfo, 3));
+        if count <= 0 || count >= i64::from(i32::MAX) || x.is_nan() || !lo.is_finite() || !hi.is_finite() || lo == hi {
+            return return_null(fcinfo);
+        }
+        pg_sys::width_bucket_float8(fcinfo)
+    }
+});
+
+// width_bucket(numeric, numeric, numeric, int4): as above.
+v1_function!(pg_finfo_dp_total_width_bucket_numeric, dp_total_width_bucket_numeric, |fcinfo| {
+    // SAFETY: as dp_total_width_bucket_float8, with numeric arguments.
+    unsafe {
+        let (x, lo, hi, count) = (numeric(fcinfo, 0), numeric(fcinfo, 1), numeric(fcinfo, 2), int(fcinfo, 3));
+        if count <= 0 || count >= i64::from(i32::MAX) || pg_sys::numeric_is_nan(x) || special(lo) || special(hi) {
+            return return_null(fcinfo);
+        }
+        let equal = call(pg_sys::numeric_cmp, &[pg_sys::Datum::from(lo), pg_sys::Datum::from(hi)]);
+        if equal.value() as i32 == 0 {
+            return return_null(fcinfo);
+        }
+        pg_sys::width_bucket_numeric(fcinfo)
+    }
+});
+
+/// Longest text (in bytes) the case and ILIKE functions convert: PostgreSQL
+/// converts into buffers of 4 bytes per input byte (wide characters), and
+/// a request over 1 GB fails. Longer values give NULL.
+const CASE_BYTES: usize = 64 << 20;
+
+/// # Safety
+/// Argument `i` of a live call, declared text, not NULL.
+unsafe fn text_bytes(fcinfo: pg_sys::FunctionCallInfo, i: usize) -> usize {
+    // SAFETY: the caller's contract; the raw size is read from the (possibly toasted) header.
+    unsafe { pg_sys::toast_raw_datum_size(arg_datum(fcinfo, i)) }
+}
+
+/// Whether the call's collation lets PostgreSQL's text functions run: one
+/// is known, and it is deterministic (LIKE refuses others when called).
+///
+/// # Safety
+/// A live call, inside a transaction.
+unsafe fn collation_usable(fcinfo: pg_sys::FunctionCallInfo) -> bool {
+    // SAFETY: the caller's contract; a syscache lookup by OID.
+    unsafe {
+        let collation = (*fcinfo).fncollation;
+        collation != pg_sys::InvalidOid
+            && (collation == pg_sys::C_COLLATION_OID
+                || collation == pg_sys::POSIX_COLLATION_OID
+                || pg_sys::get_collation_isdeterministic(collation))
+    }
+}
+
+macro_rules! case_function {
+    ($finfo:ident, $name:ident, $builtin:ident) => {
+        v1_function!($finfo, $name, |fcinfo| {
+            // SAFETY: STRICT, one text argument; the built-in is called with it once it is
+            // short enough and the collation known.
+            unsafe {
+                if text_bytes(fcinfo, 0) > CASE_BYTES || !collation_usable(fcinfo) {
+                    return return_null(fcinfo);
+                }
+                pg_sys::$builtin(fcinfo)
+            }
+        });
+    };
+}
+
+case_function!(pg_finfo_dp_total_lower, dp_total_lower, lower);
+case_function!(pg_finfo_dp_total_upper, dp_total_upper, upper);
+
+/// Whether a LIKE pattern is one PostgreSQL can match: it must not end
+/// with an escape character (`\`) that escapes nothing. PostgreSQL finds
+/// that only when matching reaches the pattern's end, which depends on the
+/// text matched.
+///
+/// # Safety
+/// Argument `i` of a live call, declared text, not NULL.
+unsafe fn like_pattern_valid(fcinfo: pg_sys::FunctionCallInfo, i: usize) -> bool {
+    // SAFETY: the caller's contract; the pattern is detoasted and read as bytes (in every server
+    // encoding `\` is the byte 0x5C and never a trailing byte of a character).
+    unsafe {
+        let pattern = pg_sys::pg_detoast_datum_packed(arg_datum(fcinfo, i).cast_mut_ptr());
+        let bytes = std::slice::from_raw_parts(pgrx::vardata_any(pattern.cast()).cast::<u8>(), pgrx::varsize_any_exhdr(pattern.cast()));
+        let mut escaped = false;
+        for &b in bytes {
+            escaped = !escaped && b == b'\\';
+        }
+        !escaped
+    }
+}
+
+macro_rules! like_function {
+    ($finfo:ident, $name:ident, $builtin:ident, $case:expr) => {
+        v1_function!($finfo, $name, |fcinfo| {
+            // SAFETY: STRICT, two text arguments; the built-in is called with them once the
+            // pattern is valid, the collation usable and (for ILIKE) both short enough.
+            unsafe {
+                if !like_pattern_valid(fcinfo, 1)
+                    || !collation_usable(fcinfo)
+                    || ($case && (text_bytes(fcinfo, 0) > CASE_BYTES || text_bytes(fcinfo, 1) > CASE_BYTES))
+                {
+                    return return_null(fcinfo);
+                }
+                pg_sys::$builtin(fcinfo)
+            }
+        });
+    };
+}
+
+like_function!(pg_finfo_dp_total_textlike, dp_total_textlike, textlike, false);
+like_function!(pg_finfo_dp_total_textnlike, dp_total_textnlike, textnlike, false);
+like_function!(pg_finfo_dp_total_texticlike, dp_total_texticlike, texticlike, true);
+like_function!(pg_finfo_dp_total_texticnlike, dp_total_texticnlike, texticnlike, true);
+
+// substr(text, start, length): NULL for a negative length (PostgreSQL raises).
+v1_function!(pg_finfo_dp_total_text_substr, dp_total_text_substr, |fcinfo| {
+    // SAFETY: STRICT, declared (text, int4, int4); the built-in is called with the same arguments.
+    unsafe {
+        if int(fcinfo, 2) < 0 {
+            return return_null(fcinfo);
+        }
+        pg_sys::text_substr(fcinfo)
+    }
+});
+
+/// Microseconds in 1001 years: a timestamp this far inside its type's range
+/// stays inside when truncated to a millennium or moved by a time zone.
+const MARGIN_USECS: i64 = 1001 * 366 * 86_400 * 1_000_000;
+/// The finite timestamps: [MIN_TIMESTAMP, END_TIMESTAMP) of datatype/timestamp.h.
+const MIN_TIMESTAMP: i64 = -211_813_488_000_000_000;
+const END_TIMESTAMP: i64 = 9_223_371_331_200_000_000;
+/// The dates (days from 2000-01-01) that convert to a timestamp at least
+/// MARGIN_USECS inside its range.
+const MARGIN_DAYS: i64 = MARGIN_USECS / 86_400_000_000;
+const MIN_DATE: i64 = MIN_TIMESTAMP / 86_400_000_000 + MARGIN_DAYS;
+const END_DATE: i64 = END_TIMESTAMP / 86_400_000_000 - MARGIN_DAYS;
+
+/// A timestamp (with or without time zone) the date functions may be
+/// given: ±infinity, or at least 1001 years inside the range.
+fn timestamp_usable(t: i64) -> bool {
+    t == i64::MIN || t == i64::MAX || (t >= MIN_TIMESTAMP + MARGIN_USECS && t < END_TIMESTAMP - MARGIN_USECS)
+}
+
+/// A date the date functions may be given (as a timestamp): ±infinity, or
+/// one whose timestamp is usable.
+fn date_usable(d: i32) -> bool {
+    d == i32::MIN || d == i32::MAX || (i64::from(d) >= MIN_DATE && i64::from(d) < END_DATE)
+}
+
+/// Units of date_trunc on timestamps (and of date_part, extract below).
+const TRUNC_UNITS: &[&str] = &[
+    "microseconds", "milliseconds", "second", "seconds", "minute", "minutes", "hour", "hours", "day", "days", "week",
+    "weeks", "month", "months", "quarter", "year", "years", "decade", "decades", "century", "centuries", "millennium",
+    "millennia",
+];
+/// Units of date_part and extract on timestamps: those, and the fields that
+/// are not truncation units. (No time zone fields: PostgreSQL refuses
+/// them for timestamp without time zone.)
+const PART_UNITS: &[&str] = &["dow", "isodow", "doy", "isoyear", "epoch", "julian"];
+/// Units of extract on dates: no time of day.
+const DATE_UNITS: &[&str] = &[
+    "day", "days", "week", "weeks", "month", "months", "quarter", "year", "years", "decade", "decades", "century",
+    "centuries", "millennium", "millennia", "dow", "isodow", "doy", "isoyear", "epoch", "julian",
+];
+
+/// Whether argument `i` (text) names one of `units` (case-insensitive, as
+/// PostgreSQL lowercases it).
+///
+/// # Safety
+/// Argument `i` of a live call, declared text, not NULL.
+unsafe fn unit_in(fcinfo: pg_sys::FunctionCallInfo, i: usize, units: &[&[&str]]) -> bool {
+    // SAFETY: the caller's contract; the text is detoasted and read as bytes.
+    unsafe {
+        if text_bytes(fcinfo, i) > 16 {
+            return false;
+        }
+        let unit = pg_sys::pg_detoast_datum_packed(arg_datum(fcinfo, i).cast_mut_ptr());
+        let bytes = std::slice::from_raw_parts(pgrx::vardata_any(unit.cast()).cast::<u8>(), pgrx::varsize_any_exhdr(unit.cast()));
+        units.iter().any(|list| list.iter().any(|u| u.as_bytes().eq_ignore_ascii_case(bytes)))
+    }
+}
+
+macro_rules! timestamp_function {
+    ($finfo:ident, $name:ident, $builtin:ident, $units:expr) => {
+        v1_function!($finfo, $name, |fcinfo| {
+            // SAFETY: STRICT, declared (text, timestamp[tz]); the built-in is called with the same
+            // arguments once the unit is one it knows and the timestamp far from the range's ends.
+            unsafe {
+                if !unit_in(fcinfo, 0, $units) || !timestamp_usable(int(fcinfo, 1)) {
+                    return return_null(fcinfo);
+                }
+                pg_sys::$builtin(fcinfo)
+            }
+        });
+    };
+}
+
+timestamp_function!(pg_finfo_dp_total_timestamp_trunc, dp_total_timestamp_trunc, timestamp_trunc, &[TRUNC_UNITS]);
+timestamp_function!(pg_finfo_dp_total_timestamptz_trunc, dp_total_timestamptz_trunc, timestamptz_trunc, &[TRUNC_UNITS]);
+timestamp_function!(pg_finfo_dp_total_timestamp_part, dp_total_timestamp_part, timestamp_part, &[TRUNC_UNITS, PART_UNITS]);
+timestamp_function!(pg_finfo_dp_total_timestamptz_part, dp_total_timestamptz_part, timestamptz_part, &[TRUNC_UNITS, PART_UNITS]);
+timestamp_function!(pg_finfo_dp_total_extract_timestamp, dp_total_extract_timestamp, extract_timestamp, &[TRUNC_UNITS, PART_UNITS]);
+timestamp_function!(pg_finfo_dp_total_extract_timestamptz, dp_total_extract_timestamptz, extract_timestamptz, &[TRUNC_UNITS, PART_UNITS]);
+
+// extract(unit FROM date).
+v1_function!(pg_finfo_dp_total_extract_date, dp_total_extract_date, |fcinfo| {
+    // SAFETY: STRICT, declared (text, date); the built-in is called with the same arguments once
+    // the unit is one it knows for dates.
+    unsafe {
+        if !unit_in(fcinfo, 0, &[DATE_UNITS]) || !date_usable(int(fcinfo, 1) as i32) {
+            return return_null(fcinfo);
+        }
+        pg_sys::extract_date(fcinfo)
+    }
+});
+
+// date_part(unit, date): PostgreSQL's is SQL, date_part(unit, date::timestamp).
+v1_function!(pg_finfo_dp_total_date_part_date, dp_total_date_part_date, |fcinfo| {
+    // SAFETY: STRICT, declared (text, date); the date argument is replaced by its timestamp
+    // (exact in range, as date2timestamp computes it) and timestamp_part called with both.
+    unsafe {
+        let d = int(fcinfo, 1) as i32;
+        if !unit_in(fcinfo, 0, &[TRUNC_UNITS, PART_UNITS]) || !date_usable(d) {
+            return return_null(fcinfo);
+        }
+        let t = match d {
+            i32::MIN => i64::MIN,
+            i32::MAX => i64::MAX,
+            d => i64::from(d) * 86_400_000_000,
+        };
+        (*(*fcinfo).args.as_mut_ptr().add(1)).value = i64_datum(t);
+        pg_sys::timestamp_part(fcinfo)
+    }
+});
+
+macro_rules! date_cast {
+    ($finfo:ident, $name:ident, $builtin:ident) => {
+        v1_function!($finfo, $name, |fcinfo| {
+            // SAFETY: STRICT, one date argument; the built-in is called with it once it converts.
+            unsafe {
+                if !date_usable(int(fcinfo, 0) as i32) {
+                    return return_null(fcinfo);
+                }
+                pg_sys::$builtin(fcinfo)
+            }
+        });
+    };
+}
+
+date_cast!(pg_finfo_dp_total_date_timestamp, dp_total_date_timestamp, date_timestamp);
+date_cast!(pg_finfo_dp_total_date_timestamptz, dp_total_date_timestamptz, date_timestamptz);
+
+/// Whether make_date accepts (year, month, day): a real day of the
+/// proleptic Gregorian calendar (year 0 does not exist; -1 is 1 BC), within
+/// years 4713 BC to 5874897 AD less a year at each end.
+fn real_date(year: i64, month: i64, day: i64) -> bool {
+    if year == 0 || !(-4712..=5_874_896).contains(&year) || !(1..=12).contains(&month) || day < 1 {
+        return false;
+    }
+    let y = if year < 0 { year + 1 } else { year };
+    let leap = y.rem_euclid(4) == 0 && (y.rem_euclid(100) != 0 || y.rem_euclid(400) == 0);
+    let days = match month {
+        2 if leap => 29,
+        2 => 28,
+        4 | 6 | 9 | 11 => 30,
+        _ => 31,
+    };
+    day <= days
+}
+
+// make_date(year, month, day): NULL for a day that does not exist.
+v1_function!(pg_finfo_dp_total_make_date, dp_total_make_date, |fcinfo| {
+    // SAFETY: STRICT, three int4 arguments; the built-in is called with them once they name a real day.
+    unsafe {
+        if !real_date(int(fcinfo, 0), int(fcinfo, 1), int(fcinfo, 2)) {
+            return return_null(fcinfo);
+        }
+        pg_sys::make_date(fcinfo)
+    }
+});
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn casts_round_half_even_and_stop_at_the_range() {
+        assert_eq!(super::float_to_int(2.5, super::I32_RANGE.0, super::I32_RANGE.1), Some(2));
+        assert_eq!(super::float_to_int(2147483647.4, super::I32_RANGE.0, super::I32_RANGE.1), Some(2147483647));
+        assert_eq!(super::float_to_int(2147483647.6, super::I32_RANGE.0, super::I32_RANGE.1), None);
+        assert_eq!(super::float_to_int(f64::NAN, super::I64_RANGE.0, super::I64_RANGE.1), None);
+    }
+}

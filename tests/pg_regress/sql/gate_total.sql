@@ -1,0 +1,144 @@
+-- Total forms (issue 36): in an analyst's statement over protected
+-- tables, built-ins that can raise on some value are replaced by dpnoise's
+-- total forms (src/total.rs, src/gate/substitute.rs, docs/analysts.md).
+DO $$ BEGIN
+    CREATE ROLE dp_total_analyst LOGIN;
+EXCEPTION WHEN duplicate_object THEN NULL; END $$;
+CREATE TABLE tv (person_id int PRIMARY KEY, n int, big bigint, amount float8, num numeric, site text, d date, ts timestamp, w float8 DEFAULT 1);
+INSERT INTO tv SELECT i, i, i * 1000, i * 1.5, i / 7.0, 's' || (i % 20), date '2024-01-01' + i, timestamp '2024-01-01' + i * interval '1 hour'
+FROM generate_series(1, 2000) i;
+CREATE TABLE months (m int);
+INSERT INTO months SELECT generate_series(1, 12);
+GRANT SELECT ON tv, months TO dp_total_analyst;
+SELECT dp_protect('tv', 'person_id');
+SELECT dp_analyst('dp_total_analyst');
+SELECT dp_budget_grant('dp_total_analyst', 1e6, 1);
+-- The attacks below would work with PostgreSQL's own functions allowed:
+-- the DBA allows them here, so only the substitution stands between the
+-- analyst and the 1-bit oracle (a test that fails if it is switched off).
+SELECT count(*) FROM (SELECT dp_allow_function(f::regprocedure) FROM unnest(ARRAY[
+  'int4mul(int,int)', 'int4div(int,int)', 'float8mul(float8,float8)', 'float8div(float8,float8)',
+  'numeric_div(numeric,numeric)', 'int4(float8)', 'int8(numeric)', 'textlike(text,text)',
+  'timestamptz(date)', 'date_part(text,timestamp)', 'make_date(int,int,int)',
+  'width_bucket(float8,float8,float8,int)', 'substr(text,int,int)', 'extract(text,date)', 'int4mi(int,int)',
+  'int4pl(int,int)', 'float8mi(float8,float8)', 'numeric_sub(numeric,numeric)', 'numeric_mul(numeric,numeric)',
+  'date_trunc(text,timestamptz)']) f) s;
+\c - dp_total_analyst
+\set VERBOSITY terse
+
+-- 1. Each total form on the extreme values of its types (NULL or
+-- ±Infinity where PostgreSQL raises). Called directly: any role may.
+SELECT a, b, dp_total_int4pl(a, b) pl, dp_total_int4mi(a, b) mi, dp_total_int4mul(a, b) mul,
+       dp_total_int4div(a, b) div, dp_total_int4mod(a, b) mod
+FROM unnest('{-2147483648,-1,0,2147483647}'::int[]) a, unnest('{-2147483648,-1,0,2}'::int[]) b ORDER BY 1, 2;
+SELECT a, dp_total_int4um(a) um, dp_total_int4abs(a) ab, dp_total_int8um(a) um8, dp_total_int8abs(a) ab8
+FROM unnest('{-2147483648,0,2147483647}'::int[]) a ORDER BY 1;
+SELECT a, b, dp_total_int8pl(a, b) pl, dp_total_int8mi(a, b) mi, dp_total_int8mul(a, b) mul,
+       dp_total_int8div(a, b) div, dp_total_int8mod(a, b) mod
+FROM unnest('{-9223372036854775808,-1,0,9223372036854775807}'::bigint[]) a, unnest('{-9223372036854775808,-1,0,2}'::bigint[]) b ORDER BY 1, 2;
+SELECT dp_total_int8um(-9223372036854775808) AS um, dp_total_int8abs(-9223372036854775808) AS ab,
+       dp_total_int4_int8(2147483648) AS beyond, dp_total_int4_int8(-2147483648) AS edge;
+SELECT a, b, dp_total_float8pl(a, b) pl, dp_total_float8mi(a, b) mi, dp_total_float8mul(a, b) mul, dp_total_float8div(a, b) div
+FROM unnest('{NaN,-Infinity,-1e308,-0,0,1e-308,Infinity}'::float8[]) a, unnest('{NaN,-0,0,1e308}'::float8[]) b ORDER BY 1, 2;
+SELECT a, dp_total_int4_float8(a) i4, dp_total_int8_float8(a) i8, dp_total_float4_float8(a) f4,
+       dp_total_int4_float4(a::float4) i4f4, dp_total_int8_float4(a::float4) i8f4
+FROM unnest('{NaN,-Infinity,-9.3e18,-2147483648.4,-2147483648.6,2.5,2147483647.5,1e39,Infinity}'::float8[]) a
+WHERE abs(a) < 1e38 OR a = 'NaN' OR a::text LIKE '%Infinity' ORDER BY 1;
+SELECT dp_total_float4_float8(1e39) f4_over, dp_total_float4_float8(1e-50) f4_under,
+       dp_total_float4mul(1e38, 10) mul4, dp_total_float4div(1, 0) div4, dp_total_float4pl('NaN', 1) pl4, dp_total_float4mi(-3e38, 3e38) mi4;
+SELECT a, b, dp_total_numeric_add(a, b) add, dp_total_numeric_sub(a, b) sub, dp_total_numeric_mul(a, b) mul,
+       dp_total_numeric_div(a, b) div, dp_total_numeric_mod(a, b) mod
+FROM unnest('{NaN,-Infinity,-1.5,0,7,Infinity}'::numeric[]) a, unnest('{NaN,0,-2,Infinity}'::numeric[]) b ORDER BY 1, 2;
+-- Overflow of the numeric format itself.
+SELECT dp_total_numeric_mul(1e100000, 1e100000) mul, dp_total_numeric_div(1e131000, 1e-16000) div,
+       dp_total_float8_numeric(1e400) f8, dp_total_float8_numeric(-1e400) f8n, dp_total_float8_numeric('NaN') f8nan;
+SELECT a, dp_total_int4_numeric(a) i4, dp_total_int8_numeric(a) i8, dp_total_numeric_round0(a) r,
+       dp_total_numeric_round(a, 1) r1, dp_total_numeric_floor(a) fl, dp_total_numeric_ceil(a) ce
+FROM unnest('{NaN,-Infinity,-9223372036854775808.5,-9223372036854775808.4,-2147483648.5,2.5,2147483647.4,9223372036854775807.5,Infinity}'::numeric[]) a ORDER BY 1;
+SELECT x, dp_total_width_bucket_float8(x, 0, 100, 10) wb, dp_total_width_bucket_float8(x, 0, 0, 10) eq,
+       dp_total_width_bucket_float8(x, 0, 100, 0) zero, dp_total_width_bucket_float8(x, 0, 'Infinity', 10) inf,
+       dp_total_width_bucket_float8(x, 0, 100, 2147483647) max, dp_total_width_bucket_numeric(x::numeric, 0, 100, 10) wbn
+FROM unnest('{NaN,-Infinity,-1,50,100,Infinity}'::float8[]) x ORDER BY 1;
+SELECT s, dp_total_lower(s) lo, dp_total_upper(s) up, dp_total_text_substr(s, 2, 3) sub, dp_total_text_substr(s, -5, -1) neg,
+       dp_total_text_substr(s, 2147483647, 2147483647) far, dp_total_textlike(s, 'É%') l, dp_total_textlike(s, 'a\') bad,
+       dp_total_texticlike(s, 'é%') il, dp_total_textnlike(s, '%\\') nl, dp_total_texticnlike(s, '\') bad2
+FROM unnest(ARRAY['', 'Élan', 'a\', 'ÉTÉ']) s ORDER BY 1;
+SELECT dp_total_lower(repeat('A', 70000000)) IS NULL AS over_64mb;
+SELECT u, dp_total_timestamp_trunc(u, ts) tr, dp_total_timestamp_part(u, ts) part, dp_total_extract_timestamp(u, ts) ext
+FROM unnest(ARRAY['month', 'WEEK', 'millennium', 'dow', 'epoch', 'timezone', 'bogus', '']) u,
+     unnest(ARRAY['-infinity', '2024-02-29 13:45', 'infinity']::timestamp[]) ts ORDER BY 1, 2 NULLS FIRST, 3;
+SELECT ts, dp_total_timestamp_trunc('millennium', ts) tr, dp_total_timestamptz_trunc('week', ts::timestamptz) trtz,
+       dp_total_timestamptz_part('year', ts::timestamptz) parttz, dp_total_extract_timestamptz('julian', ts::timestamptz) exttz
+FROM unnest(ARRAY['4713-01-01 00:00 BC', '3000-01-01 BC', '294276-12-30 23:59', '290000-01-01']::timestamp[]) ts ORDER BY 1;
+SELECT u, d, dp_total_extract_date(u, d) ext, dp_total_date_part_date(u, d) part
+FROM unnest(ARRAY['day', 'hour', 'isoyear', 'epoch']) u,
+     unnest(ARRAY['-infinity', '4714-11-24 BC', '2024-02-29', '5874897-12-31', 'infinity']::date[]) d ORDER BY 1, 2;
+SELECT d, dp_total_date_timestamp(d) ts, dp_total_date_timestamptz(d) IS NULL tz_null
+FROM unnest(ARRAY['-infinity', '4714-11-24 BC', '2024-02-29', '294276-12-31', '5874897-12-31', 'infinity']::date[]) d ORDER BY 1;
+SELECT y, m, dd, dp_total_make_date(y, m, dd) FROM (VALUES (2024, 2, 29), (2023, 2, 29), (0, 1, 1), (-1, 2, 29), (-5, 2, 29),
+  (2024, 13, 1), (2024, 4, 31), (2024, 1, 0), (-4713, 12, 31), (5874897, 12, 31), (2147483647, 1, 1)) v(y, m, dd) ORDER BY 1, 2, 3;
+
+-- 2. Admitted now on protected columns: the analyst writes plain SQL.
+SELECT count(*) FROM (SELECT floor(amount / 100) * 100 AS bucket, dp_count(1.0) c FROM tv GROUP BY 1) s;
+SELECT dp_sum(amount * 1.1, 1.0, 0, 5000) > 0 AS ok, dp_sum(n * n, 1.0, 0, 1e7) > 0 AS squares FROM tv;
+SELECT date_trunc('month', d) AS month, dp_count(1.0) > 50 AS busy FROM tv GROUP BY 1 ORDER BY 1 LIMIT 3;
+SELECT extract(month FROM d) AS month, dp_count(1.0) > 50 AS busy FROM tv GROUP BY 1 ORDER BY 1 LIMIT 3;
+SELECT width_bucket(amount, 0, 3000, 10) AS bucket, dp_count(1.0) > 50 AS busy FROM tv GROUP BY 1 ORDER BY 1 LIMIT 3;
+SELECT dp_count(1.0) > 0 AS ok FROM tv WHERE site LIKE 's1%' AND lower(site) = 's1' AND substr(site, 1, 2) = 's1'
+  AND upper(site) ILIKE 'S%' AND length(site) = 2;
+SELECT dp_count(1.0) > 0 AS ok FROM tv WHERE num > 3 AND n > 2.5 AND amount > num AND big::int > 0 AND amount::int > 0
+  AND round(num) > 1 AND abs(n - 3) > 5 AND greatest(n, 5) > 6 AND coalesce(num, 0) < 100 AND -n < 0 AND n % 7 = 1;
+SELECT dp_count(1.0) > 0 AS ok FROM tv WHERE make_date(2024, n % 12 + 1, 1) > date '2024-03-01' AND date_part('dow', ts) = 1;
+-- HAVING on a noisy answer with a numeric literal (numeric_gt is total).
+SELECT dp_count(1.0) > 0 AS ok FROM tv HAVING dp_count(1.0) > 100.5;
+SELECT site, dp_count(1.0) > 0 AS ok FROM tv GROUP BY site HAVING dp_count(1.0) > 0.5 ORDER BY 1 LIMIT 2;
+-- The public side of a listed-key join: arithmetic and make_date there.
+SELECT k.m + 1 AS next, dp_count(1.0) > 0 AS ok
+FROM months k LEFT JOIN tv t ON t.d >= make_date(2024, k.m, 1) AND t.d < make_date(2024, k.m, 28) AND t.n > k.m * 10
+GROUP BY k.m ORDER BY 1 LIMIT 3;
+
+-- 3. Still refused, each naming what to write instead.
+SELECT outcome('SELECT dp_count(1.0) FROM tv WHERE site ~ ''s1''');
+SELECT outcome('SELECT to_char(d, ''YYYY-MM''), dp_count(1.0) FROM tv GROUP BY 1');
+SELECT outcome('SELECT dp_count(1.0) FROM tv WHERE n::int2 > 0');
+
+-- 4. The attacks: a statement, at ε 2^-30, whose error or success would
+-- depend on one person's value. With the total forms it succeeds whatever
+-- the value (each pair runs with two values of person 1's row).
+\c - postgres
+UPDATE tv SET n = 5, amount = 5, num = 5, site = 'a\', d = '5874897-12-31', w = 'NaN' WHERE person_id = 1;
+\c - dp_total_analyst
+\set VERBOSITY terse
+-- (temp tables live per session: recreated for each secret.)
+CREATE TEMP TABLE attacks AS SELECT * FROM (VALUES
+  ('int4 overflow', 'n * 1000000000 > 0'), ('int4 division by zero', '10 / (n - 5) > 0'), ('float8 overflow', 'amount * 1e308 > 0'),
+  ('float8 division by zero', '1 / (amount - 5) > 0'), ('numeric division by zero', '1 / (num - 5) > 0'),
+  ('float8 to int4', '(amount * 1e9)::int > 0'), ('numeric to int8', '(num * 2e18)::int8 > 0'),
+  ('LIKE pattern from a protected value', '''abc'' LIKE site'), ('date beyond timestamp', 'date_trunc(''month'', d) > ''2000-01-01'''),
+  ('unit from a protected value', 'date_part(site, ts) > 0'), ('make_date of a protected month', 'make_date(2024, n + 8, 1) > ''2000-01-01'''),
+  ('width_bucket of NaN', 'width_bucket(w, 0, 100, 10) > 0'), ('negative substring length', 'substr(site, 1, 5 - n - 1) = ''x'''),
+  ('extract unit from a protected value', 'pg_catalog.extract(site, d) > 0')) a(name, sql);
+SELECT name, outcome('SELECT dp_count(2^(-30)) FROM tv WHERE person_id = 1 AND ' || sql) FROM attacks ORDER BY 1;
+\c - postgres
+UPDATE tv SET n = 1, amount = 1.5, num = 1 / 7.0, site = 'day', d = '2024-01-02', w = 1 WHERE person_id = 1;
+\c - dp_total_analyst
+\set VERBOSITY terse
+CREATE TEMP TABLE attacks AS SELECT * FROM (VALUES
+  ('int4 overflow', 'n * 1000000000 > 0'), ('int4 division by zero', '10 / (n - 5) > 0'), ('float8 overflow', 'amount * 1e308 > 0'),
+  ('float8 division by zero', '1 / (amount - 5) > 0'), ('numeric division by zero', '1 / (num - 5) > 0'),
+  ('float8 to int4', '(amount * 1e9)::int > 0'), ('numeric to int8', '(num * 2e18)::int8 > 0'),
+  ('LIKE pattern from a protected value', '''abc'' LIKE site'), ('date beyond timestamp', 'date_trunc(''month'', d) > ''2000-01-01'''),
+  ('unit from a protected value', 'date_part(site, ts) > 0'), ('make_date of a protected month', 'make_date(2024, n + 8, 1) > ''2000-01-01'''),
+  ('width_bucket of NaN', 'width_bucket(w, 0, 100, 10) > 0'), ('negative substring length', 'substr(site, 1, 5 - n - 1) = ''x'''),
+  ('extract unit from a protected value', 'pg_catalog.extract(site, d) > 0')) a(name, sql);
+SELECT name, outcome('SELECT dp_count(2^(-30)) FROM tv WHERE person_id = 1 AND ' || sql) FROM attacks ORDER BY 1;
+\c - postgres
+SELECT count(*) FROM (SELECT dp_allow_function(f::regprocedure, false) FROM unnest(ARRAY[
+  'int4mul(int,int)', 'int4div(int,int)', 'float8mul(float8,float8)', 'float8div(float8,float8)',
+  'numeric_div(numeric,numeric)', 'int4(float8)', 'int8(numeric)', 'textlike(text,text)',
+  'timestamptz(date)', 'date_part(text,timestamp)', 'make_date(int,int,int)',
+  'width_bucket(float8,float8,float8,int)', 'substr(text,int,int)', 'extract(text,date)', 'int4mi(int,int)',
+  'int4pl(int,int)', 'float8mi(float8,float8)', 'numeric_sub(numeric,numeric)', 'numeric_mul(numeric,numeric)',
+  'date_trunc(text,timestamptz)']) f) s;
+SELECT dp_unprotect('tv');
+DROP TABLE tv, months;
