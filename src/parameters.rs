@@ -54,9 +54,20 @@ pub unsafe fn share_call(node: *mut pg_sys::Node) -> Option<*mut pg_sys::List> {
             return None;
         }
         let call = node as *mut pg_sys::FuncExpr;
-        let name = pg_sys::get_func_name((*call).funcid);
+        share_function((*call).funcid).then_some((*call).args)
+    }
+}
+
+/// Whether `funcid` is dpnoise's `dp_share`.
+///
+/// # Safety
+/// Inside a transaction (catalog lookups by OID).
+pub unsafe fn share_function(funcid: pg_sys::Oid) -> bool {
+    // SAFETY: the caller's contract; unknown OIDs answer null / InvalidOid.
+    unsafe {
+        let name = pg_sys::get_func_name(funcid);
         let named = !name.is_null() && std::ffi::CStr::from_ptr(name).to_bytes() == b"dp_share";
-        (named && !untrusted((*call).funcid)).then_some((*call).args)
+        named && !untrusted(funcid)
     }
 }
 

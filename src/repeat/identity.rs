@@ -284,6 +284,47 @@ pub fn byte_equal(type_: pg_sys::Oid, collation: pg_sys::Oid) -> bool {
     exact.contains(&type_) && (collation == InvalidOid || unsafe { get_collation_isdeterministic(collation) })
 }
 
+/// Whether `q`'s window is the gate's per-person bounding (`per_person`),
+/// whose rows are a function of the data: one window, partitioned by a
+/// column and ordered by dpnoise's choice key of that column and others,
+/// every output that is not one of dpnoise's window functions among the
+/// key's parts (so every row of a run shows the same values, up to the
+/// normalisation `key_type_supported` allows).
+///
+/// # Safety
+/// `q` is a live Query; inside a transaction.
+unsafe fn bounding_window(q: *mut pg_sys::Query, extension: pg_sys::Oid) -> bool {
+    // SAFETY: the caller's contract; casts follow node tags; syscache lookups by OID.
+    unsafe {
+        let ours = |funcid: pg_sys::Oid| {
+            extension != pg_sys::InvalidOid && pg_sys::getExtensionOfObject(pg_sys::ProcedureRelationId, funcid) == extension
+        };
+        let windows = list_items::<pg_sys::WindowClause>((*q).windowClause);
+        let [window] = windows[..] else { return false };
+        let (partition, order) =
+            (list_items::<pg_sys::SortGroupClause>((*window).partitionClause), list_items::<pg_sys::SortGroupClause>((*window).orderClause));
+        let ([partition], [order]) = (&partition[..], &order[..]) else { return false };
+        let expr = |clause: *mut pg_sys::SortGroupClause| (*pg_sys::get_sortgroupclause_tle(clause, (*q).targetList)).expr as *mut pg_sys::Node;
+        let key = expr(*order);
+        if key.is_null() || (*key).type_ != pg_sys::NodeTag::T_FuncExpr || !ours((*(key as *mut pg_sys::FuncExpr)).funcid) {
+            return false;
+        }
+        let parts = list_items::<pg_sys::Node>((*(key as *mut pg_sys::FuncExpr)).args);
+        let among = |node: *mut pg_sys::Node| parts.iter().any(|p| pg_sys::equal((*p).cast(), node.cast()));
+        if !among(expr(*partition)) {
+            return false;
+        }
+        list_items::<pg_sys::TargetEntry>((*q).targetList).into_iter().all(|entry| {
+            let e = (*entry).expr as *mut pg_sys::Node;
+            if (*e).type_ == pg_sys::NodeTag::T_WindowFunc {
+                return ours((*(e as *mut pg_sys::WindowFunc)).winfnoid);
+            }
+            pg_sys::equal(e.cast(), key.cast())
+                || among(e) && key_type_supported(pg_sys::exprType(e), pg_sys::exprCollation(e))
+        })
+    }
+}
+
 /// Whether a set operation tree removes duplicates anywhere (UNION,
 /// INTERSECT or EXCEPT without ALL keep one of several equal rows).
 ///
@@ -369,7 +410,7 @@ unsafe extern "C-unwind" fn checker(node: *mut pg_sys::Node, context: *mut c_voi
                     || !q.limitCount.is_null()
                     || !q.limitOffset.is_null()
                     || q.hasDistinctOn
-                    || q.hasWindowFuncs
+                    || (q.hasWindowFuncs && !bounding_window(node as *mut pg_sys::Query, check.extension))
                     || q.hasRecursive
                     || q.hasModifyingCTE
                     || !q.rowMarks.is_null()
@@ -446,6 +487,10 @@ unsafe extern "C-unwind" fn checker(node: *mut pg_sys::Node, context: *mut c_voi
             // bytea_output, DateStyle, TimeZone, xmlbinary), whatever the
             // output function's volatility says.
             // XMLTABLE reads its columns with input functions, which follow DateStyle and TimeZone.
+            // dpnoise's per-person window (`bounding_window` checked its level).
+            T_WindowFunc
+                if pg_sys::getExtensionOfObject(pg_sys::ProcedureRelationId, (*(node as *mut pg_sys::WindowFunc)).winfnoid)
+                    == check.extension => {}
             T_WindowFunc | T_SQLValueFunction | T_NextValueExpr | T_CurrentOfExpr | T_PlaceHolderVar | T_CoerceViaIO
             | T_XmlExpr | T_TableFunc => return fail(check),
             T_Param => {
@@ -478,7 +523,11 @@ unsafe extern "C-unwind" fn function_not_ours(funcid: pg_sys::Oid, context: *mut
         let own = u32::from(funcid) < pg_sys::FirstNormalObjectId
             || (check.extension != pg_sys::InvalidOid
                 && pg_sys::getExtensionOfObject(pg_sys::ProcedureRelationId, funcid) == check.extension);
-        !(own && pg_sys::func_volatile(funcid) == pg_sys::PROVOLATILE_IMMUTABLE as std::ffi::c_char) || setting_dependent(funcid)
+        // dp_share is STABLE only to stay a call in the plan (its total is
+        // charged): a function of its arguments.
+        let share = own && crate::parameters::share_function(funcid);
+        !(own && (share || pg_sys::func_volatile(funcid) == pg_sys::PROVOLATILE_IMMUTABLE as std::ffi::c_char))
+            || setting_dependent(funcid)
     }
 }
 

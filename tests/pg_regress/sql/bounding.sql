@@ -210,6 +210,44 @@ SELECT outcome('SELECT l.region, dp_count(1.0) FROM listed_regions l LEFT JOIN t
 SELECT count(*) AS charged_for_refusals FROM dp_my_ledger WHERE id > (SELECT seen FROM charges);
 RESET dpnoise.selection_delta;
 
+-- Repeated releases (issue 38): a person's groups are chosen by a keyed
+-- hash of their own rows and their values summed exactly, so a bounded
+-- release of a tracked table asked again is the same answer, and free.
+\c - postgres
+SELECT dp_track('trips');
+\c - dp_bound_analyst
+SELECT max(id) AS seen FROM dp_my_ledger \gset
+SELECT string_agg(format('%s %s %s', region, c, s), ', ' ORDER BY region) AS first
+FROM (SELECT region, dp_count(1.0) AS c, dp_sum(amount, 1.0, 0, 1000) AS s FROM trips GROUP BY region) x \gset
+SELECT string_agg(format('%s %s %s', region, c, s), ', ' ORDER BY region) AS again
+FROM (SELECT region, dp_count(1.0) AS c, dp_sum(amount, 1.0, 0, 1000) AS s FROM trips GROUP BY region) x \gset
+SELECT :'first' = :'again' AS same_answer, count(*) AS charged FROM dp_my_ledger WHERE id > :seen;
+-- Another k is another release.
+SET dpnoise.max_groups_contributed = 1;
+SELECT string_agg(format('%s %s %s', region, c, s), ', ' ORDER BY region) AS other_k
+FROM (SELECT region, dp_count(1.0) AS c, dp_sum(amount, 1.0, 0, 1000) AS s FROM trips GROUP BY region) x \gset
+RESET dpnoise.max_groups_contributed;
+SELECT :'first' <> :'other_k' AS fresh, count(*) AS charged FROM dp_my_ledger WHERE id > :seen;
+-- A write makes it fresh.
+\c - postgres
+INSERT INTO trips VALUES (1, 'north', 10, 1);
+\c - dp_bound_analyst
+SELECT max(id) AS seen FROM dp_my_ledger \gset
+SELECT string_agg(format('%s %s %s', region, c, s), ', ' ORDER BY region) AS written
+FROM (SELECT region, dp_count(1.0) AS c, dp_sum(amount, 1.0, 0, 1000) AS s FROM trips GROUP BY region) x \gset
+SELECT :'first' <> :'written' AS fresh, count(*) AS charged FROM dp_my_ledger WHERE id > :seen;
+-- A window of the bounding's functions that is not the gate's (a
+-- curator's, over rows it does not order by their choice key) is fresh.
+\c - postgres
+SELECT dp_budget_grant('postgres', 1e6, 1);
+CREATE TEMP TABLE seen_curator AS SELECT max(id) AS seen FROM dpnoise.ledger;
+SELECT count(*) > 0 AS answered FROM (SELECT dp_count(1.0) FROM (SELECT region, dp_bound_kept(dp_bound_key(1, person_id), 1)
+  OVER (PARTITION BY person_id ORDER BY amount) AS r FROM trips) t WHERE r IS NOT NULL GROUP BY region) x;
+SELECT count(*) > 0 AS answered FROM (SELECT dp_count(1.0) FROM (SELECT region, dp_bound_kept(dp_bound_key(1, person_id), 1)
+  OVER (PARTITION BY person_id ORDER BY amount) AS r FROM trips) t WHERE r IS NOT NULL GROUP BY region) x;
+SELECT count(*) AS charged_twice FROM dpnoise.ledger WHERE id > (SELECT seen FROM seen_curator);
+SELECT dp_untrack('trips');
+\c - dp_bound_analyst
 \c - postgres
 SELECT dp_analyst('dp_bound_analyst', false);
 SELECT dp_unprotect('extremes'), dp_unprotect('trips'), dp_unprotect('members'), dp_unprotect('trips_neighbour'), dp_unprotect('trips_empty');
