@@ -6,9 +6,11 @@
 //! - the rows, as the analyst wrote them (FROM, joins, WHERE), giving for
 //!   each row its person (the privacy unit), its group keys and the values
 //!   its dpnoise aggregates read;
-//! - one row per person and group: the person's values combined (their
-//!   count, sum or average), and a rank drawn at random among the person's
-//!   groups; only ranks up to `max_groups_contributed` are kept;
+//! - one pass over them, a window partitioned by person and ordered by a
+//!   keyed hash of the person and the group (`per_person`): the first row
+//!   of each of the person's first `max_groups_contributed` groups carries
+//!   the person's combined values (their count, exact sum or average), the
+//!   other rows are dropped;
 //! - the analyst's own aggregates, over those rows, grouped by the keys.
 //!
 //! A person then adds one value to each of at most k groups, whatever the
@@ -16,7 +18,8 @@
 //! as on a table with one row per person. Each group's aggregate spends
 //! `dp_share(ε, k)` (and δ likewise), so a person's k groups together
 //! spend at most the ε written, which is what the statement is charged
-//! (`cost`). Private partition selection is shared the same way.
+//! (`cost`). Private partition selection is shared the same way. The
+//! choice is a function of the person's rows, so the release repeats.
 //!
 //! Just over 600 lines, and kept whole: the three steps are one rewrite,
 //! driven by `bound`, whose parts (the middle step's SQL text, the
@@ -56,7 +59,8 @@ v1_function!(pg_finfo_dp_share, dp_share, |fcinfo| {
     pg_sys::Datum::from(share)
 });
 
-// dp_uniform(): a uniform double in [0, 1), 53 random bits.
+// dp_uniform(): a uniform double in [0, 1), 53 random bits (kept for the
+// SQL function of earlier versions; the gate no longer writes it).
 v1_function!(pg_finfo_dp_uniform, dp_uniform, |_fcinfo| {
     use dpnoise_core::Entropy;
     let bits = crate::rng::with_rng(|rng| rng.next_u64()) >> 11;
