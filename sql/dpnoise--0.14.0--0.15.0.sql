@@ -447,7 +447,7 @@ CREATE FUNCTION dp_query_accuracy(
     aggregate text, epsilon double precision, tables text[],
     lower double precision DEFAULT NULL, upper double precision DEFAULT NULL,
     grouped boolean DEFAULT true, confidence double precision DEFAULT 0.95,
-    delta double precision DEFAULT 0, mechanism text DEFAULT NULL)
+    delta double precision DEFAULT 0.0, mechanism text DEFAULT NULL)
 RETURNS TABLE (max_groups_contributed integer, epsilon_per_group double precision, mechanism text,
                mean_abs_error double precision, std_dev double precision, ci_half_width double precision,
                selection_even_odds bigint, selection_always_kept bigint)
