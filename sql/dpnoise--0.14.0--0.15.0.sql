@@ -438,3 +438,19 @@ COMMENT ON FUNCTION dp_total_date_timestamptz(date) IS
     'Total form of timestamptz(date): NULL (or +-Infinity) where it raises an error; the analyst gate writes it in place of the built-in (docs/analysts.md).';
 COMMENT ON FUNCTION dp_total_make_date(integer, integer, integer) IS
     'Total form of make_date(integer,integer,integer): NULL (or +-Infinity) where it raises an error; the analyst gate writes it in place of the built-in (docs/analysts.md).';
+
+-- dp_query_accuracy takes δ and a mechanism (issue 39): the error of an
+-- (ε, δ) release, whose Gaussian over a person's k groups is calibrated to
+-- the L2 sensitivity across them.
+DROP FUNCTION dp_query_accuracy(text, double precision, text[], double precision, double precision, boolean, double precision);
+CREATE FUNCTION dp_query_accuracy(
+    aggregate text, epsilon double precision, tables text[],
+    lower double precision DEFAULT NULL, upper double precision DEFAULT NULL,
+    grouped boolean DEFAULT true, confidence double precision DEFAULT 0.95,
+    delta double precision DEFAULT 0.0, mechanism text DEFAULT NULL)
+RETURNS TABLE (max_groups_contributed integer, epsilon_per_group double precision, mechanism text,
+               mean_abs_error double precision, std_dev double precision, ci_half_width double precision,
+               selection_even_odds bigint, selection_always_kept bigint)
+STABLE PARALLEL RESTRICTED LANGUAGE c AS 'MODULE_PATHNAME', 'dp_query_accuracy_wrapper';
+COMMENT ON FUNCTION dp_query_accuracy(text, double precision, text[], double precision, double precision, boolean, double precision, double precision, text) IS
+    'The error of one aggregate (count, or sum with its bounds) in a query over these tables, with the contribution bounds the gate applies this session, and the persons a group needs for partition selection to show it; with delta > 0, of the (epsilon, delta) release (a Gaussian over a person''s k groups is calibrated to the L2 sensitivity across them). Spends and draws nothing.';

@@ -185,6 +185,60 @@ pub unsafe fn aggregate_arguments<const N: usize>(
     }
 }
 
+/// The groups a person's contribution is spread over, and the totals of
+/// the arguments at `indices` (ε, δ), when the gate wrote them as
+/// `dp_share(total, k)` (its bounding): each group's release is planned
+/// with the whole (ε, δ) and k (`Request::groups`), which calibrates the
+/// Gaussian to the L2 sensitivity and gives the other mechanisms their
+/// share. An argument not wrapped gives its own value (a share never
+/// exceeds it). None: no argument wrapped, one group.
+///
+/// # Safety
+/// As `aggregate_arguments`.
+pub unsafe fn shared_totals<const N: usize>(
+    fcinfo: pg_sys::FunctionCallInfo,
+    indices: [usize; N],
+    aggregate: &str,
+) -> Option<(u32, [Option<pg_sys::Datum>; N])> {
+    // SAFETY: as aggregate_arguments; share_call's arguments are the gate's (a fixed total, an
+    // int4 constant) and are evaluated as the call's other parameters are.
+    unsafe {
+        let args = original_arguments(fcinfo, aggregate);
+        let context = (*fcinfo).context as *mut pg_sys::AggState;
+        let evaluate = |expr: *mut pg_sys::Expr| -> Option<pg_sys::Datum> {
+            if tag(expr.cast()) == pg_sys::NodeTag::T_Const {
+                let c = expr as *mut pg_sys::Const;
+                return (!(*c).constisnull).then_some((*c).constvalue);
+            }
+            if !crate::parameters::is_fixed(expr.cast()) {
+                errors::varying_parameter(aggregate);
+            }
+            let state = pg_sys::ExecInitExpr(expr, &mut (*context).ss.ps);
+            let mut isnull = false;
+            let value = pg_sys::ExecEvalExprSwitchContext(state, (*context).ss.ps.ps_ExprContext, &mut isnull);
+            (!isnull).then_some(value)
+        };
+        let mut groups = 0u32;
+        let totals = indices.map(|i| {
+            let entry: *mut pg_sys::TargetEntry = nth(args, i);
+            if entry.is_null() {
+                lost(aggregate);
+            }
+            let expr = (*entry).expr;
+            match crate::parameters::share_call(expr.cast()) {
+                Some(share) => {
+                    let parts = crate::pg_list::list_nodes(share);
+                    let k = evaluate(parts[1].cast()).map_or(1, |d| d.value() as i32);
+                    groups = groups.max(k.max(1) as u32);
+                    evaluate(parts[0].cast())
+                }
+                None => evaluate(expr),
+            }
+        });
+        (groups > 1).then_some((groups, totals))
+    }
+}
+
 /// Refuses an aggregate call whose privacy parameters (every argument but
 /// the first `data`) are not fixed; for transition functions, which see
 /// only the evaluated values. Checked once per call site.

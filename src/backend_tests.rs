@@ -27,6 +27,7 @@ mod tests {
             delta: Delta::ZERO,
             loss: Loss::Variance,
             shape: Shape::Count,
+            groups: 1,
         };
         // Four times as many distinct plans as the cache holds: it never grows past its capacity.
         for i in 0..4 * crate::plans::capacity() as u32 {

@@ -4,7 +4,7 @@
 //! row costs what `count(*)` costs; the privacy parameters are read once per
 //! group in the final function.
 
-use crate::aggref::{aggregate_arguments, argument_count, f64_parameter, text_parameter};
+use crate::aggref::{aggregate_arguments, argument_count, f64_parameter, shared_totals, text_parameter};
 use crate::errors::OrRaise;
 use crate::fmgr::{arg_datum, arg_is_null, i64_datum, refuse_window, v1_function};
 use crate::release::{site_plan, Release};
@@ -27,8 +27,11 @@ v1_function!(pg_finfo_dp_count_value_step, dp_count_value_step, |fcinfo| {
     i64_datum(count + i64::from(!unsafe { arg_is_null(fcinfo, 1) }))
 });
 
-/// Releases `count` with the mechanism chosen at (ε, δ). Geometric noise is
-/// the discrete staircase for sensitivity 1 (see the README).
+/// Releases `count` with the mechanism chosen at (ε, δ), which it pays.
+/// Over a person's k groups (the gate's `dp_share`, read from the call
+/// at `budget`: the indices of ε and δ) the plan takes the whole (ε, δ)
+/// and k. Geometric noise is the discrete staircase for sensitivity 1
+/// (see the README).
 ///
 /// # Safety
 /// `fcinfo` is the live call of one of dp_count's final functions.
@@ -37,25 +40,37 @@ unsafe fn release(
     epsilon: Option<pg_sys::Datum>,
     delta: f64,
     choice: Choice,
+    budget: &[usize],
 ) -> pg_sys::Datum {
     // SAFETY: argument 0 of a final function is the int8 state (SQL: STYPE = bigint, INITCOND 0), never NULL.
     let count = unsafe { arg_datum(fcinfo, 0) }.value() as i64;
     let requested = f64_parameter(epsilon, "epsilon");
-    let key = [requested.to_bits(), delta.to_bits(), choice_key(choice), 0, 0];
     // SAFETY: fcinfo is the live final call (this function's contract).
-    let plan = unsafe { site_plan(fcinfo, key, || request(requested, delta, choice)) };
+    let shared = unsafe {
+        match *budget {
+            [e] => shared_totals(fcinfo, [e], "dp_count").map(|(k, [e])| (k, f64_parameter(e, "epsilon"), delta)),
+            [e, d] => shared_totals(fcinfo, [e, d], "dp_count")
+                .map(|(k, [e, d])| (k, f64_parameter(e, "epsilon"), f64_parameter(d, "delta"))),
+            _ => None,
+        }
+    };
+    let (groups, total, total_delta) = shared.unwrap_or((1, requested, delta));
+    let key = [requested.to_bits(), delta.to_bits(), choice_key(choice), total.to_bits() ^ u64::from(groups), total_delta.to_bits()];
+    // SAFETY: fcinfo is the live final call (this function's contract).
+    let plan = unsafe { site_plan(fcinfo, key, || request(total, total_delta, choice, groups)) };
     // SAFETY: as above.
     unsafe { crate::release::release(fcinfo, "dp_count", plan, (requested, delta), count as i128, Release::Integer) }
 }
 
 /// A count's request; every check that can refuse its parameters runs here.
-fn request(epsilon: f64, delta: f64, choice: Choice) -> Request {
+fn request(epsilon: f64, delta: f64, choice: Choice, groups: u32) -> Request {
     Request {
         choice,
         epsilon: Epsilon::new(epsilon).or_raise(),
         delta: Delta::new(delta).or_raise(),
         loss: Loss::Variance,
         shape: Shape::Count,
+        groups,
     }
 }
 
@@ -80,7 +95,7 @@ pub(crate) unsafe fn checked_cost(value: bool, args: &[Option<pg_sys::Datum>]) -
             ),
         }
     };
-    crate::plans::plan(request(epsilon, delta, choice));
+    crate::plans::plan(request(epsilon, delta, choice, 1));
     (epsilon, delta)
 }
 
@@ -97,7 +112,7 @@ v1_function!(pg_finfo_dp_count_final, dp_count_final, |fcinfo| {
     refuse_window(fcinfo, "dp_count");
     let last = argument_count(fcinfo).max(1) - 1;
     let [epsilon] = aggregate_arguments(fcinfo, [last], "dp_count");
-    release(fcinfo, epsilon, 0.0, Choice::Fixed(Mechanism::Laplace))
+    release(fcinfo, epsilon, 0.0, Choice::Fixed(Mechanism::Laplace), &[last])
 });
 
 // dp_count(epsilon, mechanism): pure ε-DP.
@@ -105,7 +120,7 @@ v1_function!(pg_finfo_dp_count_mechanism_final, dp_count_mechanism_final, |fcinf
     refuse_window(fcinfo, "dp_count");
     let [epsilon, mechanism] = aggregate_arguments(fcinfo, [0, 1], "dp_count");
     let choice = Choice::parse(&text_parameter(mechanism, "mechanism")).or_raise();
-    release(fcinfo, epsilon, 0.0, choice)
+    release(fcinfo, epsilon, 0.0, choice, &[0])
 });
 
 // dp_count(epsilon, delta, mechanism).
@@ -113,7 +128,7 @@ v1_function!(pg_finfo_dp_count_delta_final, dp_count_delta_final, |fcinfo| {
     refuse_window(fcinfo, "dp_count");
     let [epsilon, delta, mechanism] = aggregate_arguments(fcinfo, [0, 1, 2], "dp_count");
     let choice = Choice::parse(&text_parameter(mechanism, "mechanism")).or_raise();
-    release(fcinfo, epsilon, f64_parameter(delta, "delta"), choice)
+    release(fcinfo, epsilon, f64_parameter(delta, "delta"), choice, &[0, 1])
 });
 
 // dp_merge_count(partial, epsilon, delta, mechanism): dp_count over exact
@@ -129,5 +144,5 @@ v1_function!(pg_finfo_dp_merge_count_final, dp_merge_count_final, |fcinfo| {
     refuse_window(fcinfo, "dp_count");
     let [epsilon, delta, mechanism] = aggregate_arguments(fcinfo, [1, 2, 3], "dp_count");
     let choice = Choice::parse(&text_parameter(mechanism, "mechanism")).or_raise();
-    release(fcinfo, epsilon, f64_parameter(delta, "delta"), choice)
+    release(fcinfo, epsilon, f64_parameter(delta, "delta"), choice, &[1, 2])
 });

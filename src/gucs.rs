@@ -186,7 +186,9 @@ pub fn init() {
         GucContext::Suset,
         GucFlags::default(),
     );
-    GucRegistry::define_float_guc(
+    // The settings that shape an analyst's query (the gate's rewrite reads
+    // them): a change re-plans cached statements (`replan_on_change`).
+    GucRegistry::define_float_guc_with_hooks(
         c"dpnoise.selection_epsilon",
         c"Epsilon spent on choosing which group keys from protected data an analyst's GROUP BY shows.",
         c"Added to the query's cost; with dpnoise.selection_delta.",
@@ -195,8 +197,11 @@ pub fn init() {
         100.0,
         GucContext::Userset,
         GucFlags::default(),
+        None,
+        Some(assign_selection_epsilon),
+        None,
     );
-    GucRegistry::define_float_guc(
+    GucRegistry::define_float_guc_with_hooks(
         c"dpnoise.selection_delta",
         c"Delta spent on choosing which group keys from protected data an analyst's GROUP BY shows.",
         c"Must be above 0 for GROUP BY on keys from protected data.",
@@ -205,27 +210,40 @@ pub fn init() {
         0.5,
         GucContext::Userset,
         GucFlags::default(),
+        None,
+        Some(assign_selection_delta),
+        None,
     );
-    GucRegistry::define_int_guc(
-        c"dpnoise.max_groups_contributed",
-        c"How many groups of one query a person may contribute to, at most (0: the protected tables' setting).",
-        c"Can only lower the protected tables' max_groups_contributed.",
-        &MAX_GROUPS_CONTRIBUTED,
-        0,
-        1000,
-        GucContext::Userset,
-        GucFlags::default(),
-    );
-    GucRegistry::define_int_guc(
-        c"dpnoise.role_max_groups_contributed",
-        c"How many groups of one query a person may contribute to, at most, for this role (0: no cap).",
-        c"Set per role by a superuser (ALTER ROLE ... SET); lowers the protected tables' max_groups_contributed.",
-        &ROLE_MAX_GROUPS_CONTRIBUTED,
-        0,
-        1000,
-        GucContext::Suset,
-        GucFlags::default(),
-    );
+    // SAFETY: as for dpnoise.seed below: the hooks are #[pg_guard] and have the int GUC assign
+    // hook's signature; the settings are statics.
+    unsafe {
+        GucRegistry::define_int_guc_with_hooks(
+            c"dpnoise.max_groups_contributed",
+            c"How many groups of one query a person may contribute to, at most (0: the protected tables' setting).",
+            c"Can only lower the protected tables' max_groups_contributed.",
+            &MAX_GROUPS_CONTRIBUTED,
+            0,
+            1000,
+            GucContext::Userset,
+            GucFlags::default(),
+            None,
+            Some(assign_max_groups),
+            None,
+        );
+        GucRegistry::define_int_guc_with_hooks(
+            c"dpnoise.role_max_groups_contributed",
+            c"How many groups of one query a person may contribute to, at most, for this role (0: no cap).",
+            c"Set per role by a superuser (ALTER ROLE ... SET); lowers the protected tables' max_groups_contributed.",
+            &ROLE_MAX_GROUPS_CONTRIBUTED,
+            0,
+            1000,
+            GucContext::Suset,
+            GucFlags::default(),
+            None,
+            Some(assign_role_max_groups),
+            None,
+        );
+    }
     GucRegistry::define_float_guc(
         c"dpnoise.max_epsilon_per_query",
         c"The most epsilon one statement of an analyst may spend (0: no limit).",
@@ -337,4 +355,46 @@ unsafe extern "C-unwind" fn check_seed(
 #[pgrx::pg_guard]
 unsafe extern "C-unwind" fn assign_seed(_newval: *const std::ffi::c_char, _extra: *mut std::ffi::c_void) {
     SEED_GENERATION.fetch_add(1, Ordering::Relaxed);
+}
+
+/// A setting that shapes an analyst's query changed: this backend's cached
+/// plans (prepared statements, psycopg's automatic preparation, PL/pgSQL)
+/// are analysed and planned again at their next execution, so they run
+/// with the new k or selection (ε, δ), as a fresh statement would. Only a
+/// real change resets: a SET to the same value, or the restore at the end
+/// of a transaction, costs nothing; statements never re-plan otherwise.
+fn replan_on_change(changed: bool) {
+    if changed {
+        // SAFETY: ResetPlanCache only marks this backend's cached plan sources invalid (no catalog
+        // access, no error), which is what an assign hook may do.
+        unsafe { pg_sys::ResetPlanCache() };
+    }
+}
+
+/// # Safety
+/// Only for PostgreSQL, as an int setting's assign hook (the static still holds the old value).
+#[pgrx::pg_guard]
+unsafe extern "C-unwind" fn assign_max_groups(newval: i32, _extra: *mut std::ffi::c_void) {
+    replan_on_change(newval != MAX_GROUPS_CONTRIBUTED.get());
+}
+
+/// # Safety
+/// As `assign_max_groups`.
+#[pgrx::pg_guard]
+unsafe extern "C-unwind" fn assign_role_max_groups(newval: i32, _extra: *mut std::ffi::c_void) {
+    replan_on_change(newval != ROLE_MAX_GROUPS_CONTRIBUTED.get());
+}
+
+/// # Safety
+/// As `assign_max_groups`, for a float setting.
+#[pgrx::pg_guard]
+unsafe extern "C-unwind" fn assign_selection_epsilon(newval: f64, _extra: *mut std::ffi::c_void) {
+    replan_on_change(newval.to_bits() != SELECTION_EPSILON.get().to_bits());
+}
+
+/// # Safety
+/// As `assign_selection_epsilon`.
+#[pgrx::pg_guard]
+unsafe extern "C-unwind" fn assign_selection_delta(newval: f64, _extra: *mut std::ffi::c_void) {
+    replan_on_change(newval.to_bits() != SELECTION_DELTA.get().to_bits());
 }

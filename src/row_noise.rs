@@ -40,7 +40,7 @@ unsafe fn release_value(
             let shape = Shape::Value(Sensitivity::new(sensitivity).or_raise());
             let delta = Delta::new(delta).or_raise();
             let (choice, loss) = request();
-            Request { choice, epsilon, delta, loss, shape }
+            Request { choice, epsilon, delta, loss, shape, groups: 1 }
         });
         let Some(value) = arg_f64(fcinfo, 0) else {
             return return_null(fcinfo);
@@ -82,6 +82,7 @@ pub(crate) unsafe fn checked_cost(name: &str, values: &[Option<pg_sys::Datum>]) 
         delta: Delta::new(delta).or_raise(),
         loss,
         shape: Shape::Value(Sensitivity::new(sensitivity).or_raise()),
+        groups: 1,
     });
     (epsilon, delta)
 }
@@ -180,6 +181,7 @@ fn dp_accuracy(
         delta: Delta::new(delta).or_raise(),
         loss,
         shape: Shape::Value(Sensitivity::new(sensitivity).or_raise()),
+        groups: 1,
     });
     let a = plan.accuracy(confidence);
     TableIterator::once((plan.mechanism.name().to_string(), a.mean_abs_error, a.std_dev, a.ci_half_width))

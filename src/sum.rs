@@ -8,7 +8,7 @@
 //! transition takes its lattice from it on the first row, the final
 //! function checks the state against it, pays and releases.
 
-use crate::aggref::{aggregate_arguments, argument_count, f64_parameter, i64_parameter, text_parameter};
+use crate::aggref::{aggregate_arguments, argument_count, f64_parameter, i64_parameter, shared_totals, text_parameter};
 use crate::call_site::{call_site_cache, text_fingerprint};
 use crate::errors::{self, OrRaise};
 use crate::fmgr::{arg_datum, arg_f64, arg_i64, arg_is_null, f64_datum, i64_datum, refuse_window, required_f64, v1_function};
@@ -230,6 +230,9 @@ struct Written<T> {
     delta: f64,
     mechanism: Option<String>,
     loss: Option<String>,
+    /// dp_sum over a person's k groups (the gate's `dp_share`): k and the
+    /// whole (ε, δ) the groups share, which the plan is made from.
+    shared: Option<(u32, f64, f64)>,
 }
 
 impl<T: SumValue> Written<T> {
@@ -242,7 +245,10 @@ impl<T: SumValue> Written<T> {
             self.lower.bits(),
             self.upper.bits(),
             self.delta.to_bits(),
-            fingerprint(&self.mechanism).rotate_left(32) ^ fingerprint(&self.loss) ^ salt,
+            fingerprint(&self.mechanism).rotate_left(32)
+                ^ fingerprint(&self.loss)
+                ^ salt
+                ^ self.shared.map_or(0, |(k, e, d)| (u64::from(k) << 40) ^ e.to_bits().rotate_left(7) ^ d.to_bits().rotate_left(19)),
         ]
     }
 }
@@ -257,7 +263,7 @@ unsafe fn written<T: SumValue>(kind: Kind, n: usize, arg: impl Fn(usize) -> Opti
     let text = |i: usize, name: &str| (n > i).then(|| unsafe { text_parameter(arg(i), name) });
     if kind == Kind::Staircase {
         let s = T::parameter(arg(2), "sensitivity");
-        return Written { epsilon: f64_parameter(arg(1), "epsilon"), lower: s.negate(), upper: s, delta: 0.0, mechanism: None, loss: text(3, "loss") };
+        return Written { epsilon: f64_parameter(arg(1), "epsilon"), lower: s.negate(), upper: s, delta: 0.0, mechanism: None, loss: text(3, "loss"), shared: None };
     }
     let delta = if kind == Kind::Sum && n > 4 { f64_parameter(arg(4), "delta") } else { 0.0 };
     let (mechanism, loss) = if kind == Kind::Sum { (text(5, "mechanism"), text(6, "loss")) } else { (None, None) };
@@ -268,6 +274,7 @@ unsafe fn written<T: SumValue>(kind: Kind, n: usize, arg: impl Fn(usize) -> Opti
         delta,
         mechanism,
         loss,
+        shared: None,
     }
 }
 
@@ -288,7 +295,11 @@ fn plan_written<T: SumValue>(kind: Kind, w: &Written<T>) -> SumPlan {
     };
     let loss = Loss::parse(w.loss.as_deref().unwrap_or("l2")).or_raise();
     let delta = Delta::new(w.delta).or_raise();
-    SumPlan::Single(crate::plans::plan(Request { choice, epsilon: eps, delta, loss, shape: T::shape(bounds) }))
+    let (epsilon, delta, groups) = match w.shared {
+        Some((k, total, total_delta)) => (Epsilon::new(total).or_raise(), Delta::new(total_delta).or_raise(), k),
+        None => (eps, delta, 1),
+    };
+    SumPlan::Single(crate::plans::plan(Request { choice, epsilon, delta, loss, shape: T::shape(bounds), groups }))
 }
 
 /// Checks the parameters of a call of the sum aggregate `name` (float8 or
@@ -323,10 +334,36 @@ unsafe fn sum_call<T: SumValue>(fcinfo: pg_sys::FunctionCallInfo, kind: Kind) ->
     // SAFETY: the caller's contract; every index read is below the aggregate's argument count.
     unsafe {
         let n = argument_count(fcinfo);
-        let w = written::<T>(kind, n, |i| aggregate_arguments(fcinfo, [i], aggregate)[0]);
+        let mut w = written::<T>(kind, n, |i| aggregate_arguments(fcinfo, [i], aggregate)[0]);
+        if kind == Kind::Sum {
+            w.shared = sum_shares(fcinfo, [1, 4], n > 4, w.delta, aggregate);
+        }
         let key = w.key(0);
         let plan = *call_site_cache(fcinfo, key, || plan_written(kind, &w));
         SumCall { epsilon: w.epsilon, delta: w.delta, params: [w.epsilon.to_bits(), w.lower.bits(), w.upper.bits()], plan }
+    }
+}
+
+/// k and the whole (ε, δ) of a dp_sum call whose ε (argument `at[0]`) or δ
+/// (`at[1]`, if the call has one: else `delta`) the gate shared over a
+/// person's k groups.
+///
+/// # Safety
+/// `fcinfo` is a live transition or final call of the aggregate.
+unsafe fn sum_shares(
+    fcinfo: pg_sys::FunctionCallInfo,
+    at: [usize; 2],
+    with_delta: bool,
+    delta: f64,
+    aggregate: &str,
+) -> Option<(u32, f64, f64)> {
+    // SAFETY: the caller's contract.
+    unsafe {
+        if with_delta {
+            shared_totals(fcinfo, at, aggregate).map(|(k, [e, d])| (k, f64_parameter(e, "epsilon"), f64_parameter(d, "delta")))
+        } else {
+            shared_totals(fcinfo, [at[0]], aggregate).map(|(k, [e])| (k, f64_parameter(e, "epsilon"), delta))
+        }
     }
 }
 
@@ -481,18 +518,25 @@ impl Kind {
 ///
 /// # Safety
 /// `args` holds the call's evaluated arguments (None: NULL); texts are live.
-pub(crate) unsafe fn distributed(name: &str, integer: bool, args: &[Option<pg_sys::Datum>]) -> Option<Distributed> {
+pub(crate) unsafe fn distributed(
+    name: &str,
+    integer: bool,
+    args: &[Option<pg_sys::Datum>],
+    shared: Option<(u32, f64, f64)>,
+) -> Option<Distributed> {
     let kind = Kind::named(name)?;
     let arg = |i: usize| args.get(i).copied().flatten();
     // SAFETY: the caller's contract.
     unsafe {
         if integer {
-            let w = written::<i64>(kind, args.len(), arg);
+            let mut w = written::<i64>(kind, args.len(), arg);
+            w.shared = shared.filter(|_| kind == Kind::Sum);
             let k = plan_written(kind, &w).lattice().k;
             let (lower, upper) = (i64_datum(w.lower), i64_datum(w.upper));
             Some(Distributed { kind: kind.code(), k, lower, upper, epsilon: w.epsilon, delta: w.delta, mechanism: w.mechanism, loss: w.loss })
         } else {
-            let w = written::<f64>(kind, args.len(), arg);
+            let mut w = written::<f64>(kind, args.len(), arg);
+            w.shared = shared.filter(|_| kind == Kind::Sum);
             let k = plan_written(kind, &w).lattice().k;
             let (lower, upper) = (f64_datum(w.lower), f64_datum(w.upper));
             Some(Distributed { kind: kind.code(), k, lower, upper, epsilon: w.epsilon, delta: w.delta, mechanism: w.mechanism, loss: w.loss })
@@ -538,6 +582,7 @@ unsafe fn merged_written<T: SumValue>(args: &[Option<pg_sys::Datum>]) -> (Kind, 
         delta: f64_parameter(arg(7), "delta"),
         mechanism: text(8, "mechanism"),
         loss: text(9, "loss"),
+        shared: None,
     };
     (kind, k, w)
 }
@@ -574,7 +619,10 @@ unsafe fn merged_call<T: SumValue>(fcinfo: pg_sys::FunctionCallInfo) -> (Kind, i
         // The parameters: the partials (arguments 0 and 1) are values.
         let params = aggregate_arguments(fcinfo, [2, 3, 4, 5, 6, 7, 8, 9], NAME);
         let args: Vec<Option<pg_sys::Datum>> = [None, None].into_iter().chain(params).collect();
-        let (kind, k, w) = merged_written::<T>(&args);
+        let (kind, k, mut w) = merged_written::<T>(&args);
+        if kind == Kind::Sum {
+            w.shared = sum_shares(fcinfo, [4, 7], true, w.delta, NAME);
+        }
         let key = w.key(kind.code() as u64);
         let plan = *call_site_cache(fcinfo, key, || plan_written(kind, &w));
         if plan.lattice().k != k {

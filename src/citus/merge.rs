@@ -95,7 +95,21 @@ pub(super) unsafe fn plan_split(aggref: *mut pg_sys::Aggref, name: &str, first: 
             };
         }
         let integer = types[0] == pg_sys::INT8OID;
-        let d = crate::sum::distributed(name, integer, &values).expect("a sum aggregate");
+        // dp_sum over a person's k groups: the merge plans (and its lattice
+        // is) the jointly calibrated one, as the serial final function's.
+        let shared = if name == "dp_sum" {
+            let total = |i: usize, value: f64| match shares.get(i).copied().flatten() {
+                Some(call) => share_total(call, name),
+                None => (1, value),
+            };
+            let epsilon = crate::aggref::f64_parameter(values[first], "epsilon");
+            let delta = if entries.len() >= 5 { crate::aggref::f64_parameter(values[first + 3], "delta") } else { 0.0 };
+            let ((ke, e), (kd, d)) = (total(0, epsilon), if entries.len() >= 5 { total(3, delta) } else { (1, delta) });
+            (ke.max(kd) > 1).then_some((ke.max(kd), e, d))
+        } else {
+            None
+        };
+        let d = crate::sum::distributed(name, integer, &values, shared).expect("a sum aggregate");
         let bound = if integer { pg_sys::INT8OID } else { pg_sys::FLOAT8OID };
         let steps = || {
             let args = [value(), int4_const(d.k), datum_const(bound, d.lower), datum_const(bound, d.upper)];
@@ -140,6 +154,23 @@ pub(super) unsafe fn plan_split(aggref: *mut pg_sys::Aggref, name: &str, first: 
             ],
             null_count: !average,
         }
+    }
+}
+
+/// The parts and the total of the gate's dp_share(total, k) call, folded.
+///
+/// # Safety
+/// `call` is a live dp_share call without unknown parameters; inside a transaction.
+unsafe fn share_total(call: *mut pg_sys::Node, name: &str) -> (u32, f64) {
+    // SAFETY: the caller's contract.
+    unsafe {
+        let args = crate::gate::list_nodes(crate::parameters::share_call(call).expect("a dp_share call"));
+        let (total, parts) = (fold(args[0], name), fold(args[1], name));
+        if (*total).constisnull || (*parts).constisnull {
+            return (1, f64::NAN);
+        }
+        let parts = ((*parts).constvalue.value() as i32).max(1) as u32;
+        (parts, f64::from_bits((*total).constvalue.value() as u64))
     }
 }
 

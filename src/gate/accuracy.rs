@@ -15,7 +15,9 @@ use pgrx::prelude::*;
 /// the bounds in force for this session. For a GROUP BY on keys from the
 /// data, the smallest number of persons a group needs to be shown with
 /// even odds, and to be always shown, at `dpnoise.selection_epsilon` and
-/// `dpnoise.selection_delta`. Draws nothing and spends nothing. PARALLEL
+/// `dpnoise.selection_delta`. With δ > 0 (and a mechanism, else `'auto'`),
+/// the (ε, δ) release's: a Gaussian over k groups is calibrated to the L2
+/// sensitivity across them. Draws nothing and spends nothing. PARALLEL
 /// RESTRICTED: it reads the protected tables' settings as the gate does.
 #[pg_extern(stable, parallel_restricted)]
 fn dp_query_accuracy(
@@ -26,6 +28,8 @@ fn dp_query_accuracy(
     upper: default!(Option<f64>, "NULL"),
     grouped: default!(Option<bool>, true),
     confidence: default!(Option<f64>, 0.95),
+    delta: default!(Option<f64>, 0.0),
+    mechanism: default!(Option<&str>, "NULL"),
 ) -> TableIterator<
     'static,
     (
@@ -44,6 +48,7 @@ fn dp_query_accuracy(
     let tables = tables.unwrap_or_else(|| null_parameter("tables"));
     let grouped = grouped.unwrap_or_else(|| null_parameter("grouped"));
     let confidence = confidence.unwrap_or_else(|| null_parameter("confidence"));
+    let delta = delta.unwrap_or_else(|| null_parameter("delta"));
     let shape = match aggregate {
         "count" => Shape::Count,
         "sum" => {
@@ -88,16 +93,21 @@ fn dp_query_accuracy(
     };
     Epsilon::new(epsilon).or_raise();
     let share = dpnoise_core::rational::share(epsilon, k as u32);
-    let choice = match shape {
-        Shape::Count => Choice::Fixed(Mechanism::Laplace),
+    // As dp_count(ε) and dp_sum(value, ε, lower, upper [, δ [, mechanism]]) choose.
+    let choice = match (mechanism, shape) {
+        (Some(name), _) => Choice::parse(name).or_raise(),
+        (None, Shape::Count) if delta == 0.0 => Choice::Fixed(Mechanism::Laplace),
         _ => Choice::Auto,
     };
+    // The whole (ε, δ) over the k groups: a Gaussian is calibrated to the
+    // L2 sensitivity across them, the other mechanisms get each group's share.
     let plan = crate::plans::plan(Request {
         choice,
-        epsilon: Epsilon::new(share).or_raise(),
-        delta: Delta::new(0.0).or_raise(),
+        epsilon: Epsilon::new(epsilon).or_raise(),
+        delta: Delta::new(delta).or_raise(),
         loss: Loss::Variance,
         shape,
+        groups: k as u32,
     });
     let accuracy = plan.accuracy(confidence);
     // With dpnoise.selection_delta = 0 keys from the data are refused: only listed keys.

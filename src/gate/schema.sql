@@ -114,5 +114,5 @@ CREATE FUNCTION dp_uniform() RETURNS double precision
     AS 'MODULE_PATHNAME', 'dp_uniform' LANGUAGE C VOLATILE PARALLEL SAFE;
 COMMENT ON FUNCTION dp_uniform() IS
     'A uniform draw in [0, 1) from the backend''s ChaCha20 generator: how the gate picks which of a person''s groups count.';
-COMMENT ON FUNCTION dp_query_accuracy(text, double precision, text[], double precision, double precision, boolean, double precision) IS
-    'The error of one aggregate (count, or sum with its bounds) in a query over these tables, with the contribution bounds the gate applies this session, and the persons a group needs for partition selection to show it. Spends and draws nothing.';
+COMMENT ON FUNCTION dp_query_accuracy(text, double precision, text[], double precision, double precision, boolean, double precision, double precision, text) IS
+    'The error of one aggregate (count, or sum with its bounds) in a query over these tables, with the contribution bounds the gate applies this session, and the persons a group needs for partition selection to show it; with delta > 0, of the (epsilon, delta) release (a Gaussian over a person''s k groups is calibrated to the L2 sensitivity across them). Spends and draws nothing.';

@@ -52,6 +52,7 @@ fn main() {
             delta: Delta::new(delta).unwrap(),
             loss: Loss::Variance,
             shape: Shape::Value(Sensitivity::new(1.0).unwrap()),
+            groups: 1,
         }
         .plan()
         .unwrap();

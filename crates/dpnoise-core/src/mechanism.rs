@@ -3,7 +3,7 @@
 //! this module only picks one by name and sets its lattice scale.
 
 use crate::accuracy::Law;
-use crate::approximate::{analytic_gaussian_sigma, gaussian_sigma_in_steps, DiscreteGaussian, TruncatedLaplace, Uniform};
+use crate::approximate::{analytic_gaussian_sigma, joint_gaussian_sigma_in_steps, DiscreteGaussian, TruncatedLaplace, Uniform};
 use crate::entropy::Entropy;
 use crate::laplace::Laplace;
 use crate::noise::LatticeNoise;
@@ -36,11 +36,14 @@ pub enum Noise {
 impl Noise {
     /// `mechanism` for sensitivity `steps` at (ε, δ); `loss` picks the staircase's γ.
     pub fn new(mechanism: Mechanism, epsilon: Epsilon, delta: Delta, steps: u128, loss: Loss) -> Result<Noise, Error> {
-        Noise::with_scale(mechanism, epsilon, delta, steps, loss, scale_ratio(mechanism, epsilon, delta))
+        Noise::with_scale(mechanism, epsilon, delta, steps, loss, scale_ratio(mechanism, epsilon, delta), 1)
     }
 
     /// As `new`, given `scale_ratio(mechanism, ε, δ)` already computed (the
-    /// Gaussian's σ₁ is a search: a plan computes it once).
+    /// Gaussian's σ₁ is a search: a plan computes it once). The Gaussian is
+    /// calibrated for `groups` releases alike that one person moves by D
+    /// steps each, at (ε, δ) together (L2 sensitivity D·√k); the other
+    /// mechanisms are given their own group's share.
     pub(crate) fn with_scale(
         mechanism: Mechanism,
         epsilon: Epsilon,
@@ -48,6 +51,7 @@ impl Noise {
         steps: u128,
         loss: Loss,
         ratio: f64,
+        groups: u32,
     ) -> Result<Noise, Error> {
         mechanism.check_delta(delta)?;
         Ok(match mechanism {
@@ -56,7 +60,7 @@ impl Noise {
             Mechanism::TruncatedLaplace => Noise::TruncatedLaplace(TruncatedLaplace::new(epsilon, steps, delta)?),
             Mechanism::Uniform => Noise::Uniform(Uniform::new(steps, delta)?),
             Mechanism::Gaussian => {
-                Noise::Gaussian(DiscreteGaussian::with_sigma(gaussian_sigma_in_steps(epsilon, delta, steps, ratio))?)
+                Noise::Gaussian(DiscreteGaussian::with_sigma(joint_gaussian_sigma_in_steps(epsilon, delta, steps, groups, ratio))?)
             }
         })
     }

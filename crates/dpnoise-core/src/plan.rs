@@ -25,11 +25,15 @@ pub struct Request {
     pub delta: Delta,
     pub loss: Loss,
     pub shape: Shape,
+    /// How many groups one person may add to, each released with this
+    /// request (the gate's bounding, `max_groups_contributed`); ε and δ
+    /// are what the k releases spend together. 1: one release.
+    pub groups: u32,
 }
 
 impl Request {
     pub fn plan(&self) -> Result<Plan, Error> {
-        Plan::new(self.choice, self.epsilon, self.delta, self.loss, self.shape)
+        Plan::shared(self.choice, self.epsilon, self.delta, self.loss, self.shape, self.groups)
     }
 }
 
@@ -45,24 +49,42 @@ impl Plan {
     /// The plan for `choice` at (ε, δ); `loss` is what `'auto'` minimises
     /// (and the staircase's γ).
     pub fn new(choice: Choice, epsilon: Epsilon, delta: Delta, loss: Loss, shape: Shape) -> Result<Plan, Error> {
+        Plan::shared(choice, epsilon, delta, loss, shape, 1)
+    }
+
+    /// The plan of each of `groups` releases that one person may each move
+    /// by the shape's sensitivity, at (ε, δ) for all of them together. The
+    /// Gaussian is calibrated jointly, to the L2 sensitivity Δ·√k with the
+    /// whole (ε, δ); the other mechanisms compose linearly, each group
+    /// getting `rational::share` of ε and δ (what `dp_share` gives).
+    /// `'auto'` ranks them all by each group's error.
+    pub fn shared(choice: Choice, epsilon: Epsilon, delta: Delta, loss: Loss, shape: Shape, groups: u32) -> Result<Plan, Error> {
+        let groups = groups.max(1);
         match choice {
-            Choice::Fixed(mechanism) => Plan::fixed(mechanism, epsilon, delta, loss, shape),
-            Choice::Auto => Plan::least_noisy(epsilon, delta, loss, shape),
+            Choice::Fixed(mechanism) => Plan::fixed(mechanism, epsilon, delta, loss, shape, groups),
+            Choice::Auto => Plan::least_noisy(epsilon, delta, loss, shape, groups),
         }
     }
 
-    fn fixed(mechanism: Mechanism, epsilon: Epsilon, delta: Delta, loss: Loss, shape: Shape) -> Result<Plan, Error> {
+    fn fixed(mechanism: Mechanism, epsilon: Epsilon, delta: Delta, loss: Loss, shape: Shape, groups: u32) -> Result<Plan, Error> {
         mechanism.check_delta(delta)?;
-        let ratio = scale_ratio(mechanism, epsilon, delta);
+        let (epsilon, delta, groups) = if mechanism == Mechanism::Gaussian || groups == 1 {
+            (epsilon, delta, groups)
+        } else {
+            let share = |total: f64| crate::rational::share(total, groups);
+            (Epsilon::new(share(epsilon.value()))?, Delta::new(share(delta.value()))?, 1)
+        };
+        let unit = scale_ratio(mechanism, epsilon, delta);
+        let ratio = unit * (groups as f64).sqrt();
         check_integer_noise(shape, ratio, epsilon)?;
         let calibration = Calibration::for_shape(shape, ratio)?;
-        let noise = Noise::with_scale(mechanism, epsilon, delta, calibration.steps, loss, ratio)?;
+        let noise = Noise::with_scale(mechanism, epsilon, delta, calibration.steps, loss, unit, groups)?;
         Ok(Plan { mechanism, calibration, noise })
     }
 
     /// Every mechanism that can serve (ε, δ) (pure ones at δ = 0), ranked by
     /// the exact loss of the law each would sample; ties go to the earlier.
-    fn least_noisy(epsilon: Epsilon, delta: Delta, loss: Loss, shape: Shape) -> Result<Plan, Error> {
+    fn least_noisy(epsilon: Epsilon, delta: Delta, loss: Loss, shape: Shape, groups: u32) -> Result<Plan, Error> {
         let mut best: Option<(f64, Plan)> = None;
         let mut first_error = None;
         for mechanism in MECHANISMS {
@@ -70,7 +92,7 @@ impl Plan {
                 continue;
             }
             let own_delta = if mechanism.needs_delta() { delta } else { Delta::ZERO };
-            match Plan::fixed(mechanism, epsilon, own_delta, loss, shape) {
+            match Plan::fixed(mechanism, epsilon, own_delta, loss, shape, groups) {
                 Ok(plan) => {
                     let score = objective(loss, &plan.accuracy(confidence_of(loss)));
                     if best.as_ref().is_none_or(|(s, _)| score < *s) {

@@ -88,6 +88,26 @@ SELECT count(*) AS draws,
        abs(sqrt(avg((total - 1000) ^ 2) / 3) / (SELECT std_dev FROM dp_query_accuracy('count', 1.0, '{trips}')) - 1)
            < 5 * sqrt(3.0 / count(*)) / 2 AS sd_as_predicted
 FROM draws;
+-- The Gaussian over a person's k = 2 groups is calibrated to the L2
+-- sensitivity bound·√2 at the whole (ε, δ) (issue 39): a sum's σ is √2
+-- times the one-group figure (members: one row per person), where
+-- splitting (ε, δ) in two would give about 1.9 times it.
+SELECT round((g.std_dev / one.std_dev)::numeric, 6) AS sigma_ratio_sqrt2, g.mechanism, round(sqrt(2)::numeric, 6) AS sqrt2
+FROM dp_query_accuracy('sum', 1.0, '{trips}', 0, 1000, delta => 1e-5, mechanism => 'gaussian') g,
+     dp_query_accuracy('sum', 1.0, '{members}', 0, 1000, grouped => false, delta => 1e-5, mechanism => 'gaussian') one;
+-- 'auto' at (1, 1e-5) over 2 groups: the least noisy of Laplace at ε/2 and the joint Gaussian.
+SELECT mechanism FROM dp_query_accuracy('count', 1.0, '{trips}', delta => 1e-5);
+-- Its draws have the predicted σ (a sum of 3 Gaussians: the standard error
+-- of the sample's sd is sqrt(1 / (2n)) of it; 5 of those allowed).
+CREATE TEMP TABLE gaussian_draws (total float8);
+DO $$ BEGIN FOR i IN 1..400 LOOP
+    INSERT INTO gaussian_draws SELECT sum(c) FROM (SELECT region, dp_count(1.0, 1e-5, 'gaussian') AS c FROM trips GROUP BY region) s;
+END LOOP; END $$;
+SELECT count(*) AS draws,
+       abs(sqrt(avg((total - 1000) ^ 2) / 3)
+           / (SELECT std_dev FROM dp_query_accuracy('count', 1.0, '{trips}', delta => 1e-5, mechanism => 'gaussian')) - 1)
+           < 5 * sqrt(1.0 / (2 * count(*))) AS sd_as_predicted
+FROM gaussian_draws;
 -- A person's sum is clamped as one value: each person's 12 rows sum to
 -- up to 11 880, clamped to 1000 (476 600 in all), not the rows' 2 970 000.
 SELECT abs(s - (SELECT sum(LEAST(amount, 1000)) FROM per_person)) < 50 AS clamped_per_person

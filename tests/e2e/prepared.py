@@ -1,0 +1,96 @@
+#!/usr/bin/env python3
+"""Cached plans follow the analyst's settings that shape the query (issue 39).
+
+    prepared.py PORT
+
+An analyst's statement is rewritten with the session's
+dpnoise.max_groups_contributed (k) and charged its partition selection at
+dpnoise.selection_epsilon / selection_delta. psycopg prepares a statement
+after `prepare_threshold` executions; a BI tool then runs the cached plan.
+Checks, with automatic preparation (and plan_cache_mode forcing the
+generic plan, the plan PostgreSQL would keep):
+- after SET dpnoise.max_groups_contributed = 1, the prepared statement
+  counts each person in one group (the sum of its groups' counts is the
+  persons', not k times it);
+- after SET dpnoise.selection_epsilon, the prepared statement is charged
+  the new selection ε;
+- the statement was prepared (pg_prepared_statements) all along.
+Exits non-zero on a failure.
+"""
+import sys
+
+import psycopg
+
+FAILED = []
+ANALYST = "dp_prepared_analyst"
+PERSONS = 300
+
+
+def check(name, ok, detail=""):
+    print(("PASS  " if ok else "FAIL  ") + name + (f": {detail}" if detail else ""))
+    if not ok:
+        FAILED.append(name)
+
+
+def connect(port, user="postgres"):
+    return psycopg.connect(host="127.0.0.1", port=port, dbname="postgres", user=user, autocommit=True)
+
+
+def main(port):
+    admin = connect(port)
+    admin.execute("CREATE EXTENSION IF NOT EXISTS dpnoise")
+    admin.execute("DROP TABLE IF EXISTS prepared_visits")
+    admin.execute(f"DROP ROLE IF EXISTS {ANALYST}")
+    admin.execute(f"CREATE ROLE {ANALYST} LOGIN")
+    # Each person visits 6 sites (of 6), 2 rows each.
+    admin.execute("CREATE TABLE prepared_visits (person_id int, site int)")
+    admin.execute(f"INSERT INTO prepared_visits SELECT p, s FROM generate_series(1, {PERSONS}) p, "
+                  "generate_series(1, 6) s, generate_series(1, 2) r")
+    admin.execute(f"GRANT SELECT ON prepared_visits TO {ANALYST}")
+    admin.execute("SELECT dp_protect('prepared_visits', 'person_id', 4)")
+    admin.execute(f"SELECT dp_analyst('{ANALYST}')")
+    admin.execute(f"SELECT dp_budget_grant('{ANALYST}', 1e9, 1)")
+
+    conn = connect(port, ANALYST)
+    conn.prepare_threshold = 2
+    conn.execute("SET plan_cache_mode = force_generic_plan")
+    query = "SELECT sum(n)::float8 FROM (SELECT site, dp_count(600.0) AS n FROM prepared_visits GROUP BY site) x"
+    last_charge = lambda: float(admin.execute(
+        "SELECT epsilon FROM dpnoise.ledger WHERE role = %s::regrole ORDER BY id DESC LIMIT 1", (ANALYST,)).fetchone()[0])
+    prepared = lambda: conn.execute("SELECT count(*) FROM pg_prepared_statements WHERE NOT from_sql").fetchone()[0]
+
+    conn.execute("SET dpnoise.max_groups_contributed = 4")
+    at4 = [conn.execute(query).fetchone()[0] for _ in range(5)]
+    check("k = 4: each person counts in 4 groups", all(abs(t - 4 * PERSONS) < 20 for t in at4), str(at4))
+    check("psycopg prepared the statement", prepared() >= 1, str(prepared()))
+    conn.execute("SET dpnoise.max_groups_contributed = 1")
+    at1 = [conn.execute(query).fetchone()[0] for _ in range(3)]
+    check("after SET dpnoise.max_groups_contributed = 1 the prepared statement runs at k = 1",
+          all(abs(t - PERSONS) < 20 for t in at1), str(at1))
+    check("still prepared", prepared() >= 1, str(prepared()))
+    conn.execute("SET dpnoise.max_groups_contributed = 4")
+    back = conn.execute(query).fetchone()[0]
+    check("and at k = 4 again after SET back", abs(back - 4 * PERSONS) < 20, str(back))
+
+    # The selection's ε is charged on top of the count's 600.
+    conn.execute(query).fetchone()
+    before = last_charge()
+    conn.execute("SET dpnoise.selection_epsilon = 0.25")
+    conn.execute(query).fetchone()
+    after = last_charge()
+    check("after SET dpnoise.selection_epsilon = 0.25 the prepared statement is charged it",
+          abs(before - 600.5) < 1e-9 and abs(after - 600.25) < 1e-9, f"{before} then {after}")
+    conn.execute("SET dpnoise.selection_delta = 1e-3")
+    conn.execute(query).fetchone()
+    delta = float(admin.execute(
+        "SELECT delta FROM dpnoise.ledger WHERE role = %s::regrole ORDER BY id DESC LIMIT 1", (ANALYST,)).fetchone()[0])
+    check("after SET dpnoise.selection_delta = 1e-3 the prepared statement is charged it", abs(delta - 1e-3) < 1e-12, str(delta))
+    conn.close()
+    admin.execute("DROP TABLE prepared_visits")
+    admin.close()
+    print(f"prepared statements: {'FAILED ' + str(len(FAILED)) if FAILED else 'all passed'}")
+    return 1 if FAILED else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(int(sys.argv[1])))
