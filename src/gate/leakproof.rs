@@ -77,12 +77,14 @@ impl Leakproof<'_> {
                     }
                     let admitted = self.per_person || crate::functions::releasing((*aggref).aggfnoid).is_some_and(|f| f.analysts);
                     if (*aggref).agglevelsup != 0 || !admitted {
+                        // count, sum, ... per person: in a subquery in FROM grouped by the unit.
+                        let per_person = super::persons::total_aggregate(aggref).is_ok();
                         return Err(refuse(
                             &format!(
                                 "only these dpnoise aggregates may summarise protected rows: {}",
                                 crate::functions::for_analysts().join(", ")
                             ),
-                            SHAPE,
+                            if per_person { super::persons::PER_PERSON } else { SHAPE },
                         ));
                     }
                     if !(*aggref).aggdistinct.is_null() || !(*aggref).aggorder.is_null() {

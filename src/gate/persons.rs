@@ -50,7 +50,7 @@ const IN_NUMERIC: &[(u32, u32, u32)] = &[
 /// the built-in it replaces.
 const FLOAT8_NUMERIC: u32 = 1746;
 
-const PER_PERSON: &str = "Compute per-person values in a subquery grouped by the privacy unit, with count, sum, avg, min, max, \
+pub(super) const PER_PERSON: &str = "Compute per-person values in a subquery in FROM (not a CTE) grouped by the privacy unit, with count, sum, avg, min, max, \
                           bool_and, bool_or, and summarise them with dpnoise aggregates: SELECT dp_avg(spent, 1.0, 0, 500) \
                           FROM (SELECT person_id, sum(amount) AS spent FROM visits GROUP BY person_id) p.";
 
