@@ -73,8 +73,8 @@ pub(super) unsafe fn total_aggregate(aggref: *mut pg_sys::Aggref) -> Checked {
 }
 
 /// The per-person subqueries in the FROM of `query`: subqueries that read
-/// a protected table directly and hold no dpnoise aggregate (range table
-/// indexes).
+/// a protected table directly, aggregate or group, and hold no dpnoise
+/// aggregate (range table indexes).
 ///
 /// # Safety
 /// `query` is a live Query.
@@ -93,7 +93,8 @@ pub(super) unsafe fn subqueries(query: *mut pg_sys::Query, walk: &Walk) -> Vec<i
             let mut aggregates = Vec::new();
             super::bounding::collect_aggregates((*sub).targetList.cast(), &mut aggregates);
             super::bounding::collect_aggregates((*sub).havingQual, &mut aggregates);
-            if reads && !aggregates.iter().any(|a| crate::functions::releasing((**a).aggfnoid).is_some()) {
+            let grouped = (*sub).hasAggs || !(*sub).groupClause.is_null();
+            if reads && grouped && !aggregates.iter().any(|a| crate::functions::releasing((**a).aggfnoid).is_some()) {
                 found.push(i as i32 + 1);
             }
         }
