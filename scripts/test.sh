@@ -59,6 +59,8 @@ echo "== repeated releases: identical and free, new after a write, fresh when un
 /usr/bin/python3 tests/e2e/repeat.py "$PORT"
 echo "== analyst end to end: psycopg (BI shapes), DP audit of admitted SQL, amplification attacks"
 /usr/bin/python3 tests/e2e/analyst.py "$((PORT + 15))"
+echo "== thirty analyst questions: each answered within its noise or refused (ZB003) before any charge"
+/usr/bin/python3 tests/e2e/questions.py "$((PORT + 17))"
 echo "== plan walk: admitted queries and probes under all 64 forced plans, as an analyst"
 /usr/bin/python3 tests/e2e/plans.py "$((PORT + 16))"
 echo "== Citus: coordinator and two workers (builds Citus the first time)"

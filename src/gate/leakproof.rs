@@ -23,6 +23,9 @@ pub(super) struct Leakproof<'a> {
     /// The level's GROUP BY keys: in the output, a column that is one of
     /// them shows a released key (post-processing, as `k.m + 1`).
     pub(super) keys: &'a [*mut pg_sys::Node],
+    /// A per-person level (`persons`): its aggregates are the built-ins
+    /// that cannot fail, not dpnoise's.
+    pub(super) per_person: bool,
 }
 
 impl Leakproof<'_> {
@@ -69,14 +72,19 @@ impl Leakproof<'_> {
                 }
                 T_Aggref => {
                     let aggref = node as *mut pg_sys::Aggref;
-                    let admitted = crate::functions::releasing((*aggref).aggfnoid).is_some_and(|f| f.analysts);
+                    if self.per_person {
+                        super::persons::total_aggregate(aggref)?;
+                    }
+                    let admitted = self.per_person || crate::functions::releasing((*aggref).aggfnoid).is_some_and(|f| f.analysts);
                     if (*aggref).agglevelsup != 0 || !admitted {
+                        // count, sum, ... per person: in a subquery in FROM grouped by the unit.
+                        let per_person = super::persons::total_aggregate(aggref).is_ok();
                         return Err(refuse(
                             &format!(
                                 "only these dpnoise aggregates may summarise protected rows: {}",
                                 crate::functions::for_analysts().join(", ")
                             ),
-                            SHAPE,
+                            if per_person { super::persons::PER_PERSON } else { SHAPE },
                         ));
                     }
                     if !(*aggref).aggdistinct.is_null() || !(*aggref).aggorder.is_null() {
@@ -97,7 +105,14 @@ impl Leakproof<'_> {
                 // arguments) a CASE or an AND could still decide by the data
                 // whether it runs, so it must be folded to a constant when
                 // planned (immutable, no parameter), or be leakproof too.
-                _ if !touches_rows(node) && (!self.rows || folded_when_planned(node)) => self.children(node),
+                // In a per-person level an aggregate's result is a person's
+                // value, not an answer: it counts as a column.
+                _ if !touches_rows(node)
+                    && !(self.per_person && pg_sys::contain_agg_clause(node))
+                    && (!self.rows || folded_when_planned(node)) =>
+                {
+                    self.children(node)
+                }
                 T_FuncExpr => {
                     self.function((*(node as *mut pg_sys::FuncExpr)).funcid, "function")?;
                     self.children(node)

@@ -40,8 +40,9 @@
 use crate::errors::raise_sqlstate;
 pub(crate) use crate::pg_list::{list_items, list_nodes};
 use catalog::{protected, Protected, Table};
+use joins::FromItems;
 pub(crate) use catalog::{as_superuser, gated, own_schema, protected_unit};
-use joins::{joined_on_unit, public_keys, FromItems};
+use joins::{joined_on_unit, public_keys};
 use leakproof::Leakproof;
 pub(crate) use partitions::aggregate_types;
 use partitions::select_partitions;
@@ -55,6 +56,7 @@ mod catalog;
 mod joins;
 mod leakproof;
 mod partitions;
+mod persons;
 mod statistics;
 mod substitute;
 pub mod plan;
@@ -209,80 +211,33 @@ unsafe fn check_level(query: *mut pg_sys::Query, walk: &Walk) -> Result<bool, Re
             .map(|(i, _)| i)
             .collect();
         if read.is_empty() {
+            let found = persons::subqueries(query, walk);
+            if !found.is_empty() {
+                return persons::check(query, walk, &found);
+            }
             return Ok(true);
         }
         if walk.explaining {
             return Err(refuse("EXPLAIN shows estimates drawn from the protected data", "Run the query itself."));
         }
-        if (*query).commandType != pg_sys::CmdType::CMD_SELECT || (*query).resultRelation != 0 {
-            return Err(refuse("analysts cannot write protected tables", "Ask the DBA."));
-        }
-        if !(*query).rowMarks.is_null() {
-            return Err(refuse("FOR UPDATE/SHARE locks protected rows", SHAPE));
-        }
+        reads_only(query)?;
         // FROM: tables, inner joins. Protected tables are joined on their
         // privacy unit; public tables freely (bounding undoes any copies).
         // Or the public side of an outer join lists the group keys.
         let listed = public_keys(query, &rtable, &walk.protected)?;
-        let mut from =
-            FromItems { leaves: Vec::new(), quals: vec![(*(*query).jointree).quals], listed, protected: &walk.protected };
-        for item in list_items::<pg_sys::Node>((*(*query).jointree).fromlist) {
-            from.item(item, &rtable)?;
-        }
-        let mut persons: Vec<(i32, Table)> = Vec::new();
-        for &leaf in &from.leaves {
-            let rte = rtable[leaf as usize - 1];
-            if let Some(table) = walk.protected.tables.get(&(*rte).relid) {
-                if !(*rte).tablesample.is_null() {
-                    return Err(refuse("TABLESAMPLE picks protected rows by their place on disk", SHAPE));
-                }
-                if table.unit == 0 {
-                    return Err(refuse("this protected table's privacy unit column is gone", "Ask the DBA to protect it again."));
-                }
-                persons.push((leaf, *table));
-            }
-        }
-        if persons.len() != read.len() {
-            return Err(refuse("a protected table must be a FROM item of its query level", SHAPE));
-        }
+        let (from, persons) = protected_from(query, &rtable, &walk.protected, listed, read.len())?;
         let bounded = from.leaves.len() > 1 || !persons[0].1.one_row || listed.is_some();
-        if persons.len() > 1 {
-            joined_on_unit(&rtable, &persons, &from.quals)?;
-        }
-        // A join of two tables that may hold several rows per person gives
-        // a person the product of their rows: one person could then make
-        // the statement run as long as they like (n^k rows for k copies).
-        if persons.iter().filter(|(_, table)| !table.one_row).count() > 1 {
-            return Err(refuse(
-                "two tables with several rows per person (or one of them twice) are joined: a person's rows would multiply",
-                "Join a table with several rows per person only with tables of one row per person and public tables; query each such table apart.",
-            ));
-        }
         let grouped = !(*query).groupClause.is_null();
         if !(*query).hasAggs && !grouped {
             return Err(refuse("rows of a protected table cannot be read, only dpnoise aggregates of them", SHAPE));
         }
-        if !(*query).groupingSets.is_null() {
-            return Err(refuse(
-                "GROUPING SETS, ROLLUP and CUBE are not admitted yet",
-                "Run one GROUP BY query per grouping set.",
-            ));
-        }
-        if (*query).hasWindowFuncs || (*query).hasTargetSRFs || !(*query).distinctClause.is_null() {
-            return Err(refuse("window functions, set-returning functions and DISTINCT are not admitted over protected rows", SHAPE));
-        }
-        if (*query).hasSubLinks || !(*query).cteList.is_null() || (*query).hasRecursive || (*query).hasModifyingCTE {
-            return Err(refuse("subqueries cannot be mixed with protected rows at the same query level", SHAPE));
-        }
-        if !(*query).setOperations.is_null() {
-            return Err(refuse("UNION, INTERSECT and EXCEPT are not admitted over protected rows", SHAPE));
-        }
+        plain(query)?;
         let group_keys: Vec<*mut pg_sys::Node> = list_items::<pg_sys::TargetEntry>((*query).targetList)
             .into_iter()
             .filter(|entry| (**entry).ressortgroupref != 0 && grouped_by(query, (**entry).ressortgroupref))
             .map(|entry| (*entry).expr.cast())
             .collect();
-        let mut check = Leakproof { allowed: &walk.protected.allowed, rows: true, keys: &group_keys };
+        let mut check = Leakproof { allowed: &walk.protected.allowed, rows: true, keys: &group_keys, per_person: false };
         for qual in &from.quals {
             check.node(*qual)?;
         }
@@ -318,6 +273,103 @@ unsafe fn check_level(query: *mut pg_sys::Query, walk: &Walk) -> Result<bool, Re
         )?;
         // The levels written above are the gate's own: not walked again.
         Ok(false)
+    }
+}
+
+/// Refuses a level over protected rows that writes or locks them.
+///
+/// # Safety
+/// `query` is a live Query.
+unsafe fn reads_only(query: *mut pg_sys::Query) -> Checked {
+    // SAFETY: the caller's contract.
+    unsafe {
+        if (*query).commandType != pg_sys::CmdType::CMD_SELECT || (*query).resultRelation != 0 {
+            return Err(refuse("analysts cannot write protected tables", "Ask the DBA."));
+        }
+        if !(*query).rowMarks.is_null() {
+            return Err(refuse("FOR UPDATE/SHARE locks protected rows", SHAPE));
+        }
+        Ok(())
+    }
+}
+
+/// Refuses what no level over protected rows may hold: grouping sets,
+/// window and set-returning functions, DISTINCT, subqueries, CTEs and set
+/// operations at the same level.
+///
+/// # Safety
+/// `query` is a live Query.
+unsafe fn plain(query: *mut pg_sys::Query) -> Checked {
+    // SAFETY: the caller's contract.
+    unsafe {
+        if !(*query).groupingSets.is_null() {
+            return Err(refuse(
+                "GROUPING SETS, ROLLUP and CUBE are not admitted yet",
+                "Run one GROUP BY query per grouping set.",
+            ));
+        }
+        if (*query).hasWindowFuncs || (*query).hasTargetSRFs || !(*query).distinctClause.is_null() {
+            return Err(refuse("window functions, set-returning functions and DISTINCT are not admitted over protected rows", SHAPE));
+        }
+        if (*query).hasSubLinks || !(*query).cteList.is_null() || (*query).hasRecursive || (*query).hasModifyingCTE {
+            return Err(refuse("subqueries cannot be mixed with protected rows at the same query level", SHAPE));
+        }
+        if !(*query).setOperations.is_null() {
+            return Err(refuse("UNION, INTERSECT and EXCEPT are not admitted over protected rows", SHAPE));
+        }
+        Ok(())
+    }
+}
+
+/// The FROM of a level that reads `read` protected tables directly: its
+/// items (`FromItems`) and its protected tables (range table index,
+/// table), each joined to the others on its privacy unit, at most one of
+/// them with several rows per person.
+///
+/// # Safety
+/// `query` is a live Query whose range table is `rtable`.
+unsafe fn protected_from<'a>(
+    query: *mut pg_sys::Query,
+    rtable: &[*mut pg_sys::RangeTblEntry],
+    protected: &'a Protected,
+    listed: Option<*mut pg_sys::JoinExpr>,
+    read: usize,
+) -> Result<(FromItems<'a>, Vec<(i32, Table)>), Refusal> {
+    // SAFETY: the caller's contract; RTE and node casts follow their kinds and tags.
+    unsafe {
+        let mut from = FromItems { leaves: Vec::new(), quals: vec![(*(*query).jointree).quals], listed, protected };
+        for item in list_items::<pg_sys::Node>((*(*query).jointree).fromlist) {
+            from.item(item, rtable)?;
+        }
+        let mut persons: Vec<(i32, Table)> = Vec::new();
+        for &leaf in &from.leaves {
+            let rte = rtable[leaf as usize - 1];
+            if let Some(table) = protected.tables.get(&(*rte).relid) {
+                if !(*rte).tablesample.is_null() {
+                    return Err(refuse("TABLESAMPLE picks protected rows by their place on disk", SHAPE));
+                }
+                if table.unit == 0 {
+                    return Err(refuse("this protected table's privacy unit column is gone", "Ask the DBA to protect it again."));
+                }
+                persons.push((leaf, *table));
+            }
+        }
+        if persons.len() != read || persons.is_empty() {
+            return Err(refuse("a protected table must be a FROM item of its query level", SHAPE));
+        }
+        if persons.len() > 1 {
+            joined_on_unit(rtable, &persons, &from.quals)?;
+        }
+        // A join of two tables that may hold several rows per person gives
+        // a person the product of their rows: one person could then make
+        // the statement run as long as they like (n^k rows for k copies).
+        if persons.iter().filter(|(_, table)| !table.one_row).count() > 1 {
+            return Err(refuse(
+                "two tables with several rows per person (or one of them twice) are joined: a person's rows would multiply",
+                "Join a table with several rows per person only with tables of one row per person and public tables; query each such table apart.",
+            ));
+        }
+        Ok((from, persons))
     }
 }
 

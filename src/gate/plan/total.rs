@@ -14,11 +14,7 @@ const BYTES_PER_STEP: f64 = 16.0;
 /// Steps a comparison under a locale's collation weighs, beyond its own.
 const COLLATED_STEPS: u64 = 9;
 
-/// Built-in aggregates that cannot fail on any input: counts, sums and
-/// averages kept in numeric (no overflow), and bool_or. The gate's
-/// per-person levels use them (`bounding`).
-const TOTAL_AGGREGATES: [u32; 6] =
-    [pg_sys::F_COUNT_, pg_sys::F_COUNT_ANY, pg_sys::F_SUM_NUMERIC, pg_sys::F_SUM_INT8, pg_sys::F_AVG_NUMERIC, pg_sys::F_BOOL_OR];
+use super::super::persons::TOTAL_AGGREGATES;
 
 /// What the check carries over one statement.
 

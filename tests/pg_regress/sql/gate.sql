@@ -137,7 +137,7 @@ SELECT region, abs(dp_count(10.0) - 500) < 30 AS near, dp_sum(salary, 10.0, 0, 1
 FROM staff GROUP BY region ORDER BY 1;
 SELECT region FROM staff WHERE age > 20 GROUP BY region ORDER BY 1;
 SET dpnoise.selection_delta = 1e-9;
-SELECT count(*) AS persons_shown FROM (SELECT person_id FROM staff GROUP BY person_id) s;
+SELECT count(*) AS persons_shown FROM (SELECT person_id, dp_count(1.0) FROM staff GROUP BY person_id) s;
 RESET dpnoise.selection_delta;
 -- HAVING and ORDER BY on the answers, LIMIT, a BI tool's wrapper, parameters.
 SELECT region FROM staff GROUP BY region HAVING dp_count(10.0) > 100 AND region <> 'south';

@@ -101,7 +101,7 @@ SELECT outcome($q$SELECT idx_blks_hit FROM pg_statio_user_indexes$q$);
 CREATE FUNCTION pg_temp.scans() RETURNS bigint LANGUAGE plpgsql AS
   $f$ BEGIN RETURN pg_stat_get_xact_numscans('pc_regions'::regclass); END $f$;
 SELECT outcome($q$SELECT pg_temp.scans()$q$);
-SELECT pc_probe($q$SELECT dp_count(1e-9) FROM pc_staff, (SELECT max(g) / 0 AS z FROM generate_series(1, 1) g) k
+SELECT pc_probe($q$SELECT dp_count(1e-9) FROM pc_staff, (SELECT ln(max(g) - 1) AS z FROM generate_series(1, 1) g) k
   WHERE person_id = 17 AND %s AND age > z$q$, 'salary > 10000', 'salary > 90000');
 SELECT pc_probe($q$SELECT dp_count(1e-9) FROM pc_staff, generate_series(1, 3, 0) g WHERE person_id = 17 AND %s$q$,
   'salary > 10000', 'salary > 90000');

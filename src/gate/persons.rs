@@ -1,0 +1,344 @@
+//! Per-person subqueries: a level that reads protected tables grouped by
+//! their privacy unit, with built-in aggregates that cannot fail, feeding
+//! a level of dpnoise aggregates.
+//!
+//! ```sql
+//! SELECT dp_avg(spent, 1.0, 0, 500) FROM
+//!   (SELECT person_id, count(*) AS visits, sum(amount) AS spent FROM visits GROUP BY person_id) p
+//! WHERE visits > 3
+//! ```
+//!
+//! The inner level gives one row per person, as a table declared with one
+//! row per person: adding or removing a person adds or removes one row of
+//! the outer level, whose dpnoise aggregates clamp it to the bounds the
+//! analyst gives them. The outer level is then checked as a level over
+//! such a table (no bounding: a person is in one group; group keys pass
+//! partition selection), and the inner level's output reaches the analyst
+//! only through it. The inner level is checked as an admitted level's rows
+//! are (FROM, WHERE, HAVING: total and LEAKPROOF), with the built-in
+//! aggregates of `TOTAL_AGGREGATES` instead of dpnoise's; sums and averages
+//! of float8 run in numeric, where they cannot overflow.
+
+use super::leakproof::Leakproof;
+use super::{list_items, refuse, Checked, Refusal, Walk};
+use pgrx::pg_sys;
+use pgrx::prelude::*;
+
+/// Built-in aggregates that return for every input, in a per-person level
+/// and in the plan check: counts; sums and averages of integers (kept in
+/// int8 beyond any table's reach, or in numeric) and of numeric; min and
+/// max of numbers, dates, timestamps and text; bool_and, bool_or, every.
+pub(super) const TOTAL_AGGREGATES: &[u32] = &[
+    2803, 2147, // count(*), count(any)
+    2107, 2108, 2109, 2114, // sum of bigint, integer, smallint, numeric
+    2100, 2101, 2102, 2103, // avg of bigint, integer, smallint, numeric
+    2115, 2116, 2117, 2119, 2120, 2122, 2126, 2127, 2129, 2130, // max
+    2131, 2132, 2133, 2135, 2136, 2138, 2142, 2143, 2145, 2146, // min
+    2517, 2518, 2519, // bool_and, bool_or, every
+];
+
+/// Sums and averages of floats, which raise on overflow ("value out of
+/// range": a 1-bit oracle on one person's values), run in numeric: the
+/// aggregate, its numeric counterpart, and the cast of its argument.
+const IN_NUMERIC: &[(u32, u32, u32)] = &[
+    (2111, 2114, 1743), // sum(float8): sum(numeric(x))
+    (2105, 2103, 1743), // avg(float8): avg(numeric(x))
+    (2104, 2103, 1742), // avg(float4): avg(numeric(x))
+];
+
+/// dpnoise's total numeric to float8 cast (`dp_total_float8_numeric`), by
+/// the built-in it replaces.
+const FLOAT8_NUMERIC: u32 = 1746;
+
+pub(super) const PER_PERSON: &str = "Compute per-person values in a subquery in FROM (not a CTE) grouped by the privacy unit, with count, sum, avg, min, max, \
+                          bool_and, bool_or, and summarise them with dpnoise aggregates: SELECT dp_avg(spent, 1.0, 0, 500) \
+                          FROM (SELECT person_id, sum(amount) AS spent FROM visits GROUP BY person_id) p.";
+
+/// Refuses an aggregate a per-person level may not use.
+///
+/// # Safety
+/// `aggref` is a live Aggref.
+pub(super) unsafe fn total_aggregate(aggref: *mut pg_sys::Aggref) -> Checked {
+    // SAFETY: the caller's contract.
+    unsafe {
+        if TOTAL_AGGREGATES.contains(&u32::from((*aggref).aggfnoid)) {
+            return Ok(());
+        }
+        let name = super::leakproof::function_name((*aggref).aggfnoid);
+        Err(refuse(
+            &format!("the aggregate {name} of these argument types is not admitted in a per-person subquery (it can fail on some values, or is not one of the built-ins admitted)"),
+            "Use count, sum, avg, min, max, bool_and or bool_or of numbers, dates or text (sum of real: cast to float8 or numeric).",
+        ))
+    }
+}
+
+/// The per-person subqueries in the FROM of `query`: subqueries that read
+/// a protected table directly, aggregate or group, and hold no dpnoise
+/// aggregate (range table indexes).
+///
+/// # Safety
+/// `query` is a live Query.
+pub(super) unsafe fn subqueries(query: *mut pg_sys::Query, walk: &Walk) -> Vec<i32> {
+    // SAFETY: the caller's contract; RTE casts follow their kinds.
+    unsafe {
+        let mut found = Vec::new();
+        for (i, rte) in list_items::<pg_sys::RangeTblEntry>((*query).rtable).into_iter().enumerate() {
+            if (*rte).rtekind != pg_sys::RTEKind::RTE_SUBQUERY || (*rte).subquery.is_null() {
+                continue;
+            }
+            let sub = (*rte).subquery;
+            let reads = list_items::<pg_sys::RangeTblEntry>((*sub).rtable).into_iter().any(|inner| {
+                (*inner).rtekind == pg_sys::RTEKind::RTE_RELATION && walk.protected.tables.contains_key(&(*inner).relid)
+            });
+            let mut aggregates = Vec::new();
+            super::bounding::collect_aggregates((*sub).targetList.cast(), &mut aggregates);
+            super::bounding::collect_aggregates((*sub).havingQual, &mut aggregates);
+            let grouped = (*sub).hasAggs || !(*sub).groupClause.is_null();
+            if reads && grouped && !aggregates.iter().any(|a| crate::functions::releasing((**a).aggfnoid).is_some()) {
+                found.push(i as i32 + 1);
+            }
+        }
+        found
+    }
+}
+
+/// Checks a level of dpnoise aggregates over a per-person subquery (the
+/// range table entries `found`), and the subquery. Returns whether the
+/// walk goes below (it does not: both levels are checked here).
+///
+/// # Safety
+/// `query` is a live Query of an analyst's statement, before planning.
+pub(super) unsafe fn check(query: *mut pg_sys::Query, walk: &Walk, found: &[i32]) -> Result<bool, Refusal> {
+    // SAFETY: the caller's contract; RTE and node casts follow their kinds and tags.
+    unsafe {
+        if walk.explaining {
+            return Err(refuse("EXPLAIN shows estimates drawn from the protected data", "Run the query itself."));
+        }
+        super::reads_only(query)?;
+        let items = list_items::<pg_sys::Node>((*(*query).jointree).fromlist);
+        let alone = match (found, &items[..]) {
+            ([index], [item]) => {
+                (**item).type_ == pg_sys::NodeTag::T_RangeTblRef && (*(*item as *mut pg_sys::RangeTblRef)).rtindex == *index
+            }
+            _ => false,
+        };
+        let rte = list_items::<pg_sys::RangeTblEntry>((*query).rtable)[found[0] as usize - 1];
+        if !alone || (*rte).lateral {
+            return Err(refuse(
+                "a per-person subquery must be the only FROM item of the level that summarises it (no join, no LATERAL)",
+                "Join public tables, and protected tables on the privacy unit, inside the per-person subquery.",
+            ));
+        }
+        let unit_columns = inner(&(*rte).subquery, walk)?;
+        let grouped = !(*query).groupClause.is_null();
+        if !(*query).hasAggs && !grouped {
+            return Err(refuse("the rows of a per-person subquery cannot be read, only dpnoise aggregates of them", PER_PERSON));
+        }
+        super::plain(query)?;
+        let group_keys: Vec<*mut pg_sys::Node> = list_items::<pg_sys::TargetEntry>((*query).targetList)
+            .into_iter()
+            .filter(|entry| (**entry).ressortgroupref != 0 && super::grouped_by(query, (**entry).ressortgroupref))
+            .map(|entry| (*entry).expr.cast())
+            .collect();
+        for key in &group_keys {
+            let columns: Vec<(i32, i16)> = unit_columns.iter().map(|c| (found[0], *c)).collect();
+            if reads_columns(*key, &columns) {
+                return Err(refuse(
+                    "a GROUP BY key over a per-person subquery reads the privacy unit: each group would be one person",
+                    "Group by per-person values (counts, sums, a first date), not by the person.",
+                ));
+            }
+        }
+        // The subquery's columns are the protected values here: in WHERE,
+        // HAVING, group keys and dpnoise aggregates only.
+        let mut check = Leakproof { allowed: &walk.protected.allowed, rows: true, keys: &group_keys, per_person: false };
+        check.node((*(*query).jointree).quals)?;
+        check.node((*query).havingQual)?;
+        for entry in list_items::<pg_sys::TargetEntry>((*query).targetList) {
+            check.rows = (*entry).ressortgroupref != 0 && super::grouped_by(query, (*entry).ressortgroupref);
+            check.node((*entry).expr.cast())?;
+        }
+        if grouped {
+            super::select_partitions(query, walk.protected.selection)?;
+        }
+        Ok(false)
+    }
+}
+
+/// Checks a per-person subquery: protected tables (joined on their privacy
+/// unit) and public ones, grouped by exactly the privacy unit, with the
+/// built-in aggregates of `TOTAL_AGGREGATES` and total expressions; no
+/// ORDER BY, LIMIT or OFFSET. Runs its float sums in numeric. Returns its
+/// output columns (numbers from 1) that read the privacy unit.
+///
+/// # Safety
+/// `sub` is a live Query, a subquery of an analyst's statement before planning.
+unsafe fn inner(sub: &*mut pg_sys::Query, walk: &Walk) -> Result<Vec<i16>, Refusal> {
+    // SAFETY: the caller's contract; RTE and node casts follow their kinds and tags.
+    unsafe {
+        let sub = *sub;
+        super::reads_only(sub)?;
+        let rtable = list_items::<pg_sys::RangeTblEntry>((*sub).rtable);
+        let read = rtable
+            .iter()
+            .filter(|rte| (***rte).rtekind == pg_sys::RTEKind::RTE_RELATION && walk.protected.tables.contains_key(&(***rte).relid))
+            .count();
+        if super::joins::public_keys(sub, &rtable, &walk.protected)?.is_some() {
+            return Err(refuse("an outer join is not admitted in a per-person subquery", PER_PERSON));
+        }
+        let (from, persons) = super::protected_from(sub, &rtable, &walk.protected, None, read)?;
+        super::plain(sub)?;
+        if !(*sub).sortClause.is_null() || !(*sub).limitCount.is_null() || !(*sub).limitOffset.is_null() {
+            return Err(refuse(
+                "ORDER BY, LIMIT and OFFSET are not admitted in a per-person subquery: they would pick persons by their values",
+                PER_PERSON,
+            ));
+        }
+        // Grouped by the privacy unit alone: one row per person.
+        let groups = list_items::<pg_sys::SortGroupClause>((*sub).groupClause);
+        let entries = list_items::<pg_sys::TargetEntry>((*sub).targetList);
+        let key = match groups[..] {
+            [group] => entries.iter().find(|e| (***e).ressortgroupref == (*group).tleSortGroupRef).map(|e| (**e).expr),
+            _ => None,
+        };
+        let is_unit = key.is_some_and(|key| {
+            let mut node = crate::versions::flatten_join_alias_vars(sub, pg_sys::copyObjectImpl(key.cast()).cast());
+            while !node.is_null() && (*node).type_ == pg_sys::NodeTag::T_RelabelType {
+                node = (*(node as *mut pg_sys::RelabelType)).arg.cast();
+            }
+            !node.is_null()
+                && (*node).type_ == pg_sys::NodeTag::T_Var
+                && persons.iter().any(|(leaf, table)| {
+                    let var = node as *mut pg_sys::Var;
+                    (*var).varlevelsup == 0 && (*var).varno as i32 == *leaf && (*var).varattno == table.unit
+                })
+        });
+        if !is_unit {
+            return Err(refuse(
+                "a subquery over protected rows that feeds dpnoise aggregates must be grouped by exactly the privacy unit (one row per person)",
+                PER_PERSON,
+            ));
+        }
+        in_numeric(sub, &walk.protected.substitutes)?;
+        // Every expression here runs once per row or per person, output
+        // included: all of it is checked as rows are.
+        let group_keys = [key.expect("checked above").cast::<pg_sys::Node>()];
+        let mut check = Leakproof { allowed: &walk.protected.allowed, rows: true, keys: &group_keys, per_person: true };
+        for qual in &from.quals {
+            check.node(*qual)?;
+        }
+        check.node((*sub).havingQual)?;
+        for entry in &entries {
+            check.node((**entry).expr.cast())?;
+        }
+        for (leaf, _) in &persons {
+            crate::versions::waive_privileges(crate::versions::query_permissions(sub), rtable[*leaf as usize - 1]);
+        }
+        // The columns that read the unit outside an aggregate (other
+        // columns of a table of one row per person are a person's values).
+        let units: Vec<(i32, i16)> = persons.iter().map(|(leaf, table)| (*leaf, table.unit)).collect();
+        Ok(list_items::<pg_sys::TargetEntry>((*sub).targetList)
+            .into_iter()
+            .filter(|e| {
+                let flat = crate::versions::flatten_join_alias_vars(sub, pg_sys::copyObjectImpl((**e).expr.cast()).cast());
+                reads_columns(flat, &units)
+            })
+            .map(|e| (*e).resno)
+            .collect())
+    }
+}
+
+/// Rewrites the sums and averages of floats of a per-person level
+/// (`IN_NUMERIC`) to run in numeric, their result cast back to float8 by
+/// dpnoise's total cast (±Infinity beyond float8's range).
+///
+/// # Safety
+/// `sub` is a live Query before planning.
+unsafe fn in_numeric(sub: *mut pg_sys::Query, substitutes: &std::collections::HashMap<pg_sys::Oid, pg_sys::Oid>) -> Checked {
+    struct Context {
+        cast: pg_sys::Oid,
+    }
+    /// # Safety
+    /// Called by the expression mutator with live nodes and the Context.
+    #[pg_guard]
+    unsafe extern "C-unwind" fn mutate(node: *mut pg_sys::Node, context: *mut std::ffi::c_void) -> *mut pg_sys::Node {
+        // SAFETY: the caller's contract; casts follow the node tags; new nodes are palloc'd.
+        unsafe {
+            if node.is_null() {
+                return node;
+            }
+            if (*node).type_ == pg_sys::NodeTag::T_Aggref {
+                let aggref = node as *mut pg_sys::Aggref;
+                let Some(&(_, numeric, to_numeric)) = IN_NUMERIC.iter().find(|(f, _, _)| *f == u32::from((*aggref).aggfnoid)) else {
+                    return node;
+                };
+                let copy = pg_sys::copyObjectImpl(aggref.cast()) as *mut pg_sys::Aggref;
+                (*copy).aggfnoid = pg_sys::Oid::from(numeric);
+                (*copy).aggtype = pg_sys::NUMERICOID;
+                (*(*(*copy).aggargtypes).elements).oid_value = pg_sys::NUMERICOID;
+                let entry = list_items::<pg_sys::TargetEntry>((*copy).args)[0];
+                (*entry).expr = pg_sys::makeFuncExpr(
+                    pg_sys::Oid::from(to_numeric),
+                    pg_sys::NUMERICOID,
+                    pg_sys::lappend(std::ptr::null_mut(), (*entry).expr.cast()),
+                    pg_sys::InvalidOid,
+                    pg_sys::InvalidOid,
+                    pg_sys::CoercionForm::COERCE_EXPLICIT_CAST,
+                )
+                .cast();
+                let cast = (*(context as *mut Context)).cast;
+                return pg_sys::makeFuncExpr(
+                    cast,
+                    pg_sys::FLOAT8OID,
+                    pg_sys::lappend(std::ptr::null_mut(), copy.cast()),
+                    pg_sys::InvalidOid,
+                    pg_sys::InvalidOid,
+                    pg_sys::CoercionForm::COERCE_EXPLICIT_CALL,
+                )
+                .cast();
+            }
+            crate::versions::expression_tree_mutator(node, mutate, context)
+        }
+    }
+    let Some(&cast) = substitutes.get(&pg_sys::Oid::from(FLOAT8_NUMERIC)) else {
+        return Err(refuse("dpnoise's total forms are missing", "Ask the DBA to update dpnoise."));
+    };
+    let mut context = Context { cast };
+    // SAFETY: the caller's contract; each output expression and HAVING is replaced by its mutated copy.
+    unsafe {
+        let context = (&raw mut context).cast();
+        for entry in list_items::<pg_sys::TargetEntry>((*sub).targetList) {
+            (*entry).expr = mutate((*entry).expr.cast(), context).cast();
+        }
+        (*sub).havingQual = mutate((*sub).havingQual, context);
+    }
+    Ok(())
+}
+
+/// Whether `node` reads one of `columns` (range table index, column) of
+/// its level outside an aggregate.
+///
+/// # Safety
+/// `node` is a live expression tree.
+unsafe fn reads_columns(node: *mut pg_sys::Node, columns: &[(i32, i16)]) -> bool {
+    /// # Safety
+    /// Called by `expression_tree_walker` with live nodes and the columns.
+    #[pg_guard]
+    unsafe extern "C-unwind" fn find(node: *mut pg_sys::Node, context: *mut std::ffi::c_void) -> bool {
+        // SAFETY: the caller's contract; casts follow the node tags.
+        unsafe {
+            if node.is_null() || (*node).type_ == pg_sys::NodeTag::T_Aggref {
+                return false;
+            }
+            if (*node).type_ == pg_sys::NodeTag::T_Var {
+                let var = node as *mut pg_sys::Var;
+                let columns = &*(context as *const &[(i32, i16)]);
+                return (*var).varlevelsup == 0 && columns.contains(&((*var).varno as i32, (*var).varattno));
+            }
+            pg_sys::expression_tree_walker(node, Some(find), context)
+        }
+    }
+    let mut columns = columns;
+    // SAFETY: the caller's contract; the walk only reads.
+    unsafe { find(node, (&raw mut columns).cast()) }
+}
