@@ -36,16 +36,3 @@ pub(crate) unsafe fn oid_list(list: *mut pg_sys::List) -> Vec<pg_sys::Oid> {
         (0..n).map(|i| (*(*list).elements.add(i)).oid_value).collect()
     }
 }
-
-/// A mutator callback as `expression_tree_mutator` and `query_tree_mutator` take it.
-pub(crate) fn mutator(
-    f: unsafe extern "C-unwind" fn(*mut pg_sys::Node, *mut std::ffi::c_void) -> *mut pg_sys::Node,
-) -> unsafe extern "C-unwind" fn() -> *mut pg_sys::Node {
-    // SAFETY: the same function pointer ABI; PostgreSQL calls it with (node, context).
-    unsafe {
-        std::mem::transmute::<
-            unsafe extern "C-unwind" fn(*mut pg_sys::Node, *mut std::ffi::c_void) -> *mut pg_sys::Node,
-            unsafe extern "C-unwind" fn() -> *mut pg_sys::Node,
-        >(f)
-    }
-}

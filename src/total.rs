@@ -396,7 +396,7 @@ unsafe fn collation_usable(fcinfo: pg_sys::FunctionCallInfo) -> bool {
         let collation = (*fcinfo).fncollation;
         collation != pg_sys::InvalidOid
             && (collation == pg_sys::C_COLLATION_OID
-                || collation == pg_sys::POSIX_COLLATION_OID
+                || collation == crate::versions::POSIX_COLLATION_OID
                 || pg_sys::get_collation_isdeterministic(collation))
     }
 }

@@ -11,7 +11,6 @@
 //! they are (`proven_total`). docs/analysts.md lists both.
 
 use super::catalog::Protected;
-use crate::pg_list::mutator;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 use std::collections::HashMap;
@@ -190,12 +189,11 @@ pub(super) unsafe fn substitute(query: *mut pg_sys::Query, protected: &Protected
             }
             if (*node).type_ == T_Query {
                 // In place: the planner hook's Query stays the one planned.
-                return pg_sys::query_tree_mutator(node.cast(), Some(mutator(mutate)), context, pg_sys::QTW_DONT_COPY_QUERY as i32)
-                    .cast();
+                return crate::versions::query_tree_mutator(node.cast(), mutate, context, pg_sys::QTW_DONT_COPY_QUERY as i32).cast();
             }
             let substitutes = &*(context as *const HashMap<pg_sys::Oid, pg_sys::Oid>);
             // A copy of the node over its mutated children.
-            let node = pg_sys::expression_tree_mutator(node, Some(mutator(mutate)), context);
+            let node = crate::versions::expression_tree_mutator(node, mutate, context);
             match (*node).type_ {
                 T_FuncExpr => {
                     let call = node as *mut pg_sys::FuncExpr;
