@@ -130,13 +130,7 @@ impl Leakproof<'_> {
                     self.children(node)
                 }
                 T_MinMaxExpr => {
-                    // GREATEST and LEAST compare with the type's ordering.
-                    let typcache =
-                        pg_sys::lookup_type_cache((*(node as *mut pg_sys::MinMaxExpr)).minmaxtype, pg_sys::TYPECACHE_CMP_PROC as i32);
-                    if typcache.is_null() || (*typcache).cmp_proc == pg_sys::InvalidOid {
-                        return Err(refuse("GREATEST or LEAST of a type without a total order", SHAPE));
-                    }
-                    self.function((*typcache).cmp_proc, "comparison")?;
+                    self.function(minmax_comparison(node.cast())?, "comparison")?;
                     self.children(node)
                 }
                 T_BoolExpr | T_NullTest | T_BooleanTest | T_RelabelType | T_CaseExpr | T_CaseWhen | T_CoalesceExpr
@@ -228,6 +222,21 @@ fn touches_rows(node: *mut pg_sys::Node) -> bool {
 }
 
 /// A function's name, for messages (a catalog name, never data).
+/// The comparison function GREATEST or LEAST calls: its type's ordering.
+///
+/// # Safety
+/// `node` is a live MinMaxExpr; inside a transaction.
+pub(super) unsafe fn minmax_comparison(node: *mut pg_sys::MinMaxExpr) -> Result<pg_sys::Oid, super::Refusal> {
+    // SAFETY: the caller's contract; a type cache lookup by OID.
+    unsafe {
+        let typcache = pg_sys::lookup_type_cache((*node).minmaxtype, pg_sys::TYPECACHE_CMP_PROC as i32);
+        if typcache.is_null() || (*typcache).cmp_proc == pg_sys::InvalidOid {
+            return Err(refuse("GREATEST or LEAST of a type without a total order", SHAPE));
+        }
+        Ok((*typcache).cmp_proc)
+    }
+}
+
 pub(super) fn function_name(funcid: pg_sys::Oid) -> String {
     // SAFETY: a syscache lookup by OID; a non-null result is a palloc'd NUL-terminated string.
     unsafe {

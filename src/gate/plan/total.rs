@@ -16,8 +16,6 @@ const COLLATED_STEPS: u64 = 9;
 
 use super::super::persons::TOTAL_AGGREGATES;
 
-/// What the check carries over one statement.
-
 /// The totality check of the expressions evaluated in a consumer's input.
 pub(super) struct Total<'a, 'b> {
     pub(super) check: &'a Check<'b>,
@@ -141,12 +139,7 @@ impl Total<'_, '_> {
                     self.children(node)
                 }
                 T_MinMaxExpr => {
-                    let typcache =
-                        pg_sys::lookup_type_cache((*(node as *mut pg_sys::MinMaxExpr)).minmaxtype, pg_sys::TYPECACHE_CMP_PROC as i32);
-                    if typcache.is_null() || (*typcache).cmp_proc == pg_sys::InvalidOid {
-                        return Err(refuse("GREATEST or LEAST of a type without a total order", SHAPE));
-                    }
-                    self.function((*typcache).cmp_proc, "comparison")?;
+                    self.function(super::super::leakproof::minmax_comparison(node.cast())?, "comparison")?;
                     self.children(node)
                 }
                 T_BoolExpr | T_NullTest | T_BooleanTest | T_RelabelType | T_CaseExpr | T_CaseWhen | T_CoalesceExpr | T_List
