@@ -110,7 +110,7 @@ fn audit_groups(noise: &Noise, k: usize, shift: i128, eps: f64, seed: u64) -> f6
     );
     // The privacy loss between the two joint laws is a function of the sum
     // of the k answers: auditing that sum audits the joint release.
-    let mut release = |r: &mut BitPool<ChaCha20Rng>, moved: bool| -> i128 {
+    let release = |r: &mut BitPool<ChaCha20Rng>, moved: bool| -> i128 {
         (0..k).map(|_| noise.sample(r) + if moved { shift } else { 0 }).sum()
     };
     let forward = delta_audit(400_000, 4, eps, Z, || release(&mut r0, false), || release(&mut r1, true));
