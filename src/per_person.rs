@@ -23,10 +23,11 @@ use std::ffi::{c_int, c_void};
 
 pgrx::extension_sql_file!("per_person.sql", name = "per_person_sql");
 
-// windowapi.h, which pgrx does not bind. An error raised below them (a
-// cancel while the window reads its rows) reaches PostgreSQL's handler as
-// raised: the functions below hold nothing that needs dropping.
-// SAFETY: these match PostgreSQL's prototypes (windowapi.h, 9.0 and later).
+// windowapi.h, which pgrx does not bind, and fmgr.h's FunctionCall2Coll.
+// An error raised below them (a cancel while the window reads its rows)
+// reaches PostgreSQL's handler as raised: the functions below hold
+// nothing that needs dropping.
+// SAFETY: these match PostgreSQL's prototypes (windowapi.h and fmgr.h, 9.0 and later).
 unsafe extern "C-unwind" {
     fn WinGetPartitionLocalMemory(winobj: *mut c_void, size: usize) -> *mut c_void;
     fn WinGetFuncArgCurrent(winobj: *mut c_void, argno: c_int, isnull: *mut bool) -> pg_sys::Datum;
@@ -39,6 +40,10 @@ unsafe extern "C-unwind" {
         isnull: *mut bool,
         isout: *mut bool,
     ) -> pg_sys::Datum;
+    // fmgr.h: a type's hash function cannot fail on a value of its type;
+    // called unguarded (a guard costs a sigsetjmp per call, per row).
+    #[link_name = "FunctionCall2Coll"]
+    fn function_call_2(flinfo: *mut pg_sys::FmgrInfo, collation: pg_sys::Oid, a: pg_sys::Datum, b: pg_sys::Datum) -> pg_sys::Datum;
 }
 
 /// windowapi.h's WINDOW_SEEK_CURRENT.
@@ -72,7 +77,7 @@ v1_function!(pg_finfo_dp_bound_key, dp_bound_key, |fcinfo| {
     for (i, hasher) in hashers.iter_mut().enumerate().skip(1) {
         let word = if hasher.valid && !crate::fmgr::arg_is_null(fcinfo, i) {
             let arg = crate::fmgr::arg_datum(fcinfo, i);
-            pg_sys::FunctionCall2Coll(&mut hasher.function, hasher.collation, arg, pg_sys::Datum::from(0usize)).value() as u64
+            function_call_2(&mut hasher.function, hasher.collation, arg, pg_sys::Datum::from(0usize)).value() as u64
         } else {
             0x9e37_79b9_7f4a_7c15 ^ i as u64
         };
