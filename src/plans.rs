@@ -94,7 +94,7 @@ pub fn plan(request: Request) -> Plan {
 
 /// The two plans of an average.
 pub fn average(epsilon: Epsilon, bounds: Bounds) -> Average {
-    match cached(Key::Average(epsilon, bounds), || Plan::average(epsilon, bounds).map(Value::Average)) {
+    match cached(Key::Average(epsilon, bounds), || Average::new(epsilon, bounds).map(Value::Average)) {
         Value::Average(average) => average,
         _ => unreachable!("an average key holds an average"),
     }

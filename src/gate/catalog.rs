@@ -29,8 +29,8 @@ pub(super) struct Protected {
     pub(super) seed: i64,
     /// dpnoise's window functions (the bounding's, `per_person`).
     pub(super) windows: Vec<pg_sys::Oid>,
-    /// Built-ins the gate replaces by dpnoise's total forms (`substitute`).
-    pub(super) substitutes: HashMap<pg_sys::Oid, pg_sys::Oid>,
+    /// dpnoise's total forms by name (`substitute` maps built-ins to them).
+    pub(super) forms: HashMap<String, pg_sys::Oid>,
 }
 
 /// What the gate knows of one protected table.
@@ -244,7 +244,6 @@ fn load() -> Option<std::rc::Rc<Protected>> {
                 forms.insert(name, oid);
             }
         }
-        let substitutes = super::substitute::resolve(&forms);
         Ok(Some(std::rc::Rc::new(Protected {
             tables,
             allowed,
@@ -253,7 +252,7 @@ fn load() -> Option<std::rc::Rc<Protected>> {
             share,
             seed,
             windows,
-            substitutes,
+            forms,
         })))
     }));
     drop(loading);

@@ -73,18 +73,18 @@ impl Leakproof<'_> {
                 T_Aggref => {
                     let aggref = node as *mut pg_sys::Aggref;
                     if self.per_person {
-                        super::persons::total_aggregate(aggref)?;
+                        total_aggregate(aggref)?;
                     }
                     let admitted = self.per_person || crate::functions::releasing((*aggref).aggfnoid).is_some_and(|f| f.analysts);
                     if (*aggref).agglevelsup != 0 || !admitted {
                         // count, sum, ... per person: in a subquery in FROM grouped by the unit.
-                        let per_person = super::persons::total_aggregate(aggref).is_ok();
+                        let per_person = total_aggregate(aggref).is_ok();
                         return Err(refuse(
                             &format!(
                                 "only these dpnoise aggregates may summarise protected rows: {}",
                                 crate::functions::for_analysts().join(", ")
                             ),
-                            if per_person { super::persons::PER_PERSON } else { SHAPE },
+                            if per_person { PER_PERSON } else { SHAPE },
                         ));
                     }
                     if !(*aggref).aggdistinct.is_null() || !(*aggref).aggorder.is_null() {
@@ -246,5 +246,40 @@ pub(super) fn function_name(funcid: pg_sys::Oid) -> String {
         } else {
             std::ffi::CStr::from_ptr(name).to_string_lossy().into_owned()
         }
+    }
+}
+
+/// Built-in aggregates that return for every input, in a per-person level
+/// and in the plan check: counts; sums and averages of integers (kept in
+/// int8 beyond any table's reach, or in numeric) and of numeric; min and
+/// max of numbers, dates, timestamps and text; bool_and, bool_or, every.
+pub(super) const TOTAL_AGGREGATES: &[u32] = &[
+    2803, 2147, // count(*), count(any)
+    2107, 2108, 2109, 2114, // sum of bigint, integer, smallint, numeric
+    2100, 2101, 2102, 2103, // avg of bigint, integer, smallint, numeric
+    2115, 2116, 2117, 2119, 2120, 2122, 2126, 2127, 2129, 2130, // max
+    2131, 2132, 2133, 2135, 2136, 2138, 2142, 2143, 2145, 2146, // min
+    2517, 2518, 2519, // bool_and, bool_or, every
+];
+
+pub(super) const PER_PERSON: &str = "Compute per-person values in a subquery in FROM (not a CTE) grouped by the privacy unit, with count, sum, avg, min, max, \
+                          bool_and, bool_or, and summarise them with dpnoise aggregates: SELECT dp_avg(spent, 1.0, 0, 500) \
+                          FROM (SELECT person_id, sum(amount) AS spent FROM visits GROUP BY person_id) p.";
+
+/// Refuses an aggregate a per-person level may not use.
+///
+/// # Safety
+/// `aggref` is a live Aggref.
+pub(super) unsafe fn total_aggregate(aggref: *mut pg_sys::Aggref) -> Checked {
+    // SAFETY: the caller's contract.
+    unsafe {
+        if TOTAL_AGGREGATES.contains(&u32::from((*aggref).aggfnoid)) {
+            return Ok(());
+        }
+        let name = function_name((*aggref).aggfnoid);
+        Err(refuse(
+            &format!("the aggregate {name} of these argument types is not admitted in a per-person subquery (it can fail on some values, or is not one of the built-ins admitted)"),
+            "Use count, sum, avg, min, max, bool_and or bool_or of numbers, dates or text (sum of real: cast to float8 or numeric).",
+        ))
     }
 }

@@ -19,23 +19,10 @@
 //! aggregates of `TOTAL_AGGREGATES` instead of dpnoise's; sums and averages
 //! of float8 run in numeric, where they cannot overflow.
 
-use super::leakproof::Leakproof;
+use super::leakproof::{Leakproof, PER_PERSON};
 use super::{list_items, refuse, Checked, Refusal, Walk};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
-
-/// Built-in aggregates that return for every input, in a per-person level
-/// and in the plan check: counts; sums and averages of integers (kept in
-/// int8 beyond any table's reach, or in numeric) and of numeric; min and
-/// max of numbers, dates, timestamps and text; bool_and, bool_or, every.
-pub(super) const TOTAL_AGGREGATES: &[u32] = &[
-    2803, 2147, // count(*), count(any)
-    2107, 2108, 2109, 2114, // sum of bigint, integer, smallint, numeric
-    2100, 2101, 2102, 2103, // avg of bigint, integer, smallint, numeric
-    2115, 2116, 2117, 2119, 2120, 2122, 2126, 2127, 2129, 2130, // max
-    2131, 2132, 2133, 2135, 2136, 2138, 2142, 2143, 2145, 2146, // min
-    2517, 2518, 2519, // bool_and, bool_or, every
-];
 
 /// Sums and averages of floats, which raise on overflow ("value out of
 /// range": a 1-bit oracle on one person's values), run in numeric: the
@@ -50,27 +37,6 @@ const IN_NUMERIC: &[(u32, u32, u32)] = &[
 /// the built-in it replaces.
 const FLOAT8_NUMERIC: u32 = 1746;
 
-pub(super) const PER_PERSON: &str = "Compute per-person values in a subquery in FROM (not a CTE) grouped by the privacy unit, with count, sum, avg, min, max, \
-                          bool_and, bool_or, and summarise them with dpnoise aggregates: SELECT dp_avg(spent, 1.0, 0, 500) \
-                          FROM (SELECT person_id, sum(amount) AS spent FROM visits GROUP BY person_id) p.";
-
-/// Refuses an aggregate a per-person level may not use.
-///
-/// # Safety
-/// `aggref` is a live Aggref.
-pub(super) unsafe fn total_aggregate(aggref: *mut pg_sys::Aggref) -> Checked {
-    // SAFETY: the caller's contract.
-    unsafe {
-        if TOTAL_AGGREGATES.contains(&u32::from((*aggref).aggfnoid)) {
-            return Ok(());
-        }
-        let name = super::leakproof::function_name((*aggref).aggfnoid);
-        Err(refuse(
-            &format!("the aggregate {name} of these argument types is not admitted in a per-person subquery (it can fail on some values, or is not one of the built-ins admitted)"),
-            "Use count, sum, avg, min, max, bool_and or bool_or of numbers, dates or text (sum of real: cast to float8 or numeric).",
-        ))
-    }
-}
 
 /// The per-person subqueries in the FROM of `query`: subqueries that read
 /// a protected table directly, aggregate or group, and hold no dpnoise
@@ -219,7 +185,7 @@ unsafe fn inner(sub: &*mut pg_sys::Query, walk: &Walk) -> Result<Vec<i16>, Refus
                 PER_PERSON,
             ));
         }
-        in_numeric(sub, &walk.protected.substitutes)?;
+        in_numeric(sub, &super::substitute::resolve(&walk.protected.forms))?;
         // Every expression here runs once per row or per person, output
         // included: all of it is checked as rows are.
         let group_keys = [key.expect("checked above").cast::<pg_sys::Node>()];

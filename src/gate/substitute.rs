@@ -174,7 +174,8 @@ pub(super) fn instead(funcid: pg_sys::Oid) -> Option<&'static str> {
 /// # Safety
 /// `query` is the live Query the planner hook was given.
 pub(super) unsafe fn substitute(query: *mut pg_sys::Query, protected: &Protected) {
-    if protected.substitutes.is_empty() || !super::joins::reads_protected(query.cast(), protected) {
+    let substitutes = resolve(&protected.forms);
+    if substitutes.is_empty() || !super::joins::reads_protected(query.cast(), protected) {
         return;
     }
     /// # Safety
@@ -226,7 +227,7 @@ pub(super) unsafe fn substitute(query: *mut pg_sys::Query, protected: &Protected
     }
     // SAFETY: the caller's contract; the mutator rewrites `query` in place (QTW_DONT_COPY_QUERY).
     unsafe {
-        mutate(query.cast(), (&raw const protected.substitutes).cast_mut().cast());
+        mutate(query.cast(), (&raw const substitutes).cast_mut().cast());
     }
 }
 

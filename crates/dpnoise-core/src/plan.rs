@@ -8,9 +8,8 @@ use crate::accuracy::Accuracy;
 use crate::calibration::{Calibration, Shape};
 use crate::entropy::Entropy;
 use crate::mechanism::{scale_ratio, Noise};
-use crate::moments::Average;
 use crate::noise::LatticeNoise;
-use crate::params::{Bounds, Choice, Delta, Mechanism, MECHANISMS};
+use crate::params::{Choice, Delta, Mechanism, MECHANISMS};
 use crate::rational::Epsilon;
 use crate::staircase::Loss;
 use crate::Error;
@@ -105,12 +104,6 @@ impl Plan {
             }
         }
         best.map(|(_, plan)| plan).ok_or_else(|| first_error.expect("some mechanism was tried"))
-    }
-
-    /// An average's two releases (`moments::Average`): a centred sum and
-    /// a count, ε split to minimise the worst-case error.
-    pub fn average(epsilon: Epsilon, bounds: Bounds) -> Result<Average, Error> {
-        Average::new(epsilon, bounds)
     }
 
     /// The exact error of this plan's noise, in the query's units.

@@ -14,7 +14,7 @@ const BYTES_PER_STEP: f64 = 16.0;
 /// Steps a comparison under a locale's collation weighs, beyond its own.
 const COLLATED_STEPS: u64 = 9;
 
-use super::super::persons::TOTAL_AGGREGATES;
+use super::super::leakproof::TOTAL_AGGREGATES;
 
 /// The totality check of the expressions evaluated in a consumer's input.
 pub(super) struct Total<'a, 'b> {
