@@ -81,7 +81,7 @@ SELECT y, m, dd, dp_total_make_date(y, m, dd) FROM (VALUES (2024, 2, 29), (2023,
 -- 2. Admitted now on protected columns: the analyst writes plain SQL.
 SELECT count(*) FROM (SELECT floor(amount / 100) * 100 AS bucket, dp_count(1.0) c FROM tv GROUP BY 1) s;
 SELECT dp_sum(amount * 1.1, 1.0, 0, 5000) > 0 AS ok, dp_sum(n * n, 1.0, 0, 1e7) > 0 AS squares FROM tv;
-SELECT date_trunc('month', d) AS month, dp_count(1.0) > 50 AS busy FROM tv GROUP BY 1 ORDER BY 1 LIMIT 3;
+SELECT date_trunc('quarter', d) AS quarter, dp_count(1.0) > 50 AS busy FROM tv GROUP BY 1 ORDER BY 1 LIMIT 3;
 SELECT extract(month FROM d) AS month, dp_count(1.0) > 50 AS busy FROM tv GROUP BY 1 ORDER BY 1 LIMIT 3;
 SELECT width_bucket(amount, 0, 3000, 10) AS bucket, dp_count(1.0) > 50 AS busy FROM tv GROUP BY 1 ORDER BY 1 LIMIT 3;
 SELECT dp_count(1.0) > 0 AS ok FROM tv WHERE site LIKE 's1%' AND lower(site) = 's1' AND substr(site, 1, 2) = 's1'
