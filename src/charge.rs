@@ -289,7 +289,8 @@ unsafe fn checked(
         };
         let mut values: Vec<Option<pg_sys::Datum>> = Vec::new();
         let mut totals: Vec<Option<pg_sys::Datum>> = Vec::new();
-        let mut shared = false;
+        // k: the most groups a person's share is spread over (1: not shared).
+        let mut groups = 1u32;
         for (i, &expr) in args.iter().enumerate() {
             if i < first {
                 values.push(None);
@@ -300,14 +301,19 @@ unsafe fn checked(
             let share = if (*expr).type_ == pg_sys::NodeTag::T_Const { None } else { crate::parameters::share_call(expr.cast()) };
             totals.push(match share {
                 Some(share) => {
-                    shared = true;
-                    evaluate(list_nodes(share)[0].cast())
+                    let parts = list_nodes(share);
+                    let k = evaluate(parts[1].cast()).map_or(1, |d| d.value() as i32);
+                    groups = groups.max(k.max(1) as u32);
+                    evaluate(parts[0].cast())
                 }
                 None => *values.last().expect("pushed"),
             });
         }
-        let paid = cost(function, types, &args, &values);
-        let charged = if shared { paid.and_then(|_| cost(function, types, &args, &totals)) } else { paid };
+        // The share as written, then the whole with k: the plan the
+        // aggregate will make (a Gaussian over k groups is calibrated to
+        // the L2 sensitivity), so that it cannot refuse after the charge.
+        let paid = cost(function, types, &args, &values, 1);
+        let charged = if groups > 1 { paid.and_then(|_| cost(function, types, &args, &totals, groups)) } else { paid };
         if !context.is_null() {
             pg_sys::FreeExprContext(context, true);
         }
@@ -325,8 +331,9 @@ unsafe fn checked(
 }
 
 /// One call's (ε, δ) from its evaluated arguments (None: NULL), checked as
-/// its function checks them (`args`: the argument expressions); None if
-/// the sum module does not know the name.
+/// its function checks them (`args`: the argument expressions) when it
+/// releases over a person's `groups` groups; None if the sum module does
+/// not know the name.
 ///
 /// # Safety
 /// `values` are the call's evaluated arguments; texts are live.
@@ -335,21 +342,22 @@ unsafe fn cost(
     types: &[pg_sys::Oid],
     args: &[*mut pg_sys::Expr],
     values: &[Option<pg_sys::Datum>],
+    groups: u32,
 ) -> Option<(f64, f64)> {
     let first = function.first_parameter(types);
     let integer = types.first() == Some(&pg_sys::INT8OID);
     // SAFETY: the caller's contract is each check's own.
     unsafe {
         Some(match function.cost {
-            functions::Cost::Count => crate::count::checked_cost(first == 1, values),
-            functions::Cost::Sum => crate::sum::checked_cost(function.name, integer, values)?,
+            functions::Cost::Count => crate::count::checked_cost(first == 1, values, groups),
+            functions::Cost::Sum => crate::sum::checked_cost(function.name, integer, values, groups)?,
             functions::Cost::Selection => selection_cost(values),
             functions::Cost::Value => crate::row_noise::checked_cost(function.name, values),
             // dp_merge_count(partial, ε, δ, mechanism) is dp_count's (ε, δ, mechanism) form.
-            functions::Cost::MergeCount => crate::count::checked_cost(true, values),
+            functions::Cost::MergeCount => crate::count::checked_cost(true, values, groups),
             functions::Cost::MergeSelected => selection_cost(&values[1..]),
             // dp_merge_sum's bounds tell its type.
-            functions::Cost::MergeSum => crate::sum::merged_cost(types.get(5) == Some(&pg_sys::INT8OID), values),
+            functions::Cost::MergeSum => crate::sum::merged_cost(types.get(5) == Some(&pg_sys::INT8OID), values, groups),
             functions::Cost::Multi => crate::multi::checked_cost(function.name, values),
             functions::Cost::Moments => crate::moments::checked_cost(values),
             functions::Cost::Quantile => crate::quantile::checked_cost(function.name, values)?,

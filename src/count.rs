@@ -76,11 +76,13 @@ fn request(epsilon: f64, delta: f64, choice: Choice, groups: u32) -> Request {
 
 /// Checks the parameters of a dp_count call as its final function would
 /// and returns what it pays, (ε, δ) as written. `args` are the call's
-/// evaluated arguments (None: NULL), `value`: the form with a value first.
+/// evaluated arguments (None: NULL), `value`: the form with a value first;
+/// over a person's `groups` groups the arguments are the totals the groups
+/// share.
 ///
 /// # Safety
 /// A text in `args` is live.
-pub(crate) unsafe fn checked_cost(value: bool, args: &[Option<pg_sys::Datum>]) -> (f64, f64) {
+pub(crate) unsafe fn checked_cost(value: bool, args: &[Option<pg_sys::Datum>], groups: u32) -> (f64, f64) {
     let params = &args[usize::from(value)..];
     let arg = |i: usize| params.get(i).copied().flatten();
     // SAFETY: the caller's contract: texts are live.
@@ -95,7 +97,7 @@ pub(crate) unsafe fn checked_cost(value: bool, args: &[Option<pg_sys::Datum>]) -
             ),
         }
     };
-    crate::plans::plan(request(epsilon, delta, choice, 1));
+    crate::plans::plan(request(epsilon, delta, choice, groups));
     (epsilon, delta)
 }
 

@@ -308,21 +308,28 @@ fn plan_written<T: SumValue>(kind: Kind, w: &Written<T>) -> SumPlan {
 ///
 /// # Safety
 /// `args` holds the call's evaluated arguments (None: NULL); texts are live.
-pub(crate) unsafe fn checked_cost(name: &str, integer: bool, args: &[Option<pg_sys::Datum>]) -> Option<(f64, f64)> {
+pub(crate) unsafe fn checked_cost(name: &str, integer: bool, args: &[Option<pg_sys::Datum>], groups: u32) -> Option<(f64, f64)> {
     let kind = Kind::named(name)?;
     let arg = |i: usize| args.get(i).copied().flatten();
     // SAFETY: the caller's contract.
     unsafe {
-        if integer {
-            let w = written::<i64>(kind, args.len(), arg);
-            plan_written(kind, &w);
-            Some((w.epsilon, w.delta))
+        Some(if integer {
+            checked_written(kind, written::<i64>(kind, args.len(), arg), groups)
         } else {
-            let w = written::<f64>(kind, args.len(), arg);
-            plan_written(kind, &w);
-            Some((w.epsilon, w.delta))
-        }
+            checked_written(kind, written::<f64>(kind, args.len(), arg), groups)
+        })
     }
+}
+
+/// Plans written parameters as the aggregate will: over a person's
+/// `groups` groups (> 1) they are the totals the groups share, and
+/// dp_sum's plan takes k (`Written::shared`). Returns them as written.
+fn checked_written<T: SumValue>(kind: Kind, mut w: Written<T>, groups: u32) -> (f64, f64) {
+    if kind == Kind::Sum && groups > 1 {
+        w.shared = Some((groups, w.epsilon, w.delta));
+    }
+    plan_written(kind, &w);
+    (w.epsilon, w.delta)
 }
 
 /// The arguments of `kind`'s call, planned (once per call site and parameter set).
@@ -592,17 +599,15 @@ unsafe fn merged_written<T: SumValue>(args: &[Option<pg_sys::Datum>]) -> (Kind, 
 ///
 /// # Safety
 /// As `merged_written`.
-pub(crate) unsafe fn merged_cost(integer: bool, args: &[Option<pg_sys::Datum>]) -> (f64, f64) {
+pub(crate) unsafe fn merged_cost(integer: bool, args: &[Option<pg_sys::Datum>], groups: u32) -> (f64, f64) {
     // SAFETY: the caller's contract.
     unsafe {
         if integer {
             let (kind, _, w) = merged_written::<i64>(args);
-            plan_written(kind, &w);
-            (w.epsilon, w.delta)
+            checked_written(kind, w, groups)
         } else {
             let (kind, _, w) = merged_written::<f64>(args);
-            plan_written(kind, &w);
-            (w.epsilon, w.delta)
+            checked_written(kind, w, groups)
         }
     }
 }

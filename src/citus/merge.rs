@@ -69,7 +69,7 @@ pub(super) unsafe fn plan_split(aggref: *mut pg_sys::Aggref, name: &str, first: 
             };
         }
         if name == "dp_count" {
-            crate::count::checked_cost(first == 1, &values);
+            crate::count::checked_cost(first == 1, &values, 1);
             let partial = if first == 1 {
                 aggregate(lookup("pg_catalog", "count", &[pg_sys::ANYOID]), pg_sys::INT8OID, &[value()], std::ptr::null_mut())
             } else {

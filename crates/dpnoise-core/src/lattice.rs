@@ -32,6 +32,11 @@ impl Lattice {
     /// `sensitivity`: the largest 2^k with at least 2^40 steps per scale and
     /// 2^20 steps per sensitivity. Both inputs are public parameters.
     pub fn for_noise(scale: f64, sensitivity: f64) -> Result<Lattice, Error> {
+        if scale == f64::INFINITY {
+            return Err(Error::OutOfRange(format!(
+                "the noise sensitivity {sensitivity:e} needs at this epsilon and delta is beyond float8: narrow the bounds or raise epsilon"
+            )));
+        }
         let s = positive_dyadic("noise scale", scale)?;
         let d = positive_dyadic("sensitivity", sensitivity)?;
         let k = (s.ceil_log2() - STEPS_PER_SCALE_LOG2)

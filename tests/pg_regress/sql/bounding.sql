@@ -227,6 +227,9 @@ SELECT outcome('SELECT r.region, dp_count(1.0) FROM trip_regions r LEFT JOIN tri
 SELECT outcome('SELECT r.x, dp_count(1.0) FROM (SELECT (SELECT min(person_id) FROM trips) x) r LEFT JOIN trips t ON t.person_id = r.x GROUP BY r.x');
 SELECT outcome('SELECT v.x, dp_count(1.0) FROM trips t, LATERAL (VALUES (t.amount)) v(x) GROUP BY v.x');
 SELECT outcome('SELECT l.region, dp_count(1.0) FROM listed_regions l LEFT JOIN trips t ON t.region = l.region AND 1 / (t.amount - 10) > 0 GROUP BY l.region');
+-- A Gaussian over a person's k groups is calibrated to sqrt(k) times the
+-- bounds: whose k-group plan cannot be made is refused before the charge.
+SELECT outcome('SELECT l.region, dp_sum(t.amount, 1.0, 0, 3e307, 1e-5, ''gaussian'') FROM listed_regions l LEFT JOIN trips t ON t.region = l.region GROUP BY l.region');
 SELECT count(*) AS charged_for_refusals FROM dp_my_ledger WHERE id > (SELECT seen FROM charges);
 RESET dpnoise.selection_delta;
 
