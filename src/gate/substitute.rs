@@ -16,7 +16,7 @@ use pgrx::prelude::*;
 use std::collections::HashMap;
 
 /// Each built-in (by its OID in pg_proc, the same in every PostgreSQL 15)
-/// and the name of its total form in dpnoise (`src/total.sql`), which has
+/// and the name of its total form in dpnoise (`src/total/total.sql`), which has
 /// the same argument and result types (int4 operands of the mixed int4 and
 /// int8 operators are read sign-extended by the int8 forms).
 pub(super) const SUBSTITUTES: &[(u32, &str)] = &[

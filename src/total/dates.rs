@@ -1,0 +1,162 @@
+//! Total forms of the date and timestamp functions: date_trunc,
+//! date_part and extract, date to timestamp, make_date, to_char.
+
+use super::{int, text_bytes};
+use crate::fmgr::{arg_datum, i64_datum, return_null, v1_function};
+use pgrx::pg_sys;
+
+/// Microseconds in 1001 years: a timestamp this far inside its type's range
+/// stays inside when truncated to a millennium or moved by a time zone.
+const MARGIN_USECS: i64 = 1001 * 366 * 86_400 * 1_000_000;
+/// The finite timestamps: [MIN_TIMESTAMP, END_TIMESTAMP) of datatype/timestamp.h.
+const MIN_TIMESTAMP: i64 = -211_813_488_000_000_000;
+const END_TIMESTAMP: i64 = 9_223_371_331_200_000_000;
+/// The dates (days from 2000-01-01) that convert to a timestamp at least
+/// MARGIN_USECS inside its range.
+const MARGIN_DAYS: i64 = MARGIN_USECS / 86_400_000_000;
+const MIN_DATE: i64 = MIN_TIMESTAMP / 86_400_000_000 + MARGIN_DAYS;
+const END_DATE: i64 = END_TIMESTAMP / 86_400_000_000 - MARGIN_DAYS;
+
+/// A timestamp (with or without time zone) the date functions may be
+/// given: ±infinity, or at least 1001 years inside the range.
+fn timestamp_usable(t: i64) -> bool {
+    t == i64::MIN || t == i64::MAX || (t >= MIN_TIMESTAMP + MARGIN_USECS && t < END_TIMESTAMP - MARGIN_USECS)
+}
+
+/// A date the date functions may be given (as a timestamp): ±infinity, or
+/// one whose timestamp is usable.
+fn date_usable(d: i32) -> bool {
+    d == i32::MIN || d == i32::MAX || (i64::from(d) >= MIN_DATE && i64::from(d) < END_DATE)
+}
+
+/// Units of date_trunc on timestamps (and of date_part, extract below).
+const TRUNC_UNITS: &[&str] = &[
+    "microseconds", "milliseconds", "second", "seconds", "minute", "minutes", "hour", "hours", "day", "days", "week",
+    "weeks", "month", "months", "quarter", "year", "years", "decade", "decades", "century", "centuries", "millennium",
+    "millennia",
+];
+/// Units of date_part and extract on timestamps: those, and the fields that
+/// are not truncation units. (No time zone fields: PostgreSQL refuses
+/// them for timestamp without time zone.)
+const PART_UNITS: &[&str] = &["dow", "isodow", "doy", "isoyear", "epoch", "julian"];
+/// Units of extract on dates: no time of day.
+const DATE_UNITS: &[&str] = &[
+    "day", "days", "week", "weeks", "month", "months", "quarter", "year", "years", "decade", "decades", "century",
+    "centuries", "millennium", "millennia", "dow", "isodow", "doy", "isoyear", "epoch", "julian",
+];
+
+/// Whether argument `i` (text) names one of `units` (case-insensitive, as
+/// PostgreSQL lowercases it).
+///
+/// # Safety
+/// Argument `i` of a live call, declared text, not NULL.
+unsafe fn unit_in(fcinfo: pg_sys::FunctionCallInfo, i: usize, units: &[&[&str]]) -> bool {
+    // SAFETY: the caller's contract; the text is detoasted and read as bytes.
+    unsafe {
+        if text_bytes(fcinfo, i) > 16 {
+            return false;
+        }
+        let unit = pg_sys::pg_detoast_datum_packed(arg_datum(fcinfo, i).cast_mut_ptr());
+        let bytes = std::slice::from_raw_parts(pgrx::vardata_any(unit.cast()).cast::<u8>(), pgrx::varsize_any_exhdr(unit.cast()));
+        units.iter().any(|list| list.iter().any(|u| u.as_bytes().eq_ignore_ascii_case(bytes)))
+    }
+}
+
+macro_rules! timestamp_function {
+    ($finfo:ident, $name:ident, $builtin:ident, $units:expr) => {
+        v1_function!($finfo, $name, |fcinfo| {
+            // SAFETY: STRICT, declared (text, timestamp[tz]); the built-in is called with the same
+            // arguments once the unit is one it knows and the timestamp far from the range's ends.
+            unsafe {
+                if !unit_in(fcinfo, 0, $units) || !timestamp_usable(int(fcinfo, 1)) {
+                    return return_null(fcinfo);
+                }
+                pg_sys::$builtin(fcinfo)
+            }
+        });
+    };
+}
+
+timestamp_function!(pg_finfo_dp_total_timestamp_trunc, dp_total_timestamp_trunc, timestamp_trunc, &[TRUNC_UNITS]);
+timestamp_function!(pg_finfo_dp_total_timestamptz_trunc, dp_total_timestamptz_trunc, timestamptz_trunc, &[TRUNC_UNITS]);
+timestamp_function!(pg_finfo_dp_total_timestamp_part, dp_total_timestamp_part, timestamp_part, &[TRUNC_UNITS, PART_UNITS]);
+timestamp_function!(pg_finfo_dp_total_timestamptz_part, dp_total_timestamptz_part, timestamptz_part, &[TRUNC_UNITS, PART_UNITS]);
+timestamp_function!(pg_finfo_dp_total_extract_timestamp, dp_total_extract_timestamp, extract_timestamp, &[TRUNC_UNITS, PART_UNITS]);
+timestamp_function!(pg_finfo_dp_total_extract_timestamptz, dp_total_extract_timestamptz, extract_timestamptz, &[TRUNC_UNITS, PART_UNITS]);
+
+// extract(unit FROM date).
+v1_function!(pg_finfo_dp_total_extract_date, dp_total_extract_date, |fcinfo| {
+    // SAFETY: STRICT, declared (text, date); the built-in is called with the same arguments once
+    // the unit is one it knows for dates.
+    unsafe {
+        if !unit_in(fcinfo, 0, &[DATE_UNITS]) || !date_usable(int(fcinfo, 1) as i32) {
+            return return_null(fcinfo);
+        }
+        pg_sys::extract_date(fcinfo)
+    }
+});
+
+// date_part(unit, date): PostgreSQL's is SQL, date_part(unit, date::timestamp).
+v1_function!(pg_finfo_dp_total_date_part_date, dp_total_date_part_date, |fcinfo| {
+    // SAFETY: STRICT, declared (text, date); the date argument is replaced by its timestamp
+    // (exact in range, as date2timestamp computes it) and timestamp_part called with both.
+    unsafe {
+        let d = int(fcinfo, 1) as i32;
+        if !unit_in(fcinfo, 0, &[TRUNC_UNITS, PART_UNITS]) || !date_usable(d) {
+            return return_null(fcinfo);
+        }
+        let t = match d {
+            i32::MIN => i64::MIN,
+            i32::MAX => i64::MAX,
+            d => i64::from(d) * 86_400_000_000,
+        };
+        (*(*fcinfo).args.as_mut_ptr().add(1)).value = i64_datum(t);
+        pg_sys::timestamp_part(fcinfo)
+    }
+});
+
+macro_rules! date_cast {
+    ($finfo:ident, $name:ident, $builtin:ident) => {
+        v1_function!($finfo, $name, |fcinfo| {
+            // SAFETY: STRICT, one date argument; the built-in is called with it once it converts.
+            unsafe {
+                if !date_usable(int(fcinfo, 0) as i32) {
+                    return return_null(fcinfo);
+                }
+                pg_sys::$builtin(fcinfo)
+            }
+        });
+    };
+}
+
+date_cast!(pg_finfo_dp_total_date_timestamp, dp_total_date_timestamp, date_timestamp);
+date_cast!(pg_finfo_dp_total_date_timestamptz, dp_total_date_timestamptz, date_timestamptz);
+
+/// Whether make_date accepts (year, month, day): a real day of the
+/// proleptic Gregorian calendar (year 0 does not exist; -1 is 1 BC), within
+/// years 4713 BC to 5874897 AD less a year at each end.
+fn real_date(year: i64, month: i64, day: i64) -> bool {
+    if year == 0 || !(-4712..=5_874_896).contains(&year) || !(1..=12).contains(&month) || day < 1 {
+        return false;
+    }
+    let y = if year < 0 { year + 1 } else { year };
+    let leap = y.rem_euclid(4) == 0 && (y.rem_euclid(100) != 0 || y.rem_euclid(400) == 0);
+    let days = match month {
+        2 if leap => 29,
+        2 => 28,
+        4 | 6 | 9 | 11 => 30,
+        _ => 31,
+    };
+    day <= days
+}
+
+// make_date(year, month, day): NULL for a day that does not exist.
+v1_function!(pg_finfo_dp_total_make_date, dp_total_make_date, |fcinfo| {
+    // SAFETY: STRICT, three int4 arguments; the built-in is called with them once they name a real day.
+    unsafe {
+        if !real_date(int(fcinfo, 0), int(fcinfo, 1), int(fcinfo, 2)) {
+            return return_null(fcinfo);
+        }
+        pg_sys::make_date(fcinfo)
+    }
+});
