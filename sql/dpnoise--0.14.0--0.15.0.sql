@@ -454,3 +454,19 @@ RETURNS TABLE (max_groups_contributed integer, epsilon_per_group double precisio
 STABLE PARALLEL RESTRICTED LANGUAGE c AS 'MODULE_PATHNAME', 'dp_query_accuracy_wrapper';
 COMMENT ON FUNCTION dp_query_accuracy(text, double precision, text[], double precision, double precision, boolean, double precision, double precision, text) IS
     'The error of one aggregate (count, or sum with its bounds) in a query over these tables, with the contribution bounds the gate applies this session, and the persons a group needs for partition selection to show it; with delta > 0, of the (epsilon, delta) release (a Gaussian over a person''s k groups is calibrated to the L2 sensitivity across them). Spends and draws nothing.';
+
+-- to_char of timestamps: total forms (issue 36).
+CREATE FUNCTION dp_total_timestamp_to_char(timestamp without time zone, text) RETURNS text
+    AS 'MODULE_PATHNAME', 'dp_total_timestamp_to_char' LANGUAGE C STABLE STRICT PARALLEL SAFE LEAKPROOF;
+CREATE FUNCTION dp_total_timestamptz_to_char(timestamp with time zone, text) RETURNS text
+    AS 'MODULE_PATHNAME', 'dp_total_timestamptz_to_char' LANGUAGE C STABLE STRICT PARALLEL SAFE LEAKPROOF;
+COMMENT ON FUNCTION dp_total_timestamp_to_char(timestamp without time zone, text) IS
+    'Total form of to_char(timestamp without time zone,text): NULL for a format over 1 KB or with a TM (localized) field; the analyst gate writes it in place of the built-in (docs/analysts.md).';
+COMMENT ON FUNCTION dp_total_timestamptz_to_char(timestamp with time zone, text) IS
+    'Total form of to_char(timestamp with time zone,text): NULL for a format over 1 KB or with a TM (localized) field; the analyst gate writes it in place of the built-in (docs/analysts.md).';
+
+-- Per-person numeric aggregates read their argument capped (an attack overflowed a per-person sum).
+CREATE FUNCTION dp_total_numeric_capped(numeric) RETURNS numeric
+    AS 'MODULE_PATHNAME', 'dp_total_numeric_capped' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
+COMMENT ON FUNCTION dp_total_numeric_capped(numeric) IS
+    'The value, or NULL where it spans more than about 64 digits: the analyst gate reads the arguments of per-person sum, avg, min and max of numeric through it (docs/analysts.md).';

@@ -37,6 +37,14 @@ const IN_NUMERIC: &[(u32, u32, u32)] = &[
 /// the built-in it replaces.
 const FLOAT8_NUMERIC: u32 = 1746;
 
+/// Sums, averages, minima and maxima of numeric (sum, avg, max, min), which
+/// read their argument through `dp_total_numeric_capped`: NULL for a value
+/// spanning more digits than the total forms compute with. A sum of such
+/// values could overflow the numeric format (9e131071 twice: "value
+/// overflows numeric format", a 1-bit oracle found by an attack), and each
+/// addition or comparison costs the length of its operands.
+const CAPPED: &[u32] = &[2114, 2103, 2130, 2146];
+
 
 /// The per-person subqueries in the FROM of `query`: subqueries that read
 /// a protected table directly, aggregate or group, and hold no dpnoise
@@ -185,7 +193,7 @@ unsafe fn inner(sub: &*mut pg_sys::Query, walk: &Walk) -> Result<Vec<i16>, Refus
                 PER_PERSON,
             ));
         }
-        in_numeric(sub, &super::substitute::resolve(&walk.protected.forms))?;
+        in_numeric(sub, &walk.protected.forms)?;
         // Every expression here runs once per row or per person, output
         // included: all of it is checked as rows are.
         let group_keys = [key.expect("checked above").cast::<pg_sys::Node>()];
@@ -216,13 +224,34 @@ unsafe fn inner(sub: &*mut pg_sys::Query, walk: &Walk) -> Result<Vec<i16>, Refus
 
 /// Rewrites the sums and averages of floats of a per-person level
 /// (`IN_NUMERIC`) to run in numeric, their result cast back to float8 by
-/// dpnoise's total cast (±Infinity beyond float8's range).
+/// dpnoise's total cast (±Infinity beyond float8's range); the numeric
+/// aggregates of `CAPPED` read their argument through the capped form.
 ///
 /// # Safety
 /// `sub` is a live Query before planning.
-unsafe fn in_numeric(sub: *mut pg_sys::Query, substitutes: &std::collections::HashMap<pg_sys::Oid, pg_sys::Oid>) -> Checked {
+unsafe fn in_numeric(sub: *mut pg_sys::Query, forms: &std::collections::HashMap<String, pg_sys::Oid>) -> Checked {
     struct Context {
         cast: pg_sys::Oid,
+        capped: pg_sys::Oid,
+    }
+    /// The aggregate's (only) argument, passed through `function`.
+    ///
+    /// # Safety
+    /// `aggref` is a live Aggref of one argument; `function` takes and returns `result`.
+    unsafe fn wrap_argument(aggref: *mut pg_sys::Aggref, function: pg_sys::Oid, result: pg_sys::Oid, form: pg_sys::CoercionForm::Type) {
+        // SAFETY: the caller's contract; the new node is palloc'd.
+        unsafe {
+            let entry = list_items::<pg_sys::TargetEntry>((*aggref).args)[0];
+            (*entry).expr = pg_sys::makeFuncExpr(
+                function,
+                result,
+                pg_sys::lappend(std::ptr::null_mut(), (*entry).expr.cast()),
+                pg_sys::InvalidOid,
+                pg_sys::InvalidOid,
+                form,
+            )
+            .cast();
+        }
     }
     /// # Safety
     /// Called by the expression mutator with live nodes and the Context.
@@ -235,6 +264,12 @@ unsafe fn in_numeric(sub: *mut pg_sys::Query, substitutes: &std::collections::Ha
             }
             if (*node).type_ == pg_sys::NodeTag::T_Aggref {
                 let aggref = node as *mut pg_sys::Aggref;
+                if CAPPED.contains(&u32::from((*aggref).aggfnoid)) {
+                    let copy = pg_sys::copyObjectImpl(aggref.cast()) as *mut pg_sys::Aggref;
+                    let capped = (*(context as *mut Context)).capped;
+                    wrap_argument(copy, capped, pg_sys::NUMERICOID, pg_sys::CoercionForm::COERCE_EXPLICIT_CALL);
+                    return copy.cast();
+                }
                 let Some(&(_, numeric, to_numeric)) = IN_NUMERIC.iter().find(|(f, _, _)| *f == u32::from((*aggref).aggfnoid)) else {
                     return node;
                 };
@@ -242,16 +277,7 @@ unsafe fn in_numeric(sub: *mut pg_sys::Query, substitutes: &std::collections::Ha
                 (*copy).aggfnoid = pg_sys::Oid::from(numeric);
                 (*copy).aggtype = pg_sys::NUMERICOID;
                 (*(*(*copy).aggargtypes).elements).oid_value = pg_sys::NUMERICOID;
-                let entry = list_items::<pg_sys::TargetEntry>((*copy).args)[0];
-                (*entry).expr = pg_sys::makeFuncExpr(
-                    pg_sys::Oid::from(to_numeric),
-                    pg_sys::NUMERICOID,
-                    pg_sys::lappend(std::ptr::null_mut(), (*entry).expr.cast()),
-                    pg_sys::InvalidOid,
-                    pg_sys::InvalidOid,
-                    pg_sys::CoercionForm::COERCE_EXPLICIT_CAST,
-                )
-                .cast();
+                wrap_argument(copy, pg_sys::Oid::from(to_numeric), pg_sys::NUMERICOID, pg_sys::CoercionForm::COERCE_EXPLICIT_CAST);
                 let cast = (*(context as *mut Context)).cast;
                 return pg_sys::makeFuncExpr(
                     cast,
@@ -266,10 +292,11 @@ unsafe fn in_numeric(sub: *mut pg_sys::Query, substitutes: &std::collections::Ha
             crate::versions::expression_tree_mutator(node, mutate, context)
         }
     }
-    let Some(&cast) = substitutes.get(&pg_sys::Oid::from(FLOAT8_NUMERIC)) else {
+    let substitutes = super::substitute::resolve(forms);
+    let (Some(&cast), Some(&capped)) = (substitutes.get(&pg_sys::Oid::from(FLOAT8_NUMERIC)), forms.get("dp_total_numeric_capped")) else {
         return Err(refuse("dpnoise's total forms are missing", "Ask the DBA to update dpnoise."));
     };
-    let mut context = Context { cast };
+    let mut context = Context { cast, capped };
     // SAFETY: the caller's contract; each output expression and HAVING is replaced by its mutated copy.
     unsafe {
         let context = (&raw mut context).cast();

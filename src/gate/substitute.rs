@@ -97,6 +97,8 @@ pub(super) const SUBSTITUTES: &[(u32, &str)] = &[
     (2024, "dp_total_date_timestamp"),   // timestamp(date)
     (1174, "dp_total_date_timestamptz"), // timestamptz(date)
     (3846, "dp_total_make_date"),
+    (2049, "dp_total_timestamp_to_char"),   // to_char(timestamp, text)
+    (1770, "dp_total_timestamptz_to_char"), // to_char(timestamptz, text); dates arrive cast
 ];
 
 /// Built-in functions that return for every input (NaN, the infinities,
@@ -154,9 +156,10 @@ const REFUSED: &[(&[u32], &str)] = &[
          \"regular expression is too complex\", out of memory). Use LIKE or ILIKE: site LIKE 's0%'.",
     ),
     (
-        &[2049, 1770, 1768, 1772, 1773, 1774, 1775, 1776], // to_char
-        "to_char is not admitted on protected rows (some format fields fail on some values). Use extract(...) or date_trunc(...) \
-         as keys and format the released keys in an outer query: SELECT to_char(m, 'YYYY-MM'), n FROM (SELECT date_trunc('month', d) m, dp_count(1.0) n ... GROUP BY 1) s.",
+        &[1768, 1772, 1773, 1774, 1775, 1776], // to_char of intervals and numbers
+        "to_char of numbers and intervals is not admitted on protected rows (some format fields fail on some values). \
+         Use round(...) or width_bucket(...) as keys and format the released keys in an outer query: \
+         SELECT to_char(b, '999'), n FROM (SELECT round(amount) b, dp_count(1.0) n ... GROUP BY 1) s.",
     ),
 ];
 

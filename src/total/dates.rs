@@ -1,7 +1,7 @@
 //! Total forms of the date and timestamp functions: date_trunc,
 //! date_part and extract, date to timestamp, make_date, to_char.
 
-use super::{int, text_bytes};
+use super::{int, text_arg, text_bytes};
 use crate::fmgr::{arg_datum, i64_datum, return_null, v1_function};
 use pgrx::pg_sys;
 
@@ -160,3 +160,41 @@ v1_function!(pg_finfo_dp_total_make_date, dp_total_make_date, |fcinfo| {
         pg_sys::make_date(fcinfo)
     }
 });
+
+/// The longest to_char format the total forms format: PostgreSQL allocates
+/// 12 bytes of output per format byte, and a request over 1 GB fails.
+const FORMAT_BYTES: usize = 1024;
+
+/// Whether to_char formats every finite timestamp with this format: it is
+/// at most `FORMAT_BYTES` long and has no TM (localized name) prefix. The
+/// fields without TM print numbers and English names; a TM name is checked
+/// against a length, and case-converted under the collation, only when a
+/// timestamp of that month or day meets it. (Conservative: any "tm", in any
+/// case, even inside quotes, gives NULL.)
+///
+/// # Safety
+/// Argument `i` of a live call, declared text, not NULL.
+unsafe fn format_total(fcinfo: pg_sys::FunctionCallInfo, i: usize) -> bool {
+    // SAFETY: the caller's contract; the size is read from the header before the text.
+    unsafe { text_bytes(fcinfo, i) <= FORMAT_BYTES && !text_arg(fcinfo, i).windows(2).any(|w| w.eq_ignore_ascii_case(b"tm")) }
+}
+
+macro_rules! to_char_function {
+    ($finfo:ident, $name:ident, $builtin:ident) => {
+        v1_function!($finfo, $name, |fcinfo| {
+            // SAFETY: STRICT, declared (timestamp[tz], text); the built-in is called with the same
+            // arguments once the timestamp is far from the range's ends and the format total.
+            unsafe {
+                if !timestamp_usable(int(fcinfo, 0)) || !format_total(fcinfo, 1) {
+                    return return_null(fcinfo);
+                }
+                pg_sys::$builtin(fcinfo)
+            }
+        });
+    };
+}
+
+// to_char(timestamp, text) and to_char(timestamptz, text): NULL for a
+// format over 1 KB or with a TM field (and, as PostgreSQL, for ±infinity).
+to_char_function!(pg_finfo_dp_total_timestamp_to_char, dp_total_timestamp_to_char, timestamp_to_char);
+to_char_function!(pg_finfo_dp_total_timestamptz_to_char, dp_total_timestamptz_to_char, timestamptz_to_char);

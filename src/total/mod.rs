@@ -60,9 +60,25 @@ pub(super) unsafe fn float4(fcinfo: pg_sys::FunctionCallInfo, i: usize) -> f32 {
     f32::from_bits(unsafe { arg_datum(fcinfo, i) }.value() as u32)
 }
 
+/// The length in bytes of a text argument, read from its (possibly
+/// toasted) header without detoasting it.
+///
 /// # Safety
 /// Argument `i` of a live call, declared text, not NULL.
 pub(super) unsafe fn text_bytes(fcinfo: pg_sys::FunctionCallInfo, i: usize) -> usize {
-    // SAFETY: the caller's contract; the raw size is read from the (possibly toasted) header.
-    unsafe { pg_sys::toast_raw_datum_size(arg_datum(fcinfo, i)) }
+    // SAFETY: the caller's contract; the raw size counts the 4-byte header.
+    unsafe { pg_sys::toast_raw_datum_size(arg_datum(fcinfo, i)).saturating_sub(pg_sys::VARHDRSZ) }
+}
+
+/// The bytes of a text argument, detoasted.
+///
+/// # Safety
+/// Argument `i` of a live call, declared text, not NULL; the bytes live as
+/// long as the call.
+pub(super) unsafe fn text_arg<'a>(fcinfo: pg_sys::FunctionCallInfo, i: usize) -> &'a [u8] {
+    // SAFETY: the caller's contract; a detoasted varlena holds its length in its header.
+    unsafe {
+        let text = pg_sys::pg_detoast_datum_packed(arg_datum(fcinfo, i).cast_mut_ptr());
+        std::slice::from_raw_parts(pgrx::vardata_any(text.cast()).cast::<u8>(), pgrx::varsize_any_exhdr(text.cast()))
+    }
 }

@@ -159,15 +159,66 @@ unsafe fn numeric(fcinfo: pg_sys::FunctionCallInfo, i: usize) -> pg_sys::Numeric
 /// gives NULL, like an overflow.
 const NUMERIC_DIGIT_BYTES: usize = 32;
 
-/// Whether `n` has more digits than the total forms compute with.
+/// The most base-10000 digits a numeric operand may span from its first
+/// digit to its last decimal place (about 64 decimal digits). Its stored
+/// digits alone do not bound the work: 1e131000 stores one digit, but
+/// 1e131000 + 1e-16000 stores 36 750 (a second independent attack made
+/// one person's row cost 9x its neighbour's with such sums cast to
+/// float8, and overflowed a per-person sum with 9e131071).
+const NUMERIC_SPAN_WORDS: i64 = 17;
+
+/// A finite numeric's header: whether it is negative, its weight (the
+/// power of 10000 of its first digit) and its display scale. None for NaN
+/// and the infinities.
+///
+/// # Safety
+/// `n` is a live detoasted numeric.
+unsafe fn header(n: pg_sys::Numeric) -> Option<(bool, i64, i64)> {
+    // SAFETY: the caller's contract: after the 4-byte varlena header, n_header (u16), then
+    // for the long form n_weight (i16).
+    unsafe {
+        let header = *(n.cast::<u8>().add(4).cast::<u16>());
+        match header & 0xC000 {
+            0xC000 => None,
+            // Short form: sign 0x2000, display scale 0x1F80, weight sign 0x0040, weight 0x003F.
+            0x8000 => {
+                let magnitude = i64::from(header & 0x3F);
+                let weight = if header & 0x40 != 0 { magnitude - 64 } else { magnitude };
+                Some((header & 0x2000 != 0, weight, i64::from((header & 0x1F80) >> 7)))
+            }
+            // Long form: sign 0xC000 (0x4000 negative), display scale 0x3FFF, then the weight.
+            sign => Some((sign == 0x4000, i64::from(*(n.cast::<u8>().add(6).cast::<i16>())), i64::from(header & 0x3FFF))),
+        }
+    }
+}
+
+/// Whether `n` has more digits, or spans more, than the total forms
+/// compute with (NaN and the infinities do not).
 ///
 /// # Safety
 /// `n` is a live detoasted numeric.
 unsafe fn too_long(n: pg_sys::Numeric) -> bool {
-    // SAFETY: the caller's contract; a varlena's size is in its header. A
-    // numeric's header is at most 4 bytes beyond the varlena's own.
-    unsafe { pgrx::varlena::varsize_any_exhdr(n.cast()) > NUMERIC_DIGIT_BYTES + 4 }
+    // SAFETY: the caller's contract; a varlena's size is in its header. A numeric's header
+    // is at most 4 bytes beyond the varlena's own.
+    unsafe {
+        pgrx::varlena::varsize_any_exhdr(n.cast()) > NUMERIC_DIGIT_BYTES + 4
+            || header(n).is_some_and(|(_, weight, dscale)| (weight + 1).max(0) + (dscale + 3) / 4 > NUMERIC_SPAN_WORDS)
+    }
 }
+
+// The value, or NULL where the total forms would not compute with it
+// (`too_long`): per-person sums, averages, minima and maxima of numeric
+// read their argument through it, so that they cannot overflow the
+// numeric format nor compare or add digits without bound.
+v1_function!(pg_finfo_dp_total_numeric_capped, dp_total_numeric_capped, |fcinfo| {
+    // SAFETY: STRICT, one numeric argument, returned as it came.
+    unsafe {
+        if too_long(numeric(fcinfo, 0)) {
+            return return_null(fcinfo);
+        }
+        arg_datum(fcinfo, 0)
+    }
+});
 
 /// numeric arithmetic: NULL where PostgreSQL reports "division by zero" or
 /// "value overflows numeric format" (its own `_opt_error` forms), and for
@@ -244,8 +295,12 @@ unsafe fn roundable(n: pg_sys::Numeric) -> bool {
 v1_function!(pg_finfo_dp_total_int4_numeric, dp_total_int4_numeric, |fcinfo| {
     // SAFETY: STRICT, one numeric argument; the _opt_error form reports instead of raising.
     unsafe {
+        let n = numeric(fcinfo, 0);
+        if too_long(n) {
+            return return_null(fcinfo);
+        }
         let mut failed = false;
-        let r = pg_sys::numeric_int4_opt_error(numeric(fcinfo, 0), &mut failed);
+        let r = pg_sys::numeric_int4_opt_error(n, &mut failed);
         if failed { return_null(fcinfo) } else { i32_datum(r) }
     }
 });
@@ -257,7 +312,7 @@ v1_function!(pg_finfo_dp_total_int8_numeric, dp_total_int8_numeric, |fcinfo| {
     // it is finite and, rounded, inside int8's range, where they cannot fail.
     unsafe {
         let n = numeric(fcinfo, 0);
-        if special(n) || !roundable(n) {
+        if special(n) || !roundable(n) || too_long(n) {
             return return_null(fcinfo);
         }
         let rounded = call(pg_sys::numeric_round, &[pg_sys::Datum::from(n), i32_datum(0)]);
@@ -280,11 +335,31 @@ v1_function!(pg_finfo_dp_total_int8_numeric, dp_total_int8_numeric, |fcinfo| {
     }
 });
 
+/// The most decimal places a numeric cast to float8 is converted with.
+const FLOAT8_SCALE: i64 = 400;
+
 // numeric to float8: ±Infinity beyond float8's range (PostgreSQL raises);
-// NaN and the infinities carry over.
+// NaN and the infinities carry over. PostgreSQL converts through text,
+// every digit of the span, so the span is bounded first: from 10^312 on
+// the answer is ±Infinity without converting, and a value with more than
+// `FLOAT8_SCALE` decimal places (or too many digits) gives NULL. Below
+// both, at most about 700 digits are converted (3e307 and 1e-300 as
+// written bounds keep their value).
 v1_function!(pg_finfo_dp_total_float8_numeric, dp_total_float8_numeric, |fcinfo| {
     // SAFETY: STRICT, one numeric argument; numeric_float8_no_overflow does not raise.
-    unsafe { pg_sys::numeric_float8_no_overflow(fcinfo) }
+    unsafe {
+        let n = numeric(fcinfo, 0);
+        match header(n) {
+            Some((negative, weight, _)) if weight >= 78 => {
+                return f64_datum(if negative { f64::NEG_INFINITY } else { f64::INFINITY });
+            }
+            Some((_, _, dscale)) if dscale > FLOAT8_SCALE || pgrx::varlena::varsize_any_exhdr(n.cast()) > 4 + 2 * 200 => {
+                return return_null(fcinfo);
+            }
+            _ => {}
+        }
+        pg_sys::numeric_float8_no_overflow(fcinfo)
+    }
 });
 
 /// round, floor, ceil of numeric: NULL for a value at the very top of the
@@ -340,7 +415,15 @@ v1_function!(pg_finfo_dp_total_width_bucket_numeric, dp_total_width_bucket_numer
     // SAFETY: as dp_total_width_bucket_float8, with numeric arguments.
     unsafe {
         let (x, lo, hi, count) = (numeric(fcinfo, 0), numeric(fcinfo, 1), numeric(fcinfo, 2), int(fcinfo, 3));
-        if count <= 0 || count >= i64::from(i32::MAX) || pg_sys::numeric_is_nan(x) || special(lo) || special(hi) {
+        if count <= 0
+            || count >= i64::from(i32::MAX)
+            || pg_sys::numeric_is_nan(x)
+            || special(lo)
+            || special(hi)
+            || too_long(x)
+            || too_long(lo)
+            || too_long(hi)
+        {
             return return_null(fcinfo);
         }
         let equal = call(pg_sys::numeric_cmp, &[pg_sys::Datum::from(lo), pg_sys::Datum::from(hi)]);

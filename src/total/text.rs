@@ -1,7 +1,7 @@
 //! Total forms of lower and upper, LIKE and ILIKE, and substr.
 
-use super::{int, text_bytes};
-use crate::fmgr::{arg_datum, return_null, v1_function};
+use super::{int, text_arg, text_bytes};
+use crate::fmgr::{return_null, v1_function};
 use pgrx::pg_sys;
 
 /// Longest text (in bytes) the case and ILIKE functions convert: PostgreSQL
@@ -51,17 +51,14 @@ case_function!(pg_finfo_dp_total_upper, dp_total_upper, upper);
 /// # Safety
 /// Argument `i` of a live call, declared text, not NULL.
 unsafe fn like_pattern_valid(fcinfo: pg_sys::FunctionCallInfo, i: usize) -> bool {
-    // SAFETY: the caller's contract; the pattern is detoasted and read as bytes (in every server
-    // encoding `\` is the byte 0x5C and never a trailing byte of a character).
-    unsafe {
-        let pattern = pg_sys::pg_detoast_datum_packed(arg_datum(fcinfo, i).cast_mut_ptr());
-        let bytes = std::slice::from_raw_parts(pgrx::vardata_any(pattern.cast()).cast::<u8>(), pgrx::varsize_any_exhdr(pattern.cast()));
-        let mut escaped = false;
-        for &b in bytes {
-            escaped = !escaped && b == b'\\';
-        }
-        !escaped
+    // SAFETY: the caller's contract; the pattern is read as bytes (in every server encoding `\`
+    // is the byte 0x5C and never a trailing byte of a character).
+    let bytes = unsafe { text_arg(fcinfo, i) };
+    let mut escaped = false;
+    for &b in bytes {
+        escaped = !escaped && b == b'\\';
     }
+    !escaped
 }
 
 macro_rules! like_function {

@@ -245,3 +245,15 @@ COMMENT ON FUNCTION dp_total_date_timestamptz(date) IS
     'Total form of timestamptz(date): NULL (or +-Infinity) where it raises an error; the analyst gate writes it in place of the built-in (docs/analysts.md).';
 COMMENT ON FUNCTION dp_total_make_date(integer, integer, integer) IS
     'Total form of make_date(integer,integer,integer): NULL (or +-Infinity) where it raises an error; the analyst gate writes it in place of the built-in (docs/analysts.md).';
+CREATE FUNCTION dp_total_timestamp_to_char(timestamp without time zone, text) RETURNS text
+    AS 'MODULE_PATHNAME', 'dp_total_timestamp_to_char' LANGUAGE C STABLE STRICT PARALLEL SAFE LEAKPROOF;
+CREATE FUNCTION dp_total_timestamptz_to_char(timestamp with time zone, text) RETURNS text
+    AS 'MODULE_PATHNAME', 'dp_total_timestamptz_to_char' LANGUAGE C STABLE STRICT PARALLEL SAFE LEAKPROOF;
+COMMENT ON FUNCTION dp_total_timestamp_to_char(timestamp without time zone, text) IS
+    'Total form of to_char(timestamp without time zone,text): NULL for a format over 1 KB or with a TM (localized) field; the analyst gate writes it in place of the built-in (docs/analysts.md).';
+COMMENT ON FUNCTION dp_total_timestamptz_to_char(timestamp with time zone, text) IS
+    'Total form of to_char(timestamp with time zone,text): NULL for a format over 1 KB or with a TM (localized) field; the analyst gate writes it in place of the built-in (docs/analysts.md).';
+CREATE FUNCTION dp_total_numeric_capped(numeric) RETURNS numeric
+    AS 'MODULE_PATHNAME', 'dp_total_numeric_capped' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
+COMMENT ON FUNCTION dp_total_numeric_capped(numeric) IS
+    'The value, or NULL where it spans more than about 64 digits: the analyst gate reads the arguments of per-person sum, avg, min and max of numeric through it (docs/analysts.md).';

@@ -84,6 +84,7 @@ SELECT dp_sum(amount * 1.1, 1.0, 0, 5000) > 0 AS ok, dp_sum(n * n, 1.0, 0, 1e7) 
 SELECT date_trunc('quarter', d) AS quarter, dp_count(1.0) > 50 AS busy FROM tv GROUP BY 1 ORDER BY 1 LIMIT 3;
 SELECT extract(month FROM d) AS month, dp_count(1.0) > 50 AS busy FROM tv GROUP BY 1 ORDER BY 1 LIMIT 3;
 SELECT width_bucket(amount, 0, 3000, 10) AS bucket, dp_count(1.0) > 50 AS busy FROM tv GROUP BY 1 ORDER BY 1 LIMIT 3;
+SELECT to_char(d, 'YYYY "Q"Q') AS quarter, dp_count(1.0) > 50 AS busy FROM tv GROUP BY 1 ORDER BY 1 LIMIT 3;
 SELECT dp_count(1.0) > 0 AS ok FROM tv WHERE site LIKE 's1%' AND lower(site) = 's1' AND substr(site, 1, 2) = 's1'
   AND upper(site) ILIKE 'S%' AND length(site) = 2;
 SELECT dp_count(1.0) > 0 AS ok FROM tv WHERE num > 3 AND n > 2.5 AND amount > num AND big::int > 0 AND amount::int > 0
@@ -99,7 +100,7 @@ GROUP BY k.m ORDER BY 1 LIMIT 3;
 
 -- 3. Still refused, each naming what to write instead.
 SELECT outcome('SELECT dp_count(1.0) FROM tv WHERE site ~ ''s1''');
-SELECT outcome('SELECT to_char(d, ''YYYY-MM''), dp_count(1.0) FROM tv GROUP BY 1');
+SELECT outcome('SELECT to_char(amount, ''999''), dp_count(1.0) FROM tv GROUP BY 1');
 SELECT outcome('SELECT dp_count(1.0) FROM tv WHERE n::int2 > 0');
 
 -- 4. The attacks: a statement, at ε 2^-30, whose error or success would
@@ -117,7 +118,8 @@ CREATE TEMP TABLE attacks AS SELECT * FROM (VALUES
   ('LIKE pattern from a protected value', '''abc'' LIKE site'), ('date beyond timestamp', 'date_trunc(''month'', d) > ''2000-01-01'''),
   ('unit from a protected value', 'date_part(site, ts) > 0'), ('make_date of a protected month', 'make_date(2024, n + 8, 1) > ''2000-01-01'''),
   ('width_bucket of NaN', 'width_bucket(w, 0, 100, 10) > 0'), ('negative substring length', 'substr(site, 1, 5 - n - 1) = ''x'''),
-  ('extract unit from a protected value', 'pg_catalog.extract(site, d) > 0')) a(name, sql);
+  ('extract unit from a protected value', 'pg_catalog.extract(site, d) > 0'),
+  ('to_char at the end of the calendar', 'to_char(d, ''YYYY'') = ''x'''), ('to_char format from a protected value', 'to_char(ts, site) = ''x''')) a(name, sql);
 SELECT name, outcome('SELECT dp_count(2^(-30)) FROM tv WHERE person_id = 1 AND ' || sql) FROM attacks ORDER BY 1;
 \c - postgres
 UPDATE tv SET n = 1, amount = 1.5, num = 1 / 7.0, site = 'day', d = '2024-01-02', w = 1 WHERE person_id = 1;
@@ -130,7 +132,8 @@ CREATE TEMP TABLE attacks AS SELECT * FROM (VALUES
   ('LIKE pattern from a protected value', '''abc'' LIKE site'), ('date beyond timestamp', 'date_trunc(''month'', d) > ''2000-01-01'''),
   ('unit from a protected value', 'date_part(site, ts) > 0'), ('make_date of a protected month', 'make_date(2024, n + 8, 1) > ''2000-01-01'''),
   ('width_bucket of NaN', 'width_bucket(w, 0, 100, 10) > 0'), ('negative substring length', 'substr(site, 1, 5 - n - 1) = ''x'''),
-  ('extract unit from a protected value', 'pg_catalog.extract(site, d) > 0')) a(name, sql);
+  ('extract unit from a protected value', 'pg_catalog.extract(site, d) > 0'),
+  ('to_char at the end of the calendar', 'to_char(d, ''YYYY'') = ''x'''), ('to_char format from a protected value', 'to_char(ts, site) = ''x''')) a(name, sql);
 SELECT name, outcome('SELECT dp_count(2^(-30)) FROM tv WHERE person_id = 1 AND ' || sql) FROM attacks ORDER BY 1;
 \c - postgres
 SELECT count(*) FROM (SELECT dp_allow_function(f::regprocedure, false) FROM unnest(ARRAY[
@@ -151,3 +154,18 @@ SELECT dp_total_numeric_mul(repeat('9', 100)::numeric, 2) IS NULL AS long_produc
        dp_total_numeric_add(repeat('9', 100)::numeric, 1) IS NULL AS long_sum_null,
        dp_total_numeric_mul(repeat('9', 30)::numeric, repeat('9', 30)::numeric) = (repeat('9', 30)::numeric) ^ 2 AS short_exact,
        dp_total_numeric_round(1.5, 65) IS NULL AS long_scale_null, dp_total_numeric_round(1.25, 1) = 1.3 AS round_ok;
+-- What a numeric spans counts, not only the digits it stores: 1e131000
+-- stores one digit, 1e131000 + 1e-16000 would store 36 750, and its cast
+-- to float8 converts every one (an attack made one person's row cost 9x).
+SELECT dp_total_numeric_add(1e131000, 1e-16000) IS NULL AS sparse_sum_null,
+       dp_total_numeric_mul(37, 1e131000) IS NULL AS sparse_product_null,
+       dp_total_float8_numeric(1e131000) IS NULL AS wide_cast_null,
+       dp_total_float8_numeric(12345678.125) = 12345678.125 AS cast_ok,
+       dp_total_numeric_add(1e60, 1e-3) = 1000000000000000000000000000000000000000000000000000000000000.001 AS span_63_ok,
+       dp_total_numeric_capped(9e131071) IS NULL AS capped_null, dp_total_numeric_capped(-123.45) = -123.45 AS capped_ok;
+-- to_char of timestamps: NULL for a format over 1 KB or with a TM field.
+SELECT dp_total_timestamp_to_char('2024-03-05 06:07:08', 'YYYY-MM-DD HH24:MI:SS Dy "Q"Q') AS formatted,
+       dp_total_timestamp_to_char('2024-03-05', repeat('Y', 1025)) IS NULL AS long_format_null,
+       dp_total_timestamp_to_char('2024-03-05', 'TMMonth') IS NULL AS localized_null,
+       dp_total_timestamptz_to_char('infinity', 'YYYY') IS NULL AS infinite_null,
+       length(dp_total_timestamptz_to_char('2024-03-05', repeat('Y', 1024))) AS longest;

@@ -85,8 +85,10 @@ SELECT outcome('EXPLAIN SELECT dp_count(1.0) FROM (SELECT person_id, count(*) n 
 
 -- 3. The attacks, at ε 2^-30: a statement whose error would depend on one
 -- person's values (a float8 sum beyond float8's range; an average, whose
--- sum of squares overflows from 1e155 on). With the sums in numeric it
--- succeeds whatever the values (each run with two values of person 1's).
+-- sum of squares overflows from 1e155 on; a numeric sum beyond the numeric
+-- format, found by an independent attack). With the float sums in numeric
+-- and numeric arguments read capped it succeeds whatever the values (each
+-- run with two values of person 1's).
 \c - postgres
 UPDATE ppv SET amount = 1e308 WHERE person_id = 1;
 \c - dp_person_analyst
@@ -96,7 +98,9 @@ CREATE TEMP TABLE attacks AS SELECT * FROM (VALUES
   ('float8 average overflow', 'SELECT person_id, avg(amount) s FROM ppv WHERE person_id = 1 GROUP BY person_id'),
   ('float8 sum overflow in HAVING', 'SELECT person_id, 1 s FROM ppv WHERE person_id = 1 GROUP BY person_id HAVING sum(amount) > 0'),
   ('float8 sum overflow, column unused', 'SELECT person_id, 1 s, sum(amount) t FROM ppv WHERE person_id = 1 GROUP BY person_id'),
-  ('product of sums', 'SELECT person_id, sum(amount) * sum(amount) s FROM ppv WHERE person_id = 1 GROUP BY person_id')) a(name, sql);
+  ('product of sums', 'SELECT person_id, sum(amount) * sum(amount) s FROM ppv WHERE person_id = 1 GROUP BY person_id'),
+  ('numeric sum overflow', 'SELECT person_id, sum(CASE WHEN amount > 1e300 THEN 9e131071 ELSE 0 END) s FROM ppv CROSS JOIN generate_series(1, 2) g WHERE person_id = 1 GROUP BY person_id'),
+  ('numeric average overflow', 'SELECT person_id, avg(CASE WHEN amount > 1e300 THEN 9e131071 ELSE 0 END) s FROM ppv CROSS JOIN generate_series(1, 2) g WHERE person_id = 1 GROUP BY person_id')) a(name, sql);
 SELECT name, outcome('SELECT dp_count(2^(-30)) FROM (' || sql || ') p WHERE s > 0') FROM attacks ORDER BY 1;
 \c - postgres
 UPDATE ppv SET amount = 1 WHERE person_id = 1;
@@ -107,5 +111,7 @@ CREATE TEMP TABLE attacks AS SELECT * FROM (VALUES
   ('float8 average overflow', 'SELECT person_id, avg(amount) s FROM ppv WHERE person_id = 1 GROUP BY person_id'),
   ('float8 sum overflow in HAVING', 'SELECT person_id, 1 s FROM ppv WHERE person_id = 1 GROUP BY person_id HAVING sum(amount) > 0'),
   ('float8 sum overflow, column unused', 'SELECT person_id, 1 s, sum(amount) t FROM ppv WHERE person_id = 1 GROUP BY person_id'),
-  ('product of sums', 'SELECT person_id, sum(amount) * sum(amount) s FROM ppv WHERE person_id = 1 GROUP BY person_id')) a(name, sql);
+  ('product of sums', 'SELECT person_id, sum(amount) * sum(amount) s FROM ppv WHERE person_id = 1 GROUP BY person_id'),
+  ('numeric sum overflow', 'SELECT person_id, sum(CASE WHEN amount > 1e300 THEN 9e131071 ELSE 0 END) s FROM ppv CROSS JOIN generate_series(1, 2) g WHERE person_id = 1 GROUP BY person_id'),
+  ('numeric average overflow', 'SELECT person_id, avg(CASE WHEN amount > 1e300 THEN 9e131071 ELSE 0 END) s FROM ppv CROSS JOIN generate_series(1, 2) g WHERE person_id = 1 GROUP BY person_id')) a(name, sql);
 SELECT name, outcome('SELECT dp_count(2^(-30)) FROM (' || sql || ') p WHERE s > 0') FROM attacks ORDER BY 1;
