@@ -140,6 +140,7 @@ unsafe extern "C-unwind" fn executor_start(query: *mut pg_sys::QueryDesc, eflags
         if !ledger {
             execution::begin_statement_if_top_level();
             crate::gate::check_plan((*query).plannedstmt, (*query).params);
+            crate::gate::check_messages((*query).plannedstmt);
             check_parameters(query);
         }
         match PREV_EXECUTOR_START {
@@ -174,6 +175,7 @@ unsafe fn run(
     // longjmps through this frame, which owns nothing to drop, skipping leave_run: the
     // (sub)transaction abort callbacks then drop the pointer from RUNNING.
     unsafe {
+        crate::gate::check_messages((*query).plannedstmt);
         execution::enter_run(query);
         crate::versions::executor_run(PREV_EXECUTOR_RUN, query, direction, count, arguments);
         execution::leave_run();
@@ -191,6 +193,7 @@ unsafe extern "C-unwind" fn executor_finish(query: *mut pg_sys::QueryDesc) {
     // below longjmps through this frame, which owns nothing to drop, skipping leave_run: the
     // (sub)transaction abort callbacks then drop the pointer from RUNNING.
     unsafe {
+        crate::gate::check_messages((*query).plannedstmt);
         execution::enter_run(query);
         match PREV_EXECUTOR_FINISH {
             Some(prev) => prev(query),

@@ -220,6 +220,9 @@ unsafe fn check_level(query: *mut pg_sys::Query, walk: &Walk) -> Result<bool, Re
         if walk.explaining {
             return Err(refuse("EXPLAIN shows estimates drawn from the protected data", "Run the query itself."));
         }
+        if messages_shown() {
+            return Err(messages_refused());
+        }
         reads_only(query)?;
         // FROM: tables, inner joins. Protected tables are joined on their
         // privacy unit; public tables freely (bounding undoes any copies).
@@ -438,6 +441,48 @@ pub unsafe extern "C-unwind" fn check_plan(stmt: *mut pg_sys::PlannedStmt, param
                 raise(refusal);
             }
         }
+    }
+}
+
+/// Whether the server's LOG and DEBUG messages reach this client
+/// (client_min_messages below NOTICE).
+fn messages_shown() -> bool {
+    // SAFETY: a GUC variable, read on the backend's only thread.
+    unsafe { pg_sys::client_min_messages < pg_sys::NOTICE as i32 }
+}
+
+/// The refusal of a statement over protected tables while LOG and DEBUG
+/// messages reach the client: `trace_sort` reports each sort's rows and
+/// memory, `debug_print_plan` the plan with its constants; a message would
+/// describe the protected rows (an attack saw the bounding's sort grow
+/// from 27 KB to 161 KB with the rows a WHERE kept).
+fn messages_refused() -> Refusal {
+    refuse(
+        "with client_min_messages below NOTICE the server's LOG and DEBUG messages (sort sizes, plans) would describe the protected rows",
+        "RESET client_min_messages (or set it to notice or above).",
+    )
+}
+
+/// Refuses to run (or, for a cursor, to fetch from) an analyst's plan
+/// that reads a protected table while LOG and DEBUG messages reach the
+/// client: the setting may have changed since the plan was made.
+///
+/// # Safety
+/// `stmt` is null or the live PlannedStmt being started or run.
+#[pg_guard]
+pub unsafe extern "C-unwind" fn check_messages(stmt: *mut pg_sys::PlannedStmt) {
+    if stmt.is_null() || !messages_shown() || !gated() {
+        return;
+    }
+    let Some(protected) = protected() else { return };
+    // SAFETY: the caller's contract; the flattened range table of a live plan.
+    let reads = unsafe {
+        list_items::<pg_sys::RangeTblEntry>((*stmt).rtable)
+            .iter()
+            .any(|rte| (**rte).rtekind == pg_sys::RTEKind::RTE_RELATION && protected.tables.contains_key(&(**rte).relid))
+    };
+    if reads {
+        raise(messages_refused());
     }
 }
 

@@ -182,6 +182,23 @@ ALTER ROLE dp_gate_analyst RESET dpnoise.max_epsilon_per_query;
 \c - dp_gate_analyst
 \set VERBOSITY terse
 
+-- The server's LOG and DEBUG messages describe the rows (trace_sort: each
+-- sort's rows and memory; debug_print_plan: the plan and its constants):
+-- an analyst's statement over protected tables runs only while they stay
+-- off the client. A cursor opened before the change cannot fetch after it.
+SET trace_sort = on;
+SET client_min_messages = log;
+SELECT outcome('SELECT region, dp_count(1.0) FROM staff GROUP BY region');
+RESET client_min_messages;
+BEGIN;
+DECLARE c CURSOR FOR SELECT dp_count(1.0) IS NOT NULL AS counted FROM staff WHERE salary > 1000;
+SET LOCAL client_min_messages = debug1;
+SAVEPOINT s;
+SELECT outcome('FETCH c');
+ROLLBACK;
+RESET trace_sort;
+SELECT region, dp_count(1.0) IS NOT NULL AS counted FROM staff GROUP BY region ORDER BY 1 LIMIT 1;
+
 -- A curator (not an analyst) reads as before.
 \c - postgres
 REVOKE CREATE ON SCHEMA public FROM dp_gate_analyst;
