@@ -62,6 +62,17 @@ pub fn max_public_fanout() -> i32 {
 /// analyst can neither SET nor RESET it, nor pass it when connecting.
 static ANALYST: GucSetting<bool> = GucSetting::<bool>::new(false);
 
+/// `dpnoise.analyst_server_messages`: lets an analyst's session see the
+/// server's LOG and DEBUG messages while it queries protected tables (they
+/// can describe the rows: sort sizes, plans). Superusers only; for tests
+/// that read what the server did (the Citus suite reads shard queries).
+static ANALYST_SERVER_MESSAGES: GucSetting<bool> = GucSetting::<bool>::new(false);
+
+/// Whether analysts' sessions may see LOG and DEBUG messages.
+pub fn analyst_server_messages() -> bool {
+    ANALYST_SERVER_MESSAGES.get()
+}
+
 /// Whether this session is an analyst's (the gate applies: `gate::gated`).
 pub fn analyst() -> bool {
     ANALYST.get()
@@ -175,6 +186,14 @@ pub fn init() {
         c"Allows DROP EXTENSION dpnoise to delete a ledger that holds charges.",
         c"Off: DROP EXTENSION dpnoise is refused while the ledger holds charges. Only superusers can change it.",
         &DROP_LEDGER,
+        GucContext::Suset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_bool_guc(
+        c"dpnoise.analyst_server_messages",
+        c"Lets analysts' sessions see the server's LOG and DEBUG messages while they query protected tables.",
+        c"Off: an analyst's statement over protected tables is refused while client_min_messages is below NOTICE (the messages can describe the rows). For tests only; only superusers can change it.",
+        &ANALYST_SERVER_MESSAGES,
         GucContext::Suset,
         GucFlags::default(),
     );

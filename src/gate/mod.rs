@@ -445,10 +445,11 @@ pub unsafe extern "C-unwind" fn check_plan(stmt: *mut pg_sys::PlannedStmt, param
 }
 
 /// Whether the server's LOG and DEBUG messages reach this client
-/// (client_min_messages below NOTICE).
+/// (client_min_messages below NOTICE), and a superuser did not allow it
+/// (`dpnoise.analyst_server_messages`, for tests).
 fn messages_shown() -> bool {
     // SAFETY: a GUC variable, read on the backend's only thread.
-    unsafe { pg_sys::client_min_messages < pg_sys::NOTICE as i32 }
+    unsafe { pg_sys::client_min_messages < pg_sys::NOTICE as i32 && !crate::gucs::analyst_server_messages() }
 }
 
 /// The refusal of a statement over protected tables while LOG and DEBUG

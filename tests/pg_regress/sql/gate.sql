@@ -197,6 +197,7 @@ SAVEPOINT s;
 SELECT outcome('FETCH c');
 ROLLBACK;
 RESET trace_sort;
+SELECT outcome('SET dpnoise.analyst_server_messages = on');
 SELECT region, dp_count(1.0) IS NOT NULL AS counted FROM staff GROUP BY region ORDER BY 1 LIMIT 1;
 
 -- A curator (not an analyst) reads as before.
