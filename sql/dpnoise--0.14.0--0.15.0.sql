@@ -470,3 +470,9 @@ CREATE FUNCTION dp_total_numeric_capped(numeric) RETURNS numeric
     AS 'MODULE_PATHNAME', 'dp_total_numeric_capped' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
 COMMENT ON FUNCTION dp_total_numeric_capped(numeric) IS
     'The value, or NULL where it spans more than about 64 digits: the analyst gate reads the arguments of per-person sum, avg, min and max of numeric through it (docs/analysts.md).';
+
+-- Protected text read by functions is capped (an attack amplified run time with long text).
+CREATE FUNCTION dp_total_capped(anyelement) RETURNS anyelement
+    AS 'MODULE_PATHNAME', 'dp_total_capped' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
+COMMENT ON FUNCTION dp_total_capped(anyelement) IS
+    'A variable-length value as it is, or NULL over 1 KB: the analyst gate passes protected text columns through it where a function reads them (docs/analysts.md).';

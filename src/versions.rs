@@ -461,3 +461,23 @@ pub unsafe fn executor_run(
         }
     }
 }
+
+/// The expression a Var of a GROUP range-table entry stands for (18 keeps
+/// GROUP BY keys there until planning); null for any other entry, and
+/// before 18.
+///
+/// # Safety
+/// `rte` is a live range-table entry; `attno` one of its columns.
+pub unsafe fn group_expression(rte: *mut pg_sys::RangeTblEntry, attno: i16) -> *mut pg_sys::Node {
+    #[cfg(feature = "pg18")]
+    // SAFETY: the caller's contract; groupexprs holds one expression per column.
+    unsafe {
+        if (*rte).rtekind == pg_sys::RTEKind::RTE_GROUP {
+            let exprs = crate::pg_list::list_nodes((*rte).groupexprs);
+            return exprs.get((attno as usize).wrapping_sub(1)).copied().unwrap_or(std::ptr::null_mut());
+        }
+    }
+    #[cfg(not(feature = "pg18"))]
+    let _ = (rte, attno);
+    std::ptr::null_mut()
+}

@@ -11,6 +11,7 @@
 //! they are (`proven_total`). docs/analysts.md lists both.
 
 use super::catalog::Protected;
+use crate::pg_list::{list_items, list_nodes};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 use std::collections::HashMap;
@@ -168,11 +169,107 @@ pub(super) fn instead(funcid: pg_sys::Oid) -> Option<&'static str> {
     REFUSED.iter().find(|(oids, _)| oids.contains(&u32::from(funcid))).map(|(_, hint)| *hint)
 }
 
+/// Functions whose work does not grow with a protected argument's length
+/// beyond the other argument's (equality and inequality of text, bpchar
+/// and bytea compare lengths first): their protected arguments are not
+/// capped, so that a listed-key join on text keeps every key.
+const UNCAPPED: &[u32] = &[67, 157, 1048, 1053, 1948, 1953];
+
+/// What the mutator carries: the substitutes, the capping function, and
+/// the range tables of the levels it is inside (innermost last).
+struct Context<'a> {
+    substitutes: HashMap<pg_sys::Oid, pg_sys::Oid>,
+    capped: Option<pg_sys::Oid>,
+    protected: &'a Protected,
+    rtables: Vec<*mut pg_sys::List>,
+}
+
+/// Whether `var` (at the innermost of `rtables`, less its levels up) is a
+/// variable-length column of a protected table other than its privacy
+/// unit, seen through join aliases, subquery outputs and (18) GROUP keys.
+///
+/// # Safety
+/// `var` is a live Var of the query whose range tables are `rtables`; inside a transaction.
+unsafe fn protected_varlena(var: *mut pg_sys::Var, rtables: &[*mut pg_sys::List], protected: &Protected) -> bool {
+    // SAFETY: the caller's contract; casts follow the node tags and range-table kinds.
+    unsafe {
+        let up = (*var).varlevelsup as usize;
+        if (*var).varno < 1 || up >= rtables.len() || pg_sys::get_typlen((*var).vartype) != -1 {
+            return false;
+        }
+        let level = rtables.len() - 1 - up;
+        let Some(&rte) = list_items::<pg_sys::RangeTblEntry>(rtables[level]).get((*var).varno as usize - 1) else {
+            return false;
+        };
+        let attno = (*var).varattno;
+        // A Var an alias stands for, read at the alias's level.
+        let through = |node: *mut pg_sys::Node, rtables: &[*mut pg_sys::List]| {
+            !node.is_null() && (*node).type_ == pg_sys::NodeTag::T_Var && protected_varlena(node.cast(), rtables, protected)
+        };
+        match (*rte).rtekind {
+            pg_sys::RTEKind::RTE_RELATION => {
+                attno > 0 && protected.tables.get(&(*rte).relid).is_some_and(|table| table.unit != attno)
+            }
+            pg_sys::RTEKind::RTE_JOIN => {
+                let aliases = list_nodes((*rte).joinaliasvars);
+                let alias = aliases.get((attno as usize).wrapping_sub(1)).copied().unwrap_or(std::ptr::null_mut());
+                through(alias, &rtables[..=level])
+            }
+            pg_sys::RTEKind::RTE_SUBQUERY if !(*rte).subquery.is_null() => {
+                let sub = (*rte).subquery;
+                let entry = list_items::<pg_sys::TargetEntry>((*sub).targetList).into_iter().find(|e| (**e).resno == attno);
+                let mut inner = rtables[..=level].to_vec();
+                inner.push((*sub).rtable);
+                entry.is_some_and(|e| through((*e).expr.cast(), &inner))
+            }
+            _ => through(crate::versions::group_expression(rte, attno), &rtables[..=level]),
+        }
+    }
+}
+
+/// Passes each argument of a call that is a protected variable-length
+/// column through `dp_total_capped` (NULL over `CAPPED_BYTES`), unless the
+/// call is one of `UNCAPPED`.
+///
+/// # Safety
+/// `args` is the live argument list of a call of `funcid` in the innermost level of `context`.
+unsafe fn cap_arguments(args: *mut pg_sys::List, funcid: pg_sys::Oid, context: &Context) {
+    let Some(capped) = context.capped else { return };
+    if args.is_null() || UNCAPPED.contains(&u32::from(funcid)) || funcid == capped {
+        return;
+    }
+    // SAFETY: the caller's contract; each cell holds a node pointer, replaced in place by a palloc'd call.
+    unsafe {
+        for i in 0..(*args).length as usize {
+            let cell = (*args).elements.add(i);
+            let arg = (*cell).ptr_value as *mut pg_sys::Node;
+            if arg.is_null() || (*arg).type_ != pg_sys::NodeTag::T_Var {
+                continue;
+            }
+            let var = arg as *mut pg_sys::Var;
+            if !protected_varlena(var, &context.rtables, context.protected) {
+                continue;
+            }
+            let call = pg_sys::makeFuncExpr(
+                capped,
+                (*var).vartype,
+                pg_sys::lappend(std::ptr::null_mut(), var.cast()),
+                (*var).varcollid,
+                (*var).varcollid,
+                pg_sys::CoercionForm::COERCE_EXPLICIT_CALL,
+            );
+            (*cell).ptr_value = call.cast();
+        }
+    }
+}
+
 /// Replaces, in an analyst's statement that reads a protected table, each
 /// built-in of `SUBSTITUTES` by its total form, at every level (subqueries,
 /// CTEs, the public side too: the planner may evaluate any of it among
 /// protected rows). A statement that reads no protected table keeps
-/// PostgreSQL's own functions.
+/// PostgreSQL's own functions. Where a call reads a protected text (or
+/// other variable-length) column, the value reaches it through
+/// `dp_total_capped`, so that its work is bounded whatever the row.
 ///
 /// # Safety
 /// `query` is the live Query the planner hook was given.
@@ -181,6 +278,8 @@ pub(super) unsafe fn substitute(query: *mut pg_sys::Query, protected: &Protected
     if substitutes.is_empty() || !super::joins::reads_protected(query.cast(), protected) {
         return;
     }
+    let capped = protected.forms.get("dp_total_capped").copied();
+    let mut context = Context { substitutes, capped, protected, rtables: Vec::new() };
     /// # Safety
     /// Called by the tree mutators with live nodes and the substitutes.
     #[pg_guard]
@@ -192,24 +291,33 @@ pub(super) unsafe fn substitute(query: *mut pg_sys::Query, protected: &Protected
                 return node;
             }
             if (*node).type_ == T_Query {
+                let level = node as *mut pg_sys::Query;
+                (*(context as *mut Context)).rtables.push((*level).rtable);
                 // In place: the planner hook's Query stays the one planned.
-                return crate::versions::query_tree_mutator(node.cast(), mutate, context, pg_sys::QTW_DONT_COPY_QUERY as i32).cast();
+                let done = crate::versions::query_tree_mutator(level, mutate, context, pg_sys::QTW_DONT_COPY_QUERY as i32).cast();
+                (*(context as *mut Context)).rtables.pop();
+                return done;
             }
-            let substitutes = &*(context as *const HashMap<pg_sys::Oid, pg_sys::Oid>);
             // A copy of the node over its mutated children.
             let node = crate::versions::expression_tree_mutator(node, mutate, context);
+            let context = &*(context as *const Context);
+            let substitutes = &context.substitutes;
             match (*node).type_ {
                 T_FuncExpr => {
                     let call = node as *mut pg_sys::FuncExpr;
                     if let Some(&total) = substitutes.get(&(*call).funcid) {
                         (*call).funcid = total;
                     }
+                    cap_arguments((*call).args, (*call).funcid, context);
                     node
                 }
                 T_OpExpr => {
                     let op = node as *mut pg_sys::OpExpr;
                     pg_sys::set_opfuncid(op);
-                    let Some(&total) = substitutes.get(&(*op).opfuncid) else { return node };
+                    let Some(&total) = substitutes.get(&(*op).opfuncid) else {
+                        cap_arguments((*op).args, (*op).opfuncid, context);
+                        return node;
+                    };
                     // The operator becomes a call of the total form: the
                     // planner would otherwise look its function up again
                     // from the operator.
@@ -222,6 +330,7 @@ pub(super) unsafe fn substitute(query: *mut pg_sys::Query, protected: &Protected
                         pg_sys::CoercionForm::COERCE_EXPLICIT_CALL,
                     );
                     (*call).location = (*op).location;
+                    cap_arguments((*call).args, total, context);
                     call.cast()
                 }
                 _ => node,
@@ -230,7 +339,7 @@ pub(super) unsafe fn substitute(query: *mut pg_sys::Query, protected: &Protected
     }
     // SAFETY: the caller's contract; the mutator rewrites `query` in place (QTW_DONT_COPY_QUERY).
     unsafe {
-        mutate(query.cast(), (&raw const substitutes).cast_mut().cast());
+        mutate(query.cast(), (&raw mut context).cast());
     }
 }
 

@@ -24,6 +24,8 @@ mod dates;
 mod numbers;
 mod text;
 
+pub(crate) use text::CAPPED_BYTES;
+
 pgrx::extension_sql_file!("total.sql", name = "total_sql");
 
 #[inline]

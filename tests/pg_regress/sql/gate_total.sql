@@ -98,6 +98,17 @@ SELECT k.m + 1 AS next, dp_count(1.0) > 0 AS ok
 FROM months k LEFT JOIN tv t ON t.d >= make_date(2024, k.m, 1) AND t.d < make_date(2024, k.m, 28) AND t.n > k.m * 10
 GROUP BY k.m ORDER BY 1 LIMIT 3;
 
+-- Protected text reaches a function capped at 1 KB (NULL beyond), each
+-- capped read weighing 128 expression steps: a statement cannot repeat
+-- lower() and LIKE hundreds of times on a person's long text behind a
+-- condition (an attack: 490 times on 40 000 characters, 106 ms against
+-- 6 ms). Equality keeps the whole value.
+SELECT dp_total_capped(repeat('x', 1025)) IS NULL AS long_null, dp_total_capped(repeat('x', 1024)) = repeat('x', 1024) AS kept,
+       dp_total_capped(5) = 5 AS fixed_width;
+SELECT outcome('SELECT dp_count(1.0) FROM tv WHERE person_id = 1 AND n > 3 AND '
+               || string_agg(format('lower(site) NOT LIKE %L', '%q' || i || '%'), ' AND ')) AS hundred_reads FROM generate_series(1, 100) i;
+SELECT dp_count(1000.0) BETWEEN 90 AND 110 AS equal_kept FROM tv WHERE site = 's1';
+
 -- 3. Still refused, each naming what to write instead.
 SELECT outcome('SELECT dp_count(1.0) FROM tv WHERE site ~ ''s1''');
 SELECT outcome('SELECT to_char(amount, ''999''), dp_count(1.0) FROM tv GROUP BY 1');
