@@ -228,8 +228,8 @@ unsafe fn protected_varlena(var: *mut pg_sys::Var, rtables: &[*mut pg_sys::List]
 }
 
 /// Passes each argument of a call that is a protected variable-length
-/// column through `dp_total_capped` (NULL over `CAPPED_BYTES`), unless the
-/// call is one of `UNCAPPED`.
+/// column (under relabelings and COLLATE) through `dp_total_capped` (NULL
+/// over `CAPPED_BYTES`), unless the call is one of `UNCAPPED`.
 ///
 /// # Safety
 /// `args` is the live argument list of a call of `funcid` in the innermost level of `context`.
@@ -241,8 +241,20 @@ unsafe fn cap_arguments(args: *mut pg_sys::List, funcid: pg_sys::Oid, context: &
     // SAFETY: the caller's contract; each cell holds a node pointer, replaced in place by a palloc'd call.
     unsafe {
         for i in 0..(*args).length as usize {
-            let cell = (*args).elements.add(i);
-            let arg = (*cell).ptr_value as *mut pg_sys::Node;
+            // The cell that holds the column: the argument's, or a relabeling's or COLLATE's.
+            let mut cell: *mut *mut pg_sys::Node = (&raw mut (*(*args).elements.add(i)).ptr_value).cast();
+            loop {
+                let node = *cell;
+                if node.is_null() {
+                    break;
+                }
+                match (*node).type_ {
+                    pg_sys::NodeTag::T_RelabelType => cell = (&raw mut (*(node as *mut pg_sys::RelabelType)).arg).cast(),
+                    pg_sys::NodeTag::T_CollateExpr => cell = (&raw mut (*(node as *mut pg_sys::CollateExpr)).arg).cast(),
+                    _ => break,
+                }
+            }
+            let arg = *cell;
             if arg.is_null() || (*arg).type_ != pg_sys::NodeTag::T_Var {
                 continue;
             }
@@ -258,7 +270,7 @@ unsafe fn cap_arguments(args: *mut pg_sys::List, funcid: pg_sys::Oid, context: &
                 (*var).varcollid,
                 pg_sys::CoercionForm::COERCE_EXPLICIT_CALL,
             );
-            (*cell).ptr_value = call.cast();
+            *cell = call.cast();
         }
     }
 }
@@ -332,6 +344,24 @@ pub(super) unsafe fn substitute(query: *mut pg_sys::Query, protected: &Protected
                     (*call).location = (*op).location;
                     cap_arguments((*call).args, total, context);
                     call.cast()
+                }
+                // Each element of the array compared to the column reads it again.
+                T_ScalarArrayOpExpr => {
+                    let op = node as *mut pg_sys::ScalarArrayOpExpr;
+                    pg_sys::set_sa_opfuncid(op);
+                    cap_arguments((*op).args, (*op).opfuncid, context);
+                    node
+                }
+                // Comparisons under an ordering: GREATEST, LEAST, row comparisons.
+                T_MinMaxExpr => {
+                    cap_arguments((*(node as *mut pg_sys::MinMaxExpr)).args, pg_sys::InvalidOid, context);
+                    node
+                }
+                T_RowCompareExpr => {
+                    let row = node as *mut pg_sys::RowCompareExpr;
+                    cap_arguments((*row).largs, pg_sys::InvalidOid, context);
+                    cap_arguments((*row).rargs, pg_sys::InvalidOid, context);
+                    node
                 }
                 _ => node,
             }
