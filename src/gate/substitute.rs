@@ -169,11 +169,14 @@ pub(super) fn instead(funcid: pg_sys::Oid) -> Option<&'static str> {
     REFUSED.iter().find(|(oids, _)| oids.contains(&u32::from(funcid))).map(|(_, hint)| *hint)
 }
 
-/// Functions whose work does not grow with a protected argument's length
-/// beyond the other argument's (equality and inequality of text, bpchar
-/// and bytea compare lengths first): their protected arguments are not
-/// capped, so that a listed-key join on text keeps every key.
-const UNCAPPED: &[u32] = &[67, 157, 1048, 1053, 1948, 1953];
+/// Equality and inequality of text, bpchar and bytea: they compare lengths
+/// first, so their work is bounded by a constant, parameter or public
+/// column on the other side, and such a call reads its protected argument
+/// whole (a listed-key join on text keeps every key). Between two
+/// protected values it is capped like any call: the same long value
+/// compared to itself is read whole each time (an attack compared a
+/// person's 1 MB text to itself 100 times: 100 ms against 4 ms).
+const EQUALITY: &[u32] = &[67, 157, 1048, 1053, 1948, 1953];
 
 /// What the mutator carries: the substitutes, the capping function, and
 /// the range tables of the levels it is inside (innermost last).
@@ -227,50 +230,112 @@ unsafe fn protected_varlena(var: *mut pg_sys::Var, rtables: &[*mut pg_sys::List]
     }
 }
 
-/// Passes each argument of a call that is a protected variable-length
-/// column (under relabelings and COLLATE) through `dp_total_capped` (NULL
-/// over `CAPPED_BYTES`), unless the call is one of `UNCAPPED`.
+/// Whether an equality's argument bounds its work: it reads no protected
+/// variable-length column (a constant, a parameter, a public column, an
+/// expression of those; a longer value the plan check weighs as such).
+///
+/// # Safety
+/// As `protected_varlena`, for `node` in the innermost level of `context`.
+unsafe fn bounded(node: *mut pg_sys::Node, context: &Context) -> bool {
+    /// # Safety
+    /// Called by `expression_tree_walker` with live nodes and the Context.
+    #[pg_guard]
+    unsafe extern "C-unwind" fn reads(node: *mut pg_sys::Node, context: *mut std::ffi::c_void) -> bool {
+        // SAFETY: the caller's contract; casts follow the node tags.
+        unsafe {
+            if node.is_null() {
+                return false;
+            }
+            let context = &*(context as *const Context);
+            if (*node).type_ == pg_sys::NodeTag::T_Var {
+                return protected_varlena(node.cast(), &context.rtables, context.protected);
+            }
+            pg_sys::expression_tree_walker(node, Some(reads), (context as *const Context).cast_mut().cast())
+        }
+    }
+    // SAFETY: the caller's contract; the walk only reads.
+    unsafe { !node.is_null() && !reads(node, (context as *const Context).cast_mut().cast()) }
+}
+
+/// Passes the protected variable-length columns whose value `cell` holds
+/// through `dp_total_capped`: the column itself, under relabelings and
+/// COLLATE, or the values a COALESCE, CASE, GREATEST/LEAST or NULLIF
+/// passes on.
+///
+/// # Safety
+/// `cell` holds a live expression node (or null) of the innermost level of `context`; nodes are
+/// replaced in place by palloc'd calls.
+unsafe fn cap_value(cell: *mut *mut pg_sys::Node, capped: pg_sys::Oid, context: &Context) {
+    // SAFETY: the caller's contract; casts follow the node tags, list cells hold node pointers.
+    unsafe {
+        let node = *cell;
+        if node.is_null() {
+            return;
+        }
+        let each = |list: *mut pg_sys::List| {
+            if !list.is_null() {
+                for i in 0..(*list).length as usize {
+                    cap_value((&raw mut (*(*list).elements.add(i)).ptr_value).cast(), capped, context);
+                }
+            }
+        };
+        match (*node).type_ {
+            pg_sys::NodeTag::T_Var => {
+                let var = node as *mut pg_sys::Var;
+                if protected_varlena(var, &context.rtables, context.protected) {
+                    *cell = pg_sys::makeFuncExpr(
+                        capped,
+                        (*var).vartype,
+                        pg_sys::lappend(std::ptr::null_mut(), var.cast()),
+                        (*var).varcollid,
+                        (*var).varcollid,
+                        pg_sys::CoercionForm::COERCE_EXPLICIT_CALL,
+                    )
+                    .cast();
+                }
+            }
+            pg_sys::NodeTag::T_RelabelType => cap_value((&raw mut (*(node as *mut pg_sys::RelabelType)).arg).cast(), capped, context),
+            pg_sys::NodeTag::T_CollateExpr => cap_value((&raw mut (*(node as *mut pg_sys::CollateExpr)).arg).cast(), capped, context),
+            pg_sys::NodeTag::T_CoalesceExpr => each((*(node as *mut pg_sys::CoalesceExpr)).args),
+            pg_sys::NodeTag::T_MinMaxExpr => each((*(node as *mut pg_sys::MinMaxExpr)).args),
+            pg_sys::NodeTag::T_NullIfExpr => {
+                let args = (*(node as *mut pg_sys::NullIfExpr)).args;
+                if !args.is_null() && (*args).length > 0 {
+                    cap_value((&raw mut (*(*args).elements).ptr_value).cast(), capped, context);
+                }
+            }
+            pg_sys::NodeTag::T_CaseExpr => {
+                let case = node as *mut pg_sys::CaseExpr;
+                for when in list_items::<pg_sys::CaseWhen>((*case).args) {
+                    cap_value((&raw mut (*when).result).cast(), capped, context);
+                }
+                cap_value((&raw mut (*case).defresult).cast(), capped, context);
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Passes the protected variable-length values each argument of a call of
+/// `funcid` holds through `dp_total_capped` (NULL over `CAPPED_BYTES`),
+/// unless the call is an `EQUALITY` with a bounded side.
 ///
 /// # Safety
 /// `args` is the live argument list of a call of `funcid` in the innermost level of `context`.
 unsafe fn cap_arguments(args: *mut pg_sys::List, funcid: pg_sys::Oid, context: &Context) {
     let Some(capped) = context.capped else { return };
-    if args.is_null() || UNCAPPED.contains(&u32::from(funcid)) || funcid == capped {
+    if args.is_null() || funcid == capped {
         return;
     }
     // SAFETY: the caller's contract; each cell holds a node pointer, replaced in place by a palloc'd call.
     unsafe {
-        for i in 0..(*args).length as usize {
-            // The cell that holds the column: the argument's, or a relabeling's or COLLATE's.
-            let mut cell: *mut *mut pg_sys::Node = (&raw mut (*(*args).elements.add(i)).ptr_value).cast();
-            loop {
-                let node = *cell;
-                if node.is_null() {
-                    break;
-                }
-                match (*node).type_ {
-                    pg_sys::NodeTag::T_RelabelType => cell = (&raw mut (*(node as *mut pg_sys::RelabelType)).arg).cast(),
-                    pg_sys::NodeTag::T_CollateExpr => cell = (&raw mut (*(node as *mut pg_sys::CollateExpr)).arg).cast(),
-                    _ => break,
-                }
-            }
-            let arg = *cell;
-            if arg.is_null() || (*arg).type_ != pg_sys::NodeTag::T_Var {
-                continue;
-            }
-            let var = arg as *mut pg_sys::Var;
-            if !protected_varlena(var, &context.rtables, context.protected) {
-                continue;
-            }
-            let call = pg_sys::makeFuncExpr(
-                capped,
-                (*var).vartype,
-                pg_sys::lappend(std::ptr::null_mut(), var.cast()),
-                (*var).varcollid,
-                (*var).varcollid,
-                pg_sys::CoercionForm::COERCE_EXPLICIT_CALL,
-            );
-            *cell = call.cast();
+        let cells: Vec<*mut *mut pg_sys::Node> =
+            (0..(*args).length as usize).map(|i| (&raw mut (*(*args).elements.add(i)).ptr_value).cast()).collect();
+        if EQUALITY.contains(&u32::from(funcid)) && cells.iter().any(|&cell| bounded(*cell, context)) {
+            return;
+        }
+        for cell in cells {
+            cap_value(cell, capped, context);
         }
     }
 }
@@ -321,6 +386,13 @@ pub(super) unsafe fn substitute(query: *mut pg_sys::Query, protected: &Protected
                         (*call).funcid = total;
                     }
                     cap_arguments((*call).args, (*call).funcid, context);
+                    node
+                }
+                // IS DISTINCT FROM and NULLIF compare as their operator does.
+                T_DistinctExpr | T_NullIfExpr => {
+                    let op = node as *mut pg_sys::OpExpr;
+                    pg_sys::set_opfuncid(op);
+                    cap_arguments((*op).args, (*op).opfuncid, context);
                     node
                 }
                 T_OpExpr => {
