@@ -108,11 +108,18 @@ pub(crate) const CAPPED_BYTES: usize = 1024;
 // where a function reads them (`gate::substitute`), and the plan check
 // weighs each call by the capped length.
 v1_function!(pg_finfo_dp_total_capped, dp_total_capped, |fcinfo| {
-    // SAFETY: STRICT; the argument's type is read from the call's expression, and only a
+    // SAFETY: STRICT; the argument's type is read once per call site from the call's expression
+    // and kept in fn_extra (a bool in fn_mcxt, which lives as long as the FmgrInfo); only a
     // variable-length value's size is read (from its header); the value is returned as it came.
     unsafe {
-        let typ = pg_sys::get_fn_expr_argtype((*fcinfo).flinfo, 0);
-        if typ != pg_sys::InvalidOid && pg_sys::get_typlen(typ) == -1 && text_bytes(fcinfo, 0) > CAPPED_BYTES {
+        let flinfo = (*fcinfo).flinfo;
+        if (*flinfo).fn_extra.is_null() {
+            let typ = pg_sys::get_fn_expr_argtype(flinfo, 0);
+            let varlena = pg_sys::MemoryContextAlloc((*flinfo).fn_mcxt, 1) as *mut bool;
+            *varlena = typ != pg_sys::InvalidOid && pg_sys::get_typlen(typ) == -1;
+            (*flinfo).fn_extra = varlena.cast();
+        }
+        if *((*flinfo).fn_extra as *const bool) && text_bytes(fcinfo, 0) > CAPPED_BYTES {
             return return_null(fcinfo);
         }
         crate::fmgr::arg_datum(fcinfo, 0)
