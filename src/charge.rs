@@ -65,20 +65,31 @@ pub unsafe extern "C-unwind" fn prepay(query: *mut pg_sys::QueryDesc, eflags: i3
     let costs: Vec<Cost> = costs.into_iter().filter(|c| !c.identity.is_some_and(|i| i.paid)).collect();
     // Charged: what each call's parameters say in all (a call whose groups
     // share them spends at most that), once per grouping set.
+    // Two calls of one identity (the same release in both arms of a
+    // UNION) draw the same noise for the same true values: one release.
     let mut epsilons = Vec::new();
     let mut deltas = Vec::new();
+    let mut identities: Vec<[u8; 32]> = Vec::new();
     for c in &costs {
+        if let Some(identified) = c.identity {
+            if identities.contains(&identified.identity) {
+                continue;
+            }
+            identities.push(identified.identity);
+        }
         for _ in 0..c.site.sets {
             epsilons.push(c.charged.0);
             deltas.push(c.charged.1);
         }
     }
     let total: f64 = epsilons.iter().sum();
+    // The cap holds for the top-level statement: what its other executions
+    // (a function called per row, a DO block's loop) spent counts too.
+    let spent = crate::budget::spent(crate::execution::statement()) + total;
     let cap = cap();
-    if let Some(cap) = cap.filter(|c| total > c.epsilon) {
-        over_cap(total, cap.epsilon);
+    if let Some(cap) = cap.filter(|c| spent > c.epsilon) {
+        over_cap(spent, cap.epsilon);
     }
-    let identities: Vec<[u8; 32]> = costs.iter().filter_map(|c| c.identity.map(|i| i.identity)).collect();
     let who = if crate::gate::gated() { "analyst query" } else { "query" };
     let what = match epsilons.len() {
         1 => format!("{who} (1 release)"),

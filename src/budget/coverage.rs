@@ -68,6 +68,17 @@ pub(super) fn prepaid(estate: *mut pg_sys::EState, sites: Vec<Site>, statement: 
     SPENT.with(|s| s.set((statement, spent, cap)));
 }
 
+/// The ε the top-level statement `statement` has spent so far, in every
+/// execution it ran (functions called per row, a DO block's statements).
+pub fn spent(statement: u64) -> f64 {
+    let (at, spent, _) = SPENT.with(Cell::get);
+    if at == statement {
+        spent
+    } else {
+        0.0
+    }
+}
+
 /// The execution `estate` ended: what it paid for and did not release stays
 /// charged.
 pub fn ended(estate: *mut pg_sys::EState) {

@@ -32,7 +32,7 @@ use crate::gucs;
 use pgrx::pg_sys;
 
 pub use client::request_compaction;
-pub use coverage::{aborted, ended, set_cap_source, Site};
+pub use coverage::{aborted, ended, set_cap_source, spent, Site};
 
 // The budget's schema, tables, functions and views.
 pgrx::extension_sql_file!("schema.sql", name = "budget_sql", requires = [reserve::dp_budget_changed]);

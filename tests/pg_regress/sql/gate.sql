@@ -172,11 +172,23 @@ SELECT mechanism, epsilon, delta, releases FROM dp_my_ledger WHERE id > (SELECT 
 -- A DBA's cap on what one statement spends.
 \c - postgres
 ALTER ROLE dp_gate_analyst SET dpnoise.max_epsilon_per_query = 2;
+CREATE FUNCTION gate_release() RETURNS float8 LANGUAGE plpgsql VOLATILE AS $$
+BEGIN
+    RETURN (SELECT dp_count(1.0) FROM staff);
+END $$;
 \c - dp_gate_analyst
 \set VERBOSITY terse
 SELECT outcome('SELECT region, dp_count(1.0), dp_count(1.0) FROM staff GROUP BY region');
 SELECT dp_count(1.0) IS NOT NULL AS under_the_cap FROM staff;
 SELECT outcome('SET dpnoise.max_epsilon_per_query = 100');
+-- The cap holds for the whole top-level statement (issue 44, item 5): a
+-- function called per row and a DO block's loop each run one release per
+-- execution, 1.0 each; the third passes the cap of 2 and is refused.
+CREATE TEMP TABLE cap_seen AS SELECT coalesce(sum(epsilon * releases), 0) AS spent FROM dp_my_ledger;
+SELECT outcome('SELECT gate_release() FROM generate_series(1, 3)');
+SELECT outcome($o$DO $d$ BEGIN FOR i IN 1 .. 3 LOOP PERFORM dp_count(1.0) FROM staff; END LOOP; END $d$$o$);
+SELECT outcome('SELECT gate_release() FROM generate_series(1, 2)');
+SELECT sum(epsilon * releases) - (SELECT spent FROM cap_seen) AS spent_by_the_three FROM dp_my_ledger;
 \c - postgres
 ALTER ROLE dp_gate_analyst RESET dpnoise.max_epsilon_per_query;
 \c - dp_gate_analyst
