@@ -31,6 +31,7 @@ mod gucs;
 mod hooks;
 mod moments;
 mod multi;
+mod output;
 mod parameters;
 mod per_person;
 mod pg_list;

@@ -54,6 +54,7 @@ pub mod accuracy;
 pub mod bounding;
 mod catalog;
 mod joins;
+mod keys;
 mod leakproof;
 mod partitions;
 mod persons;
@@ -255,6 +256,9 @@ unsafe fn check_level(query: *mut pg_sys::Query, walk: &Walk) -> Result<bool, Re
         for entry in list_items::<pg_sys::TargetEntry>((*query).targetList) {
             check.rows = keys.contains(&(*entry).ressortgroupref);
             check.node((*entry).expr.cast())?;
+        }
+        if grouped {
+            keys::canonical(query, &walk.protected.forms)?;
         }
         if grouped && listed.is_none() {
             select_partitions(query, walk.protected.selection)?;

@@ -133,6 +133,7 @@ pub(super) unsafe fn check(query: *mut pg_sys::Query, walk: &Walk, found: &[i32]
             check.node((*entry).expr.cast())?;
         }
         if grouped {
+            super::keys::canonical(query, &walk.protected.forms)?;
             super::select_partitions(query, walk.protected.selection)?;
         }
         Ok(false)

@@ -24,6 +24,7 @@
 //! fresh release, charged, with fresh noise.
 
 use crate::gate::list_items;
+use crate::output::canonical::{form, Form};
 use pgrx::pg_sys;
 use std::ffi::c_void;
 
@@ -264,24 +265,21 @@ fn strip_positions(text: &[u8]) -> Vec<u8> {
 }
 
 /// Whether a group key of `type_` (compared under `collation`) has bytes
-/// that `group_key` can normalise so that equal keys have equal bytes.
+/// that `group_key` can normalise so that equal keys have equal bytes: its
+/// equal values are the same bytes, or dpnoise has a normal form for it
+/// (`crate::output::canonical`).
 pub fn key_type_supported(type_: pg_sys::Oid, collation: pg_sys::Oid) -> bool {
-    // Those whose equal values are the same bytes, and three `key_bytes` normalises.
-    let normalised = [pg_sys::BPCHAROID, pg_sys::FLOAT4OID, pg_sys::FLOAT8OID];
-    let as_text = if normalised.contains(&type_) { pg_sys::TEXTOID } else { type_ };
-    byte_equal(as_text, collation)
+    // SAFETY: catalog lookups inside a transaction (every caller plans a statement).
+    unsafe { form(type_, collation) != Form::Refused }
 }
 
 /// Whether values of `type_` (compared under `collation`) that are equal
-/// are the same bytes: so which of them a plan keeps cannot matter.
+/// are the same bytes, as the type's default btree operator class declares
+/// (`crate::output::canonical::form`): so which of them a plan keeps
+/// cannot matter.
 pub fn byte_equal(type_: pg_sys::Oid, collation: pg_sys::Oid) -> bool {
-    use pg_sys::*;
-    let exact = [
-        INT2OID, INT4OID, INT8OID, OIDOID, BOOLOID, DATEOID, TIMEOID, TIMESTAMPOID, TIMESTAMPTZOID, CHAROID, UUIDOID,
-        TEXTOID, VARCHAROID, NAMEOID, BYTEAOID,
-    ];
-    // SAFETY: a syscache lookup by OID inside a transaction.
-    exact.contains(&type_) && (collation == InvalidOid || unsafe { get_collation_isdeterministic(collation) })
+    // SAFETY: as above.
+    unsafe { form(type_, collation) == Form::Image }
 }
 
 /// Whether `q`'s window is the gate's per-person bounding (`per_person`),
@@ -325,19 +323,42 @@ unsafe fn bounding_window(q: *mut pg_sys::Query, extension: pg_sys::Oid) -> bool
     }
 }
 
-/// Whether a set operation tree removes duplicates anywhere (UNION,
-/// INTERSECT or EXCEPT without ALL keep one of several equal rows).
+/// Whether a set operation tree keeps one of several equal rows anywhere:
+/// UNION, INTERSECT and EXCEPT, with or without ALL (INTERSECT ALL and
+/// EXCEPT ALL keep as many of the equal rows as the counts say, but which
+/// ones follows the plan), all but UNION ALL.
 ///
 /// # Safety
 /// `node` is null or a live set operation tree.
-unsafe fn deduplicating(node: *mut pg_sys::Node) -> bool {
+unsafe fn picks_among_equals(node: *mut pg_sys::Node) -> bool {
     // SAFETY: the caller's contract; casts follow node tags.
     unsafe {
         if node.is_null() || (*node).type_ != pg_sys::NodeTag::T_SetOperationStmt {
             return false;
         }
         let op = node as *mut pg_sys::SetOperationStmt;
-        !(*op).all || deduplicating((*op).larg) || deduplicating((*op).rarg)
+        !((*op).all && (*op).op == pg_sys::SetOperation::SETOP_UNION)
+            || picks_among_equals((*op).larg)
+            || picks_among_equals((*op).rarg)
+    }
+}
+
+/// Whether the rows a set operation tree outputs are a function of its
+/// inputs: it keeps no one of several equal rows (`picks_among_equals`),
+/// or every column's equal values are the same bytes.
+///
+/// # Safety
+/// `node` is null or a live set operation tree.
+unsafe fn set_operation_exact(node: *mut pg_sys::Node) -> bool {
+    // SAFETY: the caller's contract; the top node's column lists are OID Lists of equal length.
+    unsafe {
+        if !picks_among_equals(node) {
+            return true;
+        }
+        let op = node as *mut pg_sys::SetOperationStmt;
+        let types = crate::pg_list::oid_list((*op).colTypes);
+        let collations = crate::pg_list::oid_list((*op).colCollations);
+        types.iter().zip(collations.iter()).all(|(t, c)| byte_equal(*t, *c))
     }
 }
 
@@ -417,7 +438,7 @@ unsafe extern "C-unwind" fn checker(node: *mut pg_sys::Node, context: *mut c_voi
                     || !sorted
                     || !keys_exact
                     || !q.groupingSets.is_null()
-                    || deduplicating(q.setOperations)
+                    || !set_operation_exact(q.setOperations)
                 {
                     return fail(check);
                 }

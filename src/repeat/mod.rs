@@ -585,37 +585,32 @@ unsafe fn group_key(agg: *mut pg_sys::AggState, items: &[u32]) -> Vec<u8> {
 }
 
 /// A group key's bytes, normalised so that keys the type's equality calls
-/// equal have equal bytes (±0 and every NaN for floats; trailing blanks for
-/// char(n)).
+/// equal have equal bytes (`crate::output::canonical::normal_datum`: ±0 and
+/// every NaN for floats, numeric scale, interval fields, trailing blanks
+/// for char(n)); the bytes as the type stores them otherwise.
 ///
 /// # Safety
 /// `value` is a live non-null datum of `type_`, one `key_type_supported` accepts.
 unsafe fn key_bytes(type_: pg_sys::Oid, value: pg_sys::Datum) -> Vec<u8> {
-    use pg_sys::*;
     // SAFETY: the caller's contract; by-reference values are read within their length.
     unsafe {
-        match type_ {
-            FLOAT8OID => {
-                let x = f64::from_bits(value.value() as u64);
-                let x = if x == 0.0 { 0.0 } else if x.is_nan() { f64::NAN } else { x };
-                x.to_bits().to_le_bytes().to_vec()
-            }
-            FLOAT4OID => {
-                let x = f32::from_bits(value.value() as u32);
-                let x = if x == 0.0 { 0.0 } else if x.is_nan() { f32::NAN } else { x };
-                x.to_bits().to_le_bytes().to_vec()
-            }
-            UUIDOID => std::slice::from_raw_parts(value.cast_mut_ptr::<u8>(), 16).to_vec(),
-            NAMEOID => std::ffi::CStr::from_ptr(value.cast_mut_ptr()).to_bytes().to_vec(),
-            TEXTOID | VARCHAROID | BYTEAOID | BPCHAROID => {
-                let v = pg_detoast_datum_packed(value.cast_mut_ptr());
-                let bytes =
-                    std::slice::from_raw_parts(pgrx::varlena::vardata_any(v) as *const u8, pgrx::varlena::varsize_any_exhdr(v));
-                let end = if type_ == BPCHAROID { bytes.iter().rposition(|&b| b != b' ').map_or(0, |p| p + 1) } else { bytes.len() };
-                bytes[..end].to_vec()
-            }
-            // By value: the datum as the type's own functions leave it.
-            _ => (value.value() as u64).to_le_bytes().to_vec(),
+        let Some(value) = crate::output::canonical::normal_datum(type_, value) else {
+            // The normal form is NULL (an interval whose months overflow): one class.
+            return b"\xff normal form NULL".to_vec();
+        };
+        let mut len: i16 = 0;
+        let mut byval = false;
+        pg_sys::get_typlenbyval(type_, &mut len, &mut byval);
+        if byval {
+            return (value.value() as u64).to_le_bytes().to_vec();
         }
+        if type_ == pg_sys::NAMEOID || len == -2 {
+            return std::ffi::CStr::from_ptr(value.cast_mut_ptr()).to_bytes().to_vec();
+        }
+        if len == -1 {
+            let v = pg_sys::pg_detoast_datum_packed(value.cast_mut_ptr());
+            return std::slice::from_raw_parts(pgrx::varlena::vardata_any(v) as *const u8, pgrx::varlena::varsize_any_exhdr(v)).to_vec();
+        }
+        std::slice::from_raw_parts(value.cast_mut_ptr::<u8>(), len.max(0) as usize).to_vec()
     }
 }

@@ -23,7 +23,10 @@ Checks:
 - dp_track refuses a partition; a HAVING that splits a group is another release;
 - now(), an untracked table, a LIMIT subquery, random(), a whole-row
   comparison, a conversion to text, a write in the same transaction, a
-  generic plan's parameter: fresh releases, charged every time;
+  generic plan's parameter, a set operation that keeps one of several equal
+  values of differing bytes: fresh releases, charged every time;
+- a set operation over types whose equal values are the same bytes, and the
+  same release in both arms of a UNION ALL: one release, charged once;
 - custom plans' parameters: same value, same release; another, another;
 - an analyst under the gate: repeated statements identical and charged once.
 Exits non-zero on a failure.
@@ -254,13 +257,34 @@ def main(port):
                     "WHERE staff.team = x.v",
         "min over floats in a subquery": "SELECT dp_count(1.0) FROM staff WHERE id < (SELECT min(salary) FROM staff)",
         "a subquery grouping floats": "SELECT dp_count(1.0) FROM (SELECT salary FROM staff GROUP BY salary) s",
-        "a subquery's UNION": "SELECT dp_count(1.0) FROM (SELECT region FROM staff UNION SELECT region FROM staff) s",
+        "a subquery's UNION of numerics": "SELECT dp_count(1.0) FROM (SELECT round(salary::numeric, team) v FROM staff "
+                                          "UNION SELECT 1000.0) s",
+        # INTERSECT ALL and EXCEPT ALL keep which of the equal rows (3.0 or
+        # 3.00) the plan meets first: plan-dependent true values.
+        "a subquery's EXCEPT ALL of numerics": "SELECT dp_count(1.0) FROM (SELECT round(salary::numeric, team) v FROM staff "
+                                               "EXCEPT ALL SELECT 1000.0) s WHERE v::float8 > 2000",
+        "a subquery's INTERSECT ALL of floats": "SELECT dp_count(1.0) FROM (SELECT salary * 0 v FROM staff "
+                                                "INTERSECT ALL SELECT -0.0::float8) s",
     }
     for name, sql in fresh.items():
         charged = spent("rep_a")
         a.execute(sql).fetchall()
         a.execute(sql).fetchall()
         check(f"{name}: charged every time", spent("rep_a") == charged + 2, f"{charged} -> {spent('rep_a')}")
+    # EXCEPT ALL of integers keeps no one of several equal rows that differ:
+    # still one release. The same release in both arms of a UNION ALL is
+    # one release too, charged once (issue 44, item 5).
+    for name, exact_q in [("EXCEPT ALL of integers", "SELECT dp_count(1.0) FROM (SELECT team FROM staff EXCEPT ALL SELECT 1) s"),
+                          ("UNION of texts", "SELECT dp_count(1.0) FROM (SELECT region FROM staff UNION SELECT region FROM staff) s")]:
+        charged = spent("rep_a")
+        first, again = a.execute(exact_q).fetchone(), a.execute(exact_q).fetchone()
+        check(f"a subquery's {name}: one release, charged once",
+              first == again and spent("rep_a") == charged + 1, f"{first} {again} {charged} -> {spent('rep_a')}")
+    union_q = "SELECT dp_count(1.0) FROM staff WHERE team = 3 UNION ALL SELECT dp_count(1.0) FROM staff WHERE team = 3"
+    charged = spent("rep_a")
+    both = a.execute(union_q).fetchall()
+    check("the same release in both arms of a UNION ALL: identical, charged once",
+          len(both) == 2 and both[0] == both[1] and spent("rep_a") == charged + 1, f"{both} {charged} -> {spent('rep_a')}")
     with a.transaction():
         a.execute("INSERT INTO staff VALUES (3000000, 'north', 0, 1)")
         charged = spent("rep_a")

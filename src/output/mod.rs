@@ -1,0 +1,16 @@
+//! What an analyst observes leaves through here: values shown as a
+//! function of their equality class (`canonical`), never of the row
+//! PostgreSQL happened to meet first.
+//!
+//! PostgreSQL keeps one of several equal values wherever it groups or
+//! removes duplicates: a group's displayed key is its representative row's
+//! value, and which row represents the group follows the plan and the order
+//! of the rows, both of which an analyst steers with ordinary settings.
+//! When equal values can differ in bytes (`-0` and `0`, `3.0` and `3.00`,
+//! `'1 day'` and `'24:00:00'`, `'a'` and `'a '` as char(n)), the bytes shown
+//! would tell which protected row came first. docs/analysts.md, "Canonical
+//! values", lists what is normalised and what is refused.
+
+pub mod canonical;
+
+pgrx::extension_sql_file!("canonical.sql", name = "canonical_sql");
