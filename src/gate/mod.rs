@@ -268,6 +268,9 @@ unsafe fn check_level(query: *mut pg_sys::Query, walk: &Walk) -> Result<bool, Re
             check.rows = keys.contains(&(*entry).ressortgroupref);
             check.node((*entry).expr.cast())?;
         }
+        if bounded {
+            persons::grouped_by_unit(query, &rtable, &persons)?;
+        }
         if grouped && listed.is_none() {
             select_partitions(query, walk.protected.selection)?;
         }

@@ -25,6 +25,25 @@ SELECT outcome('SELECT dp_count(amount) FROM mistake_visits');
 SELECT outcome('SELECT dp_sum(v.amount, 1.0, 0, p.age) FROM mistake_visits v JOIN mistake_persons p USING (person_id)');
 SELECT outcome('SELECT dp_sum(age, age / 100.0, 0, 100) FROM mistake_persons');
 
+-- GROUP BY the privacy unit, over several rows per person or a join,
+-- makes a group of each person, which partition selection (almost) never
+-- shows: refused (ZB003), naming the per-person subquery, instead of
+-- charged for an empty answer.
+\set VERBOSITY default
+SELECT person_id, dp_count(1.0) FROM mistake_visits GROUP BY person_id;
+\set VERBOSITY terse
+SELECT outcome('SELECT person_id, site, dp_count(1.0) FROM mistake_visits GROUP BY person_id, site');
+SELECT outcome('SELECT person_id::bigint, dp_count(1.0) FROM mistake_visits GROUP BY 1');
+SELECT outcome('SELECT person_id, dp_sum(v.amount, 1.0, 0, 100) FROM mistake_visits v JOIN mistake_persons p USING (person_id) GROUP BY person_id');
+SELECT outcome('SELECT p.person_id, dp_count(1.0) FROM mistake_visits v JOIN mistake_persons p USING (person_id) GROUP BY p.person_id');
 SELECT count(*) AS charged_for_refusals FROM dp_my_ledger WHERE id > :seen;
 
+-- What the refusal suggests answers per-person questions: at epsilon
+-- 1000 the noise is almost surely 0.
+SELECT dp_count(1000.0) AS persons, round(dp_avg(n, 1000.0, 0, 10)::numeric, 2) AS visits_per_person
+FROM (SELECT person_id, count(*) AS n FROM mistake_visits GROUP BY person_id) p;
+-- An expression of the unit groups persons, and stays admitted (a person
+-- is in one group: at k = 1 each half of 100 persons is always shown).
+SET dpnoise.max_groups_contributed = 1;
+SELECT sum(c) AS persons FROM (SELECT person_id % 2 AS half, dp_count(1000.0) AS c FROM mistake_visits GROUP BY 1) s;
 \c - postgres
