@@ -39,6 +39,8 @@ rm -rf "$DATA"
 start_server "$DATA" "$PORT"
 trap 'stop_server "$DATA"' EXIT
 regress_suite "$PORT"
+echo "== quickstart: scripts/run.sh twice, the demo shown each time"
+bash scripts/run_twice.sh "$((PORT + 18))"
 echo "== docs: the SQL examples of README.md and docs/*.md"
 bash scripts/docs_test.sh "$PORT"
 echo "== reinstall under a running server"

@@ -3,11 +3,12 @@
 # scripts/test.sh tests in full): for each, dpnoise is built for it and
 # installed into its installation (/opt/dpnoise-pg/<major>, unpacked by
 # scripts/setup.sh, which nothing else uses), a server of its own is started,
-# and the SQL regression suite, the catalog and upgrade check, and the analyst
-# end-to-end suite run against it. A failing major fails the run.
+# and the SQL regression suite, the catalog and upgrade check, the analyst
+# end-to-end suite and the quickstart (run.sh, twice) run against it. A
+# failing major fails the run.
 #
 # Usage: versions_test.sh [MAJOR ...]   (default: 16 18)
-# Ports: DPNOISE_VERSIONS_PORT (default 54350) and the next one, per major.
+# Ports: DPNOISE_VERSIONS_PORT (default 54350) and the next two, per major.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BASE=${DPNOISE_VERSIONS_PORT:-54350}
@@ -36,6 +37,8 @@ for major in "${majors[@]}"; do
     stop_server "$data"
     echo "== PostgreSQL $PG: analyst end to end"
     /usr/bin/python3 tests/e2e/analyst.py "$((port + 1))"
+    echo "== PostgreSQL $PG: quickstart, scripts/run.sh twice"
+    bash scripts/run_twice.sh "$((port + 2))"
   )
   passed=$((passed + 1))
 done

@@ -155,6 +155,15 @@ pub(super) unsafe fn bound(query: *mut pg_sys::Query, protected: &Protected, bou
             let Some((name, first)) = crate::parameters::releasing((*aggref).aggfnoid, &types) else {
                 return Err(refuse("only dpnoise aggregates may summarise protected rows", SHAPE));
             };
+            // A privacy argument that reads a column of the level is not
+            // fixed, which the plan check refuses on any other level. Here
+            // the level's FROM moves into the per-person rows below, where
+            // that column would be a stranger's: the planner then failed
+            // ("could not find attribute 3 in subquery targetlist").
+            let arguments = list_items::<pg_sys::TargetEntry>((*aggref).args);
+            if arguments.iter().skip(first).any(|e| pg_sys::contain_var_clause((**e).expr.cast())) {
+                return Err(super::varying_parameter(&name));
+            }
             let value = if first == 0 {
                 None
             } else {

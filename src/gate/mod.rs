@@ -114,12 +114,21 @@ unsafe extern "C-unwind" fn transaction_ended(event: pg_sys::XactEvent::Type, _a
 struct Refusal {
     what: String,
     instead: String,
+    /// A privacy parameter of this dpnoise function reads the data: refused
+    /// as for every role (22023, `errors::varying_parameter`), not ZB003.
+    parameter: Option<String>,
 }
 
 type Checked = Result<(), Refusal>;
 
 fn refuse(what: &str, instead: &str) -> Refusal {
-    Refusal { what: what.to_string(), instead: instead.to_string() }
+    Refusal { what: what.to_string(), instead: instead.to_string(), parameter: None }
+}
+
+/// The refusal of a call of `function` whose privacy parameters are not
+/// fixed (`crate::parameters`), found by the gate before planning.
+fn varying_parameter(function: &str) -> Refusal {
+    Refusal { what: String::new(), instead: String::new(), parameter: Some(function.to_string()) }
 }
 
 /// Refuses an analyst's statement (ZB003) with what and how to write it instead.
@@ -128,6 +137,9 @@ pub(crate) fn refused(what: &str, instead: &str) -> ! {
 }
 
 fn raise(refusal: Refusal) -> ! {
+    if let Some(function) = refusal.parameter {
+        crate::errors::varying_parameter(&function);
+    }
     raise_sqlstate(
         QUERY_REFUSED,
         format!("dpnoise: analysts get only differentially private aggregates of protected tables: {}", refusal.what),
@@ -256,6 +268,9 @@ unsafe fn check_level(query: *mut pg_sys::Query, walk: &Walk) -> Result<bool, Re
         for entry in list_items::<pg_sys::TargetEntry>((*query).targetList) {
             check.rows = keys.contains(&(*entry).ressortgroupref);
             check.node((*entry).expr.cast())?;
+        }
+        if bounded {
+            persons::grouped_by_unit(query, &rtable, &persons)?;
         }
         if grouped {
             keys::canonical(query, &walk.protected.forms)?;

@@ -140,6 +140,68 @@ pub(super) unsafe fn check(query: *mut pg_sys::Query, walk: &Walk, found: &[i32]
     }
 }
 
+/// Refuses a level bounded per person (several rows per person, or a join)
+/// grouped by the privacy unit of one of its protected tables (`persons`:
+/// range table index, table): each group would be one person, whom
+/// private partition selection shows with probability δ_s at most, so the
+/// statement would be charged for an answer that is always empty. The
+/// per-person subquery is what answers per-person questions. (On one table
+/// of one row per person, gate.sql shows such groups hidden.)
+///
+/// # Safety
+/// `query` is a live Query of an analyst's statement before planning, whose
+/// range table is `rtable`.
+pub(super) unsafe fn grouped_by_unit(
+    query: *mut pg_sys::Query,
+    rtable: &[*mut pg_sys::RangeTblEntry],
+    persons: &[(i32, super::catalog::Table)],
+) -> Checked {
+    // SAFETY: the caller's contract; node casts follow their tags; the key is flattened on a copy.
+    unsafe {
+        for group in list_items::<pg_sys::SortGroupClause>((*query).groupClause) {
+            let entries = list_items::<pg_sys::TargetEntry>((*query).targetList);
+            let Some(entry) = entries.iter().find(|e| (***e).ressortgroupref == (*group).tleSortGroupRef) else {
+                continue;
+            };
+            let mut node = crate::versions::flatten_join_alias_vars(query, pg_sys::copyObjectImpl((**entry).expr.cast()).cast());
+            // A cast of the unit still makes a group of each person.
+            loop {
+                node = match (*node).type_ {
+                    pg_sys::NodeTag::T_RelabelType => (*(node as *mut pg_sys::RelabelType)).arg.cast(),
+                    pg_sys::NodeTag::T_CoerceViaIO => (*(node as *mut pg_sys::CoerceViaIO)).arg.cast(),
+                    pg_sys::NodeTag::T_FuncExpr
+                        if (*(node as *mut pg_sys::FuncExpr)).funcformat != pg_sys::CoercionForm::COERCE_EXPLICIT_CALL
+                            && list_items::<pg_sys::Node>((*(node as *mut pg_sys::FuncExpr)).args).len() == 1 =>
+                    {
+                        list_items::<pg_sys::Node>((*(node as *mut pg_sys::FuncExpr)).args)[0]
+                    }
+                    _ => break,
+                };
+            }
+            if (*node).type_ != pg_sys::NodeTag::T_Var {
+                continue;
+            }
+            let var = node as *mut pg_sys::Var;
+            let Some((leaf, table)) = persons
+                .iter()
+                .find(|(leaf, table)| (*var).varlevelsup == 0 && (*var).varno as i32 == *leaf && (*var).varattno == table.unit)
+            else {
+                continue;
+            };
+            let name = pg_sys::get_attname((*rtable[*leaf as usize - 1]).relid, table.unit, true);
+            let name = if name.is_null() { "the privacy unit".into() } else { std::ffi::CStr::from_ptr(name).to_string_lossy() };
+            return Err(refuse(
+                &format!(
+                    "GROUP BY the privacy unit ({name}) makes each group one person, whom private partition selection \
+                     shows only with probability delta: the answer would be empty, and still charged"
+                ),
+                PER_PERSON,
+            ));
+        }
+        Ok(())
+    }
+}
+
 /// Checks a per-person subquery: protected tables (joined on their privacy
 /// unit) and public ones, grouped by exactly the privacy unit, with the
 /// built-in aggregates of `TOTAL_AGGREGATES` and total expressions; no

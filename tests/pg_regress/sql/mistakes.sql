@@ -1,0 +1,49 @@
+-- An analyst's natural mistakes (issue 49): each gets the documented
+-- refusal, never an internal error, before anything is charged.
+DO $$ BEGIN
+    CREATE ROLE dp_mistakes_analyst LOGIN;
+EXCEPTION WHEN duplicate_object THEN NULL; END $$;
+-- 200 persons with 3 visits each, and a table of one row per person.
+CREATE TABLE mistake_visits (person_id int, site text, amount float8);
+INSERT INTO mistake_visits SELECT i % 200, 's' || i % 5, i % 90 FROM generate_series(1, 600) i;
+CREATE TABLE mistake_persons (person_id int PRIMARY KEY, age int);
+INSERT INTO mistake_persons SELECT i, 20 + i % 50 FROM generate_series(0, 199) i;
+SELECT dp_protect('mistake_visits', 'person_id', 2), dp_protect('mistake_persons', 'person_id');
+SELECT dp_analyst('dp_mistakes_analyst');
+SELECT dp_budget_grant('dp_mistakes_analyst', 1e6, 1);
+\c - dp_mistakes_analyst
+\set VERBOSITY terse
+SELECT coalesce(max(id), 0) AS seen FROM dp_my_ledger \gset
+
+-- A privacy parameter read from a column is refused as for every role
+-- (22023), with or without GROUP BY: without one, the level bounded per
+-- person once failed in the planner (XX000 could not find attribute 3 in
+-- subquery targetlist).
+SELECT outcome('SELECT dp_sum(amount, amount / 100, 0, 100) FROM mistake_visits');
+SELECT outcome('SELECT site, dp_sum(amount, amount / 100, 0, 100) FROM mistake_visits GROUP BY site');
+SELECT outcome('SELECT dp_count(amount) FROM mistake_visits');
+SELECT outcome('SELECT dp_sum(v.amount, 1.0, 0, p.age) FROM mistake_visits v JOIN mistake_persons p USING (person_id)');
+SELECT outcome('SELECT dp_sum(age, age / 100.0, 0, 100) FROM mistake_persons');
+
+-- GROUP BY the privacy unit, over several rows per person or a join,
+-- makes a group of each person, which partition selection (almost) never
+-- shows: refused (ZB003), naming the per-person subquery, instead of
+-- charged for an empty answer.
+\set VERBOSITY default
+SELECT person_id, dp_count(1.0) FROM mistake_visits GROUP BY person_id;
+\set VERBOSITY terse
+SELECT outcome('SELECT person_id, site, dp_count(1.0) FROM mistake_visits GROUP BY person_id, site');
+SELECT outcome('SELECT person_id::bigint, dp_count(1.0) FROM mistake_visits GROUP BY 1');
+SELECT outcome('SELECT person_id, dp_sum(v.amount, 1.0, 0, 100) FROM mistake_visits v JOIN mistake_persons p USING (person_id) GROUP BY person_id');
+SELECT outcome('SELECT p.person_id, dp_count(1.0) FROM mistake_visits v JOIN mistake_persons p USING (person_id) GROUP BY p.person_id');
+SELECT count(*) AS charged_for_refusals FROM dp_my_ledger WHERE id > :seen;
+
+-- What the refusal suggests answers per-person questions: at epsilon
+-- 1000 the noise is almost surely 0.
+SELECT dp_count(1000.0) AS persons, round(dp_avg(n, 1000.0, 0, 10)::numeric, 2) AS visits_per_person
+FROM (SELECT person_id, count(*) AS n FROM mistake_visits GROUP BY person_id) p;
+-- An expression of the unit groups persons, and stays admitted (a person
+-- is in one group: at k = 1 each half of 100 persons is always shown).
+SET dpnoise.max_groups_contributed = 1;
+SELECT sum(c) AS persons FROM (SELECT person_id % 2 AS half, dp_count(1000.0) AS c FROM mistake_visits GROUP BY 1) s;
+\c - postgres
