@@ -142,14 +142,17 @@ unsafe extern "C-unwind" fn executor_start(query: *mut pg_sys::QueryDesc, eflags
             crate::gate::check_plan((*query).plannedstmt, (*query).params);
             crate::gate::check_messages((*query).plannedstmt);
             check_parameters(query);
+            // The identities of its repeatable releases, under its snapshot;
+            // those answered from the store are taken out of its plan.
+            identify_releases(query, eflags);
         }
         match PREV_EXECUTOR_START {
             Some(prev) => prev(query, eflags),
             None => raw_standard_executor_start(query, eflags),
         }
-        // The identities of its repeatable releases, under its snapshot; then
-        // the statement pays for all its releases before it runs (after
-        // ExecutorStart's own checks, so their errors charge nothing).
+        // The identities registered for the execution; then the statement
+        // pays for all its releases before it runs (after ExecutorStart's
+        // own checks, so their errors charge nothing).
         if !ledger {
             start_releases(query, eflags);
             crate::charge::prepay(query, eflags);
@@ -215,6 +218,7 @@ unsafe extern "C-unwind" fn executor_end(query: *mut pg_sys::QueryDesc) {
     unsafe {
         // What it paid for and did not release stays charged.
         crate::budget::ended((*query).estate);
+        crate::repeat::ended((*query).estate);
         match PREV_EXECUTOR_END {
             Some(prev) => prev(query),
             None => raw_standard_executor_end(query),
@@ -359,11 +363,21 @@ unsafe extern "C-unwind" fn attach_releases(planned: *mut pg_sys::PlannedStmt, n
     unsafe { crate::repeat::attach(planned, names) }
 }
 
-/// Completes the identities of a starting execution's repeatable releases
-/// (`repeat::start`).
+/// Identifies a starting execution's repeatable releases and answers what
+/// the store keeps (`repeat::identify`).
 ///
 /// # Safety
-/// `query` is the live QueryDesc ExecutorStart was given, just started; inside a transaction.
+/// `query` is the live QueryDesc ExecutorStart was given, not yet started; inside a transaction.
+#[pg_guard]
+unsafe extern "C-unwind" fn identify_releases(query: *mut pg_sys::QueryDesc, eflags: i32) {
+    // SAFETY: the caller's contract is identify's.
+    unsafe { crate::repeat::identify(query, eflags) }
+}
+
+/// Registers the identities of a started execution (`repeat::start`).
+///
+/// # Safety
+/// As `repeat::start`.
 #[pg_guard]
 unsafe extern "C-unwind" fn start_releases(query: *mut pg_sys::QueryDesc, eflags: i32) {
     // SAFETY: the caller's contract is start's.

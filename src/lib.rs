@@ -73,6 +73,7 @@ pub extern "C-unwind" fn _PG_init() {
     gucs::init();
     extensions::init();
     budget::init();
+    repeat::init_store();
     gate::init();
     hooks::init();
 }

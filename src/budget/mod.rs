@@ -33,6 +33,7 @@ use pgrx::pg_sys;
 
 pub use client::request_compaction;
 pub use coverage::{aborted, ended, set_cap_source, spent, Site};
+pub use nodes::children as plan_children;
 
 // The budget's schema, tables, functions and views.
 pgrx::extension_sql_file!("schema.sql", name = "budget_sql", requires = [reserve::dp_budget_changed]);

@@ -221,7 +221,7 @@ unsafe fn identify(level: *mut pg_sys::Query, walk: &mut Levels) {
 ///
 /// # Safety
 /// `node` is null or a live node tree.
-unsafe fn serialize(node: *mut pg_sys::Node, into: &mut Vec<u8>) {
+pub(super) unsafe fn serialize(node: *mut pg_sys::Node, into: &mut Vec<u8>) {
     // SAFETY: the caller's contract; nodeToString returns a palloc'd NUL-terminated string.
     let text = unsafe {
         if node.is_null() {

@@ -10,18 +10,30 @@
 //! its file (TRUNCATE and rewrites), its catalog row and its trigger's
 //! (any DDL, a trigger disabled to write unlogged). The identity is an
 //! HMAC-SHA256 of those under a secret key that only superusers can read
-//! (dpnoise.release_key). Each group's noise is drawn from ChaCha20 seeded
-//! with an HMAC of the identity and the group's key: the same release
-//! gives the same answer to any role, and nothing needs storing but which
-//! identities were paid, which the ledger records (`charge`).
+//! (dpnoise.release_key).
+//!
+//! A repeat is answered from what was released (`serve`, `store`): the
+//! Agg nodes whose answers are kept are replaced by scans of them before
+//! the statement starts, so it reads none of their rows, its run time
+//! depends only on the answer, and it costs nothing. A release that runs
+//! is charged, paid before or not, and its noise is fresh: ChaCha20 seeded
+//! with an HMAC of the identity, a nonce drawn for the execution and the
+//! group's key, so that one release made twice in one execution (both
+//! arms of a UNION ALL, charged once) has one noise.
 //!
 //! What cannot be identified is a fresh release: charged, with fresh
 //! noise from the backend's generator.
 
 mod identity;
+mod serve;
+mod store;
+
+pub use store::init as init_store;
 
 // The secret key, the write log, dp_track and dp_untrack.
 pgrx::extension_sql_file!("repeat.sql", name = "repeat_sql", requires = ["budget_sql"]);
+// The release store's functions, for superusers.
+pgrx::extension_sql_file!("store.sql", name = "store_sql", requires = ["repeat_sql"]);
 
 use crate::rng::BackendRng;
 use dpnoise_core::BitPool;
@@ -62,6 +74,18 @@ struct Execution {
     paid: Vec<bool>,
     /// Each call's GROUP BY items, in the canonical order of its keys.
     items: Vec<Vec<u32>>,
+    /// Drawn for this execution: one release made twice in it (both arms
+    /// of a UNION ALL) has one noise, a release made again in another
+    /// execution (not answered from the store) has fresh noise.
+    nonce: [u8; 32],
+}
+
+/// The identities of a starting query's calls, read before its plan
+/// state is built (`identify`), registered once it is (`start`).
+struct Pending {
+    query: *mut pg_sys::QueryDesc,
+    identities: Vec<Option<[u8; 32]>>,
+    items: Vec<Vec<u32>>,
 }
 
 thread_local! {
@@ -70,6 +94,8 @@ thread_local! {
     static KEY: RefCell<Option<[u8; 32]>> = const { RefCell::new(None) };
     /// Set while dpnoise reads its own tables here (their queries pass the hooks too).
     static READING: Cell<bool> = const { Cell::new(false) };
+    /// What `identify` found for a query between its two halves of ExecutorStart.
+    static PENDING: RefCell<Vec<Pending>> = const { RefCell::new(Vec::new()) };
 }
 
 /// Whether dpnoise is reading versions now: the hooks leave that query alone.
@@ -98,6 +124,13 @@ impl Drop for Reading {
 /// Clears `READING` when a (sub)transaction aborts, whatever ended the read.
 pub fn aborted() {
     READING.with(|r| r.set(false));
+    PENDING.with(|p| p.borrow_mut().clear());
+    serve::aborted();
+}
+
+/// An execution ended: its answers were kept, or will not be.
+pub fn ended(estate: *mut pg_sys::EState) {
+    serve::ended(estate);
 }
 
 /// Identifies the repeatable releases of `parse` (`identity::mark`: their
@@ -203,14 +236,17 @@ unsafe fn marked(stmt: *mut pg_sys::PlannedStmt) -> Vec<Marked> {
 }
 
 /// Completes the identities of a starting execution's identified calls
-/// with the versions of the tables they read, under its snapshot; an
-/// execution with none costs nothing here. After ExecutorStart (the
-/// EState exists), before anything is charged.
+/// with the versions of the tables they read, under its snapshot, and
+/// answers from the store every Agg node whose answer is kept
+/// (`serve::serve`: the query then runs a copy of its plan that reads
+/// none of their rows). Before ExecutorStart builds the plan's state;
+/// `start` finishes after it. An execution with no identified call costs
+/// nothing here.
 ///
 /// # Safety
-/// `query` is the live QueryDesc ExecutorStart was given, just started;
+/// `query` is the live QueryDesc ExecutorStart was given, not yet started;
 /// inside a transaction.
-pub unsafe fn start(query: *mut pg_sys::QueryDesc, eflags: i32) {
+pub unsafe fn identify(query: *mut pg_sys::QueryDesc, eflags: i32) {
     // SAFETY: the caller's contract; by-value reads of this process's state.
     unsafe {
         let marked = marked((*query).plannedstmt);
@@ -230,7 +266,7 @@ pub unsafe fn start(query: *mut pg_sys::QueryDesc, eflags: i32) {
         relations.sort_unstable_by_key(|r| u32::from(*r));
         relations.dedup();
         let shapes = agg_shapes((*query).plannedstmt, &marked);
-        let (identities, paid) = read(&relations, (*query).snapshot, |key, versions| {
+        let identities = read(&relations, (*query).snapshot, |key, versions| {
             marked
                 .iter()
                 .enumerate()
@@ -247,8 +283,36 @@ pub unsafe fn start(query: *mut pg_sys::QueryDesc, eflags: i32) {
                 })
                 .collect()
         });
+        let secret = KEY.with(|k| *k.borrow()).expect("read with the identities");
+        let items: Vec<Vec<u32>> = marked.into_iter().map(|m| m.group_items).collect();
+        serve::serve(query, &serve::Calls { identities: &identities, items: &items, secret: &secret });
+        PENDING.with(|p| p.borrow_mut().push(Pending { query, identities, items }));
+    }
+}
+
+/// Registers the identities `identify` read for the query just started,
+/// and records the answers its Agg nodes give (`serve::record`). Every
+/// identified call left in the plan it runs is charged, paid before or
+/// not: a repeat is free only when answered from the store.
+///
+/// # Safety
+/// `query` is the live QueryDesc ExecutorStart was given, just started;
+/// inside a transaction.
+pub unsafe fn start(query: *mut pg_sys::QueryDesc, _eflags: i32) {
+    let Some(pending) = PENDING.with(|p| {
+        let mut p = p.borrow_mut();
+        let at = p.iter().rposition(|x| x.query == query)?;
+        Some(p.remove(at))
+    }) else {
+        return;
+    };
+    // SAFETY: the caller's contract; the EState exists (ExecutorStart ran).
+    unsafe {
         let estate = (*query).estate;
-        let items = marked.into_iter().map(|m| m.group_items).collect();
+        let paid = vec![false; pending.identities.len()];
+        if let Some(secret) = KEY.with(|k| *k.borrow()) {
+            serve::record(query, &serve::Calls { identities: &pending.identities, items: &pending.items, secret: &secret });
+        }
         // Forgotten when the execution's memory goes, however it ends
         // (registered first: an entry is never left without its callback).
         let callback = pg_sys::MemoryContextAlloc((*estate).es_query_cxt, std::mem::size_of::<pg_sys::MemoryContextCallback>())
@@ -256,7 +320,14 @@ pub unsafe fn start(query: *mut pg_sys::QueryDesc, eflags: i32) {
         (*callback).func = Some(forget);
         (*callback).arg = estate.cast();
         pg_sys::MemoryContextRegisterResetCallback((*estate).es_query_cxt, callback);
-        EXECUTIONS.with(|e| e.borrow_mut().push(Execution { estate, identities, paid, items }));
+        let nonce = crate::rng::with_rng(|rng| {
+            let mut nonce = [0u8; 32];
+            for chunk in nonce.chunks_mut(8) {
+                chunk.copy_from_slice(&dpnoise_core::Entropy::next_u64(rng).to_le_bytes());
+            }
+            nonce
+        });
+        EXECUTIONS.with(|e| e.borrow_mut().push(Execution { estate, identities: pending.identities, paid, items: pending.items, nonce }));
     }
 }
 
@@ -285,13 +356,12 @@ const VERSIONS: &str = "SELECT r.rel, t.tgenabled OPERATOR(pg_catalog.=) 'A' \
     LEFT JOIN pg_catalog.pg_trigger t ON t.tgrelid OPERATOR(pg_catalog.=) r.rel AND t.tgname OPERATOR(pg_catalog.=) 'dpnoise_track' \
     CROSS JOIN LATERAL (SELECT pg_catalog.sum(x.n) AS transactions, pg_catalog.max(x.xid) AS newest, pg_catalog.count(*) AS rows \
         FROM dpnoise.writes x WHERE x.rel OPERATOR(pg_catalog.=) r.rel) w";
-const PAID: &str = "SELECT p.identity FROM dpnoise.paid_releases p \
-    WHERE p.identity OPERATOR(pg_catalog.=) ANY ($1::pg_catalog.bytea[])";
 
 /// Reads the secret key and, for each of `relations`, its version (None:
 /// not tracked), under `snapshot`, as the bootstrap superuser (the key and
 /// the write log are dpnoise's); `identify` makes the calls' identities of
-/// them, and whether the ledger holds each as paid is read too.
+/// them. (Whether the ledger holds one as paid no longer matters: a repeat
+/// is free only when the store answers it.)
 ///
 /// # Safety
 /// `snapshot` is the live snapshot of the starting execution, whose
@@ -301,7 +371,7 @@ unsafe fn read(
     relations: &[pg_sys::Oid],
     snapshot: pg_sys::Snapshot,
     identify: impl FnOnce(&[u8; 32], &[(pg_sys::Oid, Option<Vec<u8>>)]) -> Vec<Option<[u8; 32]>>,
-) -> (Vec<Option<[u8; 32]>>, Vec<bool>) {
+) -> Vec<Option<[u8; 32]>> {
     crate::gate::as_superuser(|| {
         // SAFETY: the caller's contract: the execution's live snapshot.
         unsafe { read_under(snapshot, identify, relations) }
@@ -323,7 +393,7 @@ unsafe fn read_under(
     snapshot: pg_sys::Snapshot,
     identify: impl FnOnce(&[u8; 32], &[(pg_sys::Oid, Option<Vec<u8>>)]) -> Vec<Option<[u8; 32]>>,
     relations: &[pg_sys::Oid],
-) -> Result<(Vec<Option<[u8; 32]>>, Vec<bool>), pgrx::spi::Error> {
+) -> Result<Vec<Option<[u8; 32]>>, pgrx::spi::Error> {
     // SAFETY: pushes the execution's snapshot so the read sees what it sees (popped below; an
     // error's abort pops it too).
     unsafe { pg_sys::PushActiveSnapshot(snapshot) };
@@ -364,16 +434,7 @@ unsafe fn read_under(
                 crate::budget::request_compaction();
             }
             let identities = identify(&key, &versions);
-            let known: Vec<Vec<u8>> = identities.iter().flatten().map(|i| i.to_vec()).collect();
-            let mut paid_before = Vec::new();
-            if !known.is_empty() {
-                let args = [known.into()];
-                for row in client.select(PAID, None, &args)? {
-                    paid_before.push(row.get::<Vec<u8>>(1)?.unwrap_or_default());
-                }
-            }
-            let paid = identities.iter().map(|i| i.is_some_and(|i| paid_before.iter().any(|p| p[..] == i[..]))).collect();
-            Ok::<_, pgrx::spi::Error>((identities, paid))
+            Ok::<_, pgrx::spi::Error>(identities)
         });
         drop(reading);
         read
@@ -448,7 +509,7 @@ unsafe fn input_entry(plan: *mut pg_sys::Plan, column: pg_sys::AttrNumber) -> *m
 ///
 /// # Safety
 /// `aggref` is a live Aggref.
-unsafe fn marker_index(aggref: *mut pg_sys::Aggref) -> Option<usize> {
+pub(super) unsafe fn marker_index(aggref: *mut pg_sys::Aggref) -> Option<usize> {
     // SAFETY: the caller's contract.
     let location = unsafe { (*aggref).location };
     (location <= MARK).then(|| (MARK - location) as usize)
@@ -532,11 +593,12 @@ pub unsafe fn with_release_rng<T>(fcinfo: pg_sys::FunctionCallInfo, f: impl FnOn
         let agg = (*fcinfo).context as *mut pg_sys::AggState;
         let estate = (*agg).ss.ps.state;
         let index = marker_index(pg_sys::AggGetAggref(fcinfo)).expect("identified");
-        let items = running(estate, |x| x.items.get(index).cloned()).unwrap_or_default();
-        group_key(agg, &items)
+        let (items, nonce) = running(estate, |x| Some((x.items.get(index).cloned().unwrap_or_default(), x.nonce))).unwrap_or_default();
+        (group_key(agg, &items), nonce)
     };
+    let (key, nonce) = key;
     let secret = KEY.with(|k| *k.borrow()).expect("read with the identity");
-    let seed = crate::seal::hmac(&secret, &[b"noise", &identity, &key]);
+    let seed = crate::seal::hmac(&secret, &[b"noise", &identity, &nonce, &key]);
     let mut pool = BitPool::new(rand_chacha::ChaCha20Rng::from_seed(seed));
     f(&mut pool)
 }

@@ -28,7 +28,10 @@ Checks:
 - a set operation over types whose equal values are the same bytes, and the
   same release in both arms of a UNION ALL: one release, charged once;
 - custom plans' parameters: same value, same release; another, another;
-- an analyst under the gate: repeated statements identical and charged once.
+- an analyst under the gate: repeated statements identical and charged once;
+- a repeat is served from the release store, scanning no protected row;
+  the store is a superuser's only (42501 even with EXECUTE granted); a
+  paid release whose answer is gone is charged again, with fresh noise.
 Exits non-zero on a failure.
 """
 import sys
@@ -131,6 +134,46 @@ def main(port):
     b_before = spent("rep_b")
     check("another role: the same answers", rows(b, QUERY) == first)
     check("another role: not charged", spent("rep_b") == b_before, f"{b_before} -> {spent('rep_b')}")
+
+    # Repeats are answered from the release store: a served repeat scans no
+    # protected row, a fresh one does (the backend's scan counters not yet
+    # sent, before and after).
+    scans = lambda conn: conn.execute("SELECT pg_stat_get_xact_numscans('staff'::regclass)").fetchone()[0]
+    with a.transaction():
+        served_scans = -scans(a)
+        served = rows(a, QUERY)
+        served_scans += scans(a)
+    check("a repeat is served from the store: no scan of the protected table", served == first and served_scans == 0,
+          f"{served_scans} scans")
+    with a.transaction():
+        fresh_scans = -scans(a)
+        rows(a, QUERY + " HAVING dp_count(1.0) > 0")
+        fresh_scans += scans(a)
+    check("a new release scans the table (the check above can fail)", fresh_scans > 0, f"{fresh_scans} scans")
+    held = su.execute("SELECT count(*), coalesce(sum(rows), 0) FROM dp_release_store()").fetchone()
+    check("dp_release_store shows the kept answers to a superuser", held[0] >= 2 and held[1] >= 3, f"{held}")
+    for who, grant in (("rep_a", False), ("rep_a with EXECUTE granted", True)):
+        if grant:
+            su.execute("GRANT EXECUTE ON FUNCTION dp_release_store(), dp_release_store_reset() TO rep_a")
+        for fn in ("dp_release_store()", "dp_release_store_reset()"):
+            try:
+                a.execute(f"SELECT * FROM {fn}").fetchall()
+                state = None
+            except psycopg.Error as e:
+                state = e.sqlstate
+            check(f"{who}: {fn} refused (42501)", state == "42501", f"{state}")
+    su.execute("REVOKE EXECUTE ON FUNCTION dp_release_store(), dp_release_store_reset() FROM rep_a")
+    # A paid release whose answer is gone (evicted, a restart) is charged
+    # again with fresh noise, never re-executed for free with the old noise.
+    dropped = su.execute("SELECT dp_release_store_reset()").fetchone()[0]
+    before = spent("rep_a")
+    again = rows(a, QUERY)
+    check("after dp_release_store_reset: the paid release is charged again", spent("rep_a") - before == 2,
+          f"{dropped} answers dropped, {before} -> {spent('rep_a')}")
+    check("after dp_release_store_reset: with fresh noise", again != first, f"{again}")
+    check("and its repeat is served again, free", rows(a, QUERY) == again and spent("rep_a") - before == 2)
+    first = again
+    after_first = spent("rep_a")
 
     # Writes by another session make a new release.
     writes = {
