@@ -481,3 +481,28 @@ pub unsafe fn group_expression(rte: *mut pg_sys::RangeTblEntry, attno: i16) -> *
     let _ = (rte, attno);
     std::ptr::null_mut()
 }
+
+/// The cells of the GROUP range-table entry's expressions of `query` (18
+/// keeps GROUP BY keys there until planning: what the level groups by);
+/// empty for a level without one, and before 18.
+///
+/// # Safety
+/// `query` is a live Query.
+pub unsafe fn group_expression_cells(query: *mut pg_sys::Query) -> Vec<*mut *mut pg_sys::Node> {
+    #[cfg(feature = "pg18")]
+    // SAFETY: the caller's contract; the range table and groupexprs are Lists of node pointers.
+    unsafe {
+        if (*query).hasGroupRTE {
+            for rte in crate::pg_list::list_nodes((*query).rtable) {
+                let rte = rte as *mut pg_sys::RangeTblEntry;
+                if (*rte).rtekind == pg_sys::RTEKind::RTE_GROUP && !(*rte).groupexprs.is_null() {
+                    let list = (*rte).groupexprs;
+                    return (0..(*list).length as usize).map(|i| (&raw mut (*(*list).elements.add(i)).ptr_value).cast()).collect();
+                }
+            }
+        }
+    }
+    #[cfg(not(feature = "pg18"))]
+    let _ = query;
+    Vec::new()
+}

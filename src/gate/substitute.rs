@@ -340,6 +340,80 @@ unsafe fn cap_arguments(args: *mut pg_sys::List, funcid: pg_sys::Oid, context: &
     }
 }
 
+/// Passes a level's GROUP BY and DISTINCT keys that are protected
+/// variable-length values through `dp_total_capped`: the Agg hashes and
+/// compares a key once per row it meets (a public side's rows multiply
+/// them), so a long value would make the statement's run time grow with
+/// one person's bytes. A key over `CAPPED_BYTES` groups as NULL (and is
+/// shown so); its other occurrences in the level (the select list, HAVING;
+/// not inside aggregates) follow it. On 18 the keys live in the level's
+/// GROUP entry, and are capped there too.
+///
+/// # Safety
+/// `level` is a live Query, the innermost level of `context`; nodes are replaced in place.
+unsafe fn cap_group_keys(level: *mut pg_sys::Query, context: &Context) {
+    let Some(capped) = context.capped else { return };
+    // SAFETY: the caller's contract; clauses, target entries and cells are the level's own.
+    unsafe {
+        for cell in crate::versions::group_expression_cells(level) {
+            cap_value(cell, capped, context);
+        }
+        for list in [(*level).groupClause, (*level).distinctClause] {
+            for clause in list_items::<pg_sys::SortGroupClause>(list) {
+                let entry = pg_sys::get_sortgroupclause_tle(clause, (*level).targetList);
+                let original = (*entry).expr as *mut pg_sys::Node;
+                let mut key = pg_sys::copyObjectImpl(original.cast()) as *mut pg_sys::Node;
+                cap_value(&raw mut key, capped, context);
+                if pg_sys::equal(key.cast(), original.cast()) {
+                    continue;
+                }
+                let mut swap = Swap { from: original, to: key, capped };
+                let swap_ptr = (&raw mut swap).cast();
+                for other in list_items::<pg_sys::TargetEntry>((*level).targetList) {
+                    if other != entry {
+                        (*other).expr = follow_key((*other).expr.cast(), swap_ptr).cast();
+                    }
+                }
+                (*level).havingQual = follow_key((*level).havingQual, swap_ptr);
+                (*entry).expr = key.cast();
+            }
+        }
+    }
+}
+
+/// A key and its capped form (`cap_group_keys`).
+struct Swap {
+    from: *mut pg_sys::Node,
+    to: *mut pg_sys::Node,
+    capped: pg_sys::Oid,
+}
+
+/// Replaces each occurrence of a key (outside aggregates and sublevels) by its capped form.
+///
+/// # Safety
+/// Called by the tree mutator (or `cap_group_keys`) with a live node and the `Swap`.
+#[pg_guard]
+unsafe extern "C-unwind" fn follow_key(node: *mut pg_sys::Node, context: *mut std::ffi::c_void) -> *mut pg_sys::Node {
+    // SAFETY: the caller's contract; the copy is palloc'd in the planner's memory context.
+    unsafe {
+        if node.is_null() {
+            return node;
+        }
+        let swap = &*(context as *const Swap);
+        if pg_sys::equal(swap.from.cast(), node.cast()) {
+            return pg_sys::copyObjectImpl(swap.to.cast()).cast();
+        }
+        // A function's argument capped already is the capped key.
+        if (*node).type_ == pg_sys::NodeTag::T_FuncExpr && (*(node as *mut pg_sys::FuncExpr)).funcid == swap.capped {
+            return node;
+        }
+        if (*node).type_ == pg_sys::NodeTag::T_Aggref || (*node).type_ == pg_sys::NodeTag::T_Query {
+            return node;
+        }
+        crate::versions::expression_tree_mutator(node, follow_key, context)
+    }
+}
+
 /// Replaces, in an analyst's statement that reads a protected table, each
 /// built-in of `SUBSTITUTES` by its total form, at every level (subqueries,
 /// CTEs, the public side too: the planner may evaluate any of it among
@@ -372,6 +446,7 @@ pub(super) unsafe fn substitute(query: *mut pg_sys::Query, protected: &Protected
                 (*(context as *mut Context)).rtables.push((*level).rtable);
                 // In place: the planner hook's Query stays the one planned.
                 let done = crate::versions::query_tree_mutator(level, mutate, context, pg_sys::QTW_DONT_COPY_QUERY as i32).cast();
+                cap_group_keys(level, &*(context as *const Context));
                 (*(context as *mut Context)).rtables.pop();
                 return done;
             }

@@ -197,3 +197,33 @@ SELECT dp_total_timestamp_to_char('2024-03-05 06:07:08', 'YYYY-MM-DD HH24:MI:SS 
        dp_total_timestamp_to_char('2024-03-05', 'TMMonth') IS NULL AS localized_null,
        dp_total_timestamptz_to_char('infinity', 'YYYY') IS NULL AS infinite_null,
        length(dp_total_timestamptz_to_char('2024-03-05', repeat('Y', 1024))) AS longest;
+-- Issue 44, class 3: a protected text used whole as a GROUP BY key is
+-- hashed and compared once per row the Agg meets; with one person's 5 MB
+-- value and 200 public rows, a statement took ~1 s when a condition on
+-- that person held and ~10 ms when not. The gate passes such keys through
+-- dp_total_capped (NULL over 1 KB), and the plan check weighs them: the
+-- probe is refused before any charge, whatever the condition, and a key
+-- over 1 KB groups (and shows) as NULL.
+CREATE TABLE longkeys (person_id int PRIMARY KEY, t text, salary int);
+INSERT INTO longkeys SELECT i, CASE WHEN i <= 300 THEN repeat('y', 2000) ELSE 'k' || i % 3 END, 1000 * i
+FROM generate_series(1, 3000) i;
+UPDATE longkeys SET t = repeat('x', 5000000) WHERE person_id = 17;
+SELECT dp_protect('longkeys', 'person_id');
+\c - dp_total_analyst
+SELECT max(id) AS seen FROM dp_my_ledger \gset
+SELECT outcome(format('SELECT s.t, g, dp_count(1e-9) FROM longkeys s, generate_series(1, 200) g '
+                      'WHERE s.person_id = 17 AND s.salary %s 10000 GROUP BY s.t, g', op)) AS long_key_probe, op
+FROM unnest(ARRAY['>', '<']) op;
+SELECT outcome(format('SELECT s.t, l, dp_count(1e-9) FROM longkeys s CROSS JOIN (VALUES (1), (2), (3), (4), (5), (6), (7), (8), (9), (10), '
+                      '(11), (12), (13), (14), (15), (16), (17), (18), (19), (20), (21), (22), (23), (24), (25), (26), (27), (28), (29), (30), '
+                      '(31), (32), (33), (34), (35), (36), (37), (38), (39), (40)) v(l) '
+                      'WHERE s.person_id = 17 AND s.salary %s 10000 GROUP BY s.t, l', op)) AS long_key_values, op
+FROM unnest(ARRAY['>', '<']) op;
+SELECT count(*) AS charged_for_probes FROM dp_my_ledger WHERE id > :seen;
+-- 300 persons share a 2 000-byte key: their group is shown, keyed NULL.
+SELECT t IS NULL AS capped, length(t) AS key_bytes, c > 250 AS about_300
+FROM (SELECT t, dp_count(10.0) AS c FROM longkeys GROUP BY t) s WHERE t IS NULL OR length(t) > 1024;
+SELECT t, c > 800 AS about_900 FROM (SELECT t, dp_count(10.0) AS c FROM longkeys GROUP BY t) s WHERE t IS NOT NULL ORDER BY t;
+\c - postgres
+SELECT dp_unprotect('longkeys');
+DROP TABLE longkeys;
