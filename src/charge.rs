@@ -29,7 +29,8 @@ fn over_cap(spent: f64, cap: f64) -> ! {
     crate::gate::refused(
         &format!(
             "this query spends epsilon = {} in all, over this role's limit of {} per query",
-            dpnoise_core::rational::decimal(spent),
+            // A sum of floats (1.1 + 0.1): shown to 12 places, as it was asked.
+            format!("{spent:.12}").trim_end_matches('0').trim_end_matches('.'),
             cap
         ),
         "Lower the epsilon of its aggregates (dpnoise.selection_epsilon for its group keys); compute each \
@@ -38,24 +39,27 @@ fn over_cap(spent: f64, cap: f64) -> ! {
 }
 
 /// Charges a statement for every release its plan can make, before it
-/// runs. Does nothing for EXPLAIN without ANALYZE, in parallel workers
-/// (their leader paid), or with the budget not enforced.
+/// runs, and an analyst's statement with any for its run time too
+/// (`output::timing`). Does nothing for EXPLAIN without ANALYZE, in
+/// parallel workers (their leader paid), or with the budget not enforced.
+/// Whether an analyst's statement paid for its run time (its answer is to
+/// be held).
 ///
 /// # Safety
 /// `query` is the live QueryDesc ExecutorStart was given, started, inside a transaction.
 #[pgrx::pg_guard]
-pub unsafe extern "C-unwind" fn prepay(query: *mut pg_sys::QueryDesc, eflags: i32) {
+pub unsafe extern "C-unwind" fn prepay(query: *mut pg_sys::QueryDesc, eflags: i32) -> bool {
     // SAFETY: by-value reads of this process's state.
     let worker = unsafe { pg_sys::ParallelWorkerNumber } >= 0;
     if worker || eflags & pg_sys::EXEC_FLAG_EXPLAIN_ONLY as i32 != 0 || !crate::gucs::enforce_budget() {
-        return;
+        return false;
     }
     // SAFETY: the caller's contract.
     let (stmt, params, estate) = unsafe { ((*query).plannedstmt, (*query).params, (*query).estate) };
     // SAFETY: as above.
     let costs = unsafe { releases(stmt, params, estate) };
     if costs.is_empty() {
-        return;
+        return false;
     }
     // Budgets live on a Citus coordinator: a worker node refuses before it
     // would charge its own ledger.
@@ -82,6 +86,13 @@ pub unsafe extern "C-unwind" fn prepay(query: *mut pg_sys::QueryDesc, eflags: i3
             deltas.push(c.charged.1);
         }
     }
+    // An analyst's statement that releases anything reads protected rows:
+    // its run time is a release of its own.
+    let timed = crate::gate::gated() && !epsilons.is_empty() && crate::gucs::timing().is_some();
+    if let Some((epsilon, delta, _)) = crate::gucs::timing().filter(|_| timed) {
+        epsilons.push(epsilon);
+        deltas.push(delta);
+    }
     let total: f64 = epsilons.iter().sum();
     // The cap holds for the top-level statement: what its other executions
     // (a function called per row, a DO block's loop) spent counts too.
@@ -91,9 +102,12 @@ pub unsafe extern "C-unwind" fn prepay(query: *mut pg_sys::QueryDesc, eflags: i3
         over_cap(spent, cap.epsilon);
     }
     let who = if crate::gate::gated() { "analyst query" } else { "query" };
-    let what = match epsilons.len() {
-        1 => format!("{who} (1 release)"),
-        n => format!("{who} ({n} releases)"),
+    let releases = epsilons.len() - usize::from(timed);
+    let what = match (releases, timed) {
+        (1, false) => format!("{who} (1 release)"),
+        (n, false) => format!("{who} ({n} releases)"),
+        (1, true) => format!("{who} (1 release, run time)"),
+        (n, true) => format!("{who} ({n} releases, run time)"),
     };
     let request = Charge {
         mechanism: &what,
@@ -105,6 +119,7 @@ pub unsafe extern "C-unwind" fn prepay(query: *mut pg_sys::QueryDesc, eflags: i3
         repeat: false,
     };
     crate::budget::prepay(estate, costs.into_iter().map(|c| c.site).collect(), &request, cap);
+    timed
 }
 
 /// What one call site costs.

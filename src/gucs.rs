@@ -131,7 +131,54 @@ pub fn max_delta_per_session() -> f64 {
     MAX_DELTA_PER_SESSION.get()
 }
 
+/// `dpnoise.timing_epsilon`, `dpnoise.timing_delta` and
+/// `dpnoise.timing_row_microseconds`: an analyst's fresh statement holds
+/// its answer for a random delay that makes its run time an (ε, δ)
+/// release, charged with it, for run times one person changes by at most
+/// the row cost times the rows the plan check lets one protected row meet
+/// (`output::timing`). Superusers set them; epsilon 0 turns it off.
+static TIMING_EPSILON: GucSetting<f64> = GucSetting::<f64>::new(0.1);
+static TIMING_DELTA: GucSetting<f64> = GucSetting::<f64>::new(1e-7);
+static TIMING_ROW_MICROSECONDS: GucSetting<f64> = GucSetting::<f64>::new(2.0);
+
+/// The run time's (ε, δ) and the microseconds a protected row's work is
+/// counted as; None when off.
+pub fn timing() -> Option<(f64, f64, f64)> {
+    let epsilon = TIMING_EPSILON.get();
+    (epsilon > 0.0).then(|| (epsilon, TIMING_DELTA.get(), TIMING_ROW_MICROSECONDS.get()))
+}
+
 pub fn init() {
+    GucRegistry::define_float_guc(
+        c"dpnoise.timing_epsilon",
+        c"The epsilon an analyst's fresh statement pays for its run time (0: its run time is not held).",
+        c"The answer is held for a random delay (a shifted truncated Laplacian) so that its run time is (timing_epsilon, timing_delta)-DP. Only superusers can change it.",
+        &TIMING_EPSILON,
+        0.0,
+        10.0,
+        GucContext::Suset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_float_guc(
+        c"dpnoise.timing_delta",
+        c"The delta an analyst's fresh statement pays for its run time.",
+        c"Sets how far the delay reaches: at most about 2 ln(1/delta) / timing_epsilon times the statement's bound. Only superusers can change it.",
+        &TIMING_DELTA,
+        1e-15,
+        0.01,
+        GucContext::Suset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_float_guc(
+        c"dpnoise.timing_row_microseconds",
+        c"The run time one protected row's work is counted as, per public row it meets (microseconds).",
+        c"A statement's bound is this times the rows (and pages) the plan check lets one protected row meet. Only superusers can change it.",
+        &TIMING_ROW_MICROSECONDS,
+        0.001,
+        1e6,
+        GucContext::Suset,
+        GucFlags::default(),
+    );
     GucRegistry::define_float_guc(
         c"dpnoise.max_epsilon_per_session",
         c"The most epsilon one connection may spend (0: no cap).",

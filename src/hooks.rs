@@ -103,6 +103,8 @@ unsafe extern "C-unwind" fn transaction_ended(event: pg_sys::XactEvent::Type, _a
         execution::aborted();
         crate::budget::aborted();
         crate::repeat::aborted();
+        // Not at a subtransaction's abort: a cursor opened before it stays held.
+        crate::output::timing::aborted();
     }
 }
 
@@ -137,9 +139,11 @@ unsafe extern "C-unwind" fn executor_start(query: *mut pg_sys::QueryDesc, eflags
         // The ledger worker runs only dpnoise's own charge query, once per
         // batch of charges: nothing in it to check or to pay for.
         let ledger = crate::budget::worker::is_ledger_worker() || crate::repeat::reading();
+        // What one protected row can make the statement do (the run time's bound).
+        let mut work = 0.0;
         if !ledger {
             execution::begin_statement_if_top_level();
-            crate::gate::check_plan((*query).plannedstmt, (*query).params);
+            work = crate::gate::check_plan((*query).plannedstmt, (*query).params);
             crate::gate::check_messages((*query).plannedstmt);
             check_parameters(query);
             // The identities of its repeatable releases, under its snapshot;
@@ -155,7 +159,10 @@ unsafe extern "C-unwind" fn executor_start(query: *mut pg_sys::QueryDesc, eflags
         // own checks, so their errors charge nothing).
         if !ledger {
             start_releases(query, eflags);
-            crate::charge::prepay(query, eflags);
+            // Paid for its run time too: its answer is held.
+            if crate::charge::prepay(query, eflags) {
+                crate::output::timing::hold(query, work);
+            }
         }
     }
 }
@@ -180,7 +187,8 @@ unsafe fn run(
     unsafe {
         crate::gate::check_messages((*query).plannedstmt);
         execution::enter_run(query);
-        crate::versions::executor_run(PREV_EXECUTOR_RUN, query, direction, count, arguments);
+        // An analyst's answer is held for its run time's delay (`output::timing`).
+        crate::output::timing::run(query, count, || crate::versions::executor_run(PREV_EXECUTOR_RUN, query, direction, count, arguments));
         execution::leave_run();
     }
 }
@@ -219,6 +227,7 @@ unsafe extern "C-unwind" fn executor_end(query: *mut pg_sys::QueryDesc) {
         // What it paid for and did not release stays charged.
         crate::budget::ended((*query).estate);
         crate::repeat::ended((*query).estate);
+        crate::output::timing::ended(query);
         match PREV_EXECUTOR_END {
             Some(prev) => prev(query),
             None => raw_standard_executor_end(query),

@@ -435,11 +435,11 @@ unsafe fn grouped_by(query: *mut pg_sys::Query, tleref: u32) -> bool {
 /// # Safety
 /// `stmt` is null or the PlannedStmt ExecutorStart runs; `params` null or its live parameters.
 #[pg_guard]
-pub unsafe extern "C-unwind" fn check_plan(stmt: *mut pg_sys::PlannedStmt, params: pg_sys::ParamListInfo) {
+pub unsafe extern "C-unwind" fn check_plan(stmt: *mut pg_sys::PlannedStmt, params: pg_sys::ParamListInfo) -> f64 {
     if stmt.is_null() || !gated() {
-        return;
+        return 0.0;
     }
-    let Some(protected) = protected() else { return };
+    let Some(protected) = protected() else { return 0.0 };
     // SAFETY: the caller's contract; the flattened range table of a live plan.
     unsafe {
         let permissions = crate::versions::plan_permissions(stmt);
@@ -456,10 +456,12 @@ pub unsafe extern "C-unwind" fn check_plan(stmt: *mut pg_sys::PlannedStmt, param
         }
         // SAFETY: as above.
         if pg_sys::ParallelWorkerNumber < 0 {
-            if let Err(refusal) = plan::check(stmt, params, &protected) {
-                raise(refusal);
+            match plan::check(stmt, params, &protected) {
+                Ok(work) => return work,
+                Err(refusal) => raise(refusal),
             }
         }
+        0.0
     }
 }
 

@@ -10,7 +10,11 @@
 //! `'1 day'` and `'24:00:00'`, `'a'` and `'a '` as char(n)), the bytes shown
 //! would tell which protected row came first. docs/analysts.md, "Canonical
 //! values", lists what is normalised and what is refused.
+//!
+//! The run time leaves here too: a fresh statement's answer is held for a
+//! calibrated random delay (`timing`), so that when it arrives is a release.
 
 pub mod canonical;
+pub mod timing;
 
 pgrx::extension_sql_file!("canonical.sql", name = "canonical_sql");

@@ -66,15 +66,20 @@ struct Check<'a> {
     read: std::cell::RefCell<HashSet<(i32, i16)>>,
     /// How many expression steps the consumer's input evaluates for a row.
     steps: std::cell::Cell<u64>,
+    /// What one protected row can make the statement do, summed over the
+    /// consumers that read it: the rows and pages it meets, weighed by the
+    /// expression steps run for each (the run time's bound, `output::timing`).
+    work: std::cell::Cell<f64>,
     /// The statement's parameters (null: none), whose sizes count as steps.
     params: pg_sys::ParamListInfo,
 }
 
-/// Checks the plan of an analyst's statement.
+/// Checks the plan of an analyst's statement; what one protected row can
+/// make it do (`Check::work`: 0 when it reads none).
 ///
 /// # Safety
 /// `stmt` is a live PlannedStmt, inside a transaction.
-pub(super) unsafe fn check(stmt: *mut pg_sys::PlannedStmt, params: pg_sys::ParamListInfo, protected: &Protected) -> Checked {
+pub(super) unsafe fn check(stmt: *mut pg_sys::PlannedStmt, params: pg_sys::ParamListInfo, protected: &Protected) -> Result<f64, Refusal> {
     // SAFETY: the caller's contract: every node reached below is a live node of the plan.
     unsafe {
         let nodes = crate::parameters::plan_nodes(stmt);
@@ -88,6 +93,7 @@ pub(super) unsafe fn check(stmt: *mut pg_sys::PlannedStmt, params: pg_sys::Param
             public_joins: Vec::new(),
             read: std::cell::RefCell::new(HashSet::new()),
             steps: std::cell::Cell::new(0),
+            work: std::cell::Cell::new(0.0),
             params,
         };
         for &plan in &nodes {
@@ -126,7 +132,7 @@ pub(super) unsafe fn check(stmt: *mut pg_sys::PlannedStmt, params: pg_sys::Param
                 "Run analysts' queries under READ COMMITTED or REPEATABLE READ (SET TRANSACTION ISOLATION LEVEL REPEATABLE READ).",
             ));
         }
-        Ok(())
+        Ok(check.work.get())
     }
 }
 
@@ -429,6 +435,7 @@ impl Check<'_> {
             let steps = self.steps.get() as f64;
             let work = fanout * (1.0 + steps / STEPS_PER_ROW);
             let limit = crate::gucs::max_public_fanout();
+            self.work.set(self.work.get() + work);
             if work > limit as f64 {
                 return Err(refuse(
                     &format!(
