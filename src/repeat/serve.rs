@@ -469,16 +469,14 @@ pub unsafe fn record(query: *mut pg_sys::QueryDesc, calls: &Calls) {
             if store::lookup(&f.key).is_some() {
                 continue;
             }
-            let desc = (*state).ps_ResultTupleDesc;
-            if desc.is_null() {
-                continue;
-            }
-            let send = (0..(*desc).natts as usize)
-                .map(|i| {
-                    let attr = (*desc).attrs.as_ptr().add(i);
+            // The node's output columns, as its target list types them (its result slot's).
+            let send = list_nodes((*f.plan).targetlist)
+                .into_iter()
+                .map(|entry| {
+                    let type_ = pg_sys::exprType((*(entry as *mut pg_sys::TargetEntry)).expr.cast());
                     let mut send = pg_sys::InvalidOid;
                     let mut varlena = false;
-                    pg_sys::getTypeBinaryOutputInfo((*attr).atttypid, &mut send, &mut varlena);
+                    pg_sys::getTypeBinaryOutputInfo(type_, &mut send, &mut varlena);
                     send
                 })
                 .collect();
