@@ -12,14 +12,40 @@ false (no row passes), alternated, for public sides of 1 row, 1000 rows
 (the default bound) and 300 000 rows (the bound raised for this bench).
 Prints the mean and median time of each, and the difference: the signal
 an attacker would time.
+
+Then the repeats section (alone: bench/timing.py --repeats [PORT] [SCORE_RUNS],
+default 54337 and 2000): in a database of its own, over tables tracked with
+dp_track, an analyst asks each of two probes about person 17 with the
+condition true and false, once fresh (charged), then repeats them, served
+from the release store:
+
+- cross join: SELECT dp_count(1e-9) FROM staff s CROSS JOIN
+  generate_series(1, 550) g WHERE s.person_id = 17 AND s.salary > C;
+- long key: person 17's t is 5 MB, SELECT s.t, g, dp_count(1e-9) FROM
+  longt s, generate_series(1, 200) g WHERE s.person_id = 17 AND
+  s.salary > C GROUP BY s.t, g (a condition on t itself is refused, ZB003:
+  the forms tried are printed).
+
+The true and false repeats alternate (in random order within each round);
+an attacker's classifier, the best single threshold on the time in either
+direction, is fitted on FIT_RUNS (300) of each and scored on SCORE_RUNS
+further ones of each. Prints per probe the medians, the threshold, the
+accuracy with three standard errors (PASS at most 55 %), whether every
+repeat was free (the analyst's ledger did not grow) and identical to the
+first answer, and what a repeat costs an honest analyst against a fresh
+release. For comparison, the same classifier on untracked copies, where
+each run executes (and is charged): the timing a repeat had before the store.
 """
+import gc
+import math
 import os
+import random
 import statistics
 import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "e2e"))
-from analyst import Server  # noqa: E402
+from analyst import Server, psycopg  # noqa: E402
 
 SETUP = """
 CREATE EXTENSION dpnoise;
@@ -58,7 +84,248 @@ def line(label, times, per):
           f"{diff:>15.3f} ms | {per(diff)}")
 
 
+# ---------------------------------------------------------------- repeats
+
+REPEATS_DB = "timing_repeats"
+REPEATER = "timing_repeater"  # no settings of its own: dpnoise.max_public_fanout at its default, 1000
+FIT_RUNS = 300  # per truth value, to fit the attacker's threshold
+SCORE_RUNS = 2000  # per truth value, to score it
+WARM_UP = 3  # rounds, timed neither for the fit nor the score (checked all the same)
+MAX_ACCURACY = 0.55
+
+REPEATS_SETUP = f"""
+CREATE EXTENSION dpnoise;
+CREATE TABLE staff (person_id int PRIMARY KEY, salary float8);
+INSERT INTO staff SELECT i, 1000 * i FROM generate_series(1, 200000) i;
+-- Everyone's t is short but person 17's: 5 MB of hex digits (incompressible
+-- enough to be stored out of line as they are).
+CREATE TABLE longt (person_id int PRIMARY KEY, salary float8, t text);
+INSERT INTO longt SELECT i, 1000 * i, 'short ' || i FROM generate_series(1, 2000) i;
+UPDATE longt SET t = (SELECT string_agg(md5(i::text), '') FROM generate_series(1, 163840) i) WHERE person_id = 17;
+-- The same, not tracked: every run executes, as a repeat did before the release store.
+CREATE TABLE staff_untracked (LIKE staff INCLUDING ALL);
+INSERT INTO staff_untracked SELECT * FROM staff;
+CREATE TABLE longt_untracked (LIKE longt INCLUDING ALL);
+INSERT INTO longt_untracked SELECT * FROM longt;
+ANALYZE staff, longt, staff_untracked, longt_untracked;
+SELECT dp_protect('staff', 'person_id'), dp_protect('longt', 'person_id'),
+       dp_protect('staff_untracked', 'person_id'), dp_protect('longt_untracked', 'person_id');
+SELECT dp_track('staff'), dp_track('longt');
+SELECT dp_analyst('{REPEATER}');
+SELECT dp_budget_grant('{REPEATER}', 1e9, 1);
+"""
+
+# Person 17's salary is 17 000: the condition is true with C = 10000, false
+# with C = 90000 (constants of one length: statements of one length).
+TRUE_C, FALSE_C = 10000, 90000
+# (name, statement over {tbl} with condition constant {c}, tracked table, untracked copy,
+#  fresh runs per truth value for the latency, untracked runs per truth value (fit, score))
+PROBES = [
+    ("cross join",
+     "SELECT dp_count({eps}) FROM {tbl} s CROSS JOIN generate_series(1, 550) g "
+     "WHERE s.person_id = 17 AND s.salary > {c}",
+     "staff", "staff_untracked", 30, (300, 300)),
+    ("long key",
+     "SELECT s.t, g, dp_count({eps}) FROM {tbl} s, generate_series(1, 200) g "
+     "WHERE s.person_id = 17 AND s.salary > {c} GROUP BY s.t, g",
+     "longt", "longt_untracked", 5, (10, 20)),
+]
+# Forms of the long-key probe with a condition on the long value itself.
+LONG_KEY_TRIED = [
+    "SELECT s.t, g, dp_count(1e-9) FROM longt s, generate_series(1, 200) g "
+    "WHERE s.person_id = 17 AND length(s.t) > 1000000 GROUP BY s.t, g",
+    "SELECT s.t, g, dp_count(1e-9) FROM longt s, generate_series(1, 200) g "
+    "WHERE s.person_id = 17 AND s.t LIKE 'c4ca%' GROUP BY s.t, g",
+    "SELECT g, dp_count(1e-9) FROM generate_series(1, 200) g LEFT JOIN longt s "
+    "ON s.person_id = 17 AND length(s.t) > 1000000 GROUP BY g",
+    "SELECT s.t, g, dp_count(1e-9) FROM longt s, generate_series(1, 1000) g "
+    "WHERE s.person_id = 17 AND s.salary > 10000 GROUP BY s.t, g",
+    "SELECT s.t, g, dp_count(1e-9) FROM longt s, generate_series(1, 200) g "
+    "WHERE s.person_id = 17 AND s.t IS NOT NULL GROUP BY s.t, g",
+]
+
+
+def spent(an):
+    """The analyst's ledger: epsilon spent (exact) and the number of rows."""
+    return an.execute("SELECT coalesce(sum(epsilon * releases), 0), count(*) FROM dp_my_ledger").fetchone()
+
+
+def timed(an, sql):
+    t = time.perf_counter()
+    rows = an.execute(sql).fetchall()
+    return (time.perf_counter() - t) * 1000, rows
+
+
+def alternated(an, sqls, rounds, answers=None):
+    """Runs the statements of sqls ({truth: sql}) once a round each, in a
+    random order within the round: their times in ms, by truth value, and
+    the runs whose answer differed from answers[truth] (when given)."""
+    times = {k: [] for k in sqls}
+    differing = []
+    order = list(sqls)
+    rng = random.Random(rounds)
+    gc.disable()
+    try:
+        for _ in range(rounds):
+            rng.shuffle(order)
+            for k in order:
+                ms, rows = timed(an, sqls[k])
+                times[k].append(ms)
+                if answers is not None and rows != answers[k]:
+                    differing.append((k, rows, answers[k]))
+    finally:
+        gc.enable()
+    return times, differing
+
+
+def fit_threshold(t_true, t_false):
+    """The best single threshold on the time, in either direction:
+    (threshold, 'true when above' or not, accuracy on these runs)."""
+    runs = sorted([(x, True) for x in t_true] + [(x, False) for x in t_false])
+    n_true, n_false = len(t_true), len(t_false)
+    # Guessing "true" above the cut: right for the true runs above it and the false ones at or below it.
+    best = (runs[0][0] - 1, True, n_true / (n_true + n_false))
+    above_true, below_false = n_true, 0
+    for i, (x, is_true) in enumerate(runs):
+        if is_true:
+            above_true -= 1
+        else:
+            below_false += 1
+        if i + 1 < len(runs) and runs[i + 1][0] == x:
+            continue  # cut only between distinct times
+        cut = x if i + 1 == len(runs) else (x + runs[i + 1][0]) / 2
+        acc = (above_true + below_false) / (n_true + n_false)
+        for above, a in ((True, acc), (False, 1 - acc)):
+            if a > best[2]:
+                best = (cut, above, a)
+    return best
+
+
+def score(threshold, above, t_true, t_false):
+    right = sum((x > threshold) == above for x in t_true) + sum((x > threshold) != above for x in t_false)
+    n = len(t_true) + len(t_false)
+    acc = right / n
+    return acc, 3 * math.sqrt(max(acc * (1 - acc), 1e-12) / n)
+
+
+def attack(label, fit, scored, indent="  "):
+    """Fits the attacker's threshold on fit, scores it on scored; prints it. Returns the accuracy."""
+    threshold, above, fit_acc = fit_threshold(fit[True], fit[False])
+    acc, se3 = score(threshold, above, scored[True], scored[False])
+    print(f"{indent}{label}: median true {statistics.median(scored[True]):.3f} ms, "
+          f"false {statistics.median(scored[False]):.3f} ms (difference "
+          f"{statistics.median(scored[True]) - statistics.median(scored[False]):+.3f}); "
+          f"threshold {threshold:.3f} ms ('true' {'above' if above else 'at or below'}), "
+          f"fit accuracy {100 * fit_acc:.1f} % on {len(fit[True])} + {len(fit[False])}; "
+          f"scored {100 * acc:.1f} % +- {100 * se3:.1f} (3 s.e.) on {len(scored[True])} + {len(scored[False])}")
+    return acc
+
+
+def repeats(server, score_runs):
+    """The repeats section (see the module's docstring). Returns whether every check passed."""
+    t0 = time.time()
+    with server.connect("postgres") as su:
+        su.execute(f"DROP DATABASE IF EXISTS {REPEATS_DB}")
+        su.execute(f"CREATE DATABASE {REPEATS_DB}")
+        if not su.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (REPEATER,)).fetchone():
+            su.execute(f"CREATE ROLE {REPEATER} LOGIN")
+    with psycopg.connect(host="127.0.0.1", port=server.port, user="postgres", dbname=REPEATS_DB,
+                         autocommit=True) as su:
+        su.execute(REPEATS_SETUP)
+        (lib,), = su.execute("SELECT setting FROM pg_settings WHERE name = 'dynamic_library_path'").fetchall()
+    an = psycopg.connect(host="127.0.0.1", port=server.port, user=REPEATER, dbname=REPEATS_DB, autocommit=True)
+    failures = []
+    print(f"Repeats served from the release store (database {REPEATS_DB}, dynamic_library_path {lib}; "
+          f"{FIT_RUNS} runs per truth value to fit, {score_runs} to score; person 17's condition true: "
+          f"salary > {TRUE_C}, false: salary > {FALSE_C})")
+    try:
+        an.execute("SELECT 1").fetchall()
+        print("  forms of the long-key probe refused or admitted by the gate:")
+        for sql in LONG_KEY_TRIED:
+            before = spent(an)
+            try:
+                an.execute(sql).fetchall()
+                what = "admitted"
+            except psycopg.Error as e:
+                what = f"refused {e.sqlstate}: {(e.diag.message_primary or str(e))[:140]}"
+            print(f"    {sql}\n      {what}; charged {spent(an)[0] - before[0]}")
+        latency = []
+        for name, template, tracked, untracked, fresh_runs, (old_fit, old_score) in PROBES:
+            sqls = {True: template.format(eps="1e-9", tbl=tracked, c=TRUE_C),
+                    False: template.format(eps="1e-9", tbl=tracked, c=FALSE_C)}
+            print(f"  {name}: {sqls[True]} (true) / ... > {FALSE_C} (false)")
+            # 1. Each statement once, fresh: charged.
+            answers, first_ms = {}, {}
+            for truth in (True, False):
+                before = spent(an)
+                first_ms[truth], answers[truth] = timed(an, sqls[truth])
+                after = spent(an)
+                ok = after[0] > before[0]
+                failures += [] if ok else [f"{name} ({truth}): the first run was not charged"]
+                print(f"    first run, condition {str(truth).lower()}: {first_ms[truth]:.1f} ms, "
+                      f"{len(answers[truth])} row(s), charged {after[0] - before[0]} "
+                      f"({after[1] - before[1]} ledger row(s)){'' if ok else ' NOT CHARGED'}")
+            paid = spent(an)
+            # 2. Repeats, alternated: a warm-up, the fit, the score.
+            _, diff_w = alternated(an, sqls, WARM_UP, answers)
+            fit, diff_f = alternated(an, sqls, FIT_RUNS, answers)
+            scored, diff_s = alternated(an, sqls, score_runs, answers)
+            now = spent(an)
+            n_repeats = 2 * (WARM_UP + FIT_RUNS + score_runs)
+            differing = diff_w + diff_f + diff_s
+            free = now[0] == paid[0]
+            print(f"    {n_repeats} repeats: {'all free' if free else 'NOT FREE'} (epsilon spent "
+                  f"{paid[0]} -> {now[0]}, ledger rows {paid[1]} -> {now[1]}); "
+                  f"{'all identical to the first answers' if not differing else f'{len(differing)} DIFFERING'}")
+            if not free:
+                failures.append(f"{name}: repeats charged {now[0] - paid[0]}")
+            if differing:
+                failures.append(f"{name}: {len(differing)} repeats answered differently, e.g. {differing[0]}")
+            # 3. The attacker's classifier.
+            acc = attack("repeats", fit, scored, indent="    ")
+            verdict = acc <= MAX_ACCURACY
+            print(f"    {'PASS' if verdict else 'FAIL'}: accuracy {100 * acc:.1f} % "
+                  f"{'<=' if verdict else '>'} {100 * MAX_ACCURACY:.0f} %")
+            if not verdict:
+                failures.append(f"{name}: an attacker times repeats with accuracy {100 * acc:.1f} %")
+            # 4. An honest analyst: fresh releases (new identities: another epsilon each) against repeats.
+            fresh = {True: [], False: []}
+            for k in range(fresh_runs):
+                for truth in (True, False):
+                    sql = template.format(eps=f"{2 + k}e-9", tbl=tracked, c=TRUE_C if truth else FALSE_C)
+                    fresh[truth].append(timed(an, sql)[0])
+            rep = scored[True] + scored[False]
+            latency.append((name, statistics.median(rep), statistics.median(fresh[True]),
+                            statistics.median(fresh[False]), fresh_runs))
+            # For comparison: untracked copies, every run executed and charged (a repeat's timing before the store).
+            old = {truth: template.format(eps="1e-9", tbl=untracked, c=TRUE_C if truth else FALSE_C)
+                   for truth in (True, False)}
+            alternated(an, old, 1)
+            old_fit_t, _ = alternated(an, old, old_fit)
+            old_score_t, _ = alternated(an, old, old_score)
+            attack("before the store (untracked copy, each run executed)", old_fit_t, old_score_t, indent="    ")
+        print("  latency an honest analyst pays (median ms):")
+        for name, rep, fresh_true, fresh_false, n in latency:
+            print(f"    {name}: repeat {rep:.3f}; fresh release {fresh_true:.3f} (condition true), "
+                  f"{fresh_false:.3f} (false), over {n} fresh releases each")
+    finally:
+        an.close()
+    print(f"  repeats section: {'all checks passed' if not failures else 'FAILED: ' + '; '.join(failures)} "
+          f"({time.time() - t0:.0f} s)")
+    return not failures
+
+
 def main():
+    if len(sys.argv) > 1 and sys.argv[1] == "--repeats":
+        port = int(sys.argv[2]) if len(sys.argv) > 2 else 54337
+        score = int(sys.argv[3]) if len(sys.argv) > 3 else SCORE_RUNS
+        server = Server(port)
+        try:
+            server.start()
+            ok = repeats(server, score)
+        finally:
+            server.stop()
+        sys.exit(0 if ok else 1)
     port = int(sys.argv[1]) if len(sys.argv) > 1 else 54337
     runs = int(sys.argv[2]) if len(sys.argv) > 2 else 300
     server = Server(port)
@@ -85,6 +352,8 @@ def main():
                    "WHERE CASE WHEN s.salary = {} THEN true ELSE false END")
             times = alternate(an, sql.format("50000000"), sql.format("50000000.5"), max(runs // 5, 20))
             line("hash 50 000", times, lambda d: "(one row against none)")
+        print()
+        repeats(server, SCORE_RUNS)
     finally:
         server.stop()
 

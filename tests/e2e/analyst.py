@@ -103,6 +103,11 @@ class Server:
             conf.write(f"listen_addresses = '127.0.0.1'\nport = {self.port}\n"
                        f"unix_socket_directories = '{self.dir}'\n"
                        "shared_preload_libraries = 'dpnoise'\n")
+            # A copy of the library elsewhere (a helper's build), loaded in
+            # place of the installed one; the SQL files stay the installed ones.
+            libdir = os.environ.get("DPNOISE_E2E_LIBDIR")
+            if libdir:
+                conf.write(f"dynamic_library_path = '{libdir}:$libdir'\n")
         log = os.path.join(self.dir, "server.log")
         try:
             as_postgres(f"{PG_BIN}/pg_ctl", "-D", self.dir, "-l", log, "-w", "start",
