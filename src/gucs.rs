@@ -139,7 +139,7 @@ pub fn max_delta_per_session() -> f64 {
 /// (`output::timing`). Superusers set them; epsilon 0 turns it off.
 static TIMING_EPSILON: GucSetting<f64> = GucSetting::<f64>::new(0.1);
 static TIMING_DELTA: GucSetting<f64> = GucSetting::<f64>::new(1e-7);
-static TIMING_ROW_MICROSECONDS: GucSetting<f64> = GucSetting::<f64>::new(2.0);
+static TIMING_ROW_MICROSECONDS: GucSetting<f64> = GucSetting::<f64>::new(1.0);
 
 /// The run time's (ε, δ) and the microseconds a protected row's work is
 /// counted as; None when off.
