@@ -41,6 +41,7 @@ mod release;
 mod repeat;
 mod rng;
 mod seal;
+mod shmem;
 mod refine;
 mod row_noise;
 mod selection;

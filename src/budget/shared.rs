@@ -164,12 +164,10 @@ pub struct Header {
 
 const NAME: &CStr = c"dpnoise ledger";
 
-// The hooks' state: written only in the postmaster while it loads the
-// library (init) and sets up shared memory (startup), before any backend
-// or worker is forked; only read afterwards. Each process has its own copy.
+// Written only in the postmaster while it sets up shared memory (`attach`),
+// before any backend or worker is forked; only read afterwards. Each
+// process has its own copy.
 static mut SHARED: *mut Header = std::ptr::null_mut();
-static mut PREV_REQUEST: pg_sys::shmem_request_hook_type = None;
-static mut PREV_STARTUP: pg_sys::shmem_startup_hook_type = None;
 
 fn size() -> usize {
     // SAFETY: MaxBackends is set before shmem_request_hook runs and never changes afterwards.
@@ -177,60 +175,23 @@ fn size() -> usize {
     std::mem::size_of::<Header>() + slots * (std::mem::size_of::<Slot>() + std::mem::size_of::<Session>())
 }
 
-/// Installs the hooks; only from `shared_preload_libraries`.
+/// Asks for the mailbox's shared memory; only from `shared_preload_libraries`.
 pub fn init() {
-    // SAFETY: _PG_init runs in the postmaster (single-threaded) while it
-    // loads shared_preload_libraries, the only time these hooks may be set.
-    unsafe {
-        if !pg_sys::process_shared_preload_libraries_in_progress {
-            return;
-        }
-        PREV_REQUEST = pg_sys::shmem_request_hook;
-        pg_sys::shmem_request_hook = Some(request);
-        PREV_STARTUP = pg_sys::shmem_startup_hook;
-        pg_sys::shmem_startup_hook = Some(startup);
-    }
+    crate::shmem::register(crate::shmem::Area { name: NAME, size, locks: 2, attach });
 }
 
 /// # Safety
-/// Called by the postmaster as its shmem_request_hook.
-#[pgrx::pg_guard]
-unsafe extern "C-unwind" fn request() {
-    // SAFETY: called by the postmaster at shmem_request time, the one point
-    // where add-in shared memory and LWLock tranches may be requested.
+/// Called by `shmem` with the mailbox's mapped area (zeroed when `created`) and, then, its tranche.
+unsafe fn attach(base: *mut u8, created: bool, locks: *mut pg_sys::LWLockPadded) {
+    // SAFETY: the caller's contract; the area is size() bytes, a Header then the slots.
     unsafe {
-        if let Some(prev) = PREV_REQUEST {
-            prev();
-        }
-        pg_sys::RequestAddinShmemSpace(size());
-        pg_sys::RequestNamedLWLockTranche(NAME.as_ptr(), 2);
-    }
-}
-
-/// # Safety
-/// Called by PostgreSQL as its shmem_startup_hook, in each process that attaches shared memory.
-#[pgrx::pg_guard]
-unsafe extern "C-unwind" fn startup() {
-    // SAFETY: called once per process that attaches shared memory; AddinShmemInitLock
-    // (MainLWLockArray[21]) serialises the first initialisation; the struct is
-    // size() bytes as requested, zeroed before use, and published only then.
-    unsafe {
-        if let Some(prev) = PREV_STARTUP {
-            prev();
-        }
-        let init_lock = &raw mut (*pg_sys::MainLWLockArray.add(21)).lock;
-        pg_sys::LWLockAcquire(init_lock, pg_sys::LWLockMode::LW_EXCLUSIVE);
-        let mut found = false;
-        let header = pg_sys::ShmemInitStruct(NAME.as_ptr(), size(), &mut found) as *mut Header;
-        if !found {
-            std::ptr::write_bytes(header as *mut u8, 0, size());
-            let locks = pg_sys::GetNamedLWLockTranche(NAME.as_ptr());
+        let header = base as *mut Header;
+        if created {
             (*header).lock = &raw mut (*locks).lock;
             (*header).sessions_lock = &raw mut (*locks.add(1)).lock;
             (*header).slot_count = pg_sys::MaxBackends as usize;
         }
         SHARED = header;
-        pg_sys::LWLockRelease(init_lock);
     }
 }
 
