@@ -59,7 +59,9 @@ unsafe fn outer_child(plan: *mut pg_sys::Plan) -> *mut pg_sys::Plan {
     unsafe {
         match (*plan).type_ {
             pg_sys::NodeTag::T_Append => nth((*(plan as *mut pg_sys::Append)).appendplans, 0),
-            pg_sys::NodeTag::T_MergeAppend => nth((*(plan as *mut pg_sys::MergeAppend)).mergeplans, 0),
+            pg_sys::NodeTag::T_MergeAppend => {
+                nth((*(plan as *mut pg_sys::MergeAppend)).mergeplans, 0)
+            }
             _ => (*plan).lefttree,
         }
     }
@@ -71,7 +73,10 @@ unsafe fn outer_child(plan: *mut pg_sys::Plan) -> *mut pg_sys::Plan {
 /// `fcinfo` is the live FunctionCallInfo of a call that PostgreSQL's function
 /// manager is making (for anything but an Agg node's transition or final call,
 /// the call is refused). The List returned belongs to the plan tree.
-unsafe fn original_arguments(fcinfo: pg_sys::FunctionCallInfo, aggregate: &str) -> *mut pg_sys::List {
+unsafe fn original_arguments(
+    fcinfo: pg_sys::FunctionCallInfo,
+    aggregate: &str,
+) -> *mut pg_sys::List {
     // SAFETY: `fcinfo` is a live call (the caller's contract), and AggGetAggref reads only its
     // `context`: it returns null (refused) unless that is an AggState running a transition or
     // final function, and then the Aggref of that call. In the combining branch the context's tag
@@ -92,7 +97,11 @@ unsafe fn original_arguments(fcinfo: pg_sys::FunctionCallInfo, aggregate: &str) 
         if context.is_null() || tag(context.cast()) != pg_sys::NodeTag::T_AggState {
             lost(aggregate);
         }
-        plan_arguments((*(context as *mut pg_sys::AggState)).ss.ps.plan, aggref, aggregate)
+        plan_arguments(
+            (*(context as *mut pg_sys::AggState)).ss.ps.plan,
+            aggref,
+            aggregate,
+        )
     }
 }
 
@@ -103,7 +112,11 @@ unsafe fn original_arguments(fcinfo: pg_sys::FunctionCallInfo, aggregate: &str) 
 /// # Safety
 /// `plan` is the live Plan node whose target list or quals hold the live
 /// `aggref`, in a plan tree that stays allocated while the List is used.
-pub unsafe fn plan_arguments(mut plan: *mut pg_sys::Plan, aggref: *mut pg_sys::Aggref, aggregate: &str) -> *mut pg_sys::List {
+pub unsafe fn plan_arguments(
+    mut plan: *mut pg_sys::Plan,
+    aggref: *mut pg_sys::Aggref,
+    aggregate: &str,
+) -> *mut pg_sys::List {
     // SAFETY: the caller's contract; each expression is non-null (loop condition) and cast only
     // to the struct its tag names; a plan node's `targetlist` is read through the Plan header every
     // plan node begins with; `nth` bounds-checks each index (`varattno` is 1-based, 0 is refused).
@@ -120,7 +133,9 @@ pub unsafe fn plan_arguments(mut plan: *mut pg_sys::Plan, aggref: *mut pg_sys::A
         while !expr.is_null() && !plan.is_null() {
             match tag(expr) {
                 pg_sys::NodeTag::T_Aggref => return (*(expr as *mut pg_sys::Aggref)).args,
-                pg_sys::NodeTag::T_Var if (*(expr as *mut pg_sys::Var)).varno == pg_sys::OUTER_VAR => {
+                pg_sys::NodeTag::T_Var
+                    if (*(expr as *mut pg_sys::Var)).varno == pg_sys::OUTER_VAR =>
+                {
                     let attno = (*(expr as *mut pg_sys::Var)).varattno as usize;
                     plan = outer_child(plan);
                     if plan.is_null() || attno == 0 {
@@ -179,7 +194,11 @@ pub unsafe fn aggregate_arguments<const N: usize>(
             }
             let state = pg_sys::ExecInitExpr(expr, &mut (*context).ss.ps);
             let mut isnull = false;
-            let value = pg_sys::ExecEvalExprSwitchContext(state, (*context).ss.ps.ps_ExprContext, &mut isnull);
+            let value = pg_sys::ExecEvalExprSwitchContext(
+                state,
+                (*context).ss.ps.ps_ExprContext,
+                &mut isnull,
+            );
             (!isnull).then_some(value)
         })
     }
@@ -215,7 +234,11 @@ pub unsafe fn shared_totals<const N: usize>(
             }
             let state = pg_sys::ExecInitExpr(expr, &mut (*context).ss.ps);
             let mut isnull = false;
-            let value = pg_sys::ExecEvalExprSwitchContext(state, (*context).ss.ps.ps_ExprContext, &mut isnull);
+            let value = pg_sys::ExecEvalExprSwitchContext(
+                state,
+                (*context).ss.ps.ps_ExprContext,
+                &mut isnull,
+            );
             (!isnull).then_some(value)
         };
         let mut groups = 0u32;
@@ -248,7 +271,11 @@ pub unsafe fn shared_totals<const N: usize>(
 /// transition function of the dpnoise aggregate `aggregate` (so its `flinfo`
 /// is set, and its `fn_extra` is only ever set by `call_site`), inside the
 /// query's transaction, and the caller holds no reference to its call site.
-pub unsafe fn require_fixed_arguments(fcinfo: pg_sys::FunctionCallInfo, data: usize, aggregate: &str) {
+pub unsafe fn require_fixed_arguments(
+    fcinfo: pg_sys::FunctionCallInfo,
+    data: usize,
+    aggregate: &str,
+) {
     // SAFETY: `fcinfo` is a live transition call of a dpnoise aggregate with a non-null `flinfo`
     // (the caller's contract), which is what call_site and original_arguments require. `site` is
     // the only reference to this call site while it lives (nothing called here reaches call_site)

@@ -33,7 +33,11 @@ mod tests {
         for i in 0..4 * crate::plans::capacity() as u32 {
             let plan = crate::plans::plan(request(i));
             assert_eq!(plan, request(i).plan().unwrap());
-            assert!(crate::plans::len() <= crate::plans::capacity(), "{} plans kept", crate::plans::len());
+            assert!(
+                crate::plans::len() <= crate::plans::capacity(),
+                "{} plans kept",
+                crate::plans::len()
+            );
         }
         assert_eq!(crate::plans::len(), crate::plans::capacity());
     }
@@ -62,7 +66,10 @@ mod tests {
         assert!(out.iter().all(|x| (x / g).fract() == 0.0));
         // E|X| = scale = 1 for Laplace(1); standard error of the mean of |X| is 1/√n.
         let mean_abs = out.iter().map(|x| x.abs()).sum::<f64>() / out.len() as f64;
-        assert!((mean_abs - 1.0).abs() < 5.0 / (out.len() as f64).sqrt(), "{mean_abs}");
+        assert!(
+            (mean_abs - 1.0).abs() < 5.0 / (out.len() as f64).sqrt(),
+            "{mean_abs}"
+        );
     }
 
     #[pg_test]
@@ -79,8 +86,10 @@ mod tests {
 
     #[pg_test]
     fn empty_input_still_gets_a_noisy_answer() {
-        let v = Spi::get_one::<f64>("SELECT dp_sum_laplace(x, 1.0, 0, 100) FROM (SELECT 1.0::float8 AS x) t WHERE false")
-            .unwrap();
+        let v = Spi::get_one::<f64>(
+            "SELECT dp_sum_laplace(x, 1.0, 0, 100) FROM (SELECT 1.0::float8 AS x) t WHERE false",
+        )
+        .unwrap();
         assert!(v.is_some());
         let c = Spi::get_one::<i64>("SELECT dp_count(0.5) FROM generate_series(1, 0)").unwrap();
         assert!(c.is_some());
@@ -88,7 +97,10 @@ mod tests {
 
     #[pg_test]
     fn parallel_plan_releases_the_same_exact_sum_as_serial() {
-        Spi::run("CREATE TABLE par AS SELECT (i % 1000) * 0.001 AS x FROM generate_series(1, 200000) i").unwrap();
+        Spi::run(
+            "CREATE TABLE par AS SELECT (i % 1000) * 0.001 AS x FROM generate_series(1, 200000) i",
+        )
+        .unwrap();
         Spi::run("ANALYZE par").unwrap();
         let query = "SELECT dp_sum_laplace(x, 1.0, 0, 1) FROM par";
         Spi::run("SET max_parallel_workers_per_gather = 0").unwrap();
@@ -106,7 +118,10 @@ mod tests {
                 .map(|row| row.get::<String>(1).unwrap().unwrap())
                 .collect()
         });
-        assert!(plan.iter().any(|l| l.contains("Partial Aggregate")), "{plan:?}");
+        assert!(
+            plan.iter().any(|l| l.contains("Partial Aggregate")),
+            "{plan:?}"
+        );
         Spi::run("SET dpnoise.seed = '7'").unwrap();
         let parallel = Spi::get_one::<f64>(query).unwrap();
         // Same seed, same noise: equal releases mean bit-identical exact sums.
@@ -128,15 +143,24 @@ mod tests {
         // 20 000 draws at ε = 5, where the staircase's variance is 0.37 of Laplace's.
         let out = column::<f64>("SELECT dp_staircase(0, 5.0, 1.0) FROM generate_series(1, 20000)");
         let n = out.len() as f64;
-        let (mae, sd) = Spi::get_two::<f64, f64>("SELECT mean_abs_error, std_dev FROM dp_accuracy('staircase', 5.0, 1.0)")
-            .unwrap();
+        let (mae, sd) = Spi::get_two::<f64, f64>(
+            "SELECT mean_abs_error, std_dev FROM dp_accuracy('staircase', 5.0, 1.0)",
+        )
+        .unwrap();
         let (mae, sd) = (mae.unwrap(), sd.unwrap());
         let sq: Vec<f64> = out.iter().map(|x| x * x).collect();
         let mean_sq = sq.iter().sum::<f64>() / n;
         let se_sq = (sq.iter().map(|v| (v - mean_sq).powi(2)).sum::<f64>() / (n - 1.0) / n).sqrt();
-        assert!((mean_sq - sd * sd).abs() < 5.0 * se_sq, "{mean_sq} vs {}", sd * sd);
+        assert!(
+            (mean_sq - sd * sd).abs() < 5.0 * se_sq,
+            "{mean_sq} vs {}",
+            sd * sd
+        );
         let mean_abs = out.iter().map(|x| x.abs()).sum::<f64>() / n;
-        assert!((mean_abs - mae).abs() < 5.0 * sd / n.sqrt(), "{mean_abs} vs {mae}");
+        assert!(
+            (mean_abs - mae).abs() < 5.0 * sd / n.sqrt(),
+            "{mean_abs} vs {mae}"
+        );
         // Laplace at the same ε has 2.7× the variance: the test tells them apart.
         let laplace_var = 2.0 / 25.0;
         assert!((mean_sq - laplace_var).abs() > 5.0 * se_sq);

@@ -33,7 +33,14 @@ pub struct Paid {
 }
 
 impl Paid {
-    pub fn covers(&self, role: pg_sys::Oid, statement: u64, set: u32, epsilon: f64, delta: f64) -> bool {
+    pub fn covers(
+        &self,
+        role: pg_sys::Oid,
+        statement: u64,
+        set: u32,
+        epsilon: f64,
+        delta: f64,
+    ) -> bool {
         self.role == role
             && self.statement == statement
             && epsilon <= self.epsilon
@@ -41,8 +48,19 @@ impl Paid {
             && self.sets[..self.paid_sets as usize].contains(&set)
     }
 
-    pub fn record(&mut self, role: pg_sys::Oid, statement: u64, set: u32, epsilon: f64, delta: f64) {
-        if self.role != role || self.statement != statement || self.epsilon != epsilon || self.delta != delta {
+    pub fn record(
+        &mut self,
+        role: pg_sys::Oid,
+        statement: u64,
+        set: u32,
+        epsilon: f64,
+        delta: f64,
+    ) {
+        if self.role != role
+            || self.statement != statement
+            || self.epsilon != epsilon
+            || self.delta != delta
+        {
             self.paid_sets = 0;
         }
         (self.role, self.statement, self.epsilon, self.delta) = (role, statement, epsilon, delta);
@@ -116,7 +134,9 @@ pub unsafe fn call_site<'a>(fcinfo: pg_sys::FunctionCallInfo) -> &'a mut CallSit
     unsafe {
         let flinfo = (*fcinfo).flinfo;
         if (*flinfo).fn_extra.is_null() {
-            let site = pg_sys::MemoryContextAllocZero((*flinfo).fn_mcxt, std::mem::size_of::<CallSite>()) as *mut CallSite;
+            let site =
+                pg_sys::MemoryContextAllocZero((*flinfo).fn_mcxt, std::mem::size_of::<CallSite>())
+                    as *mut CallSite;
             (*flinfo).fn_extra = site.cast();
         }
         &mut *((*flinfo).fn_extra as *mut CallSite)
@@ -153,7 +173,14 @@ pub unsafe fn call_site_cache<'a, T: Copy>(
         let site = call_site(fcinfo);
         let slot = site.cache as *mut Entry<T>;
         // Compared word by word, without a call: this runs for every row.
-        if !slot.is_null() && (*slot).key.iter().zip(&key).fold(0, |d, (a, b)| d | (a ^ b)) == 0 {
+        if !slot.is_null()
+            && (*slot)
+                .key
+                .iter()
+                .zip(&key)
+                .fold(0, |d, (a, b)| d | (a ^ b))
+                == 0
+        {
             return &(*slot).value;
         }
         let value = build();
@@ -161,7 +188,10 @@ pub unsafe fn call_site_cache<'a, T: Copy>(
             // palloc aligns to 8 bytes; u128 fields need 16, so over-allocate and align.
             let align = std::mem::align_of::<Entry<T>>();
             let flinfo = (*fcinfo).flinfo;
-            let raw = pg_sys::MemoryContextAlloc((*flinfo).fn_mcxt, std::mem::size_of::<Entry<T>>() + align) as *mut u8;
+            let raw = pg_sys::MemoryContextAlloc(
+                (*flinfo).fn_mcxt,
+                std::mem::size_of::<Entry<T>>() + align,
+            ) as *mut u8;
             let p = raw.add(raw.align_offset(align));
             site.cache = p;
             p as *mut Entry<T>
@@ -175,7 +205,8 @@ pub unsafe fn call_site_cache<'a, T: Copy>(
 
 /// FNV-1a of a text parameter, never 0 (0 means "no such argument").
 pub fn text_fingerprint(text: &str) -> u64 {
-    let h = text.bytes().fold(0xcbf29ce484222325u64, |h, b| (h ^ b as u64).wrapping_mul(0x100000001b3));
+    let h = text.bytes().fold(0xcbf29ce484222325u64, |h, b| {
+        (h ^ b as u64).wrapping_mul(0x100000001b3)
+    });
     h.max(1)
 }
-

@@ -22,7 +22,10 @@ use pgrx::pg_sys;
 /// An analyst's cap on what one statement spends (None for other roles).
 pub fn cap() -> Option<Cap> {
     let epsilon = crate::gucs::max_epsilon_per_query();
-    (crate::gate::gated() && epsilon > 0.0).then_some(Cap { epsilon, refuse: over_cap })
+    (crate::gate::gated() && epsilon > 0.0).then_some(Cap {
+        epsilon,
+        refuse: over_cap,
+    })
 }
 
 fn over_cap(spent: f64, cap: f64) -> ! {
@@ -51,11 +54,15 @@ fn over_cap(spent: f64, cap: f64) -> ! {
 pub unsafe extern "C-unwind" fn prepay(query: *mut pg_sys::QueryDesc, eflags: i32) -> bool {
     // SAFETY: by-value reads of this process's state.
     let worker = unsafe { pg_sys::ParallelWorkerNumber } >= 0;
-    if worker || eflags & pg_sys::EXEC_FLAG_EXPLAIN_ONLY as i32 != 0 || !crate::gucs::enforce_budget() {
+    if worker
+        || eflags & pg_sys::EXEC_FLAG_EXPLAIN_ONLY as i32 != 0
+        || !crate::gucs::enforce_budget()
+    {
         return false;
     }
     // SAFETY: the caller's contract.
-    let (stmt, params, estate) = unsafe { ((*query).plannedstmt, (*query).params, (*query).estate) };
+    let (stmt, params, estate) =
+        unsafe { ((*query).plannedstmt, (*query).params, (*query).estate) };
     // SAFETY: as above.
     let costs = unsafe { releases(stmt, params, estate) };
     if costs.is_empty() {
@@ -66,7 +73,10 @@ pub unsafe extern "C-unwind" fn prepay(query: *mut pg_sys::QueryDesc, eflags: i3
     crate::extensions::refuse_on_worker();
     // A release paid for once and for all before (`repeat`) is free: its
     // final function knows, and nothing is paid for it.
-    let costs: Vec<Cost> = costs.into_iter().filter(|c| !c.identity.is_some_and(|i| i.paid)).collect();
+    let costs: Vec<Cost> = costs
+        .into_iter()
+        .filter(|c| !c.identity.is_some_and(|i| i.paid))
+        .collect();
     // Charged: what each call's parameters say in all (a call whose groups
     // share them spends at most that), once per grouping set.
     // Two calls of one identity (the same release in both arms of a
@@ -101,7 +111,11 @@ pub unsafe extern "C-unwind" fn prepay(query: *mut pg_sys::QueryDesc, eflags: i3
     if let Some(cap) = cap.filter(|c| spent > c.epsilon) {
         over_cap(spent, cap.epsilon);
     }
-    let who = if crate::gate::gated() { "analyst query" } else { "query" };
+    let who = if crate::gate::gated() {
+        "analyst query"
+    } else {
+        "query"
+    };
     let releases = epsilons.len() - usize::from(timed);
     let what = match (releases, timed) {
         (1, false) => format!("{who} (1 release)"),
@@ -114,11 +128,19 @@ pub unsafe extern "C-unwind" fn prepay(query: *mut pg_sys::QueryDesc, eflags: i3
         epsilon: total,
         delta: deltas.iter().sum(),
         releases: i64::from(!epsilons.is_empty()),
-        exact: Some([dpnoise_core::rational::decimal_sum(&epsilons), dpnoise_core::rational::decimal_sum(&deltas)]),
+        exact: Some([
+            dpnoise_core::rational::decimal_sum(&epsilons),
+            dpnoise_core::rational::decimal_sum(&deltas),
+        ]),
         identities: &identities,
         repeat: false,
     };
-    crate::budget::prepay(estate, costs.into_iter().map(|c| c.site).collect(), &request, cap);
+    crate::budget::prepay(
+        estate,
+        costs.into_iter().map(|c| c.site).collect(),
+        &request,
+        cap,
+    );
     timed
 }
 
@@ -150,7 +172,11 @@ enum Call {
 /// # Safety
 /// `stmt` is null or a live PlannedStmt; `params` its live parameters or
 /// null; `estate` its execution's, started.
-unsafe fn releases(stmt: *mut pg_sys::PlannedStmt, params: pg_sys::ParamListInfo, estate: *mut pg_sys::EState) -> Vec<Cost> {
+unsafe fn releases(
+    stmt: *mut pg_sys::PlannedStmt,
+    params: pg_sys::ParamListInfo,
+    estate: *mut pg_sys::EState,
+) -> Vec<Cost> {
     // SAFETY: the caller's contract: the plan tree and its subplans are live; lists are read below their length.
     unsafe {
         if stmt.is_null() {
@@ -168,26 +194,44 @@ unsafe fn releases(stmt: *mut pg_sys::PlannedStmt, params: pg_sys::ParamListInfo
                         // A partial Aggref's final function runs above it; an
                         // Aggref outside an Agg node is a copy of its target
                         // list (a Material put on top shares it).
-                        if (*aggref).aggsplit & pg_sys::AGGSPLITOP_SKIPFINAL != 0 || (*plan).type_ != pg_sys::NodeTag::T_Agg {
+                        if (*aggref).aggsplit & pg_sys::AGGSPLITOP_SKIPFINAL != 0
+                            || (*plan).type_ != pg_sys::NodeTag::T_Agg
+                        {
                             continue;
                         }
-                        let site = Site { node: plan as usize, aggno: (*aggref).aggno, sets: grouping_sets(plan), epsilon: 0.0, delta: 0.0 };
+                        let site = Site {
+                            node: plan as usize,
+                            aggno: (*aggref).aggno,
+                            sets: grouping_sets(plan),
+                            epsilon: 0.0,
+                            delta: 0.0,
+                        };
                         // The same aggregate in the select list and HAVING is one call.
-                        if costs.iter().any(|c| c.site.node == site.node && c.site.aggno == site.aggno) {
+                        if costs
+                            .iter()
+                            .any(|c| c.site.node == site.node && c.site.aggno == site.aggno)
+                        {
                             continue;
                         }
                         let types = oid_list((*aggref).aggargtypes);
-                        let Some(function) = functions::releasing((*aggref).aggfnoid) else { continue };
-                        let args = list_items::<pg_sys::TargetEntry>(crate::aggref::plan_arguments(plan, aggref, function.name))
-                            .into_iter()
-                            .map(|e| (*e).expr)
-                            .collect();
-                        let Some(mut cost) = checked(function, &types, args, params, site) else { continue };
+                        let Some(function) = functions::releasing((*aggref).aggfnoid) else {
+                            continue;
+                        };
+                        let args = list_items::<pg_sys::TargetEntry>(
+                            crate::aggref::plan_arguments(plan, aggref, function.name),
+                        )
+                        .into_iter()
+                        .map(|e| (*e).expr)
+                        .collect();
+                        let Some(mut cost) = checked(function, &types, args, params, site) else {
+                            continue;
+                        };
                         cost.identity = crate::repeat::planned_identity(estate, aggref);
                         cost
                     }
                     Call::Redrawn(call) => {
-                        let name = functions::releasing((*call).funcid).map_or("a dpnoise function", |f| f.name);
+                        let name = functions::releasing((*call).funcid)
+                            .map_or("a dpnoise function", |f| f.name);
                         crate::errors::raise_sqlstate(
                             "0A000",
                             format!("{name} on the left of ANY, ALL or IN (subquery) would draw once per row of the subquery"),
@@ -195,15 +239,29 @@ unsafe fn releases(stmt: *mut pg_sys::PlannedStmt, params: pg_sys::ParamListInfo
                         );
                     }
                     Call::PerRow(call) => {
-                        let Some(function) = functions::releasing((*call).funcid) else { continue };
-                        let site = Site { node: call as usize, aggno: -1, sets: 1, epsilon: 0.0, delta: 0.0 };
+                        let Some(function) = functions::releasing((*call).funcid) else {
+                            continue;
+                        };
+                        let site = Site {
+                            node: call as usize,
+                            aggno: -1,
+                            sets: 1,
+                            epsilon: 0.0,
+                            delta: 0.0,
+                        };
                         // A target list shared by two nodes holds one call.
                         if costs.iter().any(|c| c.site.node == site.node) {
                             continue;
                         }
-                        let args: Vec<*mut pg_sys::Expr> = list_nodes((*call).args).into_iter().map(|e| e.cast()).collect();
-                        let types: Vec<pg_sys::Oid> = args.iter().map(|&e| pg_sys::exprType(e.cast())).collect();
-                        let Some(cost) = checked(function, &types, args, params, site) else { continue };
+                        let args: Vec<*mut pg_sys::Expr> = list_nodes((*call).args)
+                            .into_iter()
+                            .map(|e| e.cast())
+                            .collect();
+                        let types: Vec<pg_sys::Oid> =
+                            args.iter().map(|&e| pg_sys::exprType(e.cast())).collect();
+                        let Some(cost) = checked(function, &types, args, params, site) else {
+                            continue;
+                        };
                         cost
                     }
                 };
@@ -227,11 +285,13 @@ unsafe fn grouping_sets(plan: *mut pg_sys::Plan) -> u32 {
         }
         let agg = plan as *mut pg_sys::Agg;
         let sets = |agg: *mut pg_sys::Agg| list_nodes((*agg).groupingSets).len() as u32;
-        let chained: u32 = list_items::<pg_sys::Agg>((*agg).chain).into_iter().map(sets).sum();
+        let chained: u32 = list_items::<pg_sys::Agg>((*agg).chain)
+            .into_iter()
+            .map(sets)
+            .sum();
         (sets(agg) + chained).max(1)
     }
 }
-
 
 /// The dpnoise calls under `node`: Aggrefs, and per-row releasing calls
 /// (also inside an aggregate's arguments).
@@ -242,7 +302,10 @@ unsafe fn collect_calls(node: *mut pg_sys::Node, into: &mut Vec<Call>) {
     /// # Safety
     /// Called by `expression_tree_walker` with live nodes and the Vec.
     #[pgrx::pg_guard]
-    unsafe extern "C-unwind" fn walk(node: *mut pg_sys::Node, context: *mut std::ffi::c_void) -> bool {
+    unsafe extern "C-unwind" fn walk(
+        node: *mut pg_sys::Node,
+        context: *mut std::ffi::c_void,
+    ) -> bool {
         // SAFETY: the walker's contract; casts follow the tags.
         unsafe {
             if node.is_null() {
@@ -251,7 +314,9 @@ unsafe fn collect_calls(node: *mut pg_sys::Node, into: &mut Vec<Call>) {
             let into = &mut *(context as *mut Vec<Call>);
             match (*node).type_ {
                 pg_sys::NodeTag::T_Aggref => into.push(Call::Aggregate(node.cast())),
-                pg_sys::NodeTag::T_FuncExpr if functions::is_per_row((*(node as *mut pg_sys::FuncExpr)).funcid) => {
+                pg_sys::NodeTag::T_FuncExpr
+                    if functions::is_per_row((*(node as *mut pg_sys::FuncExpr)).funcid) =>
+                {
                     into.push(Call::PerRow(node.cast()))
                 }
                 pg_sys::NodeTag::T_SubPlan => {
@@ -262,7 +327,11 @@ unsafe fn collect_calls(node: *mut pg_sys::Node, into: &mut Vec<Call>) {
                         Call::PerRow(call) | Call::Redrawn(call) => Call::Redrawn(call),
                         other => other,
                     }));
-                    return pg_sys::expression_tree_walker((*subplan).args.cast(), Some(walk), context);
+                    return pg_sys::expression_tree_walker(
+                        (*subplan).args.cast(),
+                        Some(walk),
+                        context,
+                    );
                 }
                 _ => {}
             }
@@ -324,7 +393,11 @@ unsafe fn checked(
                 continue;
             }
             values.push(evaluate(expr));
-            let share = if (*expr).type_ == pg_sys::NodeTag::T_Const { None } else { crate::parameters::share_call(expr.cast()) };
+            let share = if (*expr).type_ == pg_sys::NodeTag::T_Const {
+                None
+            } else {
+                crate::parameters::share_call(expr.cast())
+            };
             totals.push(match share {
                 Some(share) => {
                     let parts = list_nodes(share);
@@ -339,7 +412,11 @@ unsafe fn checked(
         // aggregate will make (a Gaussian over k groups is calibrated to
         // the L2 sensitivity), so that it cannot refuse after the charge.
         let paid = cost(function, types, &args, &values, 1);
-        let charged = if groups > 1 { paid.and_then(|_| cost(function, types, &args, &totals, groups)) } else { paid };
+        let charged = if groups > 1 {
+            paid.and_then(|_| cost(function, types, &args, &totals, groups))
+        } else {
+            paid
+        };
         if !context.is_null() {
             pg_sys::FreeExprContext(context, true);
         }
@@ -352,7 +429,11 @@ unsafe fn checked(
             _ => return None,
         };
         (site.epsilon, site.delta) = paid;
-        Some(Cost { site, charged, identity: None })
+        Some(Cost {
+            site,
+            charged,
+            identity: None,
+        })
     }
 }
 
@@ -376,20 +457,30 @@ unsafe fn cost(
     unsafe {
         Some(match function.cost {
             functions::Cost::Count => crate::count::checked_cost(first == 1, values, groups),
-            functions::Cost::Sum => crate::sum::checked_cost(function.name, integer, values, groups)?,
+            functions::Cost::Sum => {
+                crate::sum::checked_cost(function.name, integer, values, groups)?
+            }
             functions::Cost::Selection => selection_cost(values),
             functions::Cost::Value => crate::row_noise::checked_cost(function.name, values),
             // dp_merge_count(partial, ε, δ, mechanism) is dp_count's (ε, δ, mechanism) form.
             functions::Cost::MergeCount => crate::count::checked_cost(true, values, groups),
             functions::Cost::MergeSelected => selection_cost(&values[1..]),
             // dp_merge_sum's bounds tell its type.
-            functions::Cost::MergeSum => crate::sum::merged_cost(types.get(5) == Some(&pg_sys::INT8OID), values, groups),
+            functions::Cost::MergeSum => {
+                crate::sum::merged_cost(types.get(5) == Some(&pg_sys::INT8OID), values, groups)
+            }
             functions::Cost::Multi => crate::multi::checked_cost(function.name, values),
             functions::Cost::Moments => crate::moments::checked_cost(values),
             functions::Cost::Quantile => crate::quantile::checked_cost(function.name, values)?,
             functions::Cost::Refine => {
-                let fixed = args.first().is_some_and(|&a| crate::parameters::is_fixed(a.cast()));
-                crate::refine::checked_cost(types.first() == Some(&pg_sys::FLOAT8OID), fixed, values)
+                let fixed = args
+                    .first()
+                    .is_some_and(|&a| crate::parameters::is_fixed(a.cast()));
+                crate::refine::checked_cost(
+                    types.first() == Some(&pg_sys::FLOAT8OID),
+                    fixed,
+                    values,
+                )
             }
         })
     }

@@ -4,7 +4,9 @@
 //! row costs what `count(*)` costs; the privacy parameters are read once per
 //! group in the final function.
 
-use crate::aggref::{aggregate_arguments, argument_count, f64_parameter, shared_totals, text_parameter};
+use crate::aggref::{
+    aggregate_arguments, argument_count, f64_parameter, shared_totals, text_parameter,
+};
 use crate::errors::OrRaise;
 use crate::fmgr::{arg_datum, arg_is_null, i64_datum, refuse_window, v1_function};
 use crate::release::{site_plan, Release};
@@ -21,11 +23,15 @@ v1_function!(pg_finfo_dp_count_step, dp_count_step, |fcinfo| {
 });
 
 // dp_count(value, epsilon): rows whose value is not NULL count.
-v1_function!(pg_finfo_dp_count_value_step, dp_count_value_step, |fcinfo| {
-    // SAFETY: argument 0 of a final function is the int8 state (SQL: STYPE = bigint, INITCOND 0), never NULL.
-    let count = unsafe { arg_datum(fcinfo, 0) }.value() as i64;
-    i64_datum(count + i64::from(!unsafe { arg_is_null(fcinfo, 1) }))
-});
+v1_function!(
+    pg_finfo_dp_count_value_step,
+    dp_count_value_step,
+    |fcinfo| {
+        // SAFETY: argument 0 of a final function is the int8 state (SQL: STYPE = bigint, INITCOND 0), never NULL.
+        let count = unsafe { arg_datum(fcinfo, 0) }.value() as i64;
+        i64_datum(count + i64::from(!unsafe { arg_is_null(fcinfo, 1) }))
+    }
+);
 
 /// Releases `count` with the mechanism chosen at (ε, δ), which it pays.
 /// Over a person's k groups (the gate's `dp_share`, read from the call
@@ -48,18 +54,34 @@ unsafe fn release(
     // SAFETY: fcinfo is the live final call (this function's contract).
     let shared = unsafe {
         match *budget {
-            [e] => shared_totals(fcinfo, [e], "dp_count").map(|(k, [e])| (k, f64_parameter(e, "epsilon"), delta)),
+            [e] => shared_totals(fcinfo, [e], "dp_count")
+                .map(|(k, [e])| (k, f64_parameter(e, "epsilon"), delta)),
             [e, d] => shared_totals(fcinfo, [e, d], "dp_count")
                 .map(|(k, [e, d])| (k, f64_parameter(e, "epsilon"), f64_parameter(d, "delta"))),
             _ => None,
         }
     };
     let (groups, total, total_delta) = shared.unwrap_or((1, requested, delta));
-    let key = [requested.to_bits(), delta.to_bits(), choice_key(choice), total.to_bits() ^ u64::from(groups), total_delta.to_bits()];
+    let key = [
+        requested.to_bits(),
+        delta.to_bits(),
+        choice_key(choice),
+        total.to_bits() ^ u64::from(groups),
+        total_delta.to_bits(),
+    ];
     // SAFETY: fcinfo is the live final call (this function's contract).
     let plan = unsafe { site_plan(fcinfo, key, || request(total, total_delta, choice, groups)) };
     // SAFETY: as above.
-    unsafe { crate::release::release(fcinfo, "dp_count", plan, (requested, delta), count as i128, Release::Integer) }
+    unsafe {
+        crate::release::release(
+            fcinfo,
+            "dp_count",
+            plan,
+            (requested, delta),
+            count as i128,
+            Release::Integer,
+        )
+    }
 }
 
 /// A count's request; every check that can refuse its parameters runs here.
@@ -82,14 +104,26 @@ fn request(epsilon: f64, delta: f64, choice: Choice, groups: u32) -> Request {
 ///
 /// # Safety
 /// A text in `args` is live.
-pub(crate) unsafe fn checked_cost(value: bool, args: &[Option<pg_sys::Datum>], groups: u32) -> (f64, f64) {
+pub(crate) unsafe fn checked_cost(
+    value: bool,
+    args: &[Option<pg_sys::Datum>],
+    groups: u32,
+) -> (f64, f64) {
     let params = &args[usize::from(value)..];
     let arg = |i: usize| params.get(i).copied().flatten();
     // SAFETY: the caller's contract: texts are live.
     let (epsilon, delta, choice) = unsafe {
         match params.len() {
-            1 => (f64_parameter(arg(0), "epsilon"), 0.0, Choice::Fixed(Mechanism::Laplace)),
-            2 => (f64_parameter(arg(0), "epsilon"), 0.0, Choice::parse(&text_parameter(arg(1), "mechanism")).or_raise()),
+            1 => (
+                f64_parameter(arg(0), "epsilon"),
+                0.0,
+                Choice::Fixed(Mechanism::Laplace),
+            ),
+            2 => (
+                f64_parameter(arg(0), "epsilon"),
+                0.0,
+                Choice::parse(&text_parameter(arg(1), "mechanism")).or_raise(),
+            ),
             _ => (
                 f64_parameter(arg(0), "epsilon"),
                 f64_parameter(arg(1), "delta"),
@@ -114,37 +148,79 @@ v1_function!(pg_finfo_dp_count_final, dp_count_final, |fcinfo| {
     refuse_window(fcinfo, "dp_count");
     let last = argument_count(fcinfo).max(1) - 1;
     let [epsilon] = aggregate_arguments(fcinfo, [last], "dp_count");
-    release(fcinfo, epsilon, 0.0, Choice::Fixed(Mechanism::Laplace), &[last])
+    release(
+        fcinfo,
+        epsilon,
+        0.0,
+        Choice::Fixed(Mechanism::Laplace),
+        &[last],
+    )
 });
 
 // dp_count(epsilon, mechanism): pure ε-DP.
-v1_function!(pg_finfo_dp_count_mechanism_final, dp_count_mechanism_final, |fcinfo| {
-    refuse_window(fcinfo, "dp_count");
-    let [epsilon, mechanism] = aggregate_arguments(fcinfo, [0, 1], "dp_count");
-    let choice = Choice::parse(&text_parameter(mechanism, "mechanism")).or_raise();
-    release(fcinfo, epsilon, 0.0, choice, &[0])
-});
+v1_function!(
+    pg_finfo_dp_count_mechanism_final,
+    dp_count_mechanism_final,
+    |fcinfo| {
+        refuse_window(fcinfo, "dp_count");
+        let [epsilon, mechanism] = aggregate_arguments(fcinfo, [0, 1], "dp_count");
+        let choice = Choice::parse(&text_parameter(mechanism, "mechanism")).or_raise();
+        release(fcinfo, epsilon, 0.0, choice, &[0])
+    }
+);
 
 // dp_count(epsilon, delta, mechanism).
-v1_function!(pg_finfo_dp_count_delta_final, dp_count_delta_final, |fcinfo| {
-    refuse_window(fcinfo, "dp_count");
-    let [epsilon, delta, mechanism] = aggregate_arguments(fcinfo, [0, 1, 2], "dp_count");
-    let choice = Choice::parse(&text_parameter(mechanism, "mechanism")).or_raise();
-    release(fcinfo, epsilon, f64_parameter(delta, "delta"), choice, &[0, 1])
-});
+v1_function!(
+    pg_finfo_dp_count_delta_final,
+    dp_count_delta_final,
+    |fcinfo| {
+        refuse_window(fcinfo, "dp_count");
+        let [epsilon, delta, mechanism] = aggregate_arguments(fcinfo, [0, 1, 2], "dp_count");
+        let choice = Choice::parse(&text_parameter(mechanism, "mechanism")).or_raise();
+        release(
+            fcinfo,
+            epsilon,
+            f64_parameter(delta, "delta"),
+            choice,
+            &[0, 1],
+        )
+    }
+);
 
 // dp_merge_count(partial, epsilon, delta, mechanism): dp_count over exact
 // partial counts (a Citus table's shards); see src/citus/merge.rs.
-v1_function!(pg_finfo_dp_merge_count_step, dp_merge_count_step, |fcinfo| {
-    // SAFETY: argument 0 is the int8 state (SQL: STYPE = bigint, INITCOND 0), never NULL.
-    let count = unsafe { arg_datum(fcinfo, 0) }.value() as i64;
-    let partial = if unsafe { arg_is_null(fcinfo, 1) } { 0 } else { unsafe { arg_datum(fcinfo, 1) }.value() as i64 };
-    i64_datum(count.checked_add(partial).unwrap_or_else(|| crate::errors::sum_overflow()))
-});
+v1_function!(
+    pg_finfo_dp_merge_count_step,
+    dp_merge_count_step,
+    |fcinfo| {
+        // SAFETY: argument 0 is the int8 state (SQL: STYPE = bigint, INITCOND 0), never NULL.
+        let count = unsafe { arg_datum(fcinfo, 0) }.value() as i64;
+        let partial = if unsafe { arg_is_null(fcinfo, 1) } {
+            0
+        } else {
+            unsafe { arg_datum(fcinfo, 1) }.value() as i64
+        };
+        i64_datum(
+            count
+                .checked_add(partial)
+                .unwrap_or_else(|| crate::errors::sum_overflow()),
+        )
+    }
+);
 
-v1_function!(pg_finfo_dp_merge_count_final, dp_merge_count_final, |fcinfo| {
-    refuse_window(fcinfo, "dp_count");
-    let [epsilon, delta, mechanism] = aggregate_arguments(fcinfo, [1, 2, 3], "dp_count");
-    let choice = Choice::parse(&text_parameter(mechanism, "mechanism")).or_raise();
-    release(fcinfo, epsilon, f64_parameter(delta, "delta"), choice, &[1, 2])
-});
+v1_function!(
+    pg_finfo_dp_merge_count_final,
+    dp_merge_count_final,
+    |fcinfo| {
+        refuse_window(fcinfo, "dp_count");
+        let [epsilon, delta, mechanism] = aggregate_arguments(fcinfo, [1, 2, 3], "dp_count");
+        let choice = Choice::parse(&text_parameter(mechanism, "mechanism")).or_raise();
+        release(
+            fcinfo,
+            epsilon,
+            f64_parameter(delta, "delta"),
+            choice,
+            &[1, 2],
+        )
+    }
+);

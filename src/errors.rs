@@ -5,7 +5,9 @@ use pgrx::prelude::*;
 /// Raises a core error with its documented SQLSTATE.
 pub fn raise(err: dpnoise_core::Error) -> ! {
     let code = match err {
-        dpnoise_core::Error::InvalidParameter { .. } => PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+        dpnoise_core::Error::InvalidParameter { .. } => {
+            PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE
+        }
         dpnoise_core::Error::OutOfRange(_) => PgSqlErrorCode::ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE,
         dpnoise_core::Error::NoiseTooLarge(_) => {
             ereport!(
@@ -106,7 +108,8 @@ pub fn raise_sqlstate(code: &str, message: String, hint: Option<String>) -> ! {
     let b = code.as_bytes();
     assert_eq!(b.len(), 5);
     let six = |c: u8| (c.wrapping_sub(b'0') & 0x3f) as i32;
-    let sqlerrcode = six(b[0]) | six(b[1]) << 6 | six(b[2]) << 12 | six(b[3]) << 18 | six(b[4]) << 24;
+    let sqlerrcode =
+        six(b[0]) | six(b[1]) << 6 | six(b[2]) << 12 | six(b[3]) << 18 | six(b[4]) << 24;
     let to_palloc = |s: String| {
         let c = std::ffi::CString::new(s.replace('\0', " ")).expect("no NULs");
         // SAFETY: `c` is a NUL-terminated CString alive across the call; pstrdup copies it into the

@@ -119,8 +119,11 @@ pub fn subtransaction(event: pg_sys::SubXactEvent::Type, id: pg_sys::SubTransact
         let depths = &mut *(&raw mut SUBTRANSACTION_DEPTHS);
         let running = &mut *(&raw mut RUNNING);
         match event {
-            pg_sys::SubXactEvent::SUBXACT_EVENT_START_SUB => depths.push((id, DEPTH, running.len())),
-            pg_sys::SubXactEvent::SUBXACT_EVENT_ABORT_SUB | pg_sys::SubXactEvent::SUBXACT_EVENT_COMMIT_SUB => {
+            pg_sys::SubXactEvent::SUBXACT_EVENT_START_SUB => {
+                depths.push((id, DEPTH, running.len()))
+            }
+            pg_sys::SubXactEvent::SUBXACT_EVENT_ABORT_SUB
+            | pg_sys::SubXactEvent::SUBXACT_EVENT_COMMIT_SUB => {
                 if let Some(at) = depths.iter().rposition(|(s, _, _)| *s == id) {
                     let aborted = event == pg_sys::SubXactEvent::SUBXACT_EVENT_ABORT_SUB;
                     if aborted {

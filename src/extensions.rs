@@ -10,8 +10,8 @@
 
 use pgrx::pg_sys;
 use std::cell::Cell;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::ffi::CStr;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 #[derive(Clone, Copy)]
 pub enum Extension {
@@ -111,7 +111,10 @@ fn check_worker(transaction: u32, known: u64) {
         // SAFETY: inside a transaction (every release runs in one): a catalog scan.
         let citus = unsafe { oid(Extension::Citus) } != pg_sys::InvalidOid;
         let worker = citus && local_group().unwrap_or(0) > 0;
-        WORKER.store(u64::from(transaction) << 32 | 2 | u64::from(worker), Ordering::Relaxed);
+        WORKER.store(
+            u64::from(transaction) << 32 | 2 | u64::from(worker),
+            Ordering::Relaxed,
+        );
         worker
     };
     if worker {
@@ -130,7 +133,16 @@ fn check_worker(transaction: u32, known: u64) {
 /// (where a release runs) and a standby cannot.
 fn local_group() -> Option<i32> {
     use pgrx::spi::Spi;
-    Spi::connect(|client| client.select("SELECT groupid FROM pg_catalog.pg_dist_local_group", Some(1), &[])?.first().get_one::<i32>())
-        .ok()
-        .flatten()
+    Spi::connect(|client| {
+        client
+            .select(
+                "SELECT groupid FROM pg_catalog.pg_dist_local_group",
+                Some(1),
+                &[],
+            )?
+            .first()
+            .get_one::<i32>()
+    })
+    .ok()
+    .flatten()
 }

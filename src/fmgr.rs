@@ -66,7 +66,9 @@ pub unsafe fn arg_datum(fcinfo: pg_sys::FunctionCallInfo, i: usize) -> pg_sys::D
 #[inline]
 pub unsafe fn arg_f64(fcinfo: pg_sys::FunctionCallInfo, i: usize) -> Option<f64> {
     // SAFETY: the caller's contract.
-    unsafe { (!arg_is_null(fcinfo, i)).then(|| f64::from_bits(arg_datum(fcinfo, i).value() as u64)) }
+    unsafe {
+        (!arg_is_null(fcinfo, i)).then(|| f64::from_bits(arg_datum(fcinfo, i).value() as u64))
+    }
 }
 
 /// An int8 argument, which may be NULL.
@@ -114,7 +116,10 @@ pub unsafe fn return_null(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
 ///
 /// # Safety
 /// `fcinfo` is a live call.
-pub unsafe fn aggregate_context(fcinfo: pg_sys::FunctionCallInfo, function: &str) -> pg_sys::MemoryContext {
+pub unsafe fn aggregate_context(
+    fcinfo: pg_sys::FunctionCallInfo,
+    function: &str,
+) -> pg_sys::MemoryContext {
     let mut context: pg_sys::MemoryContext = std::ptr::null_mut();
     // SAFETY: the caller's contract; AggCheckCallContext only reads fcinfo->context.
     if unsafe { pg_sys::AggCheckCallContext(fcinfo, &mut context) } == 0 {
@@ -151,7 +156,11 @@ pub unsafe fn refuse_window(fcinfo: pg_sys::FunctionCallInfo, aggregate: &str) {
 /// # Safety
 /// `fcinfo` is a live aggregate support call; `T` is plain data (no
 /// pointers, no drop), as every state here is.
-pub unsafe fn new_state<T: Copy>(fcinfo: pg_sys::FunctionCallInfo, function: &str, init: T) -> *mut T {
+pub unsafe fn new_state<T: Copy>(
+    fcinfo: pg_sys::FunctionCallInfo,
+    function: &str,
+    init: T,
+) -> *mut T {
     // SAFETY: the caller's contract; MemoryContextAlloc returns size_of::<T>() bytes
     // aligned to MAXALIGN (8), enough for every state (none holds a field above 8).
     unsafe {
@@ -184,7 +193,10 @@ pub unsafe fn serialize_state<T: Copy>(fcinfo: pg_sys::FunctionCallInfo) -> pg_s
 ///
 /// # Safety
 /// `fcinfo` is a deserialize call whose argument 0 (declared STRICT) is a bytea.
-pub unsafe fn deserialize_state<T: Copy>(fcinfo: pg_sys::FunctionCallInfo, function: &str) -> pg_sys::Datum {
+pub unsafe fn deserialize_state<T: Copy>(
+    fcinfo: pg_sys::FunctionCallInfo,
+    function: &str,
+) -> pg_sys::Datum {
     // SAFETY: the caller's contract; the length is checked before the copy, and any
     // bit pattern is a valid T (the states are integers and floats only).
     unsafe {
@@ -194,7 +206,11 @@ pub unsafe fn deserialize_state<T: Copy>(fcinfo: pg_sys::FunctionCallInfo, funct
             pgrx::error!("{function}: malformed partial state");
         }
         let mut state = std::mem::MaybeUninit::<T>::uninit();
-        std::ptr::copy_nonoverlapping(pgrx::vardata_any(raw) as *const u8, state.as_mut_ptr() as *mut u8, bytes);
+        std::ptr::copy_nonoverlapping(
+            pgrx::vardata_any(raw) as *const u8,
+            state.as_mut_ptr() as *mut u8,
+            bytes,
+        );
         pg_sys::Datum::from(new_state(fcinfo, function, state.assume_init()))
     }
 }
@@ -212,10 +228,20 @@ pub unsafe fn combine_states<T: Copy>(
     // SAFETY: the caller's contract; a and b are distinct states (PostgreSQL never
     // combines a state with itself), so the &mut and the & do not alias.
     unsafe {
-        let state = |i| if arg_is_null(fcinfo, i) { std::ptr::null_mut() } else { arg_datum(fcinfo, i).cast_mut_ptr::<T>() };
+        let state = |i| {
+            if arg_is_null(fcinfo, i) {
+                std::ptr::null_mut()
+            } else {
+                arg_datum(fcinfo, i).cast_mut_ptr::<T>()
+            }
+        };
         let (a, b) = (state(0), state(1));
         if b.is_null() {
-            return if a.is_null() { return_null(fcinfo) } else { pg_sys::Datum::from(a) };
+            return if a.is_null() {
+                return_null(fcinfo)
+            } else {
+                pg_sys::Datum::from(a)
+            };
         }
         if a.is_null() {
             return pg_sys::Datum::from(new_state(fcinfo, function, *b));

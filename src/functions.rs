@@ -69,20 +69,46 @@ impl Function {
     }
 }
 
-const fn function(name: &'static str, kind: Kind, first: usize, cost: Cost, splits: bool) -> Function {
+const fn function(
+    name: &'static str,
+    kind: Kind,
+    first: usize,
+    cost: Cost,
+    splits: bool,
+) -> Function {
     // What Citus splits, the gate admits: the aggregates of the bounding rewrite.
-    Function { name, kind, first, cost, splits, analysts: splits, bounded: splits }
+    Function {
+        name,
+        kind,
+        first,
+        cost,
+        splits,
+        analysts: splits,
+        bounded: splits,
+    }
 }
 
 /// An aggregate the gate admits over tables of one row per person only:
 /// no per-person combine in the bounding rewrite, no Citus split.
 const fn one_row_per_person(name: &'static str, cost: Cost) -> Function {
-    Function { name, kind: Kind::Aggregate, first: 1, cost, splits: false, analysts: true, bounded: false }
+    Function {
+        name,
+        kind: Kind::Aggregate,
+        first: 1,
+        cost,
+        splits: false,
+        analysts: true,
+        bounded: false,
+    }
 }
 
 /// The names of the aggregates the analyst gate admits, for its messages.
 pub fn for_analysts() -> Vec<&'static str> {
-    FUNCTIONS.iter().filter(|f| f.analysts).map(|f| f.name).collect()
+    FUNCTIONS
+        .iter()
+        .filter(|f| f.analysts)
+        .map(|f| f.name)
+        .collect()
 }
 
 /// Every releasing function of the extension.
@@ -92,7 +118,13 @@ pub static FUNCTIONS: [Function; 22] = [
     function("dp_avg", Kind::Aggregate, 1, Cost::Sum, true),
     function("dp_sum_laplace", Kind::Aggregate, 1, Cost::Sum, true),
     function("dp_sum_staircase", Kind::Aggregate, 1, Cost::Sum, true),
-    function("dp_partition_selected", Kind::Aggregate, 0, Cost::Selection, true),
+    function(
+        "dp_partition_selected",
+        Kind::Aggregate,
+        0,
+        Cost::Selection,
+        true,
+    ),
     function("dp_sum_multi", Kind::Aggregate, 1, Cost::Multi, false),
     function("dp_laplace", Kind::PerRow, 1, Cost::Value, false),
     function("dp_staircase", Kind::PerRow, 1, Cost::Value, false),
@@ -101,7 +133,13 @@ pub static FUNCTIONS: [Function; 22] = [
     function("dp_noise_l1_staircase", Kind::PerRow, 1, Cost::Multi, false),
     function("dp_refine", Kind::PerRow, 1, Cost::Refine, false),
     function("dp_merge_count", Kind::Merge, 1, Cost::MergeCount, false),
-    function("dp_merge_selected", Kind::Merge, 1, Cost::MergeSelected, false),
+    function(
+        "dp_merge_selected",
+        Kind::Merge,
+        1,
+        Cost::MergeSelected,
+        false,
+    ),
     function("dp_merge_sum", Kind::Merge, 2, Cost::MergeSum, false),
     one_row_per_person("dp_var", Cost::Moments),
     one_row_per_person("dp_stddev", Cost::Moments),
@@ -135,11 +173,17 @@ pub unsafe fn releasing(funcid: pg_sys::Oid) -> Option<&'static Function> {
     // null (tested) or a NUL-terminated copy palloc'd in the current memory context.
     let found = unsafe {
         let extension = crate::extensions::oid(crate::extensions::Extension::Dpnoise);
-        if extension == pg_sys::InvalidOid || pg_sys::getExtensionOfObject(pg_sys::ProcedureRelationId, funcid) != extension {
+        if extension == pg_sys::InvalidOid
+            || pg_sys::getExtensionOfObject(pg_sys::ProcedureRelationId, funcid) != extension
+        {
             None
         } else {
             let name = pg_sys::get_func_name(funcid);
-            if name.is_null() { None } else { named(&std::ffi::CStr::from_ptr(name).to_string_lossy()) }
+            if name.is_null() {
+                None
+            } else {
+                named(&std::ffi::CStr::from_ptr(name).to_string_lossy())
+            }
         }
     };
     BY_OID.with(|r| r.borrow_mut().insert(funcid, found));

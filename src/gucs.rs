@@ -419,7 +419,10 @@ unsafe extern "C-unwind" fn check_seed(
 /// # Safety
 /// Only for PostgreSQL, as dpnoise.seed's assign hook; neither argument is read.
 #[pgrx::pg_guard]
-unsafe extern "C-unwind" fn assign_seed(_newval: *const std::ffi::c_char, _extra: *mut std::ffi::c_void) {
+unsafe extern "C-unwind" fn assign_seed(
+    _newval: *const std::ffi::c_char,
+    _extra: *mut std::ffi::c_void,
+) {
     SEED_GENERATION.fetch_add(1, Ordering::Relaxed);
 }
 

@@ -96,8 +96,14 @@ pub fn init() {
 /// Only for PostgreSQL, as a transaction callback (registered in `init`), on
 /// the backend's only thread; `_arg` is never read.
 #[pg_guard]
-unsafe extern "C-unwind" fn transaction_ended(event: pg_sys::XactEvent::Type, _arg: *mut std::ffi::c_void) {
-    if matches!(event, pg_sys::XactEvent::XACT_EVENT_ABORT | pg_sys::XactEvent::XACT_EVENT_PARALLEL_ABORT) {
+unsafe extern "C-unwind" fn transaction_ended(
+    event: pg_sys::XactEvent::Type,
+    _arg: *mut std::ffi::c_void,
+) {
+    if matches!(
+        event,
+        pg_sys::XactEvent::XACT_EVENT_ABORT | pg_sys::XactEvent::XACT_EVENT_PARALLEL_ABORT
+    ) {
         // SAFETY: a by-value write of this backend's static, on its only thread.
         unsafe { IMPLICIT_SCROLL = false };
         execution::aborted();
@@ -188,7 +194,9 @@ unsafe fn run(
         crate::gate::check_messages((*query).plannedstmt);
         execution::enter_run(query);
         // An analyst's answer is held for its run time's delay (`output::timing`).
-        crate::output::timing::run(query, count, || crate::versions::executor_run(PREV_EXECUTOR_RUN, query, direction, count, arguments));
+        crate::output::timing::run(query, count, || {
+            crate::versions::executor_run(PREV_EXECUTOR_RUN, query, direction, count, arguments)
+        });
         execution::leave_run();
     }
 }
@@ -261,7 +269,11 @@ unsafe extern "C-unwind" fn process_utility(
     // hook whenever it reads it).
     unsafe {
         let statement = (*pstmt).utilityStmt;
-        let tag = if statement.is_null() { pg_sys::NodeTag::T_Invalid } else { (*statement).type_ };
+        let tag = if statement.is_null() {
+            pg_sys::NodeTag::T_Invalid
+        } else {
+            (*statement).type_
+        };
         // FETCH and MOVE continue a cursor's statement; anything else is one.
         if tag != pg_sys::NodeTag::T_FetchStmt {
             execution::begin_statement_if_top_level();
@@ -275,8 +287,26 @@ unsafe extern "C-unwind" fn process_utility(
             && (*(statement as *mut pg_sys::DeclareCursorStmt)).options & scroll_flags == 0;
         execution::enter_utility();
         match PREV_PROCESS_UTILITY {
-            Some(prev) => prev(pstmt, query_string, read_only_tree, context, params, query_env, dest, qc),
-            None => raw_standard_process_utility(pstmt, query_string, read_only_tree, context, params, query_env, dest, qc),
+            Some(prev) => prev(
+                pstmt,
+                query_string,
+                read_only_tree,
+                context,
+                params,
+                query_env,
+                dest,
+                qc,
+            ),
+            None => raw_standard_process_utility(
+                pstmt,
+                query_string,
+                read_only_tree,
+                context,
+                params,
+                query_env,
+                dest,
+                qc,
+            ),
         }
         IMPLICIT_SCROLL = false;
         if explaining {
@@ -323,7 +353,8 @@ unsafe extern "C-unwind" fn planner(
         // After the gate's and Citus's rewrites: what is planned is what runs.
         let releases = mark_releases(parse, bound_params);
         let implicit = std::mem::replace(&mut *(&raw mut IMPLICIT_SCROLL), false);
-        let scroll = (implicit || cursor_options as u32 & pg_sys::CURSOR_OPT_SCROLL != 0) && has_volatile(parse);
+        let scroll = (implicit || cursor_options as u32 & pg_sys::CURSOR_OPT_SCROLL != 0)
+            && has_volatile(parse);
         let planned = match PREV_PLANNER {
             Some(prev) => prev(parse, query_string, cursor_options, bound_params),
             None => raw_standard_planner(parse, query_string, cursor_options, bound_params),
@@ -357,7 +388,10 @@ unsafe extern "C-unwind" fn check_parameters(query: *mut pg_sys::QueryDesc) {
 /// `parse` is the live Query the planner hook was given, `params` its bound
 /// parameters or null; inside a transaction.
 #[pg_guard]
-unsafe extern "C-unwind" fn mark_releases(parse: *mut pg_sys::Query, params: pg_sys::ParamListInfo) -> *mut pg_sys::List {
+unsafe extern "C-unwind" fn mark_releases(
+    parse: *mut pg_sys::Query,
+    params: pg_sys::ParamListInfo,
+) -> *mut pg_sys::List {
     // SAFETY: the caller's contract is mark's.
     unsafe { crate::repeat::mark(parse, params) }
 }
@@ -367,7 +401,10 @@ unsafe extern "C-unwind" fn mark_releases(parse: *mut pg_sys::Query, params: pg_
 /// # Safety
 /// `planned` is the live PlannedStmt just made; `names` what mark_releases returned.
 #[pg_guard]
-unsafe extern "C-unwind" fn attach_releases(planned: *mut pg_sys::PlannedStmt, names: *mut pg_sys::List) {
+unsafe extern "C-unwind" fn attach_releases(
+    planned: *mut pg_sys::PlannedStmt,
+    names: *mut pg_sys::List,
+) {
     // SAFETY: the caller's contract is attach's.
     unsafe { crate::repeat::attach(planned, names) }
 }
@@ -434,7 +471,10 @@ unsafe extern "C-unwind" fn distribute(
 /// `planned` is the live PlannedStmt the planner made; `planning` points to
 /// what `distribute` noted; inside a transaction.
 #[pg_guard]
-unsafe extern "C-unwind" fn finish(planned: *mut pg_sys::PlannedStmt, planning: *const crate::citus::Planning) {
+unsafe extern "C-unwind" fn finish(
+    planned: *mut pg_sys::PlannedStmt,
+    planning: *const crate::citus::Planning,
+) {
     // SAFETY: the caller's contract is finish's; `planning` points to the caller's local.
     unsafe { crate::citus::finish(planned, &*planning) }
 }
@@ -486,27 +526,35 @@ unsafe extern "C-unwind" fn guard_ledger(drop: *mut pg_sys::DropStmt) {
             return;
         }
         let objects = (*drop).objects;
-        let n = if objects.is_null() { 0 } else { (*objects).length as usize };
+        let n = if objects.is_null() {
+            0
+        } else {
+            (*objects).length as usize
+        };
         let names_dpnoise = (0..n).any(|i| {
             let node = (*(*objects).elements.add(i)).ptr_value as *mut pg_sys::Node;
             !node.is_null()
                 && (*node).type_ == pg_sys::NodeTag::T_String
-                && std::ffi::CStr::from_ptr((*(node as *mut pg_sys::String)).sval).to_bytes() == b"dpnoise"
+                && std::ffi::CStr::from_ptr((*(node as *mut pg_sys::String)).sval).to_bytes()
+                    == b"dpnoise"
         });
         if !names_dpnoise {
             return;
         }
         // Two queries: one naming dpnoise.ledger would fail to parse in a
         // database without the extension (DROP EXTENSION IF EXISTS there).
-        let has_ledger = Spi::get_one::<bool>("SELECT pg_catalog.to_regclass('dpnoise.ledger') IS NOT NULL")
-            .ok()
-            .flatten()
-            .unwrap_or(false);
+        let has_ledger =
+            Spi::get_one::<bool>("SELECT pg_catalog.to_regclass('dpnoise.ledger') IS NOT NULL")
+                .ok()
+                .flatten()
+                .unwrap_or(false);
         if !has_ledger {
             return;
         }
-        let charges =
-            Spi::get_one::<i64>("SELECT pg_catalog.count(*) FROM dpnoise.ledger").ok().flatten().unwrap_or(0);
+        let charges = Spi::get_one::<i64>("SELECT pg_catalog.count(*) FROM dpnoise.ledger")
+            .ok()
+            .flatten()
+            .unwrap_or(0);
         if charges > 0 {
             ereport!(
                 ERROR,

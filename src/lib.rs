@@ -37,17 +37,17 @@ mod per_person;
 mod pg_list;
 mod plans;
 mod quantile;
+mod refine;
 mod release;
 mod repeat;
 mod rng;
-mod seal;
-mod shmem;
-mod refine;
 mod row_noise;
+mod seal;
 mod selection;
+mod shmem;
 mod sum;
-mod versions;
 mod total;
+mod versions;
 
 // Each feature's hand-written SQL sits beside its module; this runs last.
 pgrx::extension_sql_file!("finalize.sql", name = "finalize", finalize);
@@ -68,7 +68,9 @@ pub extern "C-unwind" fn _PG_init() {
     // RUST_LIB_BACKTRACE=1 to have them). Only while the postmaster loads
     // the library, single-threaded, before anything reads the variable.
     // SAFETY: process_shared_preload_libraries_in_progress is a plain flag of this process.
-    if unsafe { pgrx::pg_sys::process_shared_preload_libraries_in_progress } && std::env::var_os("RUST_LIB_BACKTRACE").is_none() {
+    if unsafe { pgrx::pg_sys::process_shared_preload_libraries_in_progress }
+        && std::env::var_os("RUST_LIB_BACKTRACE").is_none()
+    {
         std::env::set_var("RUST_LIB_BACKTRACE", "0");
     }
     gucs::init();
@@ -92,6 +94,9 @@ pub mod pg_test {
         // The backend tests run inside transactions that are rolled back, where
         // no grant could reach the ledger worker; the budget has its own
         // tests in tests/pg_regress (budget*.sql) and scripts/budget_crash.sh.
-        vec!["shared_preload_libraries = 'dpnoise'", "dpnoise.enforce_budget = off"]
+        vec![
+            "shared_preload_libraries = 'dpnoise'",
+            "dpnoise.enforce_budget = off",
+        ]
     }
 }

@@ -7,13 +7,22 @@
 use crate::aggref::{aggregate_arguments, f64_parameter};
 use crate::call_site::call_site_cache;
 use crate::errors::{self, OrRaise};
-use crate::fmgr::{arg_datum, arg_f64, arg_is_null, f64_datum, refuse_window, required_f64, v1_function};
+use crate::fmgr::{
+    arg_datum, arg_f64, arg_is_null, f64_datum, refuse_window, required_f64, v1_function,
+};
 use dpnoise_core::{Bounds, Epsilon, Quantile, Variance};
 use pgrx::pg_sys;
 
 pgrx::extension_sql_file!("moments.sql", name = "moments_sql", requires = ["sum_sql"]);
-pgrx::extension_sql_file!("moments_accuracy.sql", name = "moments_accuracy_sql", requires = [dp_aggregate_accuracy]);
-const _: () = assert!(crate::fmgr::every_sspace_is(include_str!("moments.sql"), std::mem::size_of::<VarState>()));
+pgrx::extension_sql_file!(
+    "moments_accuracy.sql",
+    name = "moments_accuracy_sql",
+    requires = [dp_aggregate_accuracy]
+);
+const _: () = assert!(crate::fmgr::every_sspace_is(
+    include_str!("moments.sql"),
+    std::mem::size_of::<VarState>()
+));
 
 #[repr(C)]
 #[derive(Clone, Copy)]
@@ -37,8 +46,12 @@ fn split(x: i128) -> [u64; 2] {
 
 impl VarState {
     fn add(&mut self, sum: i128, squares: i128, count: i64) {
-        let s = join(self.sum).checked_add(sum).unwrap_or_else(|| errors::sum_overflow());
-        let q = join(self.squares).checked_add(squares).unwrap_or_else(|| errors::sum_overflow());
+        let s = join(self.sum)
+            .checked_add(sum)
+            .unwrap_or_else(|| errors::sum_overflow());
+        let q = join(self.squares)
+            .checked_add(squares)
+            .unwrap_or_else(|| errors::sum_overflow());
         self.sum = split(s);
         self.squares = split(q);
         self.count += count;
@@ -85,9 +98,17 @@ unsafe fn call(fcinfo: pg_sys::FunctionCallInfo, kind: Kind) -> ([u64; 3], Varia
     // SAFETY: the caller's contract: the aggregate has arguments 1..=3.
     unsafe {
         let [e, l, u] = aggregate_arguments(fcinfo, [1, 2, 3], kind.name());
-        let (e, l, u) = (f64_parameter(e, "epsilon"), f64_parameter(l, "lower"), f64_parameter(u, "upper"));
+        let (e, l, u) = (
+            f64_parameter(e, "epsilon"),
+            f64_parameter(l, "lower"),
+            f64_parameter(u, "upper"),
+        );
         let params = [e.to_bits(), l.to_bits(), u.to_bits()];
-        let plan = *call_site_cache(fcinfo, [params[0], params[1], params[2], 0, 0x7661_7269], || plan_written(e, l, u));
+        let plan = *call_site_cache(
+            fcinfo,
+            [params[0], params[1], params[2], 0, 0x7661_7269],
+            || plan_written(e, l, u),
+        );
         (params, plan)
     }
 }
@@ -100,24 +121,39 @@ unsafe fn accumulate(fcinfo: pg_sys::FunctionCallInfo, kind: Kind) -> pg_sys::Da
     let name = kind.name();
     // SAFETY: the caller's contract: arguments 0 (state), 1 (value), 2..=4 exist; the state is ours.
     unsafe {
-        let (epsilon, lower, upper) =
-            (required_f64(fcinfo, 2, "epsilon"), required_f64(fcinfo, 3, "lower"), required_f64(fcinfo, 4, "upper"));
+        let (epsilon, lower, upper) = (
+            required_f64(fcinfo, 2, "epsilon"),
+            required_f64(fcinfo, 3, "lower"),
+            required_f64(fcinfo, 4, "upper"),
+        );
         let params = [epsilon.to_bits(), lower.to_bits(), upper.to_bits()];
-        let mut state: *mut VarState =
-            if arg_is_null(fcinfo, 0) { std::ptr::null_mut() } else { arg_datum(fcinfo, 0).cast_mut_ptr() };
+        let mut state: *mut VarState = if arg_is_null(fcinfo, 0) {
+            std::ptr::null_mut()
+        } else {
+            arg_datum(fcinfo, 0).cast_mut_ptr()
+        };
         let (written, plan) = if state.is_null() {
             refuse_window(fcinfo, name);
             crate::aggref::require_fixed_arguments(fcinfo, 1, name);
             call(fcinfo, kind)
         } else {
             let key = [params[0], params[1], params[2], 0, 0x7661_7269];
-            (params, *call_site_cache(fcinfo, key, || plan_written(epsilon, lower, upper)))
+            (
+                params,
+                *call_site_cache(fcinfo, key, || plan_written(epsilon, lower, upper)),
+            )
         };
         if written != params || (!state.is_null() && (*state).params != params) {
             errors::varying_parameter(name);
         }
         if state.is_null() {
-            let init = VarState { params, lattice_k: plan.lattice().k, sum: [0, 0], squares: [0, 0], count: 0 };
+            let init = VarState {
+                params,
+                lattice_k: plan.lattice().k,
+                sum: [0, 0],
+                squares: [0, 0],
+                count: 0,
+            };
             state = crate::fmgr::new_state(fcinfo, "a dpnoise variance", init);
         }
         if let Some(v) = arg_f64(fcinfo, 1) {
@@ -152,20 +188,41 @@ unsafe fn release(fcinfo: pg_sys::FunctionCallInfo, kind: Kind) -> pg_sys::Datum
                 errors::varying_parameter(name);
             }
             if state.lattice_k != plan.lattice().k {
-                pgrx::error!("{name}: the sums were accumulated on another lattice (internal error)");
+                pgrx::error!(
+                    "{name}: the sums were accumulated on another lattice (internal error)"
+                );
             }
             (join(state.sum), join(state.squares), state.count)
         };
-        crate::release::pay(fcinfo, name, "centred staircase sums, geometric count", (f64::from_bits(params[0]), 0.0));
-        let variance = crate::repeat::with_release_rng(fcinfo, |rng| plan.release(rng, sum, squares, count)).or_raise();
-        f64_datum(if kind == Kind::StdDev { variance.sqrt() } else { variance })
+        crate::release::pay(
+            fcinfo,
+            name,
+            "centred staircase sums, geometric count",
+            (f64::from_bits(params[0]), 0.0),
+        );
+        let variance =
+            crate::repeat::with_release_rng(fcinfo, |rng| plan.release(rng, sum, squares, count))
+                .or_raise();
+        f64_datum(if kind == Kind::StdDev {
+            variance.sqrt()
+        } else {
+            variance
+        })
     }
 }
 
-v1_function!(pg_finfo_dp_var_step, dp_var_step, |fcinfo| { accumulate(fcinfo, Kind::Variance) });
-v1_function!(pg_finfo_dp_stddev_step, dp_stddev_step, |fcinfo| { accumulate(fcinfo, Kind::StdDev) });
-v1_function!(pg_finfo_dp_var_final, dp_var_final, |fcinfo| { release(fcinfo, Kind::Variance) });
-v1_function!(pg_finfo_dp_stddev_final, dp_stddev_final, |fcinfo| { release(fcinfo, Kind::StdDev) });
+v1_function!(pg_finfo_dp_var_step, dp_var_step, |fcinfo| {
+    accumulate(fcinfo, Kind::Variance)
+});
+v1_function!(pg_finfo_dp_stddev_step, dp_stddev_step, |fcinfo| {
+    accumulate(fcinfo, Kind::StdDev)
+});
+v1_function!(pg_finfo_dp_var_final, dp_var_final, |fcinfo| {
+    release(fcinfo, Kind::Variance)
+});
+v1_function!(pg_finfo_dp_stddev_final, dp_stddev_final, |fcinfo| {
+    release(fcinfo, Kind::StdDev)
+});
 
 v1_function!(pg_finfo_dp_var_combine, dp_var_combine, |fcinfo| {
     crate::fmgr::combine_states::<VarState>(fcinfo, "a dpnoise variance", |a, b| {
@@ -214,12 +271,20 @@ fn dp_aggregate_accuracy(
     use crate::errors::null_parameter;
     let aggregate = aggregate.unwrap_or_else(|| null_parameter("aggregate"));
     let eps = Epsilon::new(epsilon.unwrap_or_else(|| null_parameter("epsilon"))).or_raise();
-    let bounds = Bounds::new(lower.unwrap_or_else(|| null_parameter("lower")), upper.unwrap_or_else(|| null_parameter("upper"))).or_raise();
+    let bounds = Bounds::new(
+        lower.unwrap_or_else(|| null_parameter("lower")),
+        upper.unwrap_or_else(|| null_parameter("upper")),
+    )
+    .or_raise();
     let persons = persons.unwrap_or_else(|| null_parameter("persons"));
     let confidence = confidence.unwrap_or_else(|| null_parameter("confidence"));
     dpnoise_core::staircase::check_confidence(confidence).or_raise();
     if persons < 1 {
-        crate::errors::raise_sqlstate("22023", format!("persons must be at least 1, got {persons}"), None);
+        crate::errors::raise_sqlstate(
+            "22023",
+            format!("persons must be at least 1, got {persons}"),
+            None,
+        );
     }
     let part = |j: u32| eps.sixty_fourths(j).value();
     let (units, split, a) = match aggregate {
@@ -247,5 +312,11 @@ fn dp_aggregate_accuracy(
             Some("dp_accuracy gives a sum's or a count's error; dp_stddev's is about dp_var's divided by twice the deviation.".to_string()),
         ),
     };
-    pgrx::iter::TableIterator::once((units.to_string(), split, a.mean_abs_error, a.std_dev, a.ci_half_width))
+    pgrx::iter::TableIterator::once((
+        units.to_string(),
+        split,
+        a.mean_abs_error,
+        a.std_dev,
+        a.ci_half_width,
+    ))
 }

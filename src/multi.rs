@@ -18,7 +18,10 @@ pgrx::extension_sql_file!(
     name = "multi_sql",
     requires = [dp_accuracy_multi, dp_noise_box, dp_noise_l1_staircase]
 );
-const _: () = assert!(crate::fmgr::every_sspace_is(include_str!("multi.sql"), std::mem::size_of::<MultiState>()));
+const _: () = assert!(crate::fmgr::every_sspace_is(
+    include_str!("multi.sql"),
+    std::mem::size_of::<MultiState>()
+));
 
 /// A float8[] parameter: not NULL, no NULL or non-finite elements. For
 /// `values` (the data) the message does not show the element.
@@ -28,7 +31,9 @@ fn finite_array(name: &'static str, items: Option<Vec<Option<f64>>>) -> Vec<f64>
         .into_iter()
         .map(|v| match v {
             Some(x) if x.is_finite() => x,
-            Some(_) if name == "values" => errors::raise(Error::invalid_data(name, "finite numbers")),
+            Some(_) if name == "values" => {
+                errors::raise(Error::invalid_data(name, "finite numbers"))
+            }
             Some(x) => errors::raise(Error::invalid(name, "finite numbers", x)),
             None => errors::raise(Error::invalid(name, "free of NULL elements", "NULL")),
         })
@@ -41,7 +46,11 @@ fn epsilon_of(epsilon: Option<f64>) -> (f64, Epsilon) {
 }
 
 /// The box plan of per-row noise: sensitivities and inner in units.
-fn value_plan(epsilon: Option<f64>, sensitivities: Option<Vec<Option<f64>>>, inner: Option<Vec<Option<f64>>>) -> (f64, BoxPlan) {
+fn value_plan(
+    epsilon: Option<f64>,
+    sensitivities: Option<Vec<Option<f64>>>,
+    inner: Option<Vec<Option<f64>>>,
+) -> (f64, BoxPlan) {
     let (e, eps) = epsilon_of(epsilon);
     let s = finite_array("sensitivities", sensitivities);
     let z = inner.map(|z| finite_array("inner", Some(z)));
@@ -110,7 +119,13 @@ fn dp_accuracy_multi(
 > {
     let (_, plan) = value_plan(epsilon, sensitivities, inner);
     let (variances, volumes) = plan.accuracy(&[0.90, 0.95, 0.99]).or_raise();
-    TableIterator::once((variances, plan.inner.clone(), volumes[0], volumes[1], volumes[2]))
+    TableIterator::once((
+        variances,
+        plan.inner.clone(),
+        volumes[0],
+        volumes[1],
+        volumes[2],
+    ))
 }
 
 // dp_sum_multi(values float8[], epsilon float8, bounds float8[]) ----------------
@@ -137,14 +152,19 @@ impl MultiState {
     }
 
     fn add(&mut self, j: usize, steps: i128) {
-        let total = self.sum(j).checked_add(steps).unwrap_or_else(|| errors::sum_overflow());
+        let total = self
+            .sum(j)
+            .checked_add(steps)
+            .unwrap_or_else(|| errors::sum_overflow());
         self.sums[j] = [total as u64, (total >> 64) as u64];
     }
 }
 
 /// A fingerprint of the bounds' bits, to check every row passes the same.
 fn bounds_key(bounds: &[f64]) -> u64 {
-    bounds.iter().fold(0xcbf29ce484222325u64, |h, b| (h ^ b.to_bits()).wrapping_mul(0x100000001b3))
+    bounds.iter().fold(0xcbf29ce484222325u64, |h, b| {
+        (h ^ b.to_bits()).wrapping_mul(0x100000001b3)
+    })
 }
 
 /// The plan of a sum: values are clamped to [−b_j, b_j] (`BoxPlan::for_sums`).
@@ -161,7 +181,11 @@ fn sum_plan(epsilon: f64, bounds: &[f64]) -> BoxPlan {
 pub(crate) unsafe fn checked_cost(name: &str, values: &[Option<pg_sys::Datum>]) -> (f64, f64) {
     let arg = |i: usize| values.get(i).copied().flatten();
     // SAFETY: the caller's contract: arrays are live float8[] datums.
-    let array = |i: usize| arg(i).map(|d| unsafe { <Vec<Option<f64>> as FromDatum>::from_datum(d, false) }).flatten();
+    let array = |i: usize| {
+        arg(i)
+            .map(|d| unsafe { <Vec<Option<f64>> as FromDatum>::from_datum(d, false) })
+            .flatten()
+    };
     let epsilon = f64_parameter(arg(1), "epsilon");
     match name {
         "dp_noise_box" => {
@@ -169,7 +193,9 @@ pub(crate) unsafe fn checked_cost(name: &str, values: &[Option<pg_sys::Datum>]) 
         }
         "dp_noise_l1_staircase" => {
             let (_, eps) = epsilon_of(Some(epsilon));
-            let s = arg(2).map(|d| f64::from_bits(d.value() as u64)).unwrap_or_else(|| errors::null_parameter("sensitivity"));
+            let s = arg(2)
+                .map(|d| f64::from_bits(d.value() as u64))
+                .unwrap_or_else(|| errors::null_parameter("sensitivity"));
             crate::plans::l1(eps, Sensitivity::new(s).or_raise());
         }
         _ => {
@@ -185,7 +211,9 @@ pub(crate) unsafe fn checked_cost(name: &str, values: &[Option<pg_sys::Datum>]) 
 /// `datum` is a non-NULL float8[] datum.
 unsafe fn array_arg(datum: pg_sys::Datum, name: &'static str) -> Vec<f64> {
     // SAFETY: the caller passes a non-NULL float8[] datum (its contract).
-    finite_array(name, unsafe { <Vec<Option<f64>> as FromDatum>::from_datum(datum, false) })
+    finite_array(name, unsafe {
+        <Vec<Option<f64>> as FromDatum>::from_datum(datum, false)
+    })
 }
 
 /// The state in argument `i`, or null.
@@ -194,7 +222,13 @@ unsafe fn array_arg(datum: pg_sys::Datum, name: &'static str) -> Vec<f64> {
 /// `fcinfo` is a live call whose argument `i` is NULL or a `MultiState` this module made.
 unsafe fn state_arg(fcinfo: pg_sys::FunctionCallInfo, i: usize) -> *mut MultiState {
     // SAFETY: the caller's contract: argument i is NULL or a MultiState this module made.
-    unsafe { if arg_is_null(fcinfo, i) { std::ptr::null_mut() } else { arg_datum(fcinfo, i).cast_mut_ptr() } }
+    unsafe {
+        if arg_is_null(fcinfo, i) {
+            std::ptr::null_mut()
+        } else {
+            arg_datum(fcinfo, i).cast_mut_ptr()
+        }
+    }
 }
 
 /// # Safety
@@ -243,11 +277,16 @@ v1_function!(pg_finfo_dp_sum_multi_step, dp_sum_multi_step, |fcinfo| {
         let s = &mut *state;
         let values = array_arg(arg_datum(fcinfo, 1), "values");
         if values.len() != s.components as usize {
-            errors::raise(Error::invalid_data("values", "an array as long as the sensitivities (or bounds)"));
+            errors::raise(Error::invalid_data(
+                "values",
+                "an array as long as the sensitivities (or bounds)",
+            ));
         }
         for (j, v) in values.iter().enumerate() {
             let b = s.bound[j];
-            let steps = Lattice { k: s.lattice_k[j] }.round(v.clamp(-b, b)).or_raise();
+            let steps = Lattice { k: s.lattice_k[j] }
+                .round(v.clamp(-b, b))
+                .or_raise();
             s.add(j, steps);
         }
     }
@@ -258,7 +297,10 @@ v1_function!(pg_finfo_dp_sum_multi_final, dp_sum_multi_final, |fcinfo| {
     refuse_window(fcinfo, "dp_sum_multi");
     let [e, b] = aggregate_arguments(fcinfo, [1, 2], "dp_sum_multi");
     let epsilon = f64_parameter(e, "epsilon");
-    let bounds = array_arg(b.unwrap_or_else(|| errors::null_parameter("bounds")), "bounds");
+    let bounds = array_arg(
+        b.unwrap_or_else(|| errors::null_parameter("bounds")),
+        "bounds",
+    );
     let plan = sum_plan(epsilon, &bounds);
     let state = state_arg(fcinfo, 0);
     let sums: Vec<i128> = if state.is_null() {
@@ -268,30 +310,47 @@ v1_function!(pg_finfo_dp_sum_multi_final, dp_sum_multi_final, |fcinfo| {
         if s.epsilon != epsilon.to_bits() || s.bounds != bounds_key(&bounds) {
             errors::varying_parameter("dp_sum_multi");
         }
-        if plan.lattices.iter().enumerate().any(|(j, l)| s.lattice_k[j] != l.k) {
-            pgrx::error!("dp_sum_multi: the sum was accumulated on another lattice (internal error)");
+        if plan
+            .lattices
+            .iter()
+            .enumerate()
+            .any(|(j, l)| s.lattice_k[j] != l.k)
+        {
+            pgrx::error!(
+                "dp_sum_multi: the sum was accumulated on another lattice (internal error)"
+            );
         }
         (0..bounds.len()).map(|j| s.sum(j)).collect()
     };
     crate::release::pay(fcinfo, "dp_sum_multi", "box", (epsilon, 0.0));
-    crate::repeat::with_release_rng(fcinfo, |rng| plan.release(rng, &sums)).into_datum().unwrap_or_else(|| return_null(fcinfo))
+    crate::repeat::with_release_rng(fcinfo, |rng| plan.release(rng, &sums))
+        .into_datum()
+        .unwrap_or_else(|| return_null(fcinfo))
 });
 
-v1_function!(pg_finfo_dp_sum_multi_combine, dp_sum_multi_combine, |fcinfo| {
-    crate::fmgr::combine_states::<MultiState>(fcinfo, "dp_sum_multi", |a, b| {
-        if a.epsilon != b.epsilon || a.bounds != b.bounds || a.lattice_k != b.lattice_k {
-            errors::varying_parameter("dp_sum_multi");
-        }
-        for j in 0..a.components as usize {
-            a.add(j, b.sum(j));
-        }
-    })
-});
+v1_function!(
+    pg_finfo_dp_sum_multi_combine,
+    dp_sum_multi_combine,
+    |fcinfo| {
+        crate::fmgr::combine_states::<MultiState>(fcinfo, "dp_sum_multi", |a, b| {
+            if a.epsilon != b.epsilon || a.bounds != b.bounds || a.lattice_k != b.lattice_k {
+                errors::varying_parameter("dp_sum_multi");
+            }
+            for j in 0..a.components as usize {
+                a.add(j, b.sum(j));
+            }
+        })
+    }
+);
 
-v1_function!(pg_finfo_dp_sum_multi_serialize, dp_sum_multi_serialize, |fcinfo| {
-    crate::fmgr::serialize_state::<MultiState>(fcinfo)
-});
+v1_function!(
+    pg_finfo_dp_sum_multi_serialize,
+    dp_sum_multi_serialize,
+    |fcinfo| { crate::fmgr::serialize_state::<MultiState>(fcinfo) }
+);
 
-v1_function!(pg_finfo_dp_sum_multi_deserialize, dp_sum_multi_deserialize, |fcinfo| {
-    crate::fmgr::deserialize_state::<MultiState>(fcinfo, "dp_sum_multi")
-});
+v1_function!(
+    pg_finfo_dp_sum_multi_deserialize,
+    dp_sum_multi_deserialize,
+    |fcinfo| { crate::fmgr::deserialize_state::<MultiState>(fcinfo, "dp_sum_multi") }
+);

@@ -36,7 +36,11 @@ pub unsafe fn is_fixed(node: *mut pg_sys::Node) -> bool {
             || !(pg_sys::contain_var_clause(node)
                 || pg_sys::contain_mutable_functions(node)
                 || pg_sys::contain_subplans(node)
-                || pg_sys::expression_tree_walker(node, Some(forbidden_walker), std::ptr::null_mut()))
+                || pg_sys::expression_tree_walker(
+                    node,
+                    Some(forbidden_walker),
+                    std::ptr::null_mut(),
+                ))
                 && !forbidden(node)
     }
 }
@@ -86,15 +90,23 @@ unsafe fn forbidden(node: *mut pg_sys::Node) -> bool {
     // OpExpr). untrusted's catalog lookups run in the caller's transaction.
     unsafe {
         match (*node).type_ {
-            pg_sys::NodeTag::T_Param => (*(node as *mut pg_sys::Param)).paramkind != pg_sys::ParamKind::PARAM_EXTERN,
-            pg_sys::NodeTag::T_Aggref | pg_sys::NodeTag::T_WindowFunc | pg_sys::NodeTag::T_GroupingFunc => true,
-            pg_sys::NodeTag::T_SubLink | pg_sys::NodeTag::T_SubPlan | pg_sys::NodeTag::T_AlternativeSubPlan => true,
+            pg_sys::NodeTag::T_Param => {
+                (*(node as *mut pg_sys::Param)).paramkind != pg_sys::ParamKind::PARAM_EXTERN
+            }
+            pg_sys::NodeTag::T_Aggref
+            | pg_sys::NodeTag::T_WindowFunc
+            | pg_sys::NodeTag::T_GroupingFunc => true,
+            pg_sys::NodeTag::T_SubLink
+            | pg_sys::NodeTag::T_SubPlan
+            | pg_sys::NodeTag::T_AlternativeSubPlan => true,
             pg_sys::NodeTag::T_FuncExpr => untrusted((*(node as *mut pg_sys::FuncExpr)).funcid),
             // DistinctExpr and NullIfExpr are OpExprs by another tag.
-            pg_sys::NodeTag::T_OpExpr | pg_sys::NodeTag::T_DistinctExpr | pg_sys::NodeTag::T_NullIfExpr => {
-                untrusted((*(node as *mut pg_sys::OpExpr)).opfuncid)
+            pg_sys::NodeTag::T_OpExpr
+            | pg_sys::NodeTag::T_DistinctExpr
+            | pg_sys::NodeTag::T_NullIfExpr => untrusted((*(node as *mut pg_sys::OpExpr)).opfuncid),
+            pg_sys::NodeTag::T_ScalarArrayOpExpr => {
+                untrusted((*(node as *mut pg_sys::ScalarArrayOpExpr)).opfuncid)
             }
-            pg_sys::NodeTag::T_ScalarArrayOpExpr => untrusted((*(node as *mut pg_sys::ScalarArrayOpExpr)).opfuncid),
             _ => false,
         }
     }
@@ -118,7 +130,8 @@ pub(crate) unsafe fn untrusted(function: pg_sys::Oid) -> bool {
             return false;
         }
         let extension = crate::extensions::oid(crate::extensions::Extension::Dpnoise);
-        extension == pg_sys::InvalidOid || pg_sys::getExtensionOfObject(pg_sys::ProcedureRelationId, function) != extension
+        extension == pg_sys::InvalidOid
+            || pg_sys::getExtensionOfObject(pg_sys::ProcedureRelationId, function) != extension
     }
 }
 
@@ -126,7 +139,10 @@ pub(crate) unsafe fn untrusted(function: pg_sys::Oid) -> bool {
 /// `node` is null or a live expression node (as `expression_tree_walker`
 /// passes them), inside a transaction; `context` is never read.
 #[pgrx::pg_guard]
-unsafe extern "C-unwind" fn forbidden_walker(node: *mut pg_sys::Node, context: *mut std::ffi::c_void) -> bool {
+unsafe extern "C-unwind" fn forbidden_walker(
+    node: *mut pg_sys::Node,
+    context: *mut std::ffi::c_void,
+) -> bool {
     // SAFETY: `node` is null (tested first) or a live node of the tree being walked (the caller's
     // contract), which is what forbidden and expression_tree_walker read; the catalog lookups run
     // in the caller's transaction, and `context` is passed on unread.
@@ -200,7 +216,12 @@ unsafe fn check_fixed_call(fcinfo: pg_sys::FunctionCallInfo, data: usize, functi
 /// # Safety
 /// `args` is null or a live List of expressions (of TargetEntry nodes when
 /// `entries`); inside a transaction.
-pub unsafe fn require_fixed_list(args: *mut pg_sys::List, data: usize, entries: bool, function: &str) {
+pub unsafe fn require_fixed_list(
+    args: *mut pg_sys::List,
+    data: usize,
+    entries: bool,
+    function: &str,
+) {
     // SAFETY: all_fixed's contract is this function's own: `args` null or a live List of the kind
     // `entries` says, inside a transaction.
     if !unsafe { all_fixed(args, data, entries) } {
@@ -222,7 +243,12 @@ struct Search {
 /// # Safety
 /// `args` is null or a live List of expressions (of TargetEntry nodes when
 /// `entries`); inside a transaction.
-unsafe fn arguments_pass(args: *mut pg_sys::List, data: usize, entries: bool, search: &Search) -> bool {
+unsafe fn arguments_pass(
+    args: *mut pg_sys::List,
+    data: usize,
+    entries: bool,
+    search: &Search,
+) -> bool {
     if !search.functions_only {
         // SAFETY: all_fixed's contract is this function's own: `args` null or a live List of the
         // kind `entries` says, inside a transaction.
@@ -234,13 +260,23 @@ unsafe fn arguments_pass(args: *mut pg_sys::List, data: usize, entries: bool, se
     // (passes) or live, as calls_untrusted and expression_tree_walker need; untrusted_walker gets
     // a null context it never reads; the catalog lookups run in the caller's transaction.
     unsafe {
-        let n = if args.is_null() { 0 } else { (*args).length as usize };
+        let n = if args.is_null() {
+            0
+        } else {
+            (*args).length as usize
+        };
         (data..n).all(|i| {
             let mut node = (*(*args).elements.add(i)).ptr_value as *mut pg_sys::Node;
             if entries && !node.is_null() {
                 node = (*(node as *mut pg_sys::TargetEntry)).expr.cast();
             }
-            node.is_null() || !(calls_untrusted(node) || pg_sys::expression_tree_walker(node, Some(untrusted_walker), std::ptr::null_mut()))
+            node.is_null()
+                || !(calls_untrusted(node)
+                    || pg_sys::expression_tree_walker(
+                        node,
+                        Some(untrusted_walker),
+                        std::ptr::null_mut(),
+                    ))
         })
     }
 }
@@ -268,11 +304,18 @@ unsafe fn calls_untrusted(node: *mut pg_sys::Node) -> bool {
 /// `node` is null or a live expression node (as `expression_tree_walker`
 /// passes them), inside a transaction; `context` is never read.
 #[pgrx::pg_guard]
-unsafe extern "C-unwind" fn untrusted_walker(node: *mut pg_sys::Node, context: *mut std::ffi::c_void) -> bool {
+unsafe extern "C-unwind" fn untrusted_walker(
+    node: *mut pg_sys::Node,
+    context: *mut std::ffi::c_void,
+) -> bool {
     // SAFETY: `node` is null (tested first) or a live node of the tree being walked (the caller's
     // contract), which is what calls_untrusted and expression_tree_walker read; the catalog
     // lookups run in the caller's transaction, and `context` is passed on unread.
-    unsafe { !node.is_null() && (calls_untrusted(node) || pg_sys::expression_tree_walker(node, Some(untrusted_walker), context)) }
+    unsafe {
+        !node.is_null()
+            && (calls_untrusted(node)
+                || pg_sys::expression_tree_walker(node, Some(untrusted_walker), context))
+    }
 }
 
 /// Whether the elements of `args` from index `data` on are fixed.
@@ -286,7 +329,11 @@ unsafe fn all_fixed(args: *mut pg_sys::List, data: usize, entries: bool) -> bool
     // node is unwrapped to its `expr` as a TargetEntry only when `entries`. Each node is null or
     // a live expression tree, which is is_fixed's contract, inside the caller's transaction.
     unsafe {
-        let n = if args.is_null() { 0 } else { (*args).length as usize };
+        let n = if args.is_null() {
+            0
+        } else {
+            (*args).length as usize
+        };
         (data..n).all(|i| {
             let mut node = (*(*args).elements.add(i)).ptr_value as *mut pg_sys::Node;
             if entries && !node.is_null() {
@@ -318,12 +365,19 @@ pub unsafe fn check_plan(stmt: *mut pg_sys::PlannedStmt) {
         }
         // The walker stops at the first call found unfixed and names it; the
         // error is raised here, not inside PostgreSQL's walker.
-        let mut search = Search { functions_only: false, found: None };
+        let mut search = Search {
+            functions_only: false,
+            found: None,
+        };
         let found = &raw mut search;
         for plan in plan_nodes(stmt) {
             for list in [(*plan).targetlist, (*plan).qual] {
-                if !list.is_null() && pg_sys::expression_tree_walker(list.cast(), Some(check_call), found.cast()) {
-                    errors::varying_parameter(search.found.as_deref().unwrap_or("a dpnoise function"));
+                if !list.is_null()
+                    && pg_sys::expression_tree_walker(list.cast(), Some(check_call), found.cast())
+                {
+                    errors::varying_parameter(
+                        search.found.as_deref().unwrap_or("a dpnoise function"),
+                    );
                 }
             }
         }
@@ -344,7 +398,10 @@ pub unsafe fn check_query(query: *mut pg_sys::Query) {
         if query.is_null() {
             return;
         }
-        let mut search = Search { functions_only: true, found: None };
+        let mut search = Search {
+            functions_only: true,
+            found: None,
+        };
         let found = &raw mut search;
         if pg_sys::query_tree_walker(query, Some(check_call), found.cast(), 0) {
             errors::varying_parameter(search.found.as_deref().unwrap_or("a dpnoise function"));
@@ -374,9 +431,15 @@ pub unsafe fn plan_nodes(stmt: *mut pg_sys::PlannedStmt) -> Vec<*mut pg_sys::Pla
             plans.push((*plan).lefttree);
             plans.push((*plan).righttree);
             match (*plan).type_ {
-                pg_sys::NodeTag::T_Append => plans.extend(list_plans((*(plan as *mut pg_sys::Append)).appendplans)),
-                pg_sys::NodeTag::T_MergeAppend => plans.extend(list_plans((*(plan as *mut pg_sys::MergeAppend)).mergeplans)),
-                pg_sys::NodeTag::T_SubqueryScan => plans.push((*(plan as *mut pg_sys::SubqueryScan)).subplan),
+                pg_sys::NodeTag::T_Append => {
+                    plans.extend(list_plans((*(plan as *mut pg_sys::Append)).appendplans))
+                }
+                pg_sys::NodeTag::T_MergeAppend => {
+                    plans.extend(list_plans((*(plan as *mut pg_sys::MergeAppend)).mergeplans))
+                }
+                pg_sys::NodeTag::T_SubqueryScan => {
+                    plans.push((*(plan as *mut pg_sys::SubqueryScan)).subplan)
+                }
                 _ => {}
             }
         }
@@ -397,10 +460,18 @@ unsafe fn list_plans(list: *mut pg_sys::List) -> Vec<*mut pg_sys::Plan> {
 ///
 /// # Safety
 /// Inside a transaction.
-pub(crate) unsafe fn releasing(funcid: pg_sys::Oid, arg_types: &[pg_sys::Oid]) -> Option<(String, usize)> {
+pub(crate) unsafe fn releasing(
+    funcid: pg_sys::Oid,
+    arg_types: &[pg_sys::Oid],
+) -> Option<(String, usize)> {
     // SAFETY: the caller's contract.
     let function = unsafe { crate::functions::releasing(funcid) }?;
-    (function.kind != crate::functions::Kind::Merge).then(|| (function.name.to_owned(), function.first_parameter(arg_types)))
+    (function.kind != crate::functions::Kind::Merge).then(|| {
+        (
+            function.name.to_owned(),
+            function.first_parameter(arg_types),
+        )
+    })
 }
 
 /// # Safety
@@ -409,7 +480,10 @@ pub(crate) unsafe fn releasing(funcid: pg_sys::Oid, arg_types: &[pg_sys::Oid]) -
 /// `check_query` gave the walker, valid and not otherwise borrowed for the
 /// call; inside a transaction.
 #[pgrx::pg_guard]
-unsafe extern "C-unwind" fn check_call(node: *mut pg_sys::Node, context: *mut std::ffi::c_void) -> bool {
+unsafe extern "C-unwind" fn check_call(
+    node: *mut pg_sys::Node,
+    context: *mut std::ffi::c_void,
+) -> bool {
     // SAFETY: `node` is null (returns) or a live node of the walked tree (the caller's contract),
     // cast only to the struct its tag names (Query, Aggref, FuncExpr); the walkers get that node
     // and the same `context`. An Aggref's `args` is a List of TargetEntry nodes and its
@@ -422,12 +496,19 @@ unsafe extern "C-unwind" fn check_call(node: *mut pg_sys::Node, context: *mut st
             return false;
         }
         if (*node).type_ == pg_sys::NodeTag::T_Query {
-            return pg_sys::query_tree_walker(node as *mut pg_sys::Query, Some(check_call), context, 0);
+            return pg_sys::query_tree_walker(
+                node as *mut pg_sys::Query,
+                Some(check_call),
+                context,
+                0,
+            );
         }
         match (*node).type_ {
             // A combining Aggref's arguments are the partial results; the
             // partial Aggref below it, with the call's own arguments, is checked.
-            pg_sys::NodeTag::T_Aggref if (*(node as *mut pg_sys::Aggref)).aggsplit & pg_sys::AGGSPLITOP_COMBINE == 0 => {
+            pg_sys::NodeTag::T_Aggref
+                if (*(node as *mut pg_sys::Aggref)).aggsplit & pg_sys::AGGSPLITOP_COMBINE == 0 =>
+            {
                 let aggref = node as *mut pg_sys::Aggref;
                 let types = oid_list((*aggref).aggargtypes);
                 if let Some((name, first)) = releasing((*aggref).aggfnoid, &types) {
@@ -452,12 +533,14 @@ unsafe extern "C-unwind" fn check_call(node: *mut pg_sys::Node, context: *mut st
     }
 }
 
-
 /// The value of an external parameter fixed for this plan (a custom plan's), if it is.
 ///
 /// # Safety
 /// `p` is a live PARAM_EXTERN Param; `params` live or null.
-pub(crate) unsafe fn fixed_param(p: *mut pg_sys::Param, params: pg_sys::ParamListInfo) -> Option<*mut pg_sys::ParamExternData> {
+pub(crate) unsafe fn fixed_param(
+    p: *mut pg_sys::Param,
+    params: pg_sys::ParamListInfo,
+) -> Option<*mut pg_sys::ParamExternData> {
     // SAFETY: the caller's contract; a ParamListInfo's params array holds numParams entries
     // (paramFetch, when set, returns one of them or its workspace, which is leaked to the planner's context).
     unsafe {
@@ -467,11 +550,15 @@ pub(crate) unsafe fn fixed_param(p: *mut pg_sys::Param, params: pg_sys::ParamLis
         }
         let data = match (*params).paramFetch {
             Some(fetch) => {
-                let workspace = pg_sys::palloc0(std::mem::size_of::<pg_sys::ParamExternData>()) as *mut pg_sys::ParamExternData;
+                let workspace = pg_sys::palloc0(std::mem::size_of::<pg_sys::ParamExternData>())
+                    as *mut pg_sys::ParamExternData;
                 fetch(params, id, false, workspace)
             }
             None => (*params).params.as_mut_ptr().add(id as usize - 1),
         };
-        (!data.is_null() && (*data).pflags as u32 & pg_sys::PARAM_FLAG_CONST != 0 && (*data).ptype == (*p).paramtype).then_some(data)
+        (!data.is_null()
+            && (*data).pflags as u32 & pg_sys::PARAM_FLAG_CONST != 0
+            && (*data).ptype == (*p).paramtype)
+            .then_some(data)
     }
 }

@@ -43,7 +43,12 @@ unsafe extern "C-unwind" {
     // fmgr.h: a type's hash function cannot fail on a value of its type;
     // called unguarded (a guard costs a sigsetjmp per call, per row).
     #[link_name = "FunctionCall2Coll"]
-    fn function_call_2(flinfo: *mut pg_sys::FmgrInfo, collation: pg_sys::Oid, a: pg_sys::Datum, b: pg_sys::Datum) -> pg_sys::Datum;
+    fn function_call_2(
+        flinfo: *mut pg_sys::FmgrInfo,
+        collation: pg_sys::Oid,
+        a: pg_sys::Datum,
+        b: pg_sys::Datum,
+    ) -> pg_sys::Datum;
 }
 
 /// windowapi.h's WINDOW_SEEK_CURRENT.
@@ -77,7 +82,13 @@ v1_function!(pg_finfo_dp_bound_key, dp_bound_key, |fcinfo| {
     for (i, hasher) in hashers.iter_mut().enumerate().skip(1) {
         let word = if hasher.valid && !crate::fmgr::arg_is_null(fcinfo, i) {
             let arg = crate::fmgr::arg_datum(fcinfo, i);
-            function_call_2(&mut hasher.function, hasher.collation, arg, pg_sys::Datum::from(0usize)).value() as u64
+            function_call_2(
+                &mut hasher.function,
+                hasher.collation,
+                arg,
+                pg_sys::Datum::from(0usize),
+            )
+            .value() as u64
         } else {
             0x9e37_79b9_7f4a_7c15 ^ i as u64
         };
@@ -114,17 +125,26 @@ unsafe fn hashers(flinfo: *mut pg_sys::FmgrInfo, nargs: usize) -> *mut Hasher {
         } else {
             Vec::new()
         };
-        let hashers =
-            pg_sys::MemoryContextAllocZero((*flinfo).fn_mcxt, nargs * std::mem::size_of::<Hasher>()) as *mut Hasher;
+        let hashers = pg_sys::MemoryContextAllocZero(
+            (*flinfo).fn_mcxt,
+            nargs * std::mem::size_of::<Hasher>(),
+        ) as *mut Hasher;
         for i in 1..nargs {
             let type_ = pg_sys::get_fn_expr_argtype(flinfo, i as c_int);
-            let cache = pg_sys::lookup_type_cache(type_, pg_sys::TYPECACHE_HASH_EXTENDED_PROC as c_int);
-            let proc_ = if cache.is_null() { pg_sys::InvalidOid } else { (*cache).hash_extended_proc };
+            let cache =
+                pg_sys::lookup_type_cache(type_, pg_sys::TYPECACHE_HASH_EXTENDED_PROC as c_int);
+            let proc_ = if cache.is_null() {
+                pg_sys::InvalidOid
+            } else {
+                (*cache).hash_extended_proc
+            };
             if proc_ == pg_sys::InvalidOid {
                 continue;
             }
             let hasher = &mut *hashers.add(i);
-            hasher.collation = args.get(i).map_or(pg_sys::InvalidOid, |a| pg_sys::exprCollation(*a));
+            hasher.collation = args
+                .get(i)
+                .map_or(pg_sys::InvalidOid, |a| pg_sys::exprCollation(*a));
             pg_sys::fmgr_info_cxt(proc_, &mut hasher.function, (*flinfo).fn_mcxt);
             hasher.valid = true;
         }
@@ -184,11 +204,27 @@ unsafe fn run_values(fcinfo: pg_sys::FunctionCallInfo, mut each: impl FnMut(pg_s
         let mut offset: c_int = 1;
         loop {
             let mut out = false;
-            let row_key = WinGetFuncArgInPartition(winobj, 0, offset, SEEK_CURRENT, false, &mut null, &mut out);
+            let row_key = WinGetFuncArgInPartition(
+                winobj,
+                0,
+                offset,
+                SEEK_CURRENT,
+                false,
+                &mut null,
+                &mut out,
+            );
             if out || row_key.value() as i64 != key {
                 return;
             }
-            let value = WinGetFuncArgInPartition(winobj, 2, offset, SEEK_CURRENT, false, &mut null, &mut out);
+            let value = WinGetFuncArgInPartition(
+                winobj,
+                2,
+                offset,
+                SEEK_CURRENT,
+                false,
+                &mut null,
+                &mut out,
+            );
             each(value, null);
             offset += 1;
             if offset % 4096 == 0 {
@@ -222,20 +258,28 @@ v1_function!(pg_finfo_dp_bound_present, dp_bound_present, |fcinfo| {
 });
 
 // dp_bound_sum(key int8, k int4, value float8) → float8: the person's exact sum in the group.
-v1_function!(pg_finfo_dp_bound_sum_float8, dp_bound_sum_float8, |fcinfo| {
-    match float_run(fcinfo) {
-        Some((sum, _)) => f64_datum(sum),
-        None => return_null(fcinfo),
+v1_function!(
+    pg_finfo_dp_bound_sum_float8,
+    dp_bound_sum_float8,
+    |fcinfo| {
+        match float_run(fcinfo) {
+            Some((sum, _)) => f64_datum(sum),
+            None => return_null(fcinfo),
+        }
     }
-});
+);
 
 // dp_bound_avg(key int8, k int4, value float8) → float8: the person's average in the group.
-v1_function!(pg_finfo_dp_bound_avg_float8, dp_bound_avg_float8, |fcinfo| {
-    match float_run(fcinfo) {
-        Some((sum, count)) => f64_datum(sum / count as f64),
-        None => return_null(fcinfo),
+v1_function!(
+    pg_finfo_dp_bound_avg_float8,
+    dp_bound_avg_float8,
+    |fcinfo| {
+        match float_run(fcinfo) {
+            Some((sum, count)) => f64_datum(sum / count as f64),
+            None => return_null(fcinfo),
+        }
     }
-});
+);
 
 // dp_bound_sum(key int8, k int4, value int8) → int8: the person's sum in the group, saturated.
 v1_function!(pg_finfo_dp_bound_sum_int8, dp_bound_sum_int8, |fcinfo| {

@@ -10,8 +10,14 @@ use pgrx::pg_sys;
 pub(crate) unsafe fn list_items<T>(list: *mut pg_sys::List) -> Vec<*mut T> {
     // SAFETY: the caller's contract; indices stay below the length.
     unsafe {
-        let n = if list.is_null() { 0 } else { (*list).length as usize };
-        (0..n).map(|i| (*(*list).elements.add(i)).ptr_value as *mut T).collect()
+        let n = if list.is_null() {
+            0
+        } else {
+            (*list).length as usize
+        };
+        (0..n)
+            .map(|i| (*(*list).elements.add(i)).ptr_value as *mut T)
+            .collect()
     }
 }
 
@@ -32,7 +38,13 @@ pub(crate) unsafe fn oid_list(list: *mut pg_sys::List) -> Vec<pg_sys::Oid> {
     // SAFETY: the caller's contract: `elements` hold `length` cells with `oid_value` set; every
     // index read is below `length`.
     unsafe {
-        let n = if list.is_null() { 0 } else { (*list).length as usize };
-        (0..n).map(|i| (*(*list).elements.add(i)).oid_value).collect()
+        let n = if list.is_null() {
+            0
+        } else {
+            (*list).length as usize
+        };
+        (0..n)
+            .map(|i| (*(*list).elements.add(i)).oid_value)
+            .collect()
     }
 }

@@ -94,7 +94,9 @@ pub fn plan(request: Request) -> Plan {
 
 /// The two plans of an average.
 pub fn average(epsilon: Epsilon, bounds: Bounds) -> Average {
-    match cached(Key::Average(epsilon, bounds), || Average::new(epsilon, bounds).map(Value::Average)) {
+    match cached(Key::Average(epsilon, bounds), || {
+        Average::new(epsilon, bounds).map(Value::Average)
+    }) {
         Value::Average(average) => average,
         _ => unreachable!("an average key holds an average"),
     }
@@ -102,7 +104,9 @@ pub fn average(epsilon: Epsilon, bounds: Bounds) -> Average {
 
 /// The three plans of a variance (its ε split is a search over 63 laws: kept).
 pub fn variance(epsilon: Epsilon, bounds: Bounds) -> Variance {
-    match cached(Key::Variance(epsilon, bounds), || Variance::new(epsilon, bounds).map(Value::Variance)) {
+    match cached(Key::Variance(epsilon, bounds), || {
+        Variance::new(epsilon, bounds).map(Value::Variance)
+    }) {
         Value::Variance(variance) => variance,
         _ => unreachable!("a variance key holds a variance"),
     }
@@ -111,7 +115,9 @@ pub fn variance(epsilon: Epsilon, bounds: Bounds) -> Variance {
 /// Box noise for values with per-component sensitivities (and inner half-widths).
 pub fn box_values(epsilon: Epsilon, sensitivities: &[f64], inner: Option<&[f64]>) -> BoxPlan {
     let key = Key::BoxValues(epsilon, bits(sensitivities), inner.map(bits));
-    match cached(key, || BoxPlan::new(epsilon, sensitivities, inner).map(Value::Box)) {
+    match cached(key, || {
+        BoxPlan::new(epsilon, sensitivities, inner).map(Value::Box)
+    }) {
         Value::Box(plan) => plan,
         _ => unreachable!("a box key holds a box plan"),
     }
@@ -119,7 +125,9 @@ pub fn box_values(epsilon: Epsilon, sensitivities: &[f64], inner: Option<&[f64]>
 
 /// Box noise for sums clamped to [−b_j, b_j].
 pub fn box_sums(epsilon: Epsilon, bounds: &[f64]) -> BoxPlan {
-    match cached(Key::BoxSums(epsilon, bits(bounds)), || BoxPlan::for_sums(epsilon, bounds).map(Value::Box)) {
+    match cached(Key::BoxSums(epsilon, bits(bounds)), || {
+        BoxPlan::for_sums(epsilon, bounds).map(Value::Box)
+    }) {
         Value::Box(plan) => plan,
         _ => unreachable!("a box key holds a box plan"),
     }
@@ -127,7 +135,9 @@ pub fn box_sums(epsilon: Epsilon, bounds: &[f64]) -> BoxPlan {
 
 /// The 2-D L1 staircase for an L1 sensitivity.
 pub fn l1(epsilon: Epsilon, sensitivity: Sensitivity) -> L1Plan {
-    match cached(Key::L1(epsilon, sensitivity), || L1Plan::new(epsilon, sensitivity).map(Value::L1)) {
+    match cached(Key::L1(epsilon, sensitivity), || {
+        L1Plan::new(epsilon, sensitivity).map(Value::L1)
+    }) {
         Value::L1(plan) => plan,
         _ => unreachable!("an L1 key holds an L1 plan"),
     }
@@ -136,14 +146,24 @@ pub fn l1(epsilon: Epsilon, sensitivity: Sensitivity) -> L1Plan {
 /// Knowledge refinement of `prior` at ε for `query`. Per-row calls find it
 /// by comparison alone; the prior is checked (`check`), copied and
 /// discretised only when it is not kept yet.
-pub fn refinement(prior: &Prior, epsilon: Epsilon, query: Query, check: impl FnOnce()) -> Rc<Refinement> {
-    let hit = lookup(|k| matches!(k, Key::Refinement(p, e, q) if p == prior && *e == epsilon && *q == query));
+pub fn refinement(
+    prior: &Prior,
+    epsilon: Epsilon,
+    query: Query,
+    check: impl FnOnce(),
+) -> Rc<Refinement> {
+    let hit = lookup(
+        |k| matches!(k, Key::Refinement(p, e, q) if p == prior && *e == epsilon && *q == query),
+    );
     if let Some(Value::Refinement(refinement)) = hit {
         return refinement;
     }
     check();
     let refinement = Rc::new(Refinement::new(prior.clone(), epsilon, query).or_raise());
-    keep(Key::Refinement(prior.clone(), epsilon, query), &Value::Refinement(Rc::clone(&refinement)));
+    keep(
+        Key::Refinement(prior.clone(), epsilon, query),
+        &Value::Refinement(Rc::clone(&refinement)),
+    );
     refinement
 }
 

@@ -10,11 +10,17 @@
 use crate::aggref::{aggregate_arguments, f64_parameter};
 use crate::call_site::call_site_cache;
 use crate::errors::{self, OrRaise};
-use crate::fmgr::{arg_datum, arg_f64, arg_is_null, f64_datum, refuse_window, required_f64, v1_function};
+use crate::fmgr::{
+    arg_datum, arg_f64, arg_is_null, f64_datum, refuse_window, required_f64, v1_function,
+};
 use dpnoise_core::{Bounds, Epsilon, Quantile};
 use pgrx::pg_sys;
 
-pgrx::extension_sql_file!("quantile.sql", name = "quantile_sql", requires = ["sum_sql"]);
+pgrx::extension_sql_file!(
+    "quantile.sql",
+    name = "quantile_sql",
+    requires = ["sum_sql"]
+);
 
 /// Which aggregate: its name and the p it fixes (dp_quantile reads p).
 #[derive(Clone, Copy, PartialEq)]
@@ -33,7 +39,9 @@ const MAX_P: f64 = 0.99;
 
 impl Kind {
     fn named(name: &str) -> Option<Kind> {
-        [Kind::Quantile, Kind::Median, Kind::Min, Kind::Max].into_iter().find(|k| k.name() == name)
+        [Kind::Quantile, Kind::Median, Kind::Min, Kind::Max]
+            .into_iter()
+            .find(|k| k.name() == name)
     }
 
     fn name(self) -> &'static str {
@@ -100,9 +108,17 @@ unsafe fn call(fcinfo: pg_sys::FunctionCallInfo, kind: Kind) -> ([u64; 4], Quant
             Some(p) => p,
             None => f64_parameter(aggregate_arguments(fcinfo, [4], kind.name())[0], "p"),
         };
-        let written = [f64_parameter(e, "epsilon"), f64_parameter(l, "lower"), f64_parameter(u, "upper"), p];
+        let written = [
+            f64_parameter(e, "epsilon"),
+            f64_parameter(l, "lower"),
+            f64_parameter(u, "upper"),
+            p,
+        ];
         let params = written.map(f64::to_bits);
-        (params, *call_site_cache(fcinfo, key(&params), || plan_written(written)))
+        (
+            params,
+            *call_site_cache(fcinfo, key(&params), || plan_written(written)),
+        )
     }
 }
 
@@ -111,7 +127,12 @@ unsafe fn call(fcinfo: pg_sys::FunctionCallInfo, kind: Kind) -> ([u64; 4], Quant
 ///
 /// # Safety
 /// `state` is ours, its array in `context`; `source` holds 8·n bytes.
-unsafe fn append(state: &mut QuantileState, context: pg_sys::MemoryContext, source: *const u8, n: usize) {
+unsafe fn append(
+    state: &mut QuantileState,
+    context: pg_sys::MemoryContext,
+    source: *const u8,
+    n: usize,
+) {
     let needed = state.len + n as u64;
     if needed > state.capacity {
         let capacity = needed.max(state.capacity * 2).max(64);
@@ -127,7 +148,13 @@ unsafe fn append(state: &mut QuantileState, context: pg_sys::MemoryContext, sour
         state.capacity = capacity;
     }
     // SAFETY: capacity ≥ needed; the caller's contract for `source`.
-    unsafe { std::ptr::copy_nonoverlapping(source, state.values.add(state.len as usize) as *mut u8, 8 * n) };
+    unsafe {
+        std::ptr::copy_nonoverlapping(
+            source,
+            state.values.add(state.len as usize) as *mut u8,
+            8 * n,
+        )
+    };
     state.len = needed;
 }
 
@@ -151,23 +178,41 @@ unsafe fn accumulate(fcinfo: pg_sys::FunctionCallInfo, kind: Kind) -> pg_sys::Da
     let name = kind.name();
     // SAFETY: the caller's contract; the state is ours, in the aggregate's context.
     unsafe {
-        let p = kind.fixed_p().unwrap_or_else(|| required_f64(fcinfo, 5, "p"));
-        let row = [required_f64(fcinfo, 2, "epsilon"), required_f64(fcinfo, 3, "lower"), required_f64(fcinfo, 4, "upper"), p];
+        let p = kind
+            .fixed_p()
+            .unwrap_or_else(|| required_f64(fcinfo, 5, "p"));
+        let row = [
+            required_f64(fcinfo, 2, "epsilon"),
+            required_f64(fcinfo, 3, "lower"),
+            required_f64(fcinfo, 4, "upper"),
+            p,
+        ];
         let params = row.map(f64::to_bits);
-        let mut state: *mut QuantileState =
-            if arg_is_null(fcinfo, 0) { std::ptr::null_mut() } else { arg_datum(fcinfo, 0).cast_mut_ptr() };
+        let mut state: *mut QuantileState = if arg_is_null(fcinfo, 0) {
+            std::ptr::null_mut()
+        } else {
+            arg_datum(fcinfo, 0).cast_mut_ptr()
+        };
         let (written, plan) = if state.is_null() {
             refuse_window(fcinfo, name);
             crate::aggref::require_fixed_arguments(fcinfo, 1, name);
             call(fcinfo, kind)
         } else {
-            (params, *call_site_cache(fcinfo, key(&params), || plan_written(row)))
+            (
+                params,
+                *call_site_cache(fcinfo, key(&params), || plan_written(row)),
+            )
         };
         if written != params || (!state.is_null() && (*state).params != params) {
             errors::varying_parameter(name);
         }
         if state.is_null() {
-            let init = QuantileState { params, len: 0, capacity: 0, values: std::ptr::null_mut() };
+            let init = QuantileState {
+                params,
+                len: 0,
+                capacity: 0,
+                values: std::ptr::null_mut(),
+            };
             state = crate::fmgr::new_state(fcinfo, "a dpnoise quantile", init);
         }
         if let Some(v) = arg_f64(fcinfo, 1) {
@@ -178,7 +223,12 @@ unsafe fn accumulate(fcinfo: pg_sys::FunctionCallInfo, kind: Kind) -> pg_sys::Da
                 errors::nan_value(name);
             }
             let offset = plan.offset(v).or_raise();
-            append(&mut *state, crate::fmgr::aggregate_context(fcinfo, name), (&offset as *const u64).cast(), 1);
+            append(
+                &mut *state,
+                crate::fmgr::aggregate_context(fcinfo, name),
+                (&offset as *const u64).cast(),
+                1,
+            );
         }
         pg_sys::Datum::from(state)
     }
@@ -203,19 +253,42 @@ unsafe fn release(fcinfo: pg_sys::FunctionCallInfo, kind: Kind) -> pg_sys::Datum
             }
             values(state)
         };
-        crate::release::pay(fcinfo, name, "exponential mechanism", (f64::from_bits(params[0]), 0.0));
-        f64_datum(crate::repeat::with_release_rng(fcinfo, |rng| plan.release(rng, values)).or_raise())
+        crate::release::pay(
+            fcinfo,
+            name,
+            "exponential mechanism",
+            (f64::from_bits(params[0]), 0.0),
+        );
+        f64_datum(
+            crate::repeat::with_release_rng(fcinfo, |rng| plan.release(rng, values)).or_raise(),
+        )
     }
 }
 
-v1_function!(pg_finfo_dp_quantile_step, dp_quantile_step, |fcinfo| { accumulate(fcinfo, Kind::Quantile) });
-v1_function!(pg_finfo_dp_median_step, dp_median_step, |fcinfo| { accumulate(fcinfo, Kind::Median) });
-v1_function!(pg_finfo_dp_min_step, dp_min_step, |fcinfo| { accumulate(fcinfo, Kind::Min) });
-v1_function!(pg_finfo_dp_max_step, dp_max_step, |fcinfo| { accumulate(fcinfo, Kind::Max) });
-v1_function!(pg_finfo_dp_quantile_final, dp_quantile_final, |fcinfo| { release(fcinfo, Kind::Quantile) });
-v1_function!(pg_finfo_dp_median_final, dp_median_final, |fcinfo| { release(fcinfo, Kind::Median) });
-v1_function!(pg_finfo_dp_min_final, dp_min_final, |fcinfo| { release(fcinfo, Kind::Min) });
-v1_function!(pg_finfo_dp_max_final, dp_max_final, |fcinfo| { release(fcinfo, Kind::Max) });
+v1_function!(pg_finfo_dp_quantile_step, dp_quantile_step, |fcinfo| {
+    accumulate(fcinfo, Kind::Quantile)
+});
+v1_function!(pg_finfo_dp_median_step, dp_median_step, |fcinfo| {
+    accumulate(fcinfo, Kind::Median)
+});
+v1_function!(pg_finfo_dp_min_step, dp_min_step, |fcinfo| {
+    accumulate(fcinfo, Kind::Min)
+});
+v1_function!(pg_finfo_dp_max_step, dp_max_step, |fcinfo| {
+    accumulate(fcinfo, Kind::Max)
+});
+v1_function!(pg_finfo_dp_quantile_final, dp_quantile_final, |fcinfo| {
+    release(fcinfo, Kind::Quantile)
+});
+v1_function!(pg_finfo_dp_median_final, dp_median_final, |fcinfo| {
+    release(fcinfo, Kind::Median)
+});
+v1_function!(pg_finfo_dp_min_final, dp_min_final, |fcinfo| {
+    release(fcinfo, Kind::Min)
+});
+v1_function!(pg_finfo_dp_max_final, dp_max_final, |fcinfo| {
+    release(fcinfo, Kind::Max)
+});
 
 /// Combine: b's values appended to a (a NULL side takes the other's).
 ///
@@ -226,13 +299,28 @@ unsafe fn combine(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
     // SAFETY: the caller's contract; a and b are distinct states.
     unsafe {
         let context = crate::fmgr::aggregate_context(fcinfo, NAME);
-        let state = |i| if arg_is_null(fcinfo, i) { std::ptr::null_mut() } else { arg_datum(fcinfo, i).cast_mut_ptr::<QuantileState>() };
+        let state = |i| {
+            if arg_is_null(fcinfo, i) {
+                std::ptr::null_mut()
+            } else {
+                arg_datum(fcinfo, i).cast_mut_ptr::<QuantileState>()
+            }
+        };
         let (mut a, b) = (state(0), state(1));
         if b.is_null() {
-            return if a.is_null() { crate::fmgr::return_null(fcinfo) } else { pg_sys::Datum::from(a) };
+            return if a.is_null() {
+                crate::fmgr::return_null(fcinfo)
+            } else {
+                pg_sys::Datum::from(a)
+            };
         }
         if a.is_null() {
-            let init = QuantileState { params: (*b).params, len: 0, capacity: 0, values: std::ptr::null_mut() };
+            let init = QuantileState {
+                params: (*b).params,
+                len: 0,
+                capacity: 0,
+                values: std::ptr::null_mut(),
+            };
             a = crate::fmgr::new_state(fcinfo, NAME, init);
         } else if (*a).params != (*b).params {
             errors::varying_parameter(NAME);
@@ -243,35 +331,65 @@ unsafe fn combine(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
     }
 }
 
-v1_function!(pg_finfo_dp_quantile_combine, dp_quantile_combine, |fcinfo| { combine(fcinfo) });
+v1_function!(
+    pg_finfo_dp_quantile_combine,
+    dp_quantile_combine,
+    |fcinfo| { combine(fcinfo) }
+);
 
 // Serialise: the parameters, then the values (native byte order: the
 // workers run the same build on the same machine).
-v1_function!(pg_finfo_dp_quantile_serialize, dp_quantile_serialize, |fcinfo| {
-    let state = &*arg_datum(fcinfo, 0).cast_mut_ptr::<QuantileState>();
-    let bytes = 32 + 8 * state.len as usize;
-    let total = pg_sys::VARHDRSZ + bytes;
-    let out = pg_sys::palloc(total) as *mut pg_sys::varlena;
-    pgrx::set_varsize_4b(out, total as i32);
-    let data = pgrx::vardata_4b(out) as *mut u8;
-    std::ptr::copy_nonoverlapping(state.params.as_ptr() as *const u8, data, 32);
-    if state.len > 0 {
-        std::ptr::copy_nonoverlapping(state.values as *const u8, data.add(32), 8 * state.len as usize);
+v1_function!(
+    pg_finfo_dp_quantile_serialize,
+    dp_quantile_serialize,
+    |fcinfo| {
+        let state = &*arg_datum(fcinfo, 0).cast_mut_ptr::<QuantileState>();
+        let bytes = 32 + 8 * state.len as usize;
+        let total = pg_sys::VARHDRSZ + bytes;
+        let out = pg_sys::palloc(total) as *mut pg_sys::varlena;
+        pgrx::set_varsize_4b(out, total as i32);
+        let data = pgrx::vardata_4b(out) as *mut u8;
+        std::ptr::copy_nonoverlapping(state.params.as_ptr() as *const u8, data, 32);
+        if state.len > 0 {
+            std::ptr::copy_nonoverlapping(
+                state.values as *const u8,
+                data.add(32),
+                8 * state.len as usize,
+            );
+        }
+        pg_sys::Datum::from(out)
     }
-    pg_sys::Datum::from(out)
-});
+);
 
-v1_function!(pg_finfo_dp_quantile_deserialize, dp_quantile_deserialize, |fcinfo| {
-    const NAME: &str = "a dpnoise quantile";
-    let raw = pg_sys::pg_detoast_datum(arg_datum(fcinfo, 0).cast_mut_ptr());
-    let bytes = pgrx::varsize_any_exhdr(raw);
-    if bytes < 32 || (bytes - 32) % 8 != 0 {
-        pgrx::error!("{NAME}: malformed partial state");
+v1_function!(
+    pg_finfo_dp_quantile_deserialize,
+    dp_quantile_deserialize,
+    |fcinfo| {
+        const NAME: &str = "a dpnoise quantile";
+        let raw = pg_sys::pg_detoast_datum(arg_datum(fcinfo, 0).cast_mut_ptr());
+        let bytes = pgrx::varsize_any_exhdr(raw);
+        if bytes < 32 || (bytes - 32) % 8 != 0 {
+            pgrx::error!("{NAME}: malformed partial state");
+        }
+        let data = pgrx::vardata_any(raw) as *const u8;
+        let mut params = [0u64; 4];
+        std::ptr::copy_nonoverlapping(data, params.as_mut_ptr() as *mut u8, 32);
+        let state = crate::fmgr::new_state(
+            fcinfo,
+            NAME,
+            QuantileState {
+                params,
+                len: 0,
+                capacity: 0,
+                values: std::ptr::null_mut(),
+            },
+        );
+        append(
+            &mut *state,
+            crate::fmgr::aggregate_context(fcinfo, NAME),
+            data.add(32),
+            (bytes - 32) / 8,
+        );
+        pg_sys::Datum::from(state)
     }
-    let data = pgrx::vardata_any(raw) as *const u8;
-    let mut params = [0u64; 4];
-    std::ptr::copy_nonoverlapping(data, params.as_mut_ptr() as *mut u8, 32);
-    let state = crate::fmgr::new_state(fcinfo, NAME, QuantileState { params, len: 0, capacity: 0, values: std::ptr::null_mut() });
-    append(&mut *state, crate::fmgr::aggregate_context(fcinfo, NAME), data.add(32), (bytes - 32) / 8);
-    pg_sys::Datum::from(state)
-});
+);

@@ -99,7 +99,8 @@ fn dp_prior_recv(mut buffer: pgrx::Internal) -> dp_prior {
     let start = buffer.cursor as usize;
     let end = buffer.len as usize;
     // SAFETY: data[cursor..len] is the message's unread part.
-    let bytes = unsafe { std::slice::from_raw_parts(buffer.data.add(start) as *const u8, end - start) };
+    let bytes =
+        unsafe { std::slice::from_raw_parts(buffer.data.add(start) as *const u8, end - start) };
     buffer.cursor = buffer.len;
     if bytes.first() != Some(&BINARY_VERSION) {
         ereport!(
@@ -109,7 +110,11 @@ fn dp_prior_recv(mut buffer: pgrx::Internal) -> dp_prior {
         );
     }
     let text = std::str::from_utf8(&bytes[1..]).unwrap_or_else(|_| {
-        ereport!(ERROR, PgSqlErrorCode::ERRCODE_INVALID_BINARY_REPRESENTATION, "dp_prior binary form is not UTF-8");
+        ereport!(
+            ERROR,
+            PgSqlErrorCode::ERRCODE_INVALID_BINARY_REPRESENTATION,
+            "dp_prior binary form is not UTF-8"
+        );
     });
     dp_prior::parse(text)
 }
@@ -118,7 +123,15 @@ fn dp_prior_recv(mut buffer: pgrx::Internal) -> dp_prior {
 fn no_nulls<T>(name: &'static str, items: Vec<Option<T>>) -> Vec<T> {
     items
         .into_iter()
-        .map(|v| v.unwrap_or_else(|| errors::raise(dpnoise_core::Error::invalid(name, "free of NULL elements", "NULL"))))
+        .map(|v| {
+            v.unwrap_or_else(|| {
+                errors::raise(dpnoise_core::Error::invalid(
+                    name,
+                    "free of NULL elements",
+                    "NULL",
+                ))
+            })
+        })
         .collect()
 }
 
@@ -131,13 +144,17 @@ fn dp_prior_uniform(lower: f64, upper: f64) -> dp_prior {
 /// Piecewise uniform: weights[i] on [edges[i], edges[i+1]); weights are normalised.
 #[pg_extern(immutable, parallel_safe)]
 fn dp_prior_histogram(edges: Vec<Option<f64>>, weights: Vec<Option<f64>>) -> dp_prior {
-    dp_prior::from_core(Prior::histogram(no_nulls("edges", edges), no_nulls("weights", weights)).or_raise())
+    dp_prior::from_core(
+        Prior::histogram(no_nulls("edges", edges), no_nulls("weights", weights)).or_raise(),
+    )
 }
 
 /// A finite set of answers with their probabilities (normalised).
 #[pg_extern(immutable, parallel_safe)]
 fn dp_prior_categorical(values: Vec<Option<String>>, probs: Vec<Option<f64>>) -> dp_prior {
-    dp_prior::from_core(Prior::categorical(no_nulls("values", values), no_nulls("probs", probs)).or_raise())
+    dp_prior::from_core(
+        Prior::categorical(no_nulls("values", values), no_nulls("probs", probs)).or_raise(),
+    )
 }
 
 /// Normal(mean, sd) truncated to [lower, upper].
@@ -148,13 +165,23 @@ fn dp_prior_normal(mean: f64, sd: f64, lower: f64, upper: f64) -> dp_prior {
 
 /// The refinement for (prior, ε, query), from the backend's plan cache:
 /// discretising a prior costs about 40–180 µs, so rows and groups reuse it.
-fn refinement(prior: Option<dp_prior>, epsilon: Option<f64>, individual: Option<bool>) -> Rc<Refinement> {
+fn refinement(
+    prior: Option<dp_prior>,
+    epsilon: Option<f64>,
+    individual: Option<bool>,
+) -> Rc<Refinement> {
     let prior = prior.unwrap_or_else(|| errors::null_parameter("prior"));
     let epsilon = epsilon.unwrap_or_else(|| errors::null_parameter("epsilon"));
     let individual = individual.unwrap_or_else(|| errors::null_parameter("individual"));
-    let query = if individual { Query::Individual } else { Query::Statistical };
+    let query = if individual {
+        Query::Individual
+    } else {
+        Query::Statistical
+    };
     // A prior typed in as text is checked when first used (the check runs on a cache miss).
-    crate::plans::refinement(&prior.0, Epsilon::new(epsilon).or_raise(), query, || prior.0.validate().or_raise())
+    crate::plans::refinement(&prior.0, Epsilon::new(epsilon).or_raise(), query, || {
+        prior.0.validate().or_raise()
+    })
 }
 
 /// Checks the parameters of a dp_refine call as the call will (`values`:
@@ -164,18 +191,32 @@ fn refinement(prior: Option<dp_prior>, epsilon: Option<f64>, individual: Option<
 ///
 /// # Safety
 /// The prior in `values` is live.
-pub(crate) unsafe fn checked_cost(numeric: bool, value_fixed: bool, values: &[Option<pg_sys::Datum>]) -> (f64, f64) {
+pub(crate) unsafe fn checked_cost(
+    numeric: bool,
+    value_fixed: bool,
+    values: &[Option<pg_sys::Datum>],
+) -> (f64, f64) {
     let arg = |i: usize| values.get(i).copied().flatten();
     // SAFETY: the caller's contract: argument 1 is a live dp_prior.
     let prior = arg(1).and_then(|d| unsafe { dp_prior::from_datum(d, false) });
     let epsilon = arg(2).map(|d| f64::from_bits(d.value() as u64));
-    let individual = if values.len() > 3 { arg(3).map(|d| d.value() != 0) } else { Some(false) };
+    let individual = if values.len() > 3 {
+        arg(3).map(|d| d.value() != 0)
+    } else {
+        Some(false)
+    };
     let categorical = matches!(prior, Some(dp_prior(Prior::Categorical { .. })));
     if numeric && categorical {
-        refuse("a categorical prior needs a text value", "Pass the value as text, or use a numeric prior.");
+        refuse(
+            "a categorical prior needs a text value",
+            "Pass the value as text, or use a numeric prior.",
+        );
     }
     if !numeric && !categorical && prior.is_some() && !value_fixed {
-        refuse("a numeric prior needs a float8 value", "Cast the value: dp_refine(value::float8, prior, epsilon).");
+        refuse(
+            "a numeric prior needs a float8 value",
+            "Cast the value: dp_refine(value::float8, prior, epsilon).",
+        );
     }
     refinement(prior, epsilon, individual);
     (epsilon.unwrap_or(0.0), 0.0)
@@ -184,7 +225,12 @@ pub(crate) unsafe fn checked_cost(numeric: bool, value_fixed: bool, values: &[Op
 /// Refuses a call whose value cannot be refined with `prior` (before
 /// anything is charged): a categorical prior needs a text value.
 fn refuse(message: &str, hint: &str) -> ! {
-    ereport!(ERROR, PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE, format!("dp_refine: {message}"), hint);
+    ereport!(
+        ERROR,
+        PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+        format!("dp_refine: {message}"),
+        hint
+    );
 }
 
 /// A draw from `prior` sharpened around `value` (clamped to the prior's
@@ -200,7 +246,10 @@ fn dp_refine_numeric(
     // SAFETY: fcinfo is the live call pgrx passes to this function.
     unsafe { crate::parameters::require_fixed_call(fcinfo, 1, "dp_refine") };
     if matches!(prior, Some(dp_prior(Prior::Categorical { .. }))) {
-        refuse("a categorical prior needs a text value", "Pass the value as text, or use a numeric prior.");
+        refuse(
+            "a categorical prior needs a text value",
+            "Pass the value as text, or use a numeric prior.",
+        );
     }
     let r = refinement(prior, epsilon, individual);
     let value = value?;
@@ -209,9 +258,20 @@ fn dp_refine_numeric(
         errors::nan_value("dp_refine");
     }
     // ±Infinity is clamped to the prior's range, as any value outside it is.
-    let value = if value.is_infinite() { f64::MAX.copysign(value) } else { value };
+    let value = if value.is_infinite() {
+        f64::MAX.copysign(value)
+    } else {
+        value
+    };
     // SAFETY: fcinfo is the live call pgrx passes to this function.
-    unsafe { crate::release::pay(fcinfo, "dp_refine", "refinement", (epsilon.unwrap_or(0.0), 0.0)) };
+    unsafe {
+        crate::release::pay(
+            fcinfo,
+            "dp_refine",
+            "refinement",
+            (epsilon.unwrap_or(0.0), 0.0),
+        )
+    };
     Some(with_rng(|rng| r.sample_numeric(rng, value)).or_raise())
 }
 
@@ -244,20 +304,35 @@ fn dp_refine_text(
         }
         let number = value.map(|v| {
             v.trim().parse::<f64>().unwrap_or_else(|_| {
-                errors::raise(dpnoise_core::Error::invalid("value", "a number for a numeric prior", format!("'{v}'")))
+                errors::raise(dpnoise_core::Error::invalid(
+                    "value",
+                    "a number for a numeric prior",
+                    format!("'{v}'"),
+                ))
             })
         });
-        return dp_refine_numeric(number, prior, epsilon, individual, fcinfo).map(|x| x.to_string());
+        return dp_refine_numeric(number, prior, epsilon, individual, fcinfo)
+            .map(|x| x.to_string());
     };
     let r = refinement(prior, epsilon, individual);
     let value = value?;
     if !categories.iter().any(|c| c == value) {
         // Depends on the data (the message never names the value); raised
         // before the charge.
-        refuse("the value is not one of the prior's categories", "Give the prior every category the column can hold.");
+        refuse(
+            "the value is not one of the prior's categories",
+            "Give the prior every category the column can hold.",
+        );
     }
     // SAFETY: fcinfo is the live call pgrx passes to this function.
-    unsafe { crate::release::pay(fcinfo, "dp_refine", "refinement", (epsilon.unwrap_or(0.0), 0.0)) };
+    unsafe {
+        crate::release::pay(
+            fcinfo,
+            "dp_refine",
+            "refinement",
+            (epsilon.unwrap_or(0.0), 0.0),
+        )
+    };
     Some(with_rng(|rng| r.sample_categorical(rng, value).map(str::to_owned)).or_raise())
 }
 
@@ -270,7 +345,10 @@ unsafe fn first_argument_is_fixed(fcinfo: pg_sys::FunctionCallInfo) -> bool {
     // SAFETY: fcinfo is this live call; fn_expr is its FuncExpr or NULL, checked first.
     unsafe {
         let flinfo = (*fcinfo).flinfo;
-        if flinfo.is_null() || (*flinfo).fn_expr.is_null() || (*(*flinfo).fn_expr).type_ != pg_sys::NodeTag::T_FuncExpr {
+        if flinfo.is_null()
+            || (*flinfo).fn_expr.is_null()
+            || (*(*flinfo).fn_expr).type_ != pg_sys::NodeTag::T_FuncExpr
+        {
             return false;
         }
         let args = (*((*flinfo).fn_expr as *mut pg_sys::FuncExpr)).args;

@@ -17,7 +17,11 @@ use pgrx::pg_sys;
 /// `fcinfo` is the live call of a dpnoise function; the plan is not held
 /// past the call or across another `site_plan` of the same call.
 #[inline]
-pub unsafe fn site_plan<'a>(fcinfo: pg_sys::FunctionCallInfo, key: [u64; 5], request: impl FnOnce() -> Request) -> &'a Plan {
+pub unsafe fn site_plan<'a>(
+    fcinfo: pg_sys::FunctionCallInfo,
+    key: [u64; 5],
+    request: impl FnOnce() -> Request,
+) -> &'a Plan {
     // SAFETY: the caller's contract; Plan is plain data.
     unsafe { call_site_cache(fcinfo, key, || crate::plans::plan(request())) }
 }
@@ -40,10 +44,12 @@ pub unsafe fn release(
     // SAFETY: the caller's contract.
     unsafe { pay(fcinfo, function, plan.mechanism.name(), (epsilon, delta)) };
     // SAFETY: as above.
-    unsafe { crate::repeat::with_release_rng(fcinfo, |rng| match as_type {
-        Release::Float => f64_datum(plan.release(rng, true_steps)),
-        Release::Integer => i64_datum(plan.release_integer(rng, true_steps).or_raise()),
-    }) }
+    unsafe {
+        crate::repeat::with_release_rng(fcinfo, |rng| match as_type {
+            Release::Float => f64_datum(plan.release(rng, true_steps)),
+            Release::Integer => i64_datum(plan.release_integer(rng, true_steps).or_raise()),
+        })
+    }
 }
 
 /// Pays for one release at (ε, δ) (`budget::pay`), with its identity if it
@@ -53,7 +59,12 @@ pub unsafe fn release(
 /// # Safety
 /// `fcinfo` is the live call of a final or per-row function.
 #[inline(always)]
-pub unsafe fn pay(fcinfo: pg_sys::FunctionCallInfo, function: &str, mechanism: &str, amounts: (f64, f64)) {
+pub unsafe fn pay(
+    fcinfo: pg_sys::FunctionCallInfo,
+    function: &str,
+    mechanism: &str,
+    amounts: (f64, f64),
+) {
     // SAFETY: the caller's contract.
     unsafe {
         let identified = crate::repeat::identity(fcinfo);

@@ -13,7 +13,11 @@ use dpnoise_core::{Choice, Delta, Epsilon, Loss, Mechanism, Plan, Request, Sensi
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 
-pgrx::extension_sql_file!("row_noise.sql", name = "row_noise_sql", requires = [dp_accuracy]);
+pgrx::extension_sql_file!(
+    "row_noise.sql",
+    name = "row_noise_sql",
+    requires = [dp_accuracy]
+);
 
 /// Noises argument 0 with (ε, sensitivity) from arguments 1 and 2 and the
 /// rest of the request from `request`: NULL stays NULL (nothing is
@@ -35,18 +39,36 @@ unsafe fn release_value(
         crate::parameters::require_fixed_call(fcinfo, 1, function);
         let epsilon = required_f64(fcinfo, 1, "epsilon");
         let sensitivity = required_f64(fcinfo, 2, "sensitivity");
-        let plan = site_plan(fcinfo, [epsilon.to_bits(), sensitivity.to_bits(), key[0], key[1], 0], || {
-            let epsilon = Epsilon::new(epsilon).or_raise();
-            let shape = Shape::Value(Sensitivity::new(sensitivity).or_raise());
-            let delta = Delta::new(delta).or_raise();
-            let (choice, loss) = request();
-            Request { choice, epsilon, delta, loss, shape, groups: 1 }
-        });
+        let plan = site_plan(
+            fcinfo,
+            [epsilon.to_bits(), sensitivity.to_bits(), key[0], key[1], 0],
+            || {
+                let epsilon = Epsilon::new(epsilon).or_raise();
+                let shape = Shape::Value(Sensitivity::new(sensitivity).or_raise());
+                let delta = Delta::new(delta).or_raise();
+                let (choice, loss) = request();
+                Request {
+                    choice,
+                    epsilon,
+                    delta,
+                    loss,
+                    shape,
+                    groups: 1,
+                }
+            },
+        );
         let Some(value) = arg_f64(fcinfo, 0) else {
             return return_null(fcinfo);
         };
         let true_steps = plan.calibration.lattice.round(value).or_raise();
-        release(fcinfo, function, plan, (epsilon, delta), true_steps, Release::Float)
+        release(
+            fcinfo,
+            function,
+            plan,
+            (epsilon, delta),
+            true_steps,
+            Release::Float,
+        )
     }
 }
 
@@ -66,7 +88,11 @@ pub(crate) unsafe fn checked_cost(name: &str, values: &[Option<pg_sys::Datum>]) 
         match name {
             "dp_laplace" => (0.0, Choice::Fixed(Mechanism::Laplace), Loss::Variance),
             "dp_staircase" => {
-                let loss = if values.len() > 3 { Loss::parse(&text_parameter(arg(3), "loss")).or_raise() } else { Loss::Variance };
+                let loss = if values.len() > 3 {
+                    Loss::parse(&text_parameter(arg(3), "loss")).or_raise()
+                } else {
+                    Loss::Variance
+                };
                 (0.0, Choice::Fixed(Mechanism::Staircase), loss)
             }
             _ => (
@@ -103,7 +129,9 @@ unsafe fn text_arg<'a>(fcinfo: pg_sys::FunctionCallInfo, i: usize, name: &str) -
 }
 
 v1_function!(pg_finfo_dp_laplace, dp_laplace, |fcinfo| {
-    release_value(fcinfo, "dp_laplace", 0.0, [0, 0], || (Choice::Fixed(Mechanism::Laplace), Loss::Variance))
+    release_value(fcinfo, "dp_laplace", 0.0, [0, 0], || {
+        (Choice::Fixed(Mechanism::Laplace), Loss::Variance)
+    })
 });
 
 /// The fingerprint of a per-row call's text parameters, read (`read`) on
@@ -127,10 +155,19 @@ unsafe fn texts_key(fcinfo: pg_sys::FunctionCallInfo, read: impl FnOnce() -> u64
 // the cache; it is parsed when the key changes.
 v1_function!(pg_finfo_dp_staircase, dp_staircase, |fcinfo| {
     crate::parameters::require_fixed_call(fcinfo, 1, "dp_staircase");
-    let loss = || if (*fcinfo).nargs > 3 { Some(text_arg(fcinfo, 3, "loss")) } else { None };
+    let loss = || {
+        if (*fcinfo).nargs > 3 {
+            Some(text_arg(fcinfo, 3, "loss"))
+        } else {
+            None
+        }
+    };
     let key = texts_key(fcinfo, || loss().map_or(0, text_fingerprint));
     release_value(fcinfo, "dp_staircase", 0.0, [key, 0], || {
-        (Choice::Fixed(Mechanism::Staircase), loss().map_or(Ok(Loss::Variance), Loss::parse).or_raise())
+        (
+            Choice::Fixed(Mechanism::Staircase),
+            loss().map_or(Ok(Loss::Variance), Loss::parse).or_raise(),
+        )
     })
 });
 
@@ -139,14 +176,22 @@ v1_function!(pg_finfo_dp_staircase, dp_staircase, |fcinfo| {
 v1_function!(pg_finfo_dp_noise, dp_noise, |fcinfo| {
     crate::parameters::require_fixed_call(fcinfo, 1, "dp_noise");
     let delta = required_f64(fcinfo, 3, "delta");
-    let texts = || (text_arg(fcinfo, 4, "mechanism"), text_arg(fcinfo, 5, "loss"));
+    let texts = || {
+        (
+            text_arg(fcinfo, 4, "mechanism"),
+            text_arg(fcinfo, 5, "loss"),
+        )
+    };
     let key = texts_key(fcinfo, || {
         let (mechanism, loss) = texts();
         text_fingerprint(mechanism).rotate_left(32) ^ text_fingerprint(loss)
     });
     release_value(fcinfo, "dp_noise", delta, [key, delta.to_bits()], || {
         let (mechanism, loss) = texts();
-        (Choice::parse(mechanism).or_raise(), Loss::parse(loss).or_raise())
+        (
+            Choice::parse(mechanism).or_raise(),
+            Loss::parse(loss).or_raise(),
+        )
     })
 });
 
@@ -164,7 +209,12 @@ fn dp_accuracy(
     delta: default!(Option<f64>, 0.0),
 ) -> TableIterator<
     'static,
-    (name!(mechanism, String), name!(mean_abs_error, f64), name!(std_dev, f64), name!(ci_half_width, f64)),
+    (
+        name!(mechanism, String),
+        name!(mean_abs_error, f64),
+        name!(std_dev, f64),
+        name!(ci_half_width, f64),
+    ),
 > {
     use crate::errors::null_parameter;
     let mechanism = mechanism.unwrap_or_else(|| null_parameter("mechanism"));
@@ -184,5 +234,10 @@ fn dp_accuracy(
         groups: 1,
     });
     let a = plan.accuracy(confidence);
-    TableIterator::once((plan.mechanism.name().to_string(), a.mean_abs_error, a.std_dev, a.ci_half_width))
+    TableIterator::once((
+        plan.mechanism.name().to_string(),
+        a.mean_abs_error,
+        a.std_dev,
+        a.ci_half_width,
+    ))
 }

@@ -82,7 +82,9 @@ pub fn hmac(key: &[u8], parts: &[&[u8]]) -> [u8; 32] {
             false
         } else {
             let ok = pg_hmac_init(ctx, key.as_ptr(), key.len()) == 0
-                && parts.iter().all(|p| pg_hmac_update(ctx, p.as_ptr(), p.len()) == 0)
+                && parts
+                    .iter()
+                    .all(|p| pg_hmac_update(ctx, p.as_ptr(), p.len()) == 0)
                 && pg_hmac_final(ctx, tag.as_mut_ptr(), tag.len()) == 0;
             pg_hmac_free(ctx);
             ok
@@ -100,20 +102,29 @@ pub fn sealed(text: &[u8], seal: &[u8]) -> bool {
         return false;
     }
     let expected = tag(&seal[..NONCE_BYTES], text);
-    expected.iter().zip(&seal[NONCE_BYTES..]).fold(0u8, |d, (a, b)| d | (a ^ b)) == 0
+    expected
+        .iter()
+        .zip(&seal[NONCE_BYTES..])
+        .fold(0u8, |d, (a, b)| d | (a ^ b))
+        == 0
 }
 
 // dp_check_seal(query text, seal bytea): raises unless the seal is this
 // backend's for the query. STRICT: neither argument is NULL.
 v1_function!(pg_finfo_dp_check_seal, dp_check_seal, |fcinfo| {
     let bytes = |i: usize| {
-        let value = pg_sys::pg_detoast_datum_packed(crate::fmgr::arg_datum(fcinfo, i).cast_mut_ptr());
-        std::slice::from_raw_parts(pgrx::varlena::vardata_any(value) as *const u8, pgrx::varlena::varsize_any_exhdr(value))
+        let value =
+            pg_sys::pg_detoast_datum_packed(crate::fmgr::arg_datum(fcinfo, i).cast_mut_ptr());
+        std::slice::from_raw_parts(
+            pgrx::varlena::vardata_any(value) as *const u8,
+            pgrx::varlena::varsize_any_exhdr(value),
+        )
     };
     if !sealed(bytes(0), bytes(1)) {
         crate::errors::raise_sqlstate(
             "42501",
-            "dpnoise: dp_partials_sealed runs only the partials the planner wrote for this session".to_owned(),
+            "dpnoise: dp_partials_sealed runs only the partials the planner wrote for this session"
+                .to_owned(),
             Some("Query the distributed table itself; dpnoise splits the query.".to_owned()),
         );
     }

@@ -75,11 +75,16 @@ unsafe extern "C-unwind" fn startup() {
         pg_sys::LWLockAcquire(init_lock, pg_sys::LWLockMode::LW_EXCLUSIVE);
         for area in (*(&raw const AREAS)).iter() {
             let mut found = false;
-            let base = pg_sys::ShmemInitStruct(area.name.as_ptr(), (area.size)(), &mut found) as *mut u8;
+            let base =
+                pg_sys::ShmemInitStruct(area.name.as_ptr(), (area.size)(), &mut found) as *mut u8;
             if !found {
                 std::ptr::write_bytes(base, 0, (area.size)());
             }
-            let locks = if found { std::ptr::null_mut() } else { pg_sys::GetNamedLWLockTranche(area.name.as_ptr()) };
+            let locks = if found {
+                std::ptr::null_mut()
+            } else {
+                pg_sys::GetNamedLWLockTranche(area.name.as_ptr())
+            };
             (area.attach)(base, !found, locks);
         }
         pg_sys::LWLockRelease(init_lock);

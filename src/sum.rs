@@ -8,18 +8,28 @@
 //! transition takes its lattice from it on the first row, the final
 //! function checks the state against it, pays and releases.
 
-use crate::aggref::{aggregate_arguments, argument_count, f64_parameter, i64_parameter, shared_totals, text_parameter};
+use crate::aggref::{
+    aggregate_arguments, argument_count, f64_parameter, i64_parameter, shared_totals,
+    text_parameter,
+};
 use crate::call_site::{call_site_cache, text_fingerprint};
 use crate::errors::{self, OrRaise};
-use crate::fmgr::{arg_datum, arg_f64, arg_i64, arg_is_null, f64_datum, i64_datum, refuse_window, required_f64, v1_function};
+use crate::fmgr::{
+    arg_datum, arg_f64, arg_i64, arg_is_null, f64_datum, i64_datum, refuse_window, required_f64,
+    v1_function,
+};
 use crate::release::Release;
 use dpnoise_core::{
-    Average, Bounds, Choice, Delta, Epsilon, IntegerBounds, Lattice, Loss, Mechanism, Plan, Request, Sensitivity, Shape,
+    Average, Bounds, Choice, Delta, Epsilon, IntegerBounds, Lattice, Loss, Mechanism, Plan,
+    Request, Sensitivity, Shape,
 };
 use pgrx::pg_sys;
 
 pgrx::extension_sql_file!("sum.sql", name = "sum_sql");
-const _: () = assert!(crate::fmgr::every_sspace_is(include_str!("sum.sql"), std::mem::size_of::<SumState>()));
+const _: () = assert!(crate::fmgr::every_sspace_is(
+    include_str!("sum.sql"),
+    std::mem::size_of::<SumState>()
+));
 
 /// The transition state: the parameters every row must share, the lattice
 /// they chose, the exact lattice sum and the number of values summed.
@@ -43,7 +53,10 @@ impl SumState {
 
     #[inline]
     fn add(&mut self, steps: i128, count: i64) {
-        let total = self.sum().checked_add(steps).unwrap_or_else(|| errors::sum_overflow());
+        let total = self
+            .sum()
+            .checked_add(steps)
+            .unwrap_or_else(|| errors::sum_overflow());
         self.sum = [total as u64, (total >> 64) as u64];
         self.count += count;
     }
@@ -65,7 +78,9 @@ enum Kind {
 impl Kind {
     /// The aggregate called `name`, if it is one of this module's.
     fn named(name: &str) -> Option<Kind> {
-        [Kind::Sum, Kind::Laplace, Kind::Staircase, Kind::Average].into_iter().find(|k| k.name() == name)
+        [Kind::Sum, Kind::Laplace, Kind::Staircase, Kind::Average]
+            .into_iter()
+            .find(|k| k.name() == name)
     }
 
     fn name(self) -> &'static str {
@@ -104,8 +119,13 @@ trait SumValue: Copy {
     fn lattice_steps(self, lattice: Lattice, lower: Self, upper: Self, aggregate: &str) -> i128;
     /// # Safety
     /// `fcinfo` is the live call of a final function.
-    unsafe fn release(fcinfo: pg_sys::FunctionCallInfo, aggregate: &str, plan: &Plan, paid: (f64, f64), sum: i128)
-        -> pg_sys::Datum;
+    unsafe fn release(
+        fcinfo: pg_sys::FunctionCallInfo,
+        aggregate: &str,
+        plan: &Plan,
+        paid: (f64, f64),
+        sum: i128,
+    ) -> pg_sys::Datum;
 }
 
 impl SumValue for f64 {
@@ -147,8 +167,13 @@ impl SumValue for f64 {
     }
     /// # Safety
     /// As `SumValue` says.
-    unsafe fn release(fcinfo: pg_sys::FunctionCallInfo, aggregate: &str, plan: &Plan, paid: (f64, f64), sum: i128)
-        -> pg_sys::Datum {
+    unsafe fn release(
+        fcinfo: pg_sys::FunctionCallInfo,
+        aggregate: &str,
+        plan: &Plan,
+        paid: (f64, f64),
+        sum: i128,
+    ) -> pg_sys::Datum {
         // SAFETY: the caller's contract.
         unsafe { crate::release::release(fcinfo, aggregate, plan, paid, sum, Release::Float) }
     }
@@ -186,8 +211,13 @@ impl SumValue for i64 {
     }
     /// # Safety
     /// As `SumValue` says.
-    unsafe fn release(fcinfo: pg_sys::FunctionCallInfo, aggregate: &str, plan: &Plan, paid: (f64, f64), sum: i128)
-        -> pg_sys::Datum {
+    unsafe fn release(
+        fcinfo: pg_sys::FunctionCallInfo,
+        aggregate: &str,
+        plan: &Plan,
+        paid: (f64, f64),
+        sum: i128,
+    ) -> pg_sys::Datum {
         // SAFETY: the caller's contract.
         unsafe { crate::release::release(fcinfo, aggregate, plan, paid, sum, Release::Integer) }
     }
@@ -248,7 +278,9 @@ impl<T: SumValue> Written<T> {
             fingerprint(&self.mechanism).rotate_left(32)
                 ^ fingerprint(&self.loss)
                 ^ salt
-                ^ self.shared.map_or(0, |(k, e, d)| (u64::from(k) << 40) ^ e.to_bits().rotate_left(7) ^ d.to_bits().rotate_left(19)),
+                ^ self.shared.map_or(0, |(k, e, d)| {
+                    (u64::from(k) << 40) ^ e.to_bits().rotate_left(7) ^ d.to_bits().rotate_left(19)
+                }),
         ]
     }
 }
@@ -258,15 +290,35 @@ impl<T: SumValue> Written<T> {
 ///
 /// # Safety
 /// A by-reference value `arg` returns (a text) is live while this runs.
-unsafe fn written<T: SumValue>(kind: Kind, n: usize, arg: impl Fn(usize) -> Option<pg_sys::Datum>) -> Written<T> {
+unsafe fn written<T: SumValue>(
+    kind: Kind,
+    n: usize,
+    arg: impl Fn(usize) -> Option<pg_sys::Datum>,
+) -> Written<T> {
     // SAFETY: the caller's contract: texts are live.
     let text = |i: usize, name: &str| (n > i).then(|| unsafe { text_parameter(arg(i), name) });
     if kind == Kind::Staircase {
         let s = T::parameter(arg(2), "sensitivity");
-        return Written { epsilon: f64_parameter(arg(1), "epsilon"), lower: s.negate(), upper: s, delta: 0.0, mechanism: None, loss: text(3, "loss"), shared: None };
+        return Written {
+            epsilon: f64_parameter(arg(1), "epsilon"),
+            lower: s.negate(),
+            upper: s,
+            delta: 0.0,
+            mechanism: None,
+            loss: text(3, "loss"),
+            shared: None,
+        };
     }
-    let delta = if kind == Kind::Sum && n > 4 { f64_parameter(arg(4), "delta") } else { 0.0 };
-    let (mechanism, loss) = if kind == Kind::Sum { (text(5, "mechanism"), text(6, "loss")) } else { (None, None) };
+    let delta = if kind == Kind::Sum && n > 4 {
+        f64_parameter(arg(4), "delta")
+    } else {
+        0.0
+    };
+    let (mechanism, loss) = if kind == Kind::Sum {
+        (text(5, "mechanism"), text(6, "loss"))
+    } else {
+        (None, None)
+    };
     Written {
         epsilon: f64_parameter(arg(1), "epsilon"),
         lower: T::parameter(arg(2), "lower"),
@@ -282,10 +334,18 @@ unsafe fn written<T: SumValue>(kind: Kind, n: usize, arg: impl Fn(usize) -> Opti
 /// them runs here.
 fn plan_written<T: SumValue>(kind: Kind, w: &Written<T>) -> SumPlan {
     let eps = Epsilon::new(w.epsilon).or_raise();
-    let bounds = if kind == Kind::Staircase { T::symmetric(w.upper) } else { T::bounds(w.lower, w.upper) };
+    let bounds = if kind == Kind::Staircase {
+        T::symmetric(w.upper)
+    } else {
+        T::bounds(w.lower, w.upper)
+    };
     if kind == Kind::Average {
         // dp_avg sums float8 only: its bounds are float8.
-        let bounds = Bounds::new(f64::from_bits(w.lower.bits()), f64::from_bits(w.upper.bits())).or_raise();
+        let bounds = Bounds::new(
+            f64::from_bits(w.lower.bits()),
+            f64::from_bits(w.upper.bits()),
+        )
+        .or_raise();
         return SumPlan::Average(crate::plans::average(eps, bounds));
     }
     let choice = match kind {
@@ -296,10 +356,21 @@ fn plan_written<T: SumValue>(kind: Kind, w: &Written<T>) -> SumPlan {
     let loss = Loss::parse(w.loss.as_deref().unwrap_or("l2")).or_raise();
     let delta = Delta::new(w.delta).or_raise();
     let (epsilon, delta, groups) = match w.shared {
-        Some((k, total, total_delta)) => (Epsilon::new(total).or_raise(), Delta::new(total_delta).or_raise(), k),
+        Some((k, total, total_delta)) => (
+            Epsilon::new(total).or_raise(),
+            Delta::new(total_delta).or_raise(),
+            k,
+        ),
         None => (eps, delta, 1),
     };
-    SumPlan::Single(crate::plans::plan(Request { choice, epsilon, delta, loss, shape: T::shape(bounds), groups }))
+    SumPlan::Single(crate::plans::plan(Request {
+        choice,
+        epsilon,
+        delta,
+        loss,
+        shape: T::shape(bounds),
+        groups,
+    }))
 }
 
 /// Checks the parameters of a call of the sum aggregate `name` (float8 or
@@ -308,7 +379,12 @@ fn plan_written<T: SumValue>(kind: Kind, w: &Written<T>) -> SumPlan {
 ///
 /// # Safety
 /// `args` holds the call's evaluated arguments (None: NULL); texts are live.
-pub(crate) unsafe fn checked_cost(name: &str, integer: bool, args: &[Option<pg_sys::Datum>], groups: u32) -> Option<(f64, f64)> {
+pub(crate) unsafe fn checked_cost(
+    name: &str,
+    integer: bool,
+    args: &[Option<pg_sys::Datum>],
+    groups: u32,
+) -> Option<(f64, f64)> {
     let kind = Kind::named(name)?;
     let arg = |i: usize| args.get(i).copied().flatten();
     // SAFETY: the caller's contract.
@@ -347,7 +423,12 @@ unsafe fn sum_call<T: SumValue>(fcinfo: pg_sys::FunctionCallInfo, kind: Kind) ->
         }
         let key = w.key(0);
         let plan = *call_site_cache(fcinfo, key, || plan_written(kind, &w));
-        SumCall { epsilon: w.epsilon, delta: w.delta, params: [w.epsilon.to_bits(), w.lower.bits(), w.upper.bits()], plan }
+        SumCall {
+            epsilon: w.epsilon,
+            delta: w.delta,
+            params: [w.epsilon.to_bits(), w.lower.bits(), w.upper.bits()],
+            plan,
+        }
     }
 }
 
@@ -367,9 +448,11 @@ unsafe fn sum_shares(
     // SAFETY: the caller's contract.
     unsafe {
         if with_delta {
-            shared_totals(fcinfo, at, aggregate).map(|(k, [e, d])| (k, f64_parameter(e, "epsilon"), f64_parameter(d, "delta")))
+            shared_totals(fcinfo, at, aggregate)
+                .map(|(k, [e, d])| (k, f64_parameter(e, "epsilon"), f64_parameter(d, "delta")))
         } else {
-            shared_totals(fcinfo, [at[0]], aggregate).map(|(k, [e])| (k, f64_parameter(e, "epsilon"), delta))
+            shared_totals(fcinfo, [at[0]], aggregate)
+                .map(|(k, [e])| (k, f64_parameter(e, "epsilon"), delta))
         }
     }
 }
@@ -380,7 +463,13 @@ unsafe fn sum_shares(
 /// `fcinfo` is a live call whose argument `i` is NULL or a `SumState` this module made.
 unsafe fn state_arg(fcinfo: pg_sys::FunctionCallInfo, i: usize) -> *mut SumState {
     // SAFETY: the caller's contract.
-    unsafe { if arg_is_null(fcinfo, i) { std::ptr::null_mut() } else { arg_datum(fcinfo, i).cast_mut_ptr() } }
+    unsafe {
+        if arg_is_null(fcinfo, i) {
+            std::ptr::null_mut()
+        } else {
+            arg_datum(fcinfo, i).cast_mut_ptr()
+        }
+    }
 }
 
 /// Word-by-word comparison: comparing the arrays whole compiles to a 16-byte
@@ -420,13 +509,25 @@ unsafe fn accumulate<T: SumValue>(fcinfo: pg_sys::FunctionCallInfo, kind: Kind) 
             if !same_params(&call.params, &params) {
                 errors::varying_parameter(aggregate);
             }
-            let init = SumState { params, lattice_k: call.plan.lattice().k, sum: [0, 0], count: 0 };
+            let init = SumState {
+                params,
+                lattice_k: call.plan.lattice().k,
+                sum: [0, 0],
+                count: 0,
+            };
             state = crate::fmgr::new_state(fcinfo, "a dpnoise sum", init);
         } else if !same_params(&(*state).params, &params) {
             errors::varying_parameter(aggregate);
         }
         if let Some(v) = T::arg(fcinfo, 1).filter(|v| !v.skipped()) {
-            let steps = v.lattice_steps(Lattice { k: (*state).lattice_k }, lower, upper, aggregate);
+            let steps = v.lattice_steps(
+                Lattice {
+                    k: (*state).lattice_k,
+                },
+                lower,
+                upper,
+                aggregate,
+            );
             (*state).add(steps, 1);
         }
         pg_sys::Datum::from(state)
@@ -452,7 +553,11 @@ unsafe fn release<T: SumValue>(fcinfo: pg_sys::FunctionCallInfo, kind: Kind) -> 
 /// # Safety
 /// `fcinfo` is a live final call whose argument 0 is NULL or a `SumState`
 /// of `T` values made for `call`.
-unsafe fn release_state<T: SumValue>(fcinfo: pg_sys::FunctionCallInfo, kind: Kind, call: SumCall) -> pg_sys::Datum {
+unsafe fn release_state<T: SumValue>(
+    fcinfo: pg_sys::FunctionCallInfo,
+    kind: Kind,
+    call: SumCall,
+) -> pg_sys::Datum {
     let aggregate = kind.name();
     // SAFETY: the caller's contract; argument 0 is NULL or our state.
     unsafe {
@@ -465,15 +570,27 @@ unsafe fn release_state<T: SumValue>(fcinfo: pg_sys::FunctionCallInfo, kind: Kin
                 errors::varying_parameter(aggregate);
             }
             if state.lattice_k != call.plan.lattice().k {
-                pgrx::error!("{aggregate}: the sum was accumulated on another lattice (internal error)");
+                pgrx::error!(
+                    "{aggregate}: the sum was accumulated on another lattice (internal error)"
+                );
             }
             (state.sum(), state.count)
         };
         match call.plan {
-            SumPlan::Single(plan) => T::release(fcinfo, aggregate, &plan, (call.epsilon, call.delta), sum),
+            SumPlan::Single(plan) => {
+                T::release(fcinfo, aggregate, &plan, (call.epsilon, call.delta), sum)
+            }
             SumPlan::Average(average) => {
-                crate::release::pay(fcinfo, aggregate, "centred staircase sum, geometric count", (call.epsilon, 0.0));
-                f64_datum(crate::repeat::with_release_rng(fcinfo, |rng| average.release(rng, sum, count)).or_raise())
+                crate::release::pay(
+                    fcinfo,
+                    aggregate,
+                    "centred staircase sum, geometric count",
+                    (call.epsilon, 0.0),
+                );
+                f64_datum(
+                    crate::repeat::with_release_rng(fcinfo, |rng| average.release(rng, sum, count))
+                        .or_raise(),
+                )
             }
         }
     }
@@ -540,13 +657,31 @@ pub(crate) unsafe fn distributed(
             w.shared = shared.filter(|_| kind == Kind::Sum);
             let k = plan_written(kind, &w).lattice().k;
             let (lower, upper) = (i64_datum(w.lower), i64_datum(w.upper));
-            Some(Distributed { kind: kind.code(), k, lower, upper, epsilon: w.epsilon, delta: w.delta, mechanism: w.mechanism, loss: w.loss })
+            Some(Distributed {
+                kind: kind.code(),
+                k,
+                lower,
+                upper,
+                epsilon: w.epsilon,
+                delta: w.delta,
+                mechanism: w.mechanism,
+                loss: w.loss,
+            })
         } else {
             let mut w = written::<f64>(kind, args.len(), arg);
             w.shared = shared.filter(|_| kind == Kind::Sum);
             let k = plan_written(kind, &w).lattice().k;
             let (lower, upper) = (f64_datum(w.lower), f64_datum(w.upper));
-            Some(Distributed { kind: kind.code(), k, lower, upper, epsilon: w.epsilon, delta: w.delta, mechanism: w.mechanism, loss: w.loss })
+            Some(Distributed {
+                kind: kind.code(),
+                k,
+                lower,
+                upper,
+                epsilon: w.epsilon,
+                delta: w.delta,
+                mechanism: w.mechanism,
+                loss: w.loss,
+            })
         }
     }
 }
@@ -565,8 +700,14 @@ unsafe fn lattice_steps<T: SumValue>(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys
     }
 }
 
-v1_function!(pg_finfo_dp_lattice_steps, dp_lattice_steps, |fcinfo| { lattice_steps::<f64>(fcinfo) });
-v1_function!(pg_finfo_dp_lattice_steps_int, dp_lattice_steps_int, |fcinfo| { lattice_steps::<i64>(fcinfo) });
+v1_function!(pg_finfo_dp_lattice_steps, dp_lattice_steps, |fcinfo| {
+    lattice_steps::<f64>(fcinfo)
+});
+v1_function!(
+    pg_finfo_dp_lattice_steps_int,
+    dp_lattice_steps_int,
+    |fcinfo| { lattice_steps::<i64>(fcinfo) }
+);
 
 /// dp_merge_sum's parameters, from its ten arguments (steps, n, kind, k, ε,
 /// lower, upper, δ, mechanism, loss; None: NULL): the aggregate, its k and
@@ -579,7 +720,11 @@ unsafe fn merged_written<T: SumValue>(args: &[Option<pg_sys::Datum>]) -> (Kind, 
     let kind = Kind::from_code(i64_parameter(arg(2), "kind") as i32);
     let k = i64_parameter(arg(3), "k") as i32;
     let upper = T::parameter(arg(6), "upper");
-    let lower = if kind == Kind::Staircase { upper.negate() } else { T::parameter(arg(5), "lower") };
+    let lower = if kind == Kind::Staircase {
+        upper.negate()
+    } else {
+        T::parameter(arg(5), "lower")
+    };
     // SAFETY: the caller's contract: texts are live.
     let text = |i: usize, name: &str| arg(i).map(|d| unsafe { text_parameter(Some(d), name) });
     let w = Written {
@@ -599,7 +744,11 @@ unsafe fn merged_written<T: SumValue>(args: &[Option<pg_sys::Datum>]) -> (Kind, 
 ///
 /// # Safety
 /// As `merged_written`.
-pub(crate) unsafe fn merged_cost(integer: bool, args: &[Option<pg_sys::Datum>], groups: u32) -> (f64, f64) {
+pub(crate) unsafe fn merged_cost(
+    integer: bool,
+    args: &[Option<pg_sys::Datum>],
+    groups: u32,
+) -> (f64, f64) {
     // SAFETY: the caller's contract.
     unsafe {
         if integer {
@@ -633,7 +782,12 @@ unsafe fn merged_call<T: SumValue>(fcinfo: pg_sys::FunctionCallInfo) -> (Kind, i
         if plan.lattice().k != k {
             pgrx::error!("{NAME}: the partial sums were taken on another lattice (internal error)");
         }
-        let call = SumCall { epsilon: w.epsilon, delta: w.delta, params: [w.epsilon.to_bits(), w.lower.bits(), w.upper.bits()], plan };
+        let call = SumCall {
+            epsilon: w.epsilon,
+            delta: w.delta,
+            params: [w.epsilon.to_bits(), w.lower.bits(), w.upper.bits()],
+            plan,
+        };
         (kind, k, call)
     }
 }
@@ -649,7 +803,12 @@ unsafe fn merge_partial<T: SumValue>(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys
         let mut state = state_arg(fcinfo, 0);
         if state.is_null() {
             let (_, k, call) = merged_call::<T>(fcinfo);
-            let init = SumState { params: call.params, lattice_k: k, sum: [0, 0], count: 0 };
+            let init = SumState {
+                params: call.params,
+                lattice_k: k,
+                sum: [0, 0],
+                count: 0,
+            };
             state = crate::fmgr::new_state(fcinfo, "a dpnoise sum", init);
         }
         let steps = if arg_is_null(fcinfo, 1) {
@@ -686,44 +845,84 @@ unsafe fn merge_release<T: SumValue>(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys
     }
 }
 
-v1_function!(pg_finfo_dp_merge_sum_step, dp_merge_sum_step, |fcinfo| { merge_partial::<f64>(fcinfo) });
-v1_function!(pg_finfo_dp_merge_sum_int_step, dp_merge_sum_int_step, |fcinfo| { merge_partial::<i64>(fcinfo) });
-v1_function!(pg_finfo_dp_merge_sum_final, dp_merge_sum_final, |fcinfo| { merge_release::<f64>(fcinfo) });
-v1_function!(pg_finfo_dp_merge_sum_int_final, dp_merge_sum_int_final, |fcinfo| { merge_release::<i64>(fcinfo) });
+v1_function!(pg_finfo_dp_merge_sum_step, dp_merge_sum_step, |fcinfo| {
+    merge_partial::<f64>(fcinfo)
+});
+v1_function!(
+    pg_finfo_dp_merge_sum_int_step,
+    dp_merge_sum_int_step,
+    |fcinfo| { merge_partial::<i64>(fcinfo) }
+);
+v1_function!(pg_finfo_dp_merge_sum_final, dp_merge_sum_final, |fcinfo| {
+    merge_release::<f64>(fcinfo)
+});
+v1_function!(
+    pg_finfo_dp_merge_sum_int_final,
+    dp_merge_sum_int_final,
+    |fcinfo| { merge_release::<i64>(fcinfo) }
+);
 
 // The transitions: float8 and int8 values.
-v1_function!(pg_finfo_dp_sum_step, dp_sum_step, |fcinfo| { accumulate::<f64>(fcinfo, Kind::Sum) });
-v1_function!(pg_finfo_dp_sum_int_step, dp_sum_int_step, |fcinfo| { accumulate::<i64>(fcinfo, Kind::Sum) });
-v1_function!(pg_finfo_dp_sum_laplace_step, dp_sum_laplace_step, |fcinfo| {
-    accumulate::<f64>(fcinfo, Kind::Laplace)
+v1_function!(pg_finfo_dp_sum_step, dp_sum_step, |fcinfo| {
+    accumulate::<f64>(fcinfo, Kind::Sum)
 });
-v1_function!(pg_finfo_dp_sum_laplace_int_step, dp_sum_laplace_int_step, |fcinfo| {
-    accumulate::<i64>(fcinfo, Kind::Laplace)
+v1_function!(pg_finfo_dp_sum_int_step, dp_sum_int_step, |fcinfo| {
+    accumulate::<i64>(fcinfo, Kind::Sum)
 });
-v1_function!(pg_finfo_dp_sum_staircase_step, dp_sum_staircase_step, |fcinfo| {
-    accumulate::<f64>(fcinfo, Kind::Staircase)
+v1_function!(
+    pg_finfo_dp_sum_laplace_step,
+    dp_sum_laplace_step,
+    |fcinfo| { accumulate::<f64>(fcinfo, Kind::Laplace) }
+);
+v1_function!(
+    pg_finfo_dp_sum_laplace_int_step,
+    dp_sum_laplace_int_step,
+    |fcinfo| { accumulate::<i64>(fcinfo, Kind::Laplace) }
+);
+v1_function!(
+    pg_finfo_dp_sum_staircase_step,
+    dp_sum_staircase_step,
+    |fcinfo| { accumulate::<f64>(fcinfo, Kind::Staircase) }
+);
+v1_function!(
+    pg_finfo_dp_sum_staircase_int_step,
+    dp_sum_staircase_int_step,
+    |fcinfo| { accumulate::<i64>(fcinfo, Kind::Staircase) }
+);
+v1_function!(pg_finfo_dp_avg_step, dp_avg_step, |fcinfo| {
+    accumulate::<f64>(fcinfo, Kind::Average)
 });
-v1_function!(pg_finfo_dp_sum_staircase_int_step, dp_sum_staircase_int_step, |fcinfo| {
-    accumulate::<i64>(fcinfo, Kind::Staircase)
-});
-v1_function!(pg_finfo_dp_avg_step, dp_avg_step, |fcinfo| { accumulate::<f64>(fcinfo, Kind::Average) });
 
 // The final functions.
-v1_function!(pg_finfo_dp_sum_final, dp_sum_final, |fcinfo| { release::<f64>(fcinfo, Kind::Sum) });
-v1_function!(pg_finfo_dp_sum_int_final, dp_sum_int_final, |fcinfo| { release::<i64>(fcinfo, Kind::Sum) });
-v1_function!(pg_finfo_dp_sum_laplace_final, dp_sum_laplace_final, |fcinfo| {
-    release::<f64>(fcinfo, Kind::Laplace)
+v1_function!(pg_finfo_dp_sum_final, dp_sum_final, |fcinfo| {
+    release::<f64>(fcinfo, Kind::Sum)
 });
-v1_function!(pg_finfo_dp_sum_laplace_int_final, dp_sum_laplace_int_final, |fcinfo| {
-    release::<i64>(fcinfo, Kind::Laplace)
+v1_function!(pg_finfo_dp_sum_int_final, dp_sum_int_final, |fcinfo| {
+    release::<i64>(fcinfo, Kind::Sum)
 });
-v1_function!(pg_finfo_dp_sum_staircase_final, dp_sum_staircase_final, |fcinfo| {
-    release::<f64>(fcinfo, Kind::Staircase)
+v1_function!(
+    pg_finfo_dp_sum_laplace_final,
+    dp_sum_laplace_final,
+    |fcinfo| { release::<f64>(fcinfo, Kind::Laplace) }
+);
+v1_function!(
+    pg_finfo_dp_sum_laplace_int_final,
+    dp_sum_laplace_int_final,
+    |fcinfo| { release::<i64>(fcinfo, Kind::Laplace) }
+);
+v1_function!(
+    pg_finfo_dp_sum_staircase_final,
+    dp_sum_staircase_final,
+    |fcinfo| { release::<f64>(fcinfo, Kind::Staircase) }
+);
+v1_function!(
+    pg_finfo_dp_sum_staircase_int_final,
+    dp_sum_staircase_int_final,
+    |fcinfo| { release::<i64>(fcinfo, Kind::Staircase) }
+);
+v1_function!(pg_finfo_dp_avg_final, dp_avg_final, |fcinfo| {
+    release::<f64>(fcinfo, Kind::Average)
 });
-v1_function!(pg_finfo_dp_sum_staircase_int_final, dp_sum_staircase_int_final, |fcinfo| {
-    release::<i64>(fcinfo, Kind::Staircase)
-});
-v1_function!(pg_finfo_dp_avg_final, dp_avg_final, |fcinfo| { release::<f64>(fcinfo, Kind::Average) });
 
 // Combine two partial states (parallel workers, partitions).
 v1_function!(pg_finfo_dp_sum_combine, dp_sum_combine, |fcinfo| {

@@ -27,13 +27,18 @@
 use pgrx::pg_sys;
 
 /// A mutator as PostgreSQL calls it: (node, context) to the new node.
-pub type Mutator = unsafe extern "C-unwind" fn(*mut pg_sys::Node, *mut std::ffi::c_void) -> *mut pg_sys::Node;
+pub type Mutator =
+    unsafe extern "C-unwind" fn(*mut pg_sys::Node, *mut std::ffi::c_void) -> *mut pg_sys::Node;
 
 /// `expression_tree_mutator(node, mutator, context)`.
 ///
 /// # Safety
 /// As PostgreSQL's: `node` a live expression tree (or null), `mutator` fit for `context`.
-pub unsafe fn expression_tree_mutator(node: *mut pg_sys::Node, mutator: Mutator, context: *mut std::ffi::c_void) -> *mut pg_sys::Node {
+pub unsafe fn expression_tree_mutator(
+    node: *mut pg_sys::Node,
+    mutator: Mutator,
+    context: *mut std::ffi::c_void,
+) -> *mut pg_sys::Node {
     // SAFETY: the caller's contract.
     unsafe {
         #[cfg(feature = "pg15")]
@@ -66,7 +71,9 @@ pub unsafe fn query_tree_mutator(
 #[cfg(feature = "pg15")]
 fn untyped(mutator: Mutator) -> unsafe extern "C-unwind" fn() -> *mut pg_sys::Node {
     // SAFETY: the same function pointer ABI; PostgreSQL calls it with (node, context).
-    unsafe { std::mem::transmute::<Mutator, unsafe extern "C-unwind" fn() -> *mut pg_sys::Node>(mutator) }
+    unsafe {
+        std::mem::transmute::<Mutator, unsafe extern "C-unwind" fn() -> *mut pg_sys::Node>(mutator)
+    }
 }
 
 /// `node` (a copy) with the join alias Vars of `query`'s level replaced by
@@ -74,7 +81,10 @@ fn untyped(mutator: Mutator) -> unsafe extern "C-unwind" fn() -> *mut pg_sys::No
 ///
 /// # Safety
 /// `query` is a live Query, `node` an expression of its level.
-pub unsafe fn flatten_join_alias_vars(query: *mut pg_sys::Query, node: *mut pg_sys::Node) -> *mut pg_sys::Node {
+pub unsafe fn flatten_join_alias_vars(
+    query: *mut pg_sys::Query,
+    node: *mut pg_sys::Node,
+) -> *mut pg_sys::Node {
     // SAFETY: the caller's contract; a null PlannerInfo is how the parser calls it (16 and later).
     unsafe {
         #[cfg(feature = "pg15")]
@@ -97,7 +107,11 @@ pub unsafe fn forget_outer_join(level: *mut pg_sys::Query, rtindex: u32) {
     // Query mutated in a copy of its own, whose fields we take over.
     #[cfg(not(feature = "pg15"))]
     unsafe {
-        let copy = remove_nulling_relids(level.cast(), pg_sys::bms_make_singleton(rtindex as i32), std::ptr::null());
+        let copy = remove_nulling_relids(
+            level.cast(),
+            pg_sys::bms_make_singleton(rtindex as i32),
+            std::ptr::null(),
+        );
         *level = *(copy as *mut pg_sys::Query);
     }
 }
@@ -130,7 +144,10 @@ pub unsafe fn flatten_grouping(query: *mut pg_sys::Query) {
     /// Called by the tree walkers with live nodes.
     #[cfg(feature = "pg18")]
     #[pgrx::pg_guard]
-    unsafe extern "C-unwind" fn walk(node: *mut pg_sys::Node, context: *mut std::ffi::c_void) -> bool {
+    unsafe extern "C-unwind" fn walk(
+        node: *mut pg_sys::Node,
+        context: *mut std::ffi::c_void,
+    ) -> bool {
         // SAFETY: the caller's contract; casts follow the node tags. A level is flattened before
         // its sub-levels are walked, so they see the outer keys too.
         unsafe {
@@ -140,8 +157,17 @@ pub unsafe fn flatten_grouping(query: *mut pg_sys::Query) {
             if (*node).type_ == pg_sys::NodeTag::T_Query {
                 let level = node as *mut pg_sys::Query;
                 if (*level).hasGroupRTE && (*level).groupingSets.is_null() {
-                    (*level).targetList = pg_sys::flatten_group_exprs(std::ptr::null_mut(), level, (*level).targetList.cast()).cast();
-                    (*level).havingQual = pg_sys::flatten_group_exprs(std::ptr::null_mut(), level, (*level).havingQual);
+                    (*level).targetList = pg_sys::flatten_group_exprs(
+                        std::ptr::null_mut(),
+                        level,
+                        (*level).targetList.cast(),
+                    )
+                    .cast();
+                    (*level).havingQual = pg_sys::flatten_group_exprs(
+                        std::ptr::null_mut(),
+                        level,
+                        (*level).havingQual,
+                    );
                 }
                 return pg_sys::query_tree_walker(level, Some(walk), context, 0);
             }
@@ -170,7 +196,8 @@ pub unsafe fn window_run_condition(node: *mut pg_sys::Node) -> Option<pg_sys::Oi
     // SAFETY: the caller's contract; the cast follows the node tag.
     #[cfg(not(any(feature = "pg15", feature = "pg16")))]
     unsafe {
-        ((*node).type_ == pg_sys::NodeTag::T_WindowFuncRunCondition).then(|| (*(node as *mut pg_sys::WindowFuncRunCondition)).opno)
+        ((*node).type_ == pg_sys::NodeTag::T_WindowFuncRunCondition)
+            .then(|| (*(node as *mut pg_sys::WindowFuncRunCondition)).opno)
     }
 }
 
@@ -214,7 +241,10 @@ pub unsafe fn plan_permissions(stmt: *mut pg_sys::PlannedStmt) -> *mut pg_sys::L
 /// # Safety
 /// `rte` is a live entry of the range table whose permission entries are
 /// `permissions` (`query_permissions` or `plan_permissions`).
-pub unsafe fn required_privileges(permissions: *mut pg_sys::List, rte: *mut pg_sys::RangeTblEntry) -> pg_sys::AclMode {
+pub unsafe fn required_privileges(
+    permissions: *mut pg_sys::List,
+    rte: *mut pg_sys::RangeTblEntry,
+) -> pg_sys::AclMode {
     // SAFETY: the caller's contract.
     unsafe {
         #[cfg(feature = "pg15")]
@@ -263,7 +293,10 @@ pub unsafe fn waive_privileges(permissions: *mut pg_sys::List, rte: *mut pg_sys:
 ///
 /// # Safety
 /// As `required_privileges`; inside a transaction.
-pub unsafe fn has_privileges(permissions: *mut pg_sys::List, rte: *mut pg_sys::RangeTblEntry) -> bool {
+pub unsafe fn has_privileges(
+    permissions: *mut pg_sys::List,
+    rte: *mut pg_sys::RangeTblEntry,
+) -> bool {
     // SAFETY: the caller's contract.
     unsafe {
         let one = pg_sys::lappend(std::ptr::null_mut(), rte.cast());
@@ -278,7 +311,11 @@ pub unsafe fn has_privileges(permissions: *mut pg_sys::List, rte: *mut pg_sys::R
                 return true;
             }
             let info = pg_sys::getRTEPermissionInfo(permissions, rte);
-            pg_sys::ExecCheckPermissions(one, pg_sys::lappend(std::ptr::null_mut(), info.cast()), false)
+            pg_sys::ExecCheckPermissions(
+                one,
+                pg_sys::lappend(std::ptr::null_mut(), info.cast()),
+                false,
+            )
         }
     }
 }
@@ -296,7 +333,10 @@ pub struct Recheck {
 ///
 /// # Safety
 /// As `required_privileges`; the copy is made in the current memory context.
-pub unsafe fn recheck_privileges(permissions: *mut pg_sys::List, rte: *mut pg_sys::RangeTblEntry) -> Recheck {
+pub unsafe fn recheck_privileges(
+    permissions: *mut pg_sys::List,
+    rte: *mut pg_sys::RangeTblEntry,
+) -> Recheck {
     // SAFETY: the caller's contract.
     unsafe {
         let copy = pg_sys::copyObjectImpl(rte.cast()) as *mut pg_sys::RangeTblEntry;
@@ -310,7 +350,9 @@ pub unsafe fn recheck_privileges(permissions: *mut pg_sys::List, rte: *mut pg_sy
         }
         #[cfg(not(feature = "pg15"))]
         {
-            let info = pg_sys::copyObjectImpl(pg_sys::getRTEPermissionInfo(permissions, rte).cast()).cast();
+            let info =
+                pg_sys::copyObjectImpl(pg_sys::getRTEPermissionInfo(permissions, rte).cast())
+                    .cast();
             Recheck { rte: copy, info }
         }
     }
@@ -327,7 +369,8 @@ pub unsafe fn add_recheck(planned: *mut pg_sys::PlannedStmt, recheck: &Recheck) 
         #[cfg(not(feature = "pg15"))]
         {
             (*planned).permInfos = pg_sys::lappend((*planned).permInfos, recheck.info.cast());
-            (*recheck.rte).perminfoindex = pg_sys::list_length((*planned).permInfos) as pg_sys::Index;
+            (*recheck.rte).perminfoindex =
+                pg_sys::list_length((*planned).permInfos) as pg_sys::Index;
         }
         (*planned).rtable = pg_sys::lappend((*planned).rtable, recheck.rte.cast());
     }
@@ -390,7 +433,14 @@ macro_rules! executor_run_hook {
             execute_once: bool,
         ) {
             // SAFETY: the caller's contract, passed on.
-            unsafe { $body(query, direction, count, $crate::versions::RunArguments::new(execute_once)) }
+            unsafe {
+                $body(
+                    query,
+                    direction,
+                    count,
+                    $crate::versions::RunArguments::new(execute_once),
+                )
+            }
         }
         /// # Safety
         /// Only for PostgreSQL, as ExecutorRun_hook: `query` is the live QueryDesc
@@ -402,7 +452,14 @@ macro_rules! executor_run_hook {
             count: u64,
         ) {
             // SAFETY: the caller's contract, passed on.
-            unsafe { $body(query, direction, count, $crate::versions::RunArguments::new(false)) }
+            unsafe {
+                $body(
+                    query,
+                    direction,
+                    count,
+                    $crate::versions::RunArguments::new(false),
+                )
+            }
         }
     };
 }
@@ -424,10 +481,19 @@ impl RunArguments {
 unsafe extern "C-unwind" {
     #[cfg(not(feature = "pg18"))]
     #[link_name = "standard_ExecutorRun"]
-    fn raw_standard_executor_run(query: *mut pg_sys::QueryDesc, direction: pg_sys::ScanDirection::Type, count: u64, once: bool);
+    fn raw_standard_executor_run(
+        query: *mut pg_sys::QueryDesc,
+        direction: pg_sys::ScanDirection::Type,
+        count: u64,
+        once: bool,
+    );
     #[cfg(feature = "pg18")]
     #[link_name = "standard_ExecutorRun"]
-    fn raw_standard_executor_run(query: *mut pg_sys::QueryDesc, direction: pg_sys::ScanDirection::Type, count: u64);
+    fn raw_standard_executor_run(
+        query: *mut pg_sys::QueryDesc,
+        direction: pg_sys::ScanDirection::Type,
+        count: u64,
+    );
 }
 
 /// Runs `query` through `prev` (the hook installed before ours), or
@@ -474,7 +540,10 @@ pub unsafe fn group_expression(rte: *mut pg_sys::RangeTblEntry, attno: i16) -> *
     unsafe {
         if (*rte).rtekind == pg_sys::RTEKind::RTE_GROUP {
             let exprs = crate::pg_list::list_nodes((*rte).groupexprs);
-            return exprs.get((attno as usize).wrapping_sub(1)).copied().unwrap_or(std::ptr::null_mut());
+            return exprs
+                .get((attno as usize).wrapping_sub(1))
+                .copied()
+                .unwrap_or(std::ptr::null_mut());
         }
     }
     #[cfg(not(feature = "pg18"))]
@@ -497,7 +566,9 @@ pub unsafe fn group_expression_cells(query: *mut pg_sys::Query) -> Vec<*mut *mut
                 let rte = rte as *mut pg_sys::RangeTblEntry;
                 if (*rte).rtekind == pg_sys::RTEKind::RTE_GROUP && !(*rte).groupexprs.is_null() {
                     let list = (*rte).groupexprs;
-                    return (0..(*list).length as usize).map(|i| (&raw mut (*(*list).elements.add(i)).ptr_value).cast()).collect();
+                    return (0..(*list).length as usize)
+                        .map(|i| (&raw mut (*(*list).elements.add(i)).ptr_value).cast())
+                        .collect();
                 }
             }
         }

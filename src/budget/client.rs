@@ -4,7 +4,9 @@
 //! transaction of its own and commits synchronously before it answers.
 
 use super::session;
-use super::shared::{self, Outcome, Slot, SlotRef, WorkerState, DONE, FREE, MAX_DATABASES, PENDING, TAKEN};
+use super::shared::{
+    self, Outcome, Slot, SlotRef, WorkerState, DONE, FREE, MAX_DATABASES, PENDING, TAKEN,
+};
 use super::{worker, Charge};
 use crate::errors::{raise_sqlstate, BUDGET_EXHAUSTED, LEDGER_UNAVAILABLE};
 use pgrx::pg_sys;
@@ -32,7 +34,10 @@ pub(super) fn charge_ledger(request: &Charge) {
 
 /// (ε, δ) as the exact decimals a charge carries.
 pub(super) fn decimals(epsilon: f64, delta: f64) -> [String; 2] {
-    [dpnoise_core::rational::decimal(epsilon), dpnoise_core::rational::decimal(delta)]
+    [
+        dpnoise_core::rational::decimal(epsilon),
+        dpnoise_core::rational::decimal(delta),
+    ]
 }
 
 /// The ledger's answer to a request.
@@ -65,12 +70,20 @@ pub(super) fn ask(request: &Charge) -> Answer {
         Some([epsilon, delta]) => [epsilon.clone(), delta.clone()],
         None => decimals(request.epsilon, request.delta),
     };
-    if !amounts.iter().all(|a| shared::Text::<{ shared::AMOUNT }>::fits(a)) {
+    if !amounts
+        .iter()
+        .all(|a| shared::Text::<{ shared::AMOUNT }>::fits(a))
+    {
         // Never charge a cut-off (smaller) amount.
         unavailable("an amount is too long a decimal to charge exactly");
     }
     // SAFETY: MyProc is this backend's PGPROC, set before any query runs.
-    let (database, index) = unsafe { (pg_sys::MyDatabaseId, crate::versions::proc_number(pg_sys::MyProc)) };
+    let (database, index) = unsafe {
+        (
+            pg_sys::MyDatabaseId,
+            crate::versions::proc_number(pg_sys::MyProc),
+        )
+    };
     let Some(slot) = mailbox.slot(index) else {
         unavailable("this process has no request slot");
     };
@@ -84,7 +97,15 @@ pub(super) fn ask(request: &Charge) -> Answer {
         let owed_by = slot.database();
         // SAFETY: a syscache lookup by OID inside a transaction (every charge runs in one).
         let dropped = owed_by != database
-            && !unsafe { pg_sys::SearchSysCacheExists(pg_sys::SysCacheIdentifier::DATABASEOID as i32, owed_by.into(), 0.into(), 0.into(), 0.into()) };
+            && !unsafe {
+                pg_sys::SearchSysCacheExists(
+                    pg_sys::SysCacheIdentifier::DATABASEOID as i32,
+                    owed_by.into(),
+                    0.into(),
+                    0.into(),
+                    0.into(),
+                )
+            };
         // A dropped database's requests (a session it killed was giving
         // back what it paid ahead as it exited) have no worker and no
         // ledger left: none will ever answer them, so nothing is owed.
@@ -96,9 +117,19 @@ pub(super) fn ask(request: &Charge) -> Answer {
     }
     if slot.load() == DONE {
         let abandoned = slot.with(|s| {
-            let reservation = session::Reservation { index: s.session, pid: s.pid, started: s.started };
-            let given_back = s.outcome == Outcome::Refused || (s.outcome == Outcome::Granted && s.free);
-            (given_back, reservation, [s.epsilon.get().to_owned(), s.delta.get().to_owned()], s.releases)
+            let reservation = session::Reservation {
+                index: s.session,
+                pid: s.pid,
+                started: s.started,
+            };
+            let given_back =
+                s.outcome == Outcome::Refused || (s.outcome == Outcome::Granted && s.free);
+            (
+                given_back,
+                reservation,
+                [s.epsilon.get().to_owned(), s.delta.get().to_owned()],
+                s.releases,
+            )
         });
         slot.store(FREE);
         if let (true, reservation, [epsilon, delta], releases) = abandoned {
@@ -116,7 +147,13 @@ pub(super) fn ask(request: &Charge) -> Answer {
     // DONE: the worker has let go of it; ours to read.
     let (outcome, free, remaining_epsilon, remaining_delta, message) = slot.with(|s| {
         let text = |t: &shared::Text<64>| t.get().to_owned();
-        (s.outcome, s.free, text(&s.remaining_epsilon), text(&s.remaining_delta), s.message.get().to_owned())
+        (
+            s.outcome,
+            s.free,
+            text(&s.remaining_epsilon),
+            text(&s.remaining_delta),
+            s.message.get().to_owned(),
+        )
     });
     slot.store(FREE);
     // A repeated release costs the session nothing either.
@@ -125,14 +162,21 @@ pub(super) fn ask(request: &Charge) -> Answer {
     }
     // Failed: the worker may have committed before it stopped, so the
     // session keeps counting the charge (never less than the ledger).
-    Answer { outcome, remaining_epsilon, remaining_delta, message }
+    Answer {
+        outcome,
+        remaining_epsilon,
+        remaining_delta,
+        message,
+    }
 }
 
 /// Posts `request`, charged to `role`, as the backend exits, without
 /// waiting for the answer (whoever uses the slot next waits for it).
 /// Nothing is posted if the slot is still busy or this is a standby.
 pub(super) fn post_on_exit(role: pg_sys::Oid, request: &Charge) {
-    let Some(mailbox) = shared::mailbox() else { return };
+    let Some(mailbox) = shared::mailbox() else {
+        return;
+    };
     // SAFETY: an exit callback may be called with LWLocks still held (a FATAL error raised under
     // one): release them, as the exit's own clean-up would, before taking the mailbox's. MyProc,
     // MyDatabaseId and MyLatch are this backend's, still set (before_shmem_exit runs before ProcKill).
@@ -141,9 +185,14 @@ pub(super) fn post_on_exit(role: pg_sys::Oid, request: &Charge) {
         if pg_sys::MyProc.is_null() || pg_sys::RecoveryInProgress() {
             return;
         }
-        (pg_sys::MyDatabaseId, crate::versions::proc_number(pg_sys::MyProc))
+        (
+            pg_sys::MyDatabaseId,
+            crate::versions::proc_number(pg_sys::MyProc),
+        )
     };
-    let Some(slot) = mailbox.slot(index) else { return };
+    let Some(slot) = mailbox.slot(index) else {
+        return;
+    };
     if !matches!(slot.load(), FREE | DONE) {
         return;
     }
@@ -165,7 +214,13 @@ pub(super) fn post_on_exit(role: pg_sys::Oid, request: &Charge) {
 /// What a release goes on with: granted, or the ledger's refusal or
 /// failure raised (ZB001, ZB002).
 fn settle(request: &Charge, answer: Answer) {
-    let Answer { outcome, remaining_epsilon, remaining_delta, message, .. } = answer;
+    let Answer {
+        outcome,
+        remaining_epsilon,
+        remaining_delta,
+        message,
+        ..
+    } = answer;
     match outcome {
         Outcome::Granted => {}
         Outcome::Refused => raise_sqlstate(
@@ -185,7 +240,13 @@ fn settle(request: &Charge, answer: Answer) {
     }
 }
 
-fn fill(slot: &mut Slot, request: &Charge, amounts: &[String; 2], session: &session::Reservation, database: pg_sys::Oid) {
+fn fill(
+    slot: &mut Slot,
+    request: &Charge,
+    amounts: &[String; 2],
+    session: &session::Reservation,
+    database: pg_sys::Oid,
+) {
     slot.pid = session.pid;
     slot.started = session.started;
     slot.session = session.index;
@@ -208,7 +269,13 @@ fn fill(slot: &mut Slot, request: &Charge, amounts: &[String; 2], session: &sess
     // SAFETY: debug_query_string is this backend's current statement text (or null), valid while it runs.
     let statement = unsafe { pg_sys::debug_query_string };
     // SAFETY: a non-null debug_query_string is a NUL-terminated string.
-    let statement = if statement.is_null() { "" } else { unsafe { std::ffi::CStr::from_ptr(statement) }.to_str().unwrap_or("") };
+    let statement = if statement.is_null() {
+        ""
+    } else {
+        unsafe { std::ffi::CStr::from_ptr(statement) }
+            .to_str()
+            .unwrap_or("")
+    };
     slot.statement.set(statement);
     slot.remaining_epsilon.set("");
     slot.remaining_delta.set("");
@@ -241,7 +308,9 @@ fn wake_worker(database: pg_sys::Oid) {
         if h.assign_idle_pool_worker(database, now) {
             return None;
         }
-        let Some(free) = (shared::POOL..MAX_DATABASES).find(|&i| h.workers[i].state == WorkerState::Empty) else {
+        let Some(free) =
+            (shared::POOL..MAX_DATABASES).find(|&i| h.workers[i].state == WorkerState::Empty)
+        else {
             return Some(None);
         };
         let w = &mut h.workers[free];
@@ -255,7 +324,9 @@ fn wake_worker(database: pg_sys::Oid) {
     match start {
         None => {}
         Some(None) if worker::pool_registered() => {}
-        Some(None) => unavailable("more databases are charging at once than dpnoise has ledger workers for (16)"),
+        Some(None) => unavailable(
+            "more databases are charging at once than dpnoise has ledger workers for (16)",
+        ),
         Some(Some(entry)) => {
             if !worker::launch(entry) {
                 mailbox.locked(|h| h.workers[entry].state = WorkerState::Empty);
@@ -275,7 +346,9 @@ fn wake_worker(database: pg_sys::Oid) {
 /// take the database; otherwise the next worker to serve it will. Never
 /// raises: the caller is a statement that only reads.
 pub fn request_compaction() {
-    let Some(mailbox) = shared::mailbox() else { return };
+    let Some(mailbox) = shared::mailbox() else {
+        return;
+    };
     // SAFETY: a plain query of the server's state.
     if unsafe { pg_sys::RecoveryInProgress() } {
         // A standby's log is the primary's, merged there.
@@ -313,7 +386,12 @@ fn wait_until_done(slot: SlotRef, database: pg_sys::Oid) {
         // interrupts is what a backend does between statements' work.
         unsafe {
             let flags = pg_sys::WL_LATCH_SET | pg_sys::WL_TIMEOUT | pg_sys::WL_EXIT_ON_PM_DEATH;
-            pg_sys::WaitLatch(pg_sys::MyLatch, flags as i32, 200, pg_sys::PG_WAIT_EXTENSION);
+            pg_sys::WaitLatch(
+                pg_sys::MyLatch,
+                flags as i32,
+                200,
+                pg_sys::PG_WAIT_EXTENSION,
+            );
             pg_sys::ResetLatch(pg_sys::MyLatch);
             pg_sys::check_for_interrupts!();
         }
@@ -325,4 +403,3 @@ fn wait_until_done(slot: SlotRef, database: pg_sys::Oid) {
         debug_assert!(slot.load() != TAKEN || slot.with(|s| s.taker) != 0);
     }
 }
-

@@ -55,16 +55,30 @@ pub fn set_cap_source(source: fn() -> Option<Cap>) {
 }
 
 /// Keeps what the execution `estate` of `statement` paid for (`epsilon` in all).
-pub(super) fn prepaid(estate: *mut pg_sys::EState, sites: Vec<Site>, statement: u64, epsilon: f64, cap: Option<Cap>) {
+pub(super) fn prepaid(
+    estate: *mut pg_sys::EState,
+    sites: Vec<Site>,
+    statement: u64,
+    epsilon: f64,
+    cap: Option<Cap>,
+) {
     let role = outer_user();
     PREPAID.with(|p| {
         let mut p = p.borrow_mut();
-        p.extend(sites.into_iter().map(|site| Entry { estate: estate as usize, role, site }));
+        p.extend(sites.into_iter().map(|site| Entry {
+            estate: estate as usize,
+            role,
+            site,
+        }));
         let over = p.len().saturating_sub(MOST_ENTRIES);
         p.drain(..over);
     });
     let (at, spent, _) = SPENT.with(Cell::get);
-    let spent = if at == statement { spent + epsilon } else { epsilon };
+    let spent = if at == statement {
+        spent + epsilon
+    } else {
+        epsilon
+    };
     SPENT.with(|s| s.set((statement, spent, cap)));
 }
 
@@ -141,7 +155,9 @@ pub(super) unsafe fn pay(
     // charged whole as it started (every grouping set of every releasing
     // call): covered, until its node is rescanned.
     // SAFETY: a by-value read of ParallelWorkerNumber, -1 outside a parallel worker.
-    let leader_paid = unsafe { pg_sys::ParallelWorkerNumber } >= 0 && !paid.rescanned() && crate::functions::named(function).is_some();
+    let leader_paid = unsafe { pg_sys::ParallelWorkerNumber } >= 0
+        && !paid.rescanned()
+        && crate::functions::named(function).is_some();
     // SAFETY: as above.
     let (node, aggno) = unsafe { site_key(fcinfo) };
     if !leader_paid && !take(node, aggno, role, epsilon, delta) {
@@ -158,19 +174,36 @@ pub(super) unsafe fn pay(
 /// call evaluated without an executor start. Counted against the
 /// statement's cap first.
 #[cold]
-fn lazy(statement: u64, function: &str, mechanism: &str, (epsilon, delta): (f64, f64), identified: Option<Identified>) {
+fn lazy(
+    statement: u64,
+    function: &str,
+    mechanism: &str,
+    (epsilon, delta): (f64, f64),
+    identified: Option<Identified>,
+) {
     let (at, spent, cap) = SPENT.with(Cell::get);
     let (spent, cap) = if at == statement {
         (spent + epsilon, cap)
     } else {
-        (epsilon, CAP_SOURCE.with(Cell::get).and_then(|source| source()))
+        (
+            epsilon,
+            CAP_SOURCE.with(Cell::get).and_then(|source| source()),
+        )
     };
     if let Some(cap) = cap.filter(|c| c.epsilon > 0.0 && spent > c.epsilon) {
         (cap.refuse)(spent, cap.epsilon);
     }
     let mechanism = format!("{function} ({mechanism})");
     let identities: Vec<[u8; 32]> = identified.map(|i| i.identity).into_iter().collect();
-    charge(&Charge { mechanism: &mechanism, epsilon, delta, releases: 1, exact: None, identities: &identities, repeat: true });
+    charge(&Charge {
+        mechanism: &mechanism,
+        epsilon,
+        delta,
+        releases: 1,
+        exact: None,
+        identities: &identities,
+        repeat: true,
+    });
     SPENT.with(|s| s.set((statement, spent, cap)));
 }
 
@@ -183,7 +216,9 @@ fn lazy(statement: u64, function: &str, mechanism: &str, (epsilon, delta): (f64,
 unsafe fn set_key(fcinfo: pg_sys::FunctionCallInfo) -> u32 {
     // SAFETY: fcinfo's context, when an AggState, is the live node running this final function.
     unsafe {
-        let Some(agg) = agg_state(fcinfo) else { return 0 };
+        let Some(agg) = agg_state(fcinfo) else {
+            return 0;
+        };
         let set = (*agg).current_set.max(0) as u32 & 0xffff;
         if !(*agg).hashcontext.is_null() && (*agg).curaggcontext == (*agg).hashcontext {
             1 << 31 | set
@@ -205,7 +240,11 @@ unsafe fn site_key(fcinfo: pg_sys::FunctionCallInfo) -> (usize, i32) {
         match agg_state(fcinfo) {
             Some(agg) => {
                 let aggref = pg_sys::AggGetAggref(fcinfo);
-                let aggno = if aggref.is_null() { -2 } else { (*aggref).aggno };
+                let aggno = if aggref.is_null() {
+                    -2
+                } else {
+                    (*aggref).aggno
+                };
                 ((*agg).ss.ps.plan as usize, aggno)
             }
             None => ((*(*fcinfo).flinfo).fn_expr as usize, -1),
@@ -221,7 +260,8 @@ unsafe fn agg_state(fcinfo: pg_sys::FunctionCallInfo) -> Option<*mut pg_sys::Agg
     // SAFETY: a live fcinfo; the context's tag is checked before the cast.
     unsafe {
         let context = (*fcinfo).context;
-        (!context.is_null() && (*(context as *const pg_sys::Node)).type_ == pg_sys::NodeTag::T_AggState)
+        (!context.is_null()
+            && (*(context as *const pg_sys::Node)).type_ == pg_sys::NodeTag::T_AggState)
             .then_some(context as *mut pg_sys::AggState)
     }
 }
@@ -254,7 +294,9 @@ unsafe fn watch_rescans(fcinfo: pg_sys::FunctionCallInfo, paid: &mut Paid) {
             Some(agg) => &raw mut (*agg).ss.ps,
             None => {
                 let expr = (*(*fcinfo).flinfo).fn_expr;
-                let Some(node) = crate::execution::running_plan().and_then(|root| node_evaluating(root, expr)) else {
+                let Some(node) =
+                    crate::execution::running_plan().and_then(|root| node_evaluating(root, expr))
+                else {
                     return;
                 };
                 node
@@ -263,7 +305,11 @@ unsafe fn watch_rescans(fcinfo: pg_sys::FunctionCallInfo, paid: &mut Paid) {
         let input = (*node).lefttree;
         let hashed = (*node).type_ == pg_sys::NodeTag::T_AggState
             && (*(node as *mut pg_sys::AggState)).aggstrategy == pg_sys::AggStrategy::AGG_HASHED;
-        let watched = if (*node).type_ != pg_sys::NodeTag::T_AggState || hashed || input.is_null() { node } else { input };
+        let watched = if (*node).type_ != pg_sys::NodeTag::T_AggState || hashed || input.is_null() {
+            node
+        } else {
+            input
+        };
         if (*watched).ps_ExprContext.is_null() {
             pg_sys::ExecAssignExprContext((*node).state, watched);
         }
@@ -271,7 +317,11 @@ unsafe fn watch_rescans(fcinfo: pg_sys::FunctionCallInfo, paid: &mut Paid) {
         if econtext.is_null() {
             return;
         }
-        pg_sys::RegisterExprContextCallback(econtext, Some(rescanned), pg_sys::Datum::from(paid as *mut Paid));
+        pg_sys::RegisterExprContextCallback(
+            econtext,
+            Some(rescanned),
+            pg_sys::Datum::from(paid as *mut Paid),
+        );
         paid.set_watching(true);
     }
 }
@@ -280,18 +330,24 @@ unsafe fn watch_rescans(fcinfo: pg_sys::FunctionCallInfo, paid: &mut Paid) {
 ///
 /// # Safety
 /// `root` is null or a live PlanState tree; `expr` is null or a live node.
-unsafe fn node_evaluating(root: *mut pg_sys::PlanState, expr: *mut pg_sys::Node) -> Option<*mut pg_sys::PlanState> {
+unsafe fn node_evaluating(
+    root: *mut pg_sys::PlanState,
+    expr: *mut pg_sys::Node,
+) -> Option<*mut pg_sys::PlanState> {
     // SAFETY: root and its children are live PlanStates of the innermost running query.
     unsafe {
         if root.is_null() || expr.is_null() {
             return None;
         }
         let plan = (*root).plan;
-        let holds = |list: *mut pg_sys::List| !list.is_null() && nodes::contains_pointer(list.cast(), expr);
+        let holds =
+            |list: *mut pg_sys::List| !list.is_null() && nodes::contains_pointer(list.cast(), expr);
         if !plan.is_null() && (holds((*plan).targetlist) || holds((*plan).qual)) {
             return Some(root);
         }
-        nodes::children(root).into_iter().find_map(|child| node_evaluating(child, expr))
+        nodes::children(root)
+            .into_iter()
+            .find_map(|child| node_evaluating(child, expr))
     }
 }
 

@@ -36,7 +36,11 @@ pub use coverage::{aborted, ended, set_cap_source, spent, Site};
 pub use nodes::children as plan_children;
 
 // The budget's schema, tables, functions and views.
-pgrx::extension_sql_file!("schema.sql", name = "budget_sql", requires = [reserve::dp_budget_changed]);
+pgrx::extension_sql_file!(
+    "schema.sql",
+    name = "budget_sql",
+    requires = [reserve::dp_budget_changed]
+);
 
 /// Registers the pool of ledger workers; only from shared_preload_libraries.
 pub fn init() {
@@ -82,7 +86,8 @@ pub struct Identified {
 /// ledger cannot be reached; either way nothing was charged (or, if the
 /// worker died after committing, charged and not released).
 pub fn charge(request: &Charge) {
-    if request.identities.is_empty() && request.releases > 0 && reserve::draw(outer_user(), request) {
+    if request.identities.is_empty() && request.releases > 0 && reserve::draw(outer_user(), request)
+    {
         return;
     }
     client::charge_ledger(request)
@@ -100,7 +105,13 @@ pub fn prepay(estate: *mut pg_sys::EState, sites: Vec<Site>, request: &Charge, c
     if request.releases > 0 {
         charge(request);
     }
-    coverage::prepaid(estate, sites, crate::execution::statement(), request.epsilon, cap);
+    coverage::prepaid(
+        estate,
+        sites,
+        crate::execution::statement(),
+        request.epsilon,
+        cap,
+    );
 }
 
 /// What one statement may spend in all (an analyst's

@@ -18,7 +18,11 @@ pub unsafe fn children(node: *mut pg_sys::PlanState) -> Vec<*mut pg_sys::PlanSta
     unsafe {
         let mut out = vec![(*node).lefttree, (*node).righttree];
         for list in [(*node).initPlan, (*node).subPlan] {
-            let n = if list.is_null() { 0 } else { (*list).length as usize };
+            let n = if list.is_null() {
+                0
+            } else {
+                (*list).length as usize
+            };
             for i in 0..n {
                 let sub = (*(*list).elements.add(i)).ptr_value as *mut pg_sys::SubPlanState;
                 if !sub.is_null() {
@@ -38,7 +42,9 @@ pub unsafe fn children(node: *mut pg_sys::PlanState) -> Vec<*mut pg_sys::PlanSta
                 let m = node as *mut pg_sys::MergeAppendState;
                 out.extend(members((*m).mergeplans, (*m).ms_nplans));
             }
-            pg_sys::NodeTag::T_SubqueryScanState => out.push((*(node as *mut pg_sys::SubqueryScanState)).subplan),
+            pg_sys::NodeTag::T_SubqueryScanState => {
+                out.push((*(node as *mut pg_sys::SubqueryScanState)).subplan)
+            }
             _ => {}
         }
         out.retain(|p| !p.is_null());

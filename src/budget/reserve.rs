@@ -17,8 +17,8 @@
 //! which records them.
 
 use super::client::{ask, decimals, post_on_exit};
-use super::shared::Outcome;
 use super::session::{self, numeric};
+use super::shared::Outcome;
 use super::Charge;
 use crate::gucs;
 use pgrx::pg_sys;
@@ -60,17 +60,25 @@ pub(super) fn draw(role: pg_sys::Oid, request: &Charge) -> bool {
         give_back(role);
         return false;
     }
-    let amounts = request.exact.clone().unwrap_or_else(|| decimals(request.epsilon, request.delta));
+    let amounts = request
+        .exact
+        .clone()
+        .unwrap_or_else(|| decimals(request.epsilon, request.delta));
     let unit = (request.releases == 1).then(|| amounts.clone());
     let drawn = RESERVED.with(|r| {
         let mut r = r.borrow_mut();
-        let Some(held) = r.as_mut().filter(|h| !h.stale && h.role == role) else { return false };
+        let Some(held) = r.as_mut().filter(|h| !h.stale && h.role == role) else {
+            return false;
+        };
         if held.units > 0 && unit.as_ref() == Some(&held.unit) {
             held.units -= 1;
             return true;
         }
         let releases = AnyNumeric::from(request.releases);
-        let (epsilon, delta) = (numeric(&amounts[0]) * releases.clone(), numeric(&amounts[1]) * releases);
+        let (epsilon, delta) = (
+            numeric(&amounts[0]) * releases.clone(),
+            numeric(&amounts[1]) * releases,
+        );
         let [left_epsilon, left_delta] = held.left().map(|a| numeric(&a));
         if epsilon > left_epsilon || delta > left_delta {
             return false;
@@ -85,10 +93,16 @@ pub(super) fn draw(role: pg_sys::Oid, request: &Charge) -> bool {
     }
     give_back(role);
     let releases = AnyNumeric::from(request.releases);
-    let (epsilon, delta) = (numeric(&amounts[0]) * releases.clone(), numeric(&amounts[1]) * releases);
+    let (epsilon, delta) = (
+        numeric(&amounts[0]) * releases.clone(),
+        numeric(&amounts[1]) * releases,
+    );
     // N times this charge, as far as the session's caps have room.
     let n = AnyNumeric::from(ahead as i64);
-    let whole = [(epsilon.clone() * n.clone()).to_string(), (delta.clone() * n).to_string()];
+    let whole = [
+        (epsilon.clone() * n.clone()).to_string(),
+        (delta.clone() * n).to_string(),
+    ];
     if !session::has_room(&whole[0], &whole[1], 1) {
         return false;
     }
@@ -111,7 +125,15 @@ pub(super) fn draw(role: pg_sys::Oid, request: &Charge) -> bool {
     }
     on_exit_give_back();
     let held = match unit {
-        Some(unit) => Reservation { role, unit, units: ahead - 1, epsilon: "0".into(), delta: "0".into(), budget_table, stale: false },
+        Some(unit) => Reservation {
+            role,
+            unit,
+            units: ahead - 1,
+            epsilon: "0".into(),
+            delta: "0".into(),
+            budget_table,
+            stale: false,
+        },
         None => Reservation {
             role,
             unit: amounts,
@@ -133,14 +155,20 @@ impl Reservation {
             return [self.epsilon.clone(), self.delta.clone()];
         }
         let units = AnyNumeric::from(self.units as i64);
-        std::array::from_fn(|i| (numeric(&self.unit[i]) * units.clone() + numeric([&self.epsilon, &self.delta][i])).to_string())
+        std::array::from_fn(|i| {
+            (numeric(&self.unit[i]) * units.clone() + numeric([&self.epsilon, &self.delta][i]))
+                .to_string()
+        })
     }
 
     /// The charge that gives back what is left: `units` releases at the
     /// unit, or (units being 0) the rest in one.
     fn returned(&self) -> Charge<'static> {
-        let ([epsilon, delta], releases) =
-            if self.units > 0 { (&self.unit, -(self.units as i64)) } else { (&[self.epsilon.clone(), self.delta.clone()], -1) };
+        let ([epsilon, delta], releases) = if self.units > 0 {
+            (&self.unit, -(self.units as i64))
+        } else {
+            (&[self.epsilon.clone(), self.delta.clone()], -1)
+        };
         Charge {
             mechanism: GIVEN_BACK,
             epsilon: epsilon.parse().unwrap_or(0.0),
@@ -157,9 +185,13 @@ impl Reservation {
 /// ledger, if it is `role`'s (the role that pays now); another role's is
 /// dropped, charged.
 fn give_back(role: pg_sys::Oid) {
-    let Some(held) = RESERVED.with(|r| r.borrow_mut().take()) else { return };
+    let Some(held) = RESERVED.with(|r| r.borrow_mut().take()) else {
+        return;
+    };
     let zero = AnyNumeric::from(0);
-    if held.role != role || (held.units == 0 && numeric(&held.epsilon) == zero && numeric(&held.delta) == zero) {
+    if held.role != role
+        || (held.units == 0 && numeric(&held.epsilon) == zero && numeric(&held.delta) == zero)
+    {
         return;
     }
     // Refused (the budget was revoked meanwhile): it stays charged.
@@ -170,7 +202,9 @@ fn give_back(role: pg_sys::Oid) {
 pub(super) fn init() {
     // SAFETY: from _PG_init, on the process's only thread, once; the callback has the relcache
     // callback's signature and lives in this library, which is never unloaded.
-    unsafe { pg_sys::CacheRegisterRelcacheCallback(Some(budget_invalidated), pg_sys::Datum::from(0usize)) };
+    unsafe {
+        pg_sys::CacheRegisterRelcacheCallback(Some(budget_invalidated), pg_sys::Datum::from(0usize))
+    };
 }
 
 /// # Safety
@@ -182,7 +216,10 @@ unsafe extern "C-unwind" fn budget_invalidated(_arg: pg_sys::Datum, relid: pg_sy
         if let Ok(mut r) = r.try_borrow_mut() {
             if let Some(held) = r.as_mut() {
                 // InvalidOid: every entry (a cache reset), this one among them.
-                if relid == pg_sys::InvalidOid || relid == held.budget_table || held.budget_table == pg_sys::InvalidOid {
+                if relid == pg_sys::InvalidOid
+                    || relid == held.budget_table
+                    || held.budget_table == pg_sys::InvalidOid
+                {
                     held.stale = true;
                 }
             }

@@ -29,8 +29,11 @@ use pgrx::AnyNumeric;
 use std::cell::RefCell;
 
 // The dp_sessions view over `sessions`.
-pgrx::extension_sql_file!("sessions.sql", name = "sessions_sql", requires = ["budget_sql", dp_session_budget]);
-
+pgrx::extension_sql_file!(
+    "sessions.sql",
+    name = "sessions_sql",
+    requires = ["budget_sql", dp_session_budget]
+);
 
 const EPSILON: usize = 0;
 const DELTA: usize = 1;
@@ -42,10 +45,10 @@ thread_local! {
     static PUBLISHED: RefCell<Option<(pg_sys::Oid, [u64; 2])>> = const { RefCell::new(None) };
 }
 
-
 /// An exact decimal as numeric (also the reservation's arithmetic).
 pub(super) fn numeric(decimal: &str) -> AnyNumeric {
-    AnyNumeric::try_from(decimal).unwrap_or_else(|_| pgrx::error!("dpnoise: {decimal} is not a decimal (internal error)"))
+    AnyNumeric::try_from(decimal)
+        .unwrap_or_else(|_| pgrx::error!("dpnoise: {decimal} is not a decimal (internal error)"))
 }
 
 /// A session cap in force and what set it.
@@ -57,15 +60,25 @@ struct Cap {
 /// The caps in force, ε then δ: the lower of the DBA's setting (0: none)
 /// and the session's own (`own`, decimals; empty: none).
 fn caps(own: [&str; 2]) -> [Option<Cap>; 2] {
-    let settings = [crate::gucs::max_epsilon_per_session(), crate::gucs::max_delta_per_session()];
+    let settings = [
+        crate::gucs::max_epsilon_per_session(),
+        crate::gucs::max_delta_per_session(),
+    ];
     std::array::from_fn(|i| {
         let setting = (settings[i] > 0.0).then(|| Cap {
             decimal: dpnoise_core::rational::decimal(settings[i]),
             set_by: format!("dpnoise.max_{}_per_session", NAMES[i]),
         });
-        let own = (!own[i].is_empty()).then(|| Cap { decimal: own[i].to_owned(), set_by: "dp_session_budget".to_owned() });
+        let own = (!own[i].is_empty()).then(|| Cap {
+            decimal: own[i].to_owned(),
+            set_by: "dp_session_budget".to_owned(),
+        });
         match (setting, own) {
-            (Some(s), Some(o)) => Some(if numeric(&o.decimal) < numeric(&s.decimal) { o } else { s }),
+            (Some(s), Some(o)) => Some(if numeric(&o.decimal) < numeric(&s.decimal) {
+                o
+            } else {
+                s
+            }),
             (s, o) => s.or(o),
         }
     })
@@ -90,9 +103,17 @@ fn connection() -> Option<Connection> {
         }
         let leader = (*pg_sys::MyProc).lockGroupLeader;
         if !leader.is_null() && leader != pg_sys::MyProc {
-            return Some(Connection { index: crate::versions::proc_number(leader), pid: (*leader).pid, own: false });
+            return Some(Connection {
+                index: crate::versions::proc_number(leader),
+                pid: (*leader).pid,
+                own: false,
+            });
         }
-        Some(Connection { index: crate::versions::proc_number(pg_sys::MyProc), pid: pg_sys::MyProcPid, own: true })
+        Some(Connection {
+            index: crate::versions::proc_number(pg_sys::MyProc),
+            pid: pg_sys::MyProcPid,
+            own: true,
+        })
     }
 }
 
@@ -101,7 +122,13 @@ fn connection() -> Option<Connection> {
 /// entry is the connection's; a parallel worker never claims its leader's.
 fn claim(entry: &mut shared::Session, connection: &Connection) -> bool {
     // SAFETY: plain reads of this backend's identity, set before any query runs.
-    let (started, database, login) = unsafe { (pg_sys::MyStartTimestamp, pg_sys::MyDatabaseId, pg_sys::GetSessionUserId()) };
+    let (started, database, login) = unsafe {
+        (
+            pg_sys::MyStartTimestamp,
+            pg_sys::MyDatabaseId,
+            pg_sys::GetSessionUserId(),
+        )
+    };
     if entry.pid == connection.pid && (!connection.own || entry.started == started) {
         return true;
     }
@@ -116,7 +143,12 @@ fn claim(entry: &mut shared::Session, connection: &Connection) -> bool {
     for text in [&mut entry.spent_epsilon, &mut entry.spent_delta] {
         text.set("0");
     }
-    for text in [&mut entry.own_epsilon, &mut entry.own_delta, &mut entry.cap_epsilon, &mut entry.cap_delta] {
+    for text in [
+        &mut entry.own_epsilon,
+        &mut entry.own_delta,
+        &mut entry.cap_epsilon,
+        &mut entry.cap_delta,
+    ] {
         text.set("");
     }
     true
@@ -166,7 +198,10 @@ pub fn reserve(epsilon: &str, delta: &str, releases: i64) -> Reservation {
         if !claim(entry, &connection) {
             return None;
         }
-        let spent = [entry.spent_epsilon.get().to_owned(), entry.spent_delta.get().to_owned()];
+        let spent = [
+            entry.spent_epsilon.get().to_owned(),
+            entry.spent_delta.get().to_owned(),
+        ];
         let after: [AnyNumeric; 2] = std::array::from_fn(|i| numeric(&spent[i]) + cost[i].clone());
         // Giving back (releases below 0) is never capped: a cap lowered
         // below what was spent must not keep it.
@@ -174,7 +209,11 @@ pub fn reserve(epsilon: &str, delta: &str, releases: i64) -> Reservation {
             return Some(Err((i, spent[i].clone(), cap)));
         }
         set_spent(entry, after);
-        Some(Ok(Reservation { index: connection.index as u32, pid: entry.pid, started: entry.started }))
+        Some(Ok(Reservation {
+            index: connection.index as u32,
+            pid: entry.pid,
+            started: entry.started,
+        }))
     });
     match outcome.flatten() {
         None => no_session(),
@@ -199,14 +238,19 @@ fn passed_cap(entry: &shared::Session, after: &[AnyNumeric; 2]) -> Option<(usize
     caps([entry.own_epsilon.get(), entry.own_delta.get()])
         .into_iter()
         .enumerate()
-        .find_map(|(i, cap)| cap.filter(|cap| after[i] > numeric(&cap.decimal)).map(|cap| (i, cap)))
+        .find_map(|(i, cap)| {
+            cap.filter(|cap| after[i] > numeric(&cap.decimal))
+                .map(|cap| (i, cap))
+        })
 }
 
 /// Whether the connection's caps leave room for `releases` more releases
 /// of (ε, δ) each (decimals): a charge ahead asks first, and asks for one
 /// release alone if not.
 pub fn has_room(epsilon: &str, delta: &str, releases: i64) -> bool {
-    let (Some(mailbox), Some(connection)) = (shared::mailbox(), connection()) else { return false };
+    let (Some(mailbox), Some(connection)) = (shared::mailbox(), connection()) else {
+        return false;
+    };
     let cost = cost([epsilon, delta], releases);
     mailbox
         .session(connection.index, |entry| {
@@ -214,7 +258,8 @@ pub fn has_room(epsilon: &str, delta: &str, releases: i64) -> bool {
                 return false;
             }
             let spent = [entry.spent_epsilon.get(), entry.spent_delta.get()];
-            let after: [AnyNumeric; 2] = std::array::from_fn(|i| numeric(spent[i]) + cost[i].clone());
+            let after: [AnyNumeric; 2] =
+                std::array::from_fn(|i| numeric(spent[i]) + cost[i].clone());
             passed_cap(entry, &after).is_none()
         })
         .unwrap_or(false)
@@ -223,12 +268,17 @@ pub fn has_room(epsilon: &str, delta: &str, releases: i64) -> bool {
 /// Gives back what `reserve` counted for a charge the ledger refused
 /// (decimals, as reserved), if the session is still the same connection.
 pub fn refund(session: &Reservation, epsilon: &str, delta: &str, releases: i64) {
-    let Some(mailbox) = shared::mailbox() else { return };
+    let Some(mailbox) = shared::mailbox() else {
+        return;
+    };
     let cost = cost([epsilon, delta], releases);
     mailbox.session(session.index as usize, |entry| {
         if entry.pid == session.pid && entry.started == session.started {
             let spent = [entry.spent_epsilon.get(), entry.spent_delta.get()];
-            set_spent(entry, std::array::from_fn(|i| numeric(spent[i]) - cost[i].clone()));
+            set_spent(
+                entry,
+                std::array::from_fn(|i| numeric(spent[i]) - cost[i].clone()),
+            );
         }
     });
 }
@@ -238,7 +288,13 @@ pub fn refund(session: &Reservation, epsilon: &str, delta: &str, releases: i64) 
 pub fn touch() {
     // SAFETY: a plain read of this backend's current role.
     let role = unsafe { pg_sys::GetOuterUserId() };
-    let now = (role, [crate::gucs::max_epsilon_per_session().to_bits(), crate::gucs::max_delta_per_session().to_bits()]);
+    let now = (
+        role,
+        [
+            crate::gucs::max_epsilon_per_session().to_bits(),
+            crate::gucs::max_delta_per_session().to_bits(),
+        ],
+    );
     if PUBLISHED.with(|p| *p.borrow() != Some(now)) {
         publish();
     }
@@ -280,7 +336,9 @@ fn fitted<const N: usize>(text: &mut shared::Text<N>, decimal: &str, up: bool) {
 
 /// Writes this session's role and caps in force to its entry.
 fn publish() {
-    let (Some(mailbox), Some(connection)) = (shared::mailbox(), connection()) else { return };
+    let (Some(mailbox), Some(connection)) = (shared::mailbox(), connection()) else {
+        return;
+    };
     // The connection itself only: not a parallel worker, nor the ledger worker.
     if !connection.own || super::worker::is_ledger_worker() {
         return;
@@ -291,10 +349,26 @@ fn publish() {
         claim(entry, &connection);
         entry.role = role;
         let caps = caps([entry.own_epsilon.get(), entry.own_delta.get()]);
-        fitted(&mut entry.cap_epsilon, caps[EPSILON].as_ref().map_or("", |c| &c.decimal), false);
-        fitted(&mut entry.cap_delta, caps[DELTA].as_ref().map_or("", |c| &c.decimal), false);
+        fitted(
+            &mut entry.cap_epsilon,
+            caps[EPSILON].as_ref().map_or("", |c| &c.decimal),
+            false,
+        );
+        fitted(
+            &mut entry.cap_delta,
+            caps[DELTA].as_ref().map_or("", |c| &c.decimal),
+            false,
+        );
     });
-    PUBLISHED.with(|p| *p.borrow_mut() = Some((role, [crate::gucs::max_epsilon_per_session().to_bits(), crate::gucs::max_delta_per_session().to_bits()])));
+    PUBLISHED.with(|p| {
+        *p.borrow_mut() = Some((
+            role,
+            [
+                crate::gucs::max_epsilon_per_session().to_bits(),
+                crate::gucs::max_delta_per_session().to_bits(),
+            ],
+        ))
+    });
 }
 
 /// Lowers this session's cap on epsilon, delta or both (NULL leaves one as
@@ -312,7 +386,11 @@ fn dp_session_budget(epsilon: default!(Option<f64>, "NULL"), delta: default!(Opt
                     format!(
                         "dpnoise: {} must be {}, got {v}",
                         NAMES[i],
-                        if i == DELTA { "a number in [0, 1]" } else { "a finite number >= 0" }
+                        if i == DELTA {
+                            "a number in [0, 1]"
+                        } else {
+                            "a finite number >= 0"
+                        }
                     ),
                     None,
                 );
@@ -324,7 +402,10 @@ fn dp_session_budget(epsilon: default!(Option<f64>, "NULL"), delta: default!(Opt
     let outcome = mailbox.session(connection.index, |entry| {
         claim(entry, &connection);
         let current = caps([entry.own_epsilon.get(), entry.own_delta.get()]);
-        let mut own = [entry.own_epsilon.get().to_owned(), entry.own_delta.get().to_owned()];
+        let mut own = [
+            entry.own_epsilon.get().to_owned(),
+            entry.own_delta.get().to_owned(),
+        ];
         for i in [EPSILON, DELTA] {
             let Some(v) = asked[i] else { continue };
             let decimal = dpnoise_core::rational::decimal(v);
@@ -371,7 +452,9 @@ fn dp_session_entries() -> TableIterator<
         name!(delta_cap, Option<AnyNumeric>),
     ),
 > {
-    let entries = shared::mailbox().map(|m| m.session_entries()).unwrap_or_default();
+    let entries = shared::mailbox()
+        .map(|m| m.session_entries())
+        .unwrap_or_default();
     // SAFETY: plain reads of this backend's database and role, and a catalog check.
     let (database, me) = unsafe { (pg_sys::MyDatabaseId, pg_sys::GetUserId()) };
     let value = |decimal: &str| (!decimal.is_empty()).then(|| numeric(decimal));

@@ -146,7 +146,8 @@ pub struct WorkerEntry {
 impl WorkerEntry {
     /// Serves (or is starting to serve) `database`.
     pub fn serves(&self, database: pg_sys::Oid) -> bool {
-        matches!(self.state, WorkerState::Starting | WorkerState::Running) && self.database == database
+        matches!(self.state, WorkerState::Starting | WorkerState::Running)
+            && self.database == database
     }
 }
 
@@ -172,12 +173,18 @@ static mut SHARED: *mut Header = std::ptr::null_mut();
 fn size() -> usize {
     // SAFETY: MaxBackends is set before shmem_request_hook runs and never changes afterwards.
     let slots = unsafe { pg_sys::MaxBackends } as usize;
-    std::mem::size_of::<Header>() + slots * (std::mem::size_of::<Slot>() + std::mem::size_of::<Session>())
+    std::mem::size_of::<Header>()
+        + slots * (std::mem::size_of::<Slot>() + std::mem::size_of::<Session>())
 }
 
 /// Asks for the mailbox's shared memory; only from `shared_preload_libraries`.
 pub fn init() {
-    crate::shmem::register(crate::shmem::Area { name: NAME, size, locks: 2, attach });
+    crate::shmem::register(crate::shmem::Area {
+        name: NAME,
+        size,
+        locks: 2,
+        attach,
+    });
 }
 
 /// # Safety
@@ -227,8 +234,15 @@ impl Locked<'_> {
     }
 
     /// Gives `database` an idle pool worker, if one is idle, and wakes it.
-    pub fn assign_idle_pool_worker(&mut self, database: pg_sys::Oid, now: pg_sys::TimestampTz) -> bool {
-        let Some(w) = self.workers[..POOL].iter_mut().find(|w| w.state == WorkerState::Idle) else {
+    pub fn assign_idle_pool_worker(
+        &mut self,
+        database: pg_sys::Oid,
+        now: pg_sys::TimestampTz,
+    ) -> bool {
+        let Some(w) = self.workers[..POOL]
+            .iter_mut()
+            .find(|w| w.state == WorkerState::Idle)
+        else {
             return false;
         };
         w.database = database;
@@ -250,7 +264,9 @@ impl Mailbox {
     /// The request slot of PGPROC number `index`.
     pub fn slot(&self, index: usize) -> Option<SlotRef> {
         // SAFETY: the slots follow the header, slot_count of them (see size()).
-        (index < self.slot_count()).then(|| SlotRef { slot: unsafe { (self.header.add(1) as *mut Slot).add(index) } })
+        (index < self.slot_count()).then(|| SlotRef {
+            slot: unsafe { (self.header.add(1) as *mut Slot).add(index) },
+        })
     }
 
     pub fn slots(&self) -> impl Iterator<Item = SlotRef> {
@@ -274,7 +290,10 @@ impl Mailbox {
         // SAFETY: the entry lies within the session array; the exclusive lock
         // makes this the only reference to any entry in any process while `f` runs.
         unsafe {
-            pg_sys::LWLockAcquire((*self.header).sessions_lock, pg_sys::LWLockMode::LW_EXCLUSIVE);
+            pg_sys::LWLockAcquire(
+                (*self.header).sessions_lock,
+                pg_sys::LWLockMode::LW_EXCLUSIVE,
+            );
             let out = f(&mut *self.sessions().add(index));
             pg_sys::LWLockRelease((*self.header).sessions_lock);
             Some(out)
@@ -305,7 +324,11 @@ impl Mailbox {
         // and this process lends it to `f` only.
         unsafe {
             pg_sys::LWLockAcquire((*self.header).lock, pg_sys::LWLockMode::LW_EXCLUSIVE);
-            let mut locked = Locked { workers: &mut (*self.header).workers, compact: &mut (*self.header).compact, mailbox: *self };
+            let mut locked = Locked {
+                workers: &mut (*self.header).workers,
+                compact: &mut (*self.header).compact,
+                mailbox: *self,
+            };
             let out = f(&mut locked);
             pg_sys::LWLockRelease((*self.header).lock);
             out
@@ -347,7 +370,9 @@ impl SlotRef {
 
     /// PENDING → TAKEN, for the worker that wins it.
     pub fn take(&self) -> bool {
-        self.state().compare_exchange(PENDING, TAKEN, Ordering::AcqRel, Ordering::Acquire).is_ok()
+        self.state()
+            .compare_exchange(PENDING, TAKEN, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
     }
 
     /// Lends the slot's fields to `f`. The caller owns the slot by the

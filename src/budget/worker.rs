@@ -5,8 +5,8 @@ use super::shared::{self, Outcome, WorkerState, PENDING, TAKEN};
 use pgrx::bgworkers::{BackgroundWorker, BackgroundWorkerBuilder, SignalWakeFlags};
 use pgrx::datum::DatumWithOid;
 use pgrx::pg_sys;
-use pgrx::{PgBuiltInOids, PgOid};
 use pgrx::prelude::*;
+use pgrx::{PgBuiltInOids, PgOid};
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -239,11 +239,17 @@ fn compact_chunk() -> bool {
     }
     BackgroundWorker::transaction(|| {
         // A database whose dpnoise predates the write log has nothing to compact.
-        if Spi::get_one::<bool>("SELECT pg_catalog.to_regclass('dpnoise.writes') IS NOT NULL").ok().flatten() != Some(true) {
+        if Spi::get_one::<bool>("SELECT pg_catalog.to_regclass('dpnoise.writes') IS NOT NULL")
+            .ok()
+            .flatten()
+            != Some(true)
+        {
             return false;
         }
         // Each chunk is a short statement; charges are served between chunks.
-        Spi::get_one::<bool>(COMPACT).expect("dpnoise: compacting the write log").unwrap_or(false)
+        Spi::get_one::<bool>(COMPACT)
+            .expect("dpnoise: compacting the write log")
+            .unwrap_or(false)
     })
 }
 
@@ -273,7 +279,8 @@ fn take_batch(database: pg_sys::Oid) -> Vec<usize> {
 fn charge_batch(batch: &[usize]) {
     let mailbox = shared::mailbox().expect("preloaded");
     let mut roles = Vec::with_capacity(batch.len());
-    let (mut epsilons, mut deltas, mut mechanisms, mut statements) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut epsilons, mut deltas, mut mechanisms, mut statements) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let (mut releases, mut pids, mut starts, mut identities, mut repeats) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for &i in batch {
@@ -347,7 +354,11 @@ fn charge_batch(batch: &[usize]) {
             s.remaining_epsilon.set(&reply.remaining_epsilon);
             s.remaining_delta.set(&reply.remaining_delta);
         });
-        slot.finish(if reply.granted { Outcome::Granted } else { Outcome::Refused });
+        slot.finish(if reply.granted {
+            Outcome::Granted
+        } else {
+            Outcome::Refused
+        });
     }
 }
 
@@ -357,7 +368,9 @@ fn charge_batch(batch: &[usize]) {
 fn retire(entry: usize, database: pg_sys::Oid) -> bool {
     let mailbox = shared::mailbox().expect("preloaded");
     mailbox.locked(|h| {
-        let pending = h.slots().any(|s| s.load() == PENDING && s.with(|s| s.database) == database);
+        let pending = h
+            .slots()
+            .any(|s| s.load() == PENDING && s.with(|s| s.database) == database);
         if pending {
             return false;
         }
@@ -380,14 +393,19 @@ fn retire(entry: usize, database: pg_sys::Oid) -> bool {
 #[pg_guard]
 unsafe extern "C-unwind" fn on_exit(_code: i32, arg: pg_sys::Datum) {
     let entry = arg.value();
-    let Some(mailbox) = shared::mailbox() else { return };
+    let Some(mailbox) = shared::mailbox() else {
+        return;
+    };
     // SAFETY: a by-value read of MyProcPid, set when this process started, on its only thread.
     let me = unsafe { pg_sys::MyProcPid };
     mailbox.locked(|h| {
         for slot in h.slots() {
             // TAKEN by this (exiting) worker: still ours.
             if slot.load() == TAKEN && slot.with(|s| s.taker) == me {
-                slot.with(|s| s.message.set("the ledger worker stopped before answering (see the server log)"));
+                slot.with(|s| {
+                    s.message
+                        .set("the ledger worker stopped before answering (see the server log)")
+                });
                 slot.finish(Outcome::Failed);
             }
         }

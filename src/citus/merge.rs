@@ -2,11 +2,13 @@
 //! to constants and checked as its final function will check them, its
 //! exact partials (`count`, `sum` of `dp_lattice_steps`) and its merge.
 
-use super::nodes::{aggregate, datum_const, float8_const, int4_const, lookup, node_list, null_const, substitute_params, text_const};
+use super::nodes::{
+    aggregate, datum_const, float8_const, int4_const, lookup, node_list, null_const,
+    substitute_params, text_const,
+};
 use super::unsupported;
 use crate::gate::{aggregate_types, list_items};
 use pgrx::pg_sys;
-
 
 /// One dpnoise aggregate of a split level: its partial columns (in the
 /// partials' target list) and its merge.
@@ -27,7 +29,13 @@ pub(super) struct Split {
 /// # Safety
 /// `aggref` is a live Aggref of dpnoise's aggregate `name` whose privacy
 /// arguments start at `first`; inside a transaction.
-pub(super) unsafe fn plan_split(aggref: *mut pg_sys::Aggref, name: &str, first: usize, schema: &str, params: pg_sys::ParamListInfo) -> Split {
+pub(super) unsafe fn plan_split(
+    aggref: *mut pg_sys::Aggref,
+    name: &str,
+    first: usize,
+    schema: &str,
+    params: pg_sys::ParamListInfo,
+) -> Split {
     // SAFETY: the caller's contract; the Aggref's args are TargetEntries.
     unsafe {
         let entries = list_items::<pg_sys::TargetEntry>((*aggref).args);
@@ -45,9 +53,19 @@ pub(super) unsafe fn plan_split(aggref: *mut pg_sys::Aggref, name: &str, first: 
             shares.push(share.then_some(written));
         }
         // The merge's ε or δ: the share call, else the constant.
-        let budget = |i: usize, value: f64| shares.get(i).copied().flatten().unwrap_or_else(|| float8_const(value));
+        let budget = |i: usize, value: f64| {
+            shares
+                .get(i)
+                .copied()
+                .flatten()
+                .unwrap_or_else(|| float8_const(value))
+        };
         let values: Vec<Option<pg_sys::Datum>> = std::iter::repeat_n(None, first)
-            .chain(constants.iter().map(|c| (!(**c).constisnull).then_some((**c).constvalue)))
+            .chain(
+                constants
+                    .iter()
+                    .map(|c| (!(**c).constisnull).then_some((**c).constvalue)),
+            )
             .collect();
         let filter = |a: *mut pg_sys::Aggref| {
             (*a).aggfilter = pg_sys::copyObjectImpl((*aggref).aggfilter.cast()).cast();
@@ -58,11 +76,20 @@ pub(super) unsafe fn plan_split(aggref: *mut pg_sys::Aggref, name: &str, first: 
             let epsilon = crate::aggref::f64_parameter(values[0], "epsilon");
             let delta = crate::aggref::f64_parameter(values[1], "delta");
             crate::selection::selection(epsilon, delta);
-            let count = aggregate(lookup("pg_catalog", "count", &[]), pg_sys::INT8OID, &[], std::ptr::null_mut());
+            let count = aggregate(
+                lookup("pg_catalog", "count", &[]),
+                pg_sys::INT8OID,
+                &[],
+                std::ptr::null_mut(),
+            );
             (*count).aggstar = true;
             return Split {
                 partials: vec![filter(count)],
-                merge: lookup(schema, "dp_merge_selected", &[pg_sys::INT8OID, pg_sys::FLOAT8OID, pg_sys::FLOAT8OID]),
+                merge: lookup(
+                    schema,
+                    "dp_merge_selected",
+                    &[pg_sys::INT8OID, pg_sys::FLOAT8OID, pg_sys::FLOAT8OID],
+                ),
                 result: pg_sys::BOOLOID,
                 constants: vec![budget(0, epsilon), budget(1, delta)],
                 null_count: false,
@@ -71,24 +98,56 @@ pub(super) unsafe fn plan_split(aggref: *mut pg_sys::Aggref, name: &str, first: 
         if name == "dp_count" {
             crate::count::checked_cost(first == 1, &values, 1);
             let partial = if first == 1 {
-                aggregate(lookup("pg_catalog", "count", &[pg_sys::ANYOID]), pg_sys::INT8OID, &[value()], std::ptr::null_mut())
+                aggregate(
+                    lookup("pg_catalog", "count", &[pg_sys::ANYOID]),
+                    pg_sys::INT8OID,
+                    &[value()],
+                    std::ptr::null_mut(),
+                )
             } else {
-                let a = aggregate(lookup("pg_catalog", "count", &[]), pg_sys::INT8OID, &[], std::ptr::null_mut());
+                let a = aggregate(
+                    lookup("pg_catalog", "count", &[]),
+                    pg_sys::INT8OID,
+                    &[],
+                    std::ptr::null_mut(),
+                );
                 (*a).aggstar = true;
                 a
             };
             let params = &values[first..];
-            let text = |i: usize| params.get(i).copied().flatten().map(|d| crate::aggref::text_parameter(Some(d), "mechanism"));
+            let text = |i: usize| {
+                params
+                    .get(i)
+                    .copied()
+                    .flatten()
+                    .map(|d| crate::aggref::text_parameter(Some(d), "mechanism"))
+            };
             let (delta, mechanism) = match params.len() {
                 1 => (0.0, "laplace".to_owned()),
                 2 => (0.0, text(1).unwrap_or_default()),
-                _ => (crate::aggref::f64_parameter(params[1], "delta"), text(2).unwrap_or_default()),
+                _ => (
+                    crate::aggref::f64_parameter(params[1], "delta"),
+                    text(2).unwrap_or_default(),
+                ),
             };
             let epsilon = crate::aggref::f64_parameter(params[0], "epsilon");
-            let delta = if params.len() == 3 { budget(1, delta) } else { float8_const(delta) };
+            let delta = if params.len() == 3 {
+                budget(1, delta)
+            } else {
+                float8_const(delta)
+            };
             return Split {
                 partials: vec![filter(partial)],
-                merge: lookup(schema, "dp_merge_count", &[pg_sys::INT8OID, pg_sys::FLOAT8OID, pg_sys::FLOAT8OID, pg_sys::TEXTOID]),
+                merge: lookup(
+                    schema,
+                    "dp_merge_count",
+                    &[
+                        pg_sys::INT8OID,
+                        pg_sys::FLOAT8OID,
+                        pg_sys::FLOAT8OID,
+                        pg_sys::TEXTOID,
+                    ],
+                ),
                 result: pg_sys::INT8OID,
                 constants: vec![budget(0, epsilon), delta, text_const(&mechanism)],
                 null_count: false,
@@ -103,28 +162,72 @@ pub(super) unsafe fn plan_split(aggref: *mut pg_sys::Aggref, name: &str, first: 
                 None => (1, value),
             };
             let epsilon = crate::aggref::f64_parameter(values[first], "epsilon");
-            let delta = if entries.len() >= 5 { crate::aggref::f64_parameter(values[first + 3], "delta") } else { 0.0 };
-            let ((ke, e), (kd, d)) = (total(0, epsilon), if entries.len() >= 5 { total(3, delta) } else { (1, delta) });
+            let delta = if entries.len() >= 5 {
+                crate::aggref::f64_parameter(values[first + 3], "delta")
+            } else {
+                0.0
+            };
+            let ((ke, e), (kd, d)) = (
+                total(0, epsilon),
+                if entries.len() >= 5 {
+                    total(3, delta)
+                } else {
+                    (1, delta)
+                },
+            );
             (ke.max(kd) > 1).then_some((ke.max(kd), e, d))
         } else {
             None
         };
         let d = crate::sum::distributed(name, integer, &values, shared).expect("a sum aggregate");
-        let bound = if integer { pg_sys::INT8OID } else { pg_sys::FLOAT8OID };
-        let steps = || {
-            let args = [value(), int4_const(d.k), datum_const(bound, d.lower), datum_const(bound, d.upper)];
-            let f = lookup(schema, "dp_lattice_steps", &[bound, pg_sys::INT4OID, bound, bound]);
-            pg_sys::makeFuncExpr(f, pg_sys::INT8OID, node_list(&args), pg_sys::InvalidOid, pg_sys::InvalidOid, pg_sys::CoercionForm::COERCE_EXPLICIT_CALL)
-                .cast::<pg_sys::Node>()
+        let bound = if integer {
+            pg_sys::INT8OID
+        } else {
+            pg_sys::FLOAT8OID
         };
-        let sum = aggregate(lookup("pg_catalog", "sum", &[pg_sys::INT8OID]), pg_sys::NUMERICOID, &[steps()], std::ptr::null_mut());
+        let steps = || {
+            let args = [
+                value(),
+                int4_const(d.k),
+                datum_const(bound, d.lower),
+                datum_const(bound, d.upper),
+            ];
+            let f = lookup(
+                schema,
+                "dp_lattice_steps",
+                &[bound, pg_sys::INT4OID, bound, bound],
+            );
+            pg_sys::makeFuncExpr(
+                f,
+                pg_sys::INT8OID,
+                node_list(&args),
+                pg_sys::InvalidOid,
+                pg_sys::InvalidOid,
+                pg_sys::CoercionForm::COERCE_EXPLICIT_CALL,
+            )
+            .cast::<pg_sys::Node>()
+        };
+        let sum = aggregate(
+            lookup("pg_catalog", "sum", &[pg_sys::INT8OID]),
+            pg_sys::NUMERICOID,
+            &[steps()],
+            std::ptr::null_mut(),
+        );
         let mut partials = vec![filter(sum)];
         let average = d.kind == 3;
         if average {
-            let count = aggregate(lookup("pg_catalog", "count", &[pg_sys::ANYOID]), pg_sys::INT8OID, &[steps()], std::ptr::null_mut());
+            let count = aggregate(
+                lookup("pg_catalog", "count", &[pg_sys::ANYOID]),
+                pg_sys::INT8OID,
+                &[steps()],
+                std::ptr::null_mut(),
+            );
             partials.push(filter(count));
         }
-        let text_or_null = |t: &Option<String>| t.as_deref().map_or_else(|| null_const(pg_sys::TEXTOID), text_const);
+        let text_or_null = |t: &Option<String>| {
+            t.as_deref()
+                .map_or_else(|| null_const(pg_sys::TEXTOID), text_const)
+        };
         let merge_types = [
             pg_sys::NUMERICOID,
             pg_sys::INT8OID,
@@ -140,7 +243,11 @@ pub(super) unsafe fn plan_split(aggref: *mut pg_sys::Aggref, name: &str, first: 
         Split {
             partials,
             merge: lookup(schema, "dp_merge_sum", &merge_types),
-            result: if integer { pg_sys::INT8OID } else { pg_sys::FLOAT8OID },
+            result: if integer {
+                pg_sys::INT8OID
+            } else {
+                pg_sys::FLOAT8OID
+            },
             constants: vec![
                 int4_const(d.kind),
                 int4_const(d.k),
@@ -148,7 +255,11 @@ pub(super) unsafe fn plan_split(aggref: *mut pg_sys::Aggref, name: &str, first: 
                 datum_const(bound, d.lower),
                 datum_const(bound, d.upper),
                 // dp_sum's δ is its fifth argument (the fourth parameter).
-                if name == "dp_sum" && entries.len() >= 5 { budget(3, d.delta) } else { float8_const(d.delta) },
+                if name == "dp_sum" && entries.len() >= 5 {
+                    budget(3, d.delta)
+                } else {
+                    float8_const(d.delta)
+                },
                 text_or_null(&d.mechanism),
                 text_or_null(&d.loss),
             ],
@@ -164,7 +275,8 @@ pub(super) unsafe fn plan_split(aggref: *mut pg_sys::Aggref, name: &str, first: 
 unsafe fn share_total(call: *mut pg_sys::Node, name: &str) -> (u32, f64) {
     // SAFETY: the caller's contract.
     unsafe {
-        let args = crate::gate::list_nodes(crate::parameters::share_call(call).expect("a dp_share call"));
+        let args =
+            crate::gate::list_nodes(crate::parameters::share_call(call).expect("a dp_share call"));
         let (total, parts) = (fold(args[0], name), fold(args[1], name));
         if (*total).constisnull || (*parts).constisnull {
             return (1, f64::NAN);
@@ -192,7 +304,9 @@ unsafe fn fold(expr: *mut pg_sys::Node, name: &str) -> *mut pg_sys::Const {
             }
             folded.cast()
         };
-        let Some(args) = crate::parameters::share_call(expr) else { return constant(expr) };
+        let Some(args) = crate::parameters::share_call(expr) else {
+            return constant(expr);
+        };
         let args = crate::gate::list_nodes(args);
         let (total, parts) = (constant(args[0]), constant(args[1]));
         if (*total).constisnull || (*parts).constisnull {
@@ -200,7 +314,11 @@ unsafe fn fold(expr: *mut pg_sys::Node, name: &str) -> *mut pg_sys::Const {
         }
         let parts = (*parts).constvalue.value() as i32;
         if parts < 1 {
-            crate::errors::raise_sqlstate("22023", "dp_share: parts must be at least 1".to_string(), None);
+            crate::errors::raise_sqlstate(
+                "22023",
+                "dp_share: parts must be at least 1".to_string(),
+                None,
+            );
         }
         let total = f64::from_bits((*total).constvalue.value() as u64);
         float8_const(dpnoise_core::rational::share(total, parts as u32)).cast()

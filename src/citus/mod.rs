@@ -45,19 +45,31 @@ mod nodes;
 mod sealing;
 mod split;
 
-pgrx::extension_sql_file!("citus.sql", name = "citus_sql", requires = ["sum_sql", "count_sql"]);
-const _: () =
-    assert!(crate::fmgr::every_sspace_is(include_str!("citus.sql"), std::mem::size_of::<crate::sum::SumState>()));
+pgrx::extension_sql_file!(
+    "citus.sql",
+    name = "citus_sql",
+    requires = ["sum_sql", "count_sql"]
+);
+const _: () = assert!(crate::fmgr::every_sspace_is(
+    include_str!("citus.sql"),
+    std::mem::size_of::<crate::sum::SumState>()
+));
 
 fn unsupported(what: &str, hint: &str) -> ! {
-    crate::errors::raise_sqlstate("0A000", format!("dpnoise over a Citus table: {what}"), Some(hint.to_owned()))
+    crate::errors::raise_sqlstate(
+        "0A000",
+        format!("dpnoise over a Citus table: {what}"),
+        Some(hint.to_owned()),
+    )
 }
 
 /// The first column of a catalog query's first row, read-only: pgrx's
 /// Spi::get_one assigns a transaction ID, which a parallel query's leader
 /// (where a release runs) and a standby cannot.
 fn read_one<T: pgrx::FromDatum + pgrx::IntoDatum>(sql: &str) -> Option<T> {
-    Spi::connect(|client| client.select(sql, Some(1), &[])?.first().get_one::<T>()).ok().flatten()
+    Spi::connect(|client| client.select(sql, Some(1), &[])?.first().get_one::<T>())
+        .ok()
+        .flatten()
 }
 
 fn citus_installed() -> bool {
@@ -91,10 +103,17 @@ pub struct Planning {
 /// # Safety
 /// `query` is the live Query the planner hook was given, before planning;
 /// `params` its bound parameters or null; inside a transaction.
-pub unsafe fn distribute(query: *mut pg_sys::Query, params: pg_sys::ParamListInfo, planning: &mut Planning) {
+pub unsafe fn distribute(
+    query: *mut pg_sys::Query,
+    params: pg_sys::ParamListInfo,
+    planning: &mut Planning,
+) {
     // SAFETY: the caller's contract.
     unsafe {
-        if query.is_null() || (*query).commandType != pg_sys::CmdType::CMD_SELECT || !has_dp_calls(query) {
+        if query.is_null()
+            || (*query).commandType != pg_sys::CmdType::CMD_SELECT
+            || !has_dp_calls(query)
+        {
             return;
         }
         if !citus_installed() {
@@ -146,17 +165,24 @@ unsafe fn unknown_params(node: *mut pg_sys::Node, params: pg_sys::ParamListInfo)
     /// # Safety
     /// Called by the tree walkers with live nodes and the ParamListInfo.
     #[pgrx::pg_guard]
-    unsafe extern "C-unwind" fn walk(node: *mut pg_sys::Node, context: *mut std::ffi::c_void) -> bool {
+    unsafe extern "C-unwind" fn walk(
+        node: *mut pg_sys::Node,
+        context: *mut std::ffi::c_void,
+    ) -> bool {
         // SAFETY: the caller's contract; casts follow the node tags.
         unsafe {
             if node.is_null() {
                 return false;
             }
             match (*node).type_ {
-                pg_sys::NodeTag::T_Query => pg_sys::query_tree_walker(node.cast(), Some(walk), context, 0),
+                pg_sys::NodeTag::T_Query => {
+                    pg_sys::query_tree_walker(node.cast(), Some(walk), context, 0)
+                }
                 pg_sys::NodeTag::T_Param => {
                     let p = node as *mut pg_sys::Param;
-                    (*p).paramkind == pg_sys::ParamKind::PARAM_EXTERN && crate::parameters::fixed_param(p, context as pg_sys::ParamListInfo).is_none()
+                    (*p).paramkind == pg_sys::ParamKind::PARAM_EXTERN
+                        && crate::parameters::fixed_param(p, context as pg_sys::ParamListInfo)
+                            .is_none()
                 }
                 _ => pg_sys::expression_tree_walker(node, Some(walk), context),
             }
@@ -170,7 +196,9 @@ unsafe fn unknown_params(node: *mut pg_sys::Node, params: pg_sys::ParamListInfo)
 ///
 /// # Safety
 /// `level` is a live Query; inside a transaction.
-unsafe fn level_calls(level: *mut pg_sys::Query) -> Vec<(*mut pg_sys::Aggref, Option<(String, usize)>)> {
+unsafe fn level_calls(
+    level: *mut pg_sys::Query,
+) -> Vec<(*mut pg_sys::Aggref, Option<(String, usize)>)> {
     // SAFETY: the caller's contract.
     unsafe {
         let mut found = Vec::new();
@@ -178,7 +206,12 @@ unsafe fn level_calls(level: *mut pg_sys::Query) -> Vec<(*mut pg_sys::Aggref, Op
         collect_aggregates((*level).havingQual, &mut found);
         found
             .into_iter()
-            .map(|a| (a, crate::parameters::releasing((*a).aggfnoid, &aggregate_types(a))))
+            .map(|a| {
+                (
+                    a,
+                    crate::parameters::releasing((*a).aggfnoid, &aggregate_types(a)),
+                )
+            })
             .collect()
     }
 }
@@ -213,7 +246,10 @@ unsafe fn releasing_call(node: *mut pg_sys::Node) -> Option<(String, usize)> {
             return None;
         }
         let f = node as *mut pg_sys::FuncExpr;
-        let types: Vec<pg_sys::Oid> = list_items::<pg_sys::Node>((*f).args).into_iter().map(|a| pg_sys::exprType(a)).collect();
+        let types: Vec<pg_sys::Oid> = list_items::<pg_sys::Node>((*f).args)
+            .into_iter()
+            .map(|a| pg_sys::exprType(a))
+            .collect();
         crate::parameters::releasing((*f).funcid, &types)
     }
 }
@@ -226,13 +262,17 @@ unsafe fn row_calls(node: *mut pg_sys::Node) -> bool {
     /// # Safety
     /// Called by `expression_tree_walker` with live nodes.
     #[pgrx::pg_guard]
-    unsafe extern "C-unwind" fn walk(node: *mut pg_sys::Node, context: *mut std::ffi::c_void) -> bool {
+    unsafe extern "C-unwind" fn walk(
+        node: *mut pg_sys::Node,
+        context: *mut std::ffi::c_void,
+    ) -> bool {
         // SAFETY: the caller's contract.
         unsafe {
             if node.is_null() {
                 return false;
             }
-            releasing_call(node).is_some() || pg_sys::expression_tree_walker(node, Some(walk), context)
+            releasing_call(node).is_some()
+                || pg_sys::expression_tree_walker(node, Some(walk), context)
         }
     }
     // SAFETY: the caller's contract.
@@ -246,11 +286,12 @@ unsafe fn row_calls(node: *mut pg_sys::Node) -> bool {
 unsafe fn sub_levels(level: *mut pg_sys::Query) -> Vec<*mut pg_sys::Query> {
     // SAFETY: the caller's contract; a CTE's query and a subquery RTE's are Queries once analysed.
     unsafe {
-        let mut levels: Vec<*mut pg_sys::Query> = list_items::<pg_sys::RangeTblEntry>((*level).rtable)
-            .into_iter()
-            .filter(|rte| (**rte).rtekind == pg_sys::RTEKind::RTE_SUBQUERY && !(**rte).lateral)
-            .map(|rte| (*rte).subquery)
-            .collect();
+        let mut levels: Vec<*mut pg_sys::Query> =
+            list_items::<pg_sys::RangeTblEntry>((*level).rtable)
+                .into_iter()
+                .filter(|rte| (**rte).rtekind == pg_sys::RTEKind::RTE_SUBQUERY && !(**rte).lateral)
+                .map(|rte| (*rte).subquery)
+                .collect();
         levels.extend(
             list_items::<pg_sys::CommonTableExpr>((*level).cteList)
                 .into_iter()
@@ -312,7 +353,11 @@ unsafe fn reads_citus(level: *mut pg_sys::Query) -> bool {
     if relids.is_empty() {
         return false;
     }
-    let list = relids.iter().map(|r| r.to_u32().to_string()).collect::<Vec<_>>().join(",");
+    let list = relids
+        .iter()
+        .map(|r| r.to_u32().to_string())
+        .collect::<Vec<_>>()
+        .join(",");
     read_one::<bool>(&format!(
         "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_dist_partition \
          WHERE logicalrelid OPERATOR(pg_catalog.=) ANY ('{{{list}}}'::pg_catalog.oid[]))"

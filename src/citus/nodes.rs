@@ -7,7 +7,6 @@ use crate::parameters::fixed_param;
 use pgrx::pg_sys;
 use std::ffi::{CStr, CString};
 
-
 /// A copy of `node` (a Query or an expression) with every external
 /// parameter whose value is fixed for this plan (a custom plan's) made a
 /// constant: the partials run as SQL text of their own.
@@ -18,7 +17,10 @@ pub(super) unsafe fn substitute_params<T>(node: *mut T, params: pg_sys::ParamLis
     /// # Safety
     /// Called by the tree mutators with live nodes and the ParamListInfo.
     #[pgrx::pg_guard]
-    unsafe extern "C-unwind" fn mutate(node: *mut pg_sys::Node, context: *mut std::ffi::c_void) -> *mut pg_sys::Node {
+    unsafe extern "C-unwind" fn mutate(
+        node: *mut pg_sys::Node,
+        context: *mut std::ffi::c_void,
+    ) -> *mut pg_sys::Node {
         // SAFETY: the caller's contract; casts follow the node tags; a ParamListInfo's params
         // array holds numParams entries (paramFetch, when set, returns one of them).
         unsafe {
@@ -28,7 +30,8 @@ pub(super) unsafe fn substitute_params<T>(node: *mut T, params: pg_sys::ParamLis
             let params = context as pg_sys::ParamListInfo;
             match (*node).type_ {
                 pg_sys::NodeTag::T_Query => {
-                    return crate::versions::query_tree_mutator(node.cast(), mutate, context, 0).cast();
+                    return crate::versions::query_tree_mutator(node.cast(), mutate, context, 0)
+                        .cast();
                 }
                 pg_sys::NodeTag::T_Param => {
                     let p = node as *mut pg_sys::Param;
@@ -44,9 +47,21 @@ pub(super) unsafe fn substitute_params<T>(node: *mut T, params: pg_sys::ParamLis
                     };
                     let (mut len, mut byval) = (0i16, false);
                     pg_sys::get_typlenbyval((*p).paramtype, &mut len, &mut byval);
-                    let value = if (*data).isnull || byval { (*data).value } else { copy_datum((*data).value, len) };
-                    return pg_sys::makeConst((*p).paramtype, (*p).paramtypmod, (*p).paramcollid, len as i32, value, (*data).isnull, byval)
-                        .cast();
+                    let value = if (*data).isnull || byval {
+                        (*data).value
+                    } else {
+                        copy_datum((*data).value, len)
+                    };
+                    return pg_sys::makeConst(
+                        (*p).paramtype,
+                        (*p).paramtypmod,
+                        (*p).paramcollid,
+                        len as i32,
+                        value,
+                        (*data).isnull,
+                        byval,
+                    )
+                    .cast();
                 }
                 _ => {}
             }
@@ -61,7 +76,12 @@ pub(super) unsafe fn substitute_params<T>(node: *mut T, params: pg_sys::ParamLis
 ///
 /// # Safety
 /// Inside a transaction; `args` are live expressions.
-pub(super) unsafe fn aggregate(funcid: pg_sys::Oid, result: pg_sys::Oid, args: &[*mut pg_sys::Node], filter: *mut pg_sys::Node) -> *mut pg_sys::Aggref {
+pub(super) unsafe fn aggregate(
+    funcid: pg_sys::Oid,
+    result: pg_sys::Oid,
+    args: &[*mut pg_sys::Node],
+    filter: *mut pg_sys::Node,
+) -> *mut pg_sys::Aggref {
     // SAFETY: the caller's contract; the Aggref is zeroed, then tagged and filled.
     unsafe {
         let a = pg_sys::palloc0(std::mem::size_of::<pg_sys::Aggref>()) as *mut pg_sys::Aggref;
@@ -71,7 +91,11 @@ pub(super) unsafe fn aggregate(funcid: pg_sys::Oid, result: pg_sys::Oid, args: &
         let mut entries = std::ptr::null_mut();
         let mut types = std::ptr::null_mut();
         for (i, arg) in args.iter().enumerate() {
-            entries = pg_sys::lappend(entries, pg_sys::makeTargetEntry((*arg).cast(), (i + 1) as i16, std::ptr::null_mut(), false).cast());
+            entries = pg_sys::lappend(
+                entries,
+                pg_sys::makeTargetEntry((*arg).cast(), (i + 1) as i16, std::ptr::null_mut(), false)
+                    .cast(),
+            );
             types = pg_sys::lappend_oid(types, pg_sys::exprType(*arg));
             let collation = pg_sys::exprCollation(*arg);
             if collation != pg_sys::InvalidOid {
@@ -112,24 +136,35 @@ pub(super) unsafe fn function_rte(
             pg_sys::CoercionForm::COERCE_EXPLICIT_CALL,
         );
         (*call).funcretset = true;
-        let function = pg_sys::palloc0(std::mem::size_of::<pg_sys::RangeTblFunction>()) as *mut pg_sys::RangeTblFunction;
+        let function = pg_sys::palloc0(std::mem::size_of::<pg_sys::RangeTblFunction>())
+            as *mut pg_sys::RangeTblFunction;
         (*function).type_ = pg_sys::NodeTag::T_RangeTblFunction;
         (*function).funcexpr = call.cast();
         (*function).funccolcount = outputs.len() as i32;
         let mut names = std::ptr::null_mut();
         for entry in outputs {
             let expr = (**entry).expr.cast::<pg_sys::Node>();
-            names = pg_sys::lappend(names, pg_sys::makeString(pg_sys::pstrdup((**entry).resname)).cast());
-            (*function).funccoltypes = pg_sys::lappend_oid((*function).funccoltypes, pg_sys::exprType(expr));
-            (*function).funccoltypmods = pg_sys::lappend_int((*function).funccoltypmods, pg_sys::exprTypmod(expr));
-            (*function).funccolcollations = pg_sys::lappend_oid((*function).funccolcollations, pg_sys::exprCollation(expr));
+            names = pg_sys::lappend(
+                names,
+                pg_sys::makeString(pg_sys::pstrdup((**entry).resname)).cast(),
+            );
+            (*function).funccoltypes =
+                pg_sys::lappend_oid((*function).funccoltypes, pg_sys::exprType(expr));
+            (*function).funccoltypmods =
+                pg_sys::lappend_int((*function).funccoltypmods, pg_sys::exprTypmod(expr));
+            (*function).funccolcollations =
+                pg_sys::lappend_oid((*function).funccolcollations, pg_sys::exprCollation(expr));
         }
         (*function).funccolnames = names;
-        let rte = pg_sys::palloc0(std::mem::size_of::<pg_sys::RangeTblEntry>()) as *mut pg_sys::RangeTblEntry;
+        let rte = pg_sys::palloc0(std::mem::size_of::<pg_sys::RangeTblEntry>())
+            as *mut pg_sys::RangeTblEntry;
         (*rte).type_ = pg_sys::NodeTag::T_RangeTblEntry;
         (*rte).rtekind = pg_sys::RTEKind::RTE_FUNCTION;
         (*rte).functions = pg_sys::lappend(std::ptr::null_mut(), function.cast());
-        (*rte).eref = pg_sys::makeAlias(c"dp_partials".as_ptr(), pg_sys::copyObjectImpl(names.cast()).cast());
+        (*rte).eref = pg_sys::makeAlias(
+            c"dp_partials".as_ptr(),
+            pg_sys::copyObjectImpl(names.cast()).cast(),
+        );
         (*rte).inFromCl = true;
         rte
     }
@@ -148,11 +183,21 @@ pub(super) unsafe fn lookup(schema: &str, name: &str, types: &[pg_sys::Oid]) -> 
 ///
 /// # Safety
 /// Inside a transaction.
-pub(super) unsafe fn find(schema: &str, name: &str, types: &[pg_sys::Oid], missing_ok: bool) -> pg_sys::Oid {
+pub(super) unsafe fn find(
+    schema: &str,
+    name: &str,
+    types: &[pg_sys::Oid],
+    missing_ok: bool,
+) -> pg_sys::Oid {
     // SAFETY: the caller's contract; the name list holds palloc'd String nodes.
     unsafe {
-        let part = |s: &str| pg_sys::makeString(pg_sys::pstrdup(CString::new(s).expect("no NUL").as_ptr())).cast();
-        let names = pg_sys::lappend(pg_sys::lappend(std::ptr::null_mut(), part(schema)), part(name));
+        let part = |s: &str| {
+            pg_sys::makeString(pg_sys::pstrdup(CString::new(s).expect("no NUL").as_ptr())).cast()
+        };
+        let names = pg_sys::lappend(
+            pg_sys::lappend(std::ptr::null_mut(), part(schema)),
+            part(name),
+        );
         let mut types = types.to_vec();
         pg_sys::LookupFuncName(names, types.len() as i32, types.as_mut_ptr(), missing_ok)
     }
@@ -195,13 +240,17 @@ pub(super) unsafe fn has_sublink(node: *mut pg_sys::Node) -> bool {
     /// # Safety
     /// Called by `expression_tree_walker` with live nodes.
     #[pgrx::pg_guard]
-    unsafe extern "C-unwind" fn walk(node: *mut pg_sys::Node, context: *mut std::ffi::c_void) -> bool {
+    unsafe extern "C-unwind" fn walk(
+        node: *mut pg_sys::Node,
+        context: *mut std::ffi::c_void,
+    ) -> bool {
         // SAFETY: the caller's contract.
         unsafe {
             if node.is_null() {
                 return false;
             }
-            (*node).type_ == pg_sys::NodeTag::T_SubLink || pg_sys::expression_tree_walker(node, Some(walk), context)
+            (*node).type_ == pg_sys::NodeTag::T_SubLink
+                || pg_sys::expression_tree_walker(node, Some(walk), context)
         }
     }
     // SAFETY: the caller's contract.
@@ -212,7 +261,11 @@ pub(super) unsafe fn has_sublink(node: *mut pg_sys::Node) -> bool {
 /// Inside a transaction; the nodes are live.
 pub(super) unsafe fn node_list(nodes: &[*mut pg_sys::Node]) -> *mut pg_sys::List {
     // SAFETY: the caller's contract.
-    unsafe { nodes.iter().fold(std::ptr::null_mut(), |list, n| pg_sys::lappend(list, (*n).cast())) }
+    unsafe {
+        nodes.iter().fold(std::ptr::null_mut(), |list, n| {
+            pg_sys::lappend(list, (*n).cast())
+        })
+    }
 }
 
 /// A by-value constant of `type_` (int4, int8 or float8).
@@ -232,7 +285,18 @@ pub(super) fn float8_const(value: f64) -> *mut pg_sys::Node {
 
 pub(super) fn null_const(type_: pg_sys::Oid) -> *mut pg_sys::Node {
     // SAFETY: makeNullConst pallocs a Const node of the type.
-    unsafe { pg_sys::makeNullConst(type_, -1, if type_ == pg_sys::TEXTOID { pg_sys::DEFAULT_COLLATION_OID } else { pg_sys::InvalidOid }).cast() }
+    unsafe {
+        pg_sys::makeNullConst(
+            type_,
+            -1,
+            if type_ == pg_sys::TEXTOID {
+                pg_sys::DEFAULT_COLLATION_OID
+            } else {
+                pg_sys::InvalidOid
+            },
+        )
+        .cast()
+    }
 }
 
 pub(super) fn bytea_const(value: &[u8]) -> *mut pg_sys::Node {
@@ -242,7 +306,16 @@ pub(super) fn bytea_const(value: &[u8]) -> *mut pg_sys::Node {
         let bytes = pg_sys::palloc(size) as *mut u8;
         pgrx::set_varsize_4b(bytes.cast(), size as i32);
         std::ptr::copy_nonoverlapping(value.as_ptr(), bytes.add(pg_sys::VARHDRSZ), value.len());
-        pg_sys::makeConst(pg_sys::BYTEAOID, -1, pg_sys::InvalidOid, -1, pg_sys::Datum::from(bytes), false, false).cast()
+        pg_sys::makeConst(
+            pg_sys::BYTEAOID,
+            -1,
+            pg_sys::InvalidOid,
+            -1,
+            pg_sys::Datum::from(bytes),
+            false,
+            false,
+        )
+        .cast()
     }
 }
 
@@ -255,7 +328,11 @@ pub(super) fn bytea_const(value: &[u8]) -> *mut pg_sys::Node {
 pub(super) unsafe fn deparse(partials: *mut pg_sys::Query) -> String {
     crate::gucs::with_settings(&[(c"search_path", c"pg_catalog, pg_temp")], || {
         // SAFETY: the caller's contract; pg_get_querydef returns a palloc'd NUL-terminated string.
-        unsafe { CStr::from_ptr(pg_sys::pg_get_querydef(partials, false)).to_string_lossy().into_owned() }
+        unsafe {
+            CStr::from_ptr(pg_sys::pg_get_querydef(partials, false))
+                .to_string_lossy()
+                .into_owned()
+        }
     })
 }
 
@@ -264,6 +341,15 @@ pub(super) fn text_const(value: &str) -> *mut pg_sys::Node {
     // SAFETY: cstring_to_text pallocs a text copy, which the Const points to.
     unsafe {
         let text = pg_sys::cstring_to_text(value.as_ptr());
-        pg_sys::makeConst(pg_sys::TEXTOID, -1, pg_sys::DEFAULT_COLLATION_OID, -1, pg_sys::Datum::from(text), false, false).cast()
+        pg_sys::makeConst(
+            pg_sys::TEXTOID,
+            -1,
+            pg_sys::DEFAULT_COLLATION_OID,
+            -1,
+            pg_sys::Datum::from(text),
+            false,
+            false,
+        )
+        .cast()
     }
 }

@@ -16,7 +16,10 @@ use std::ffi::CStr;
 ///
 /// # Safety
 /// As `finish`.
-pub(super) unsafe fn check_sealed_calls(planned: *mut pg_sys::PlannedStmt, seals: &[[u8; crate::seal::SEAL_BYTES]]) {
+pub(super) unsafe fn check_sealed_calls(
+    planned: *mut pg_sys::PlannedStmt,
+    seals: &[[u8; crate::seal::SEAL_BYTES]],
+) {
     struct Search<'a> {
         function: pg_sys::Oid,
         seals: &'a [[u8; crate::seal::SEAL_BYTES]],
@@ -24,7 +27,10 @@ pub(super) unsafe fn check_sealed_calls(planned: *mut pg_sys::PlannedStmt, seals
     /// # Safety
     /// Called by `expression_tree_walker` with live nodes and the Search.
     #[pgrx::pg_guard]
-    unsafe extern "C-unwind" fn walk(node: *mut pg_sys::Node, context: *mut std::ffi::c_void) -> bool {
+    unsafe extern "C-unwind" fn walk(
+        node: *mut pg_sys::Node,
+        context: *mut std::ffi::c_void,
+    ) -> bool {
         // SAFETY: the caller's contract; casts follow the node tags (OpExpr, DistinctExpr and
         // NullIfExpr share one struct); a bytea Const's value is a live varlena.
         unsafe {
@@ -33,14 +39,23 @@ pub(super) unsafe fn check_sealed_calls(planned: *mut pg_sys::PlannedStmt, seals
             }
             let search = &*(context as *const Search);
             let (funcid, args) = match (*node).type_ {
-                pg_sys::NodeTag::T_FuncExpr => ((*(node as *mut pg_sys::FuncExpr)).funcid, (*(node as *mut pg_sys::FuncExpr)).args),
-                pg_sys::NodeTag::T_OpExpr | pg_sys::NodeTag::T_DistinctExpr | pg_sys::NodeTag::T_NullIfExpr => {
-                    ((*(node as *mut pg_sys::OpExpr)).opfuncid, (*(node as *mut pg_sys::OpExpr)).args)
-                }
+                pg_sys::NodeTag::T_FuncExpr => (
+                    (*(node as *mut pg_sys::FuncExpr)).funcid,
+                    (*(node as *mut pg_sys::FuncExpr)).args,
+                ),
+                pg_sys::NodeTag::T_OpExpr
+                | pg_sys::NodeTag::T_DistinctExpr
+                | pg_sys::NodeTag::T_NullIfExpr => (
+                    (*(node as *mut pg_sys::OpExpr)).opfuncid,
+                    (*(node as *mut pg_sys::OpExpr)).args,
+                ),
                 _ => (pg_sys::InvalidOid, std::ptr::null_mut()),
             };
             if funcid == search.function {
-                let seal = list_items::<pg_sys::Node>(args).get(1).copied().filter(|a| (**a).type_ == pg_sys::NodeTag::T_Const);
+                let seal = list_items::<pg_sys::Node>(args)
+                    .get(1)
+                    .copied()
+                    .filter(|a| (**a).type_ == pg_sys::NodeTag::T_Const);
                 let ours = seal.is_some_and(|c| {
                     let c = c as *mut pg_sys::Const;
                     if (*c).constisnull {
@@ -64,13 +79,20 @@ pub(super) unsafe fn check_sealed_calls(planned: *mut pg_sys::PlannedStmt, seals
     // each node is cast to the struct its tag names.
     unsafe {
         // Read without a query: this runs after every plan of an analyst's, its own queries' too.
-        let Some(schema) = crate::gate::own_schema() else { return };
+        let Some(schema) = crate::gate::own_schema() else {
+            return;
+        };
         let schema = pg_sys::get_namespace_name(schema);
         if schema.is_null() {
             return;
         }
         let schema = CStr::from_ptr(schema).to_string_lossy().into_owned();
-        let function = find(&schema, "dp_partials_sealed", &[pg_sys::TEXTOID, pg_sys::BYTEAOID], true);
+        let function = find(
+            &schema,
+            "dp_partials_sealed",
+            &[pg_sys::TEXTOID, pg_sys::BYTEAOID],
+            true,
+        );
         if function == pg_sys::InvalidOid {
             // An older version of dpnoise, not updated yet: it has none.
             return;
@@ -83,11 +105,16 @@ pub(super) unsafe fn check_sealed_calls(planned: *mut pg_sys::PlannedStmt, seals
             for plan in crate::parameters::plan_nodes(stmt) {
                 let mut lists = vec![(*plan).targetlist, (*plan).qual];
                 match (*plan).type_ {
-                    pg_sys::NodeTag::T_FunctionScan => lists.push((*(plan as *mut pg_sys::FunctionScan)).functions),
+                    pg_sys::NodeTag::T_FunctionScan => {
+                        lists.push((*(plan as *mut pg_sys::FunctionScan)).functions)
+                    }
                     pg_sys::NodeTag::T_CustomScan => {
                         // Plans held by an extension's node (Citus's): walked as statements of their own.
-                        for inner in list_items::<pg_sys::Plan>((*(plan as *mut pg_sys::CustomScan)).custom_plans) {
-                            let stmt = pg_sys::palloc0(std::mem::size_of::<pg_sys::PlannedStmt>()) as *mut pg_sys::PlannedStmt;
+                        for inner in list_items::<pg_sys::Plan>(
+                            (*(plan as *mut pg_sys::CustomScan)).custom_plans,
+                        ) {
+                            let stmt = pg_sys::palloc0(std::mem::size_of::<pg_sys::PlannedStmt>())
+                                as *mut pg_sys::PlannedStmt;
                             (*stmt).type_ = pg_sys::NodeTag::T_PlannedStmt;
                             (*stmt).planTree = inner;
                             plans.push(stmt);
@@ -95,7 +122,9 @@ pub(super) unsafe fn check_sealed_calls(planned: *mut pg_sys::PlannedStmt, seals
                     }
                     _ => {}
                 }
-                refused |= lists.into_iter().any(|list| !list.is_null() && walk(list.cast(), context));
+                refused |= lists
+                    .into_iter()
+                    .any(|list| !list.is_null() && walk(list.cast(), context));
             }
         }
         if refused {
@@ -123,23 +152,35 @@ pub(super) unsafe fn sealed(level: *mut pg_sys::Query, planning: &mut Planning) 
     unsafe {
         let mut relids = Vec::new();
         relations(level, &mut relids);
-        if !relids.iter().any(|r| crate::gate::protected_unit(*r).is_some()) {
+        if !relids
+            .iter()
+            .any(|r| crate::gate::protected_unit(*r).is_some())
+        {
             return false;
         }
         // Every table the level reads, in FROM, subqueries, sublinks and
         // LATERAL items alike; and what runs as the owner is checked.
         let (relids, checked) = check_sealable(level);
         planning.checked.extend(checked);
-        let protected: Vec<(pg_sys::Oid, i16)> =
-            relids.iter().filter_map(|r| crate::gate::protected_unit(*r).map(|unit| (*r, unit))).collect();
-        let list = relids.iter().map(|r| r.to_u32().to_string()).collect::<Vec<_>>().join(",");
+        let protected: Vec<(pg_sys::Oid, i16)> = relids
+            .iter()
+            .filter_map(|r| crate::gate::protected_unit(*r).map(|unit| (*r, unit)))
+            .collect();
+        let list = relids
+            .iter()
+            .map(|r| r.to_u32().to_string())
+            .collect::<Vec<_>>()
+            .join(",");
         if read_one::<bool>(&format!(
             "SELECT pg_catalog.bool_or(relrowsecurity) FROM pg_catalog.pg_class \
              WHERE oid OPERATOR(pg_catalog.=) ANY ('{{{list}}}'::pg_catalog.oid[])"
         ))
         .unwrap_or(false)
         {
-            refuse_sealed("a table with row-level security is not admitted on a distributed table", "Ask the DBA.");
+            refuse_sealed(
+                "a table with row-level security is not admitted on a distributed table",
+                "Ask the DBA.",
+            );
         }
         if has_set_operations(level) {
             // The gate's own UNION ALL (keys listed by a public table) is
@@ -175,12 +216,16 @@ pub(super) unsafe fn sealed(level: *mut pg_sys::Query, planning: &mut Planning) 
                 ), Some(1), &[])?.first().get_two::<String, String>()
             })
             .ok();
-            let Some((Some(method), column)) = distribution else { continue };
+            let Some((Some(method), column)) = distribution else {
+                continue;
+            };
             if method == "n" {
                 // A reference table: every node holds all of it.
                 continue;
             }
-            let unit_name = CStr::from_ptr(pg_sys::get_attname(relid, unit, false)).to_string_lossy().into_owned();
+            let unit_name = CStr::from_ptr(pg_sys::get_attname(relid, unit, false))
+                .to_string_lossy()
+                .into_owned();
             if column.as_deref() != Some(unit_name.as_str()) {
                 crate::errors::raise_sqlstate(
                     crate::gate::QUERY_REFUSED,
@@ -205,7 +250,10 @@ pub(super) unsafe fn sealed(level: *mut pg_sys::Query, planning: &mut Planning) 
 /// `level` is a live Query.
 unsafe fn has_set_operations(level: *mut pg_sys::Query) -> bool {
     // SAFETY: the caller's contract.
-    unsafe { !(*level).setOperations.is_null() || sub_levels(level).into_iter().any(|q| has_set_operations(q)) }
+    unsafe {
+        !(*level).setOperations.is_null()
+            || sub_levels(level).into_iter().any(|q| has_set_operations(q))
+    }
 }
 
 /// Refuses an analyst's level over a distributed table (ZB003).
@@ -244,7 +292,10 @@ unsafe fn check_sealable(level: *mut pg_sys::Query) -> (Vec<pg_sys::Oid>, Vec<Re
     /// # Safety
     /// Called by `check_functions_in_node`, inside a transaction.
     #[pgrx::pg_guard]
-    unsafe extern "C-unwind" fn foreign(function: pg_sys::Oid, _context: *mut std::ffi::c_void) -> bool {
+    unsafe extern "C-unwind" fn foreign(
+        function: pg_sys::Oid,
+        _context: *mut std::ffi::c_void,
+    ) -> bool {
         // SAFETY: the caller's contract.
         unsafe { crate::parameters::untrusted(function) }
     }
@@ -256,31 +307,47 @@ unsafe fn check_sealable(level: *mut pg_sys::Query) -> (Vec<pg_sys::Oid>, Vec<Re
         // SAFETY: syscache lookups by OID.
         unsafe {
             let element = pg_sys::get_element_type(type_);
-            [type_, element].into_iter().filter(|t| *t != pg_sys::InvalidOid).any(|t| {
-                let kind = pg_sys::get_typtype(t) as u8;
-                kind == b'd' || (kind == b'c' && t != pg_sys::RECORDOID)
-            })
+            [type_, element]
+                .into_iter()
+                .filter(|t| *t != pg_sys::InvalidOid)
+                .any(|t| {
+                    let kind = pg_sys::get_typtype(t) as u8;
+                    kind == b'd' || (kind == b'c' && t != pg_sys::RECORDOID)
+                })
         }
     }
     /// # Safety
     /// Called by the tree walkers with live nodes and the Sealable.
     #[pgrx::pg_guard]
-    unsafe extern "C-unwind" fn walk(node: *mut pg_sys::Node, context: *mut std::ffi::c_void) -> bool {
+    unsafe extern "C-unwind" fn walk(
+        node: *mut pg_sys::Node,
+        context: *mut std::ffi::c_void,
+    ) -> bool {
         // SAFETY: the caller's contract; casts follow the node tags.
         unsafe {
             if node.is_null() {
                 return false;
             }
             let found = &mut *(context as *mut Sealable);
-            let refuse = |found: &mut Sealable, state: &'static str, what: String, hint: &'static str| {
-                found.refusal = Some((state, what, hint));
-                true
-            };
-            const BUILT_IN: &str = "Use built-in functions and operators only (pg_catalog's), or ask a curator.";
+            let refuse =
+                |found: &mut Sealable, state: &'static str, what: String, hint: &'static str| {
+                    found.refusal = Some((state, what, hint));
+                    true
+                };
+            const BUILT_IN: &str =
+                "Use built-in functions and operators only (pg_catalog's), or ask a curator.";
             match (*node).type_ {
                 pg_sys::NodeTag::T_Query => {
-                    let outer = std::mem::replace(&mut found.permissions, versions::query_permissions(node.cast()));
-                    let stop = pg_sys::query_tree_walker(node.cast(), Some(walk), context, pg_sys::QTW_EXAMINE_RTES_BEFORE as i32);
+                    let outer = std::mem::replace(
+                        &mut found.permissions,
+                        versions::query_permissions(node.cast()),
+                    );
+                    let stop = pg_sys::query_tree_walker(
+                        node.cast(),
+                        Some(walk),
+                        context,
+                        pg_sys::QTW_EXAMINE_RTES_BEFORE as i32,
+                    );
                     found.permissions = outer;
                     return stop;
                 }
@@ -294,25 +361,55 @@ unsafe fn check_sealable(level: *mut pg_sys::Query) -> (Vec<pg_sys::Oid>, Vec<Re
                         let required = versions::required_privileges(found.permissions, rte) != 0;
                         if required && !versions::has_privileges(found.permissions, rte) {
                             let name = pg_sys::get_rel_name((*rte).relid);
-                            let name = if name.is_null() { "?".to_owned() } else { CStr::from_ptr(name).to_string_lossy().into_owned() };
-                            return refuse(found, "42501", format!("permission denied for table {name}"), "");
+                            let name = if name.is_null() {
+                                "?".to_owned()
+                            } else {
+                                CStr::from_ptr(name).to_string_lossy().into_owned()
+                            };
+                            return refuse(
+                                found,
+                                "42501",
+                                format!("permission denied for table {name}"),
+                                "",
+                            );
                         }
                         if required {
                             // Checked again by the executor: a plain entry, read by no node.
-                            found.checked.push(versions::recheck_privileges(found.permissions, rte));
+                            found
+                                .checked
+                                .push(versions::recheck_privileges(found.permissions, rte));
                         }
                     }
                     if (*rte).rtekind == pg_sys::RTEKind::RTE_SUBQUERY && (*rte).security_barrier {
-                        return refuse(found, crate::gate::QUERY_REFUSED, "a security barrier view is not admitted on a distributed table".to_owned(), "Ask the DBA.");
+                        return refuse(
+                            found,
+                            crate::gate::QUERY_REFUSED,
+                            "a security barrier view is not admitted on a distributed table"
+                                .to_owned(),
+                            "Ask the DBA.",
+                        );
                     }
                     // range_table_walker goes on into the entry's subquery, functions and values.
                     return false;
                 }
-                pg_sys::NodeTag::T_Const if foreign_type((*(node as *mut pg_sys::Const)).consttype) => {
-                    return refuse(found, crate::gate::QUERY_REFUSED, "a domain or composite constant is not admitted on a distributed table".to_owned(), BUILT_IN);
+                pg_sys::NodeTag::T_Const
+                    if foreign_type((*(node as *mut pg_sys::Const)).consttype) =>
+                {
+                    return refuse(
+                        found,
+                        crate::gate::QUERY_REFUSED,
+                        "a domain or composite constant is not admitted on a distributed table"
+                            .to_owned(),
+                        BUILT_IN,
+                    );
                 }
                 pg_sys::NodeTag::T_CoerceToDomain => {
-                    return refuse(found, crate::gate::QUERY_REFUSED, "a domain is not admitted on a distributed table".to_owned(), BUILT_IN);
+                    return refuse(
+                        found,
+                        crate::gate::QUERY_REFUSED,
+                        "a domain is not admitted on a distributed table".to_owned(),
+                        BUILT_IN,
+                    );
                 }
                 _ => {}
             }
@@ -327,7 +424,12 @@ unsafe fn check_sealable(level: *mut pg_sys::Query) -> (Vec<pg_sys::Oid>, Vec<Re
             pg_sys::expression_tree_walker(node, Some(walk), context)
         }
     }
-    let mut found = Sealable { relids: Vec::new(), checked: Vec::new(), refusal: None, permissions: std::ptr::null_mut() };
+    let mut found = Sealable {
+        relids: Vec::new(),
+        checked: Vec::new(),
+        refusal: None,
+        permissions: std::ptr::null_mut(),
+    };
     // SAFETY: the caller's contract; `found` outlives the walk.
     unsafe { walk(level.cast(), (&raw mut found).cast()) };
     if let Some((state, what, hint)) = found.refusal {

@@ -4,7 +4,10 @@
 //! replaced by its merge). Per-row functions read their rows the same way.
 
 use super::merge::{plan_split, Split};
-use super::nodes::{aggregate, bytea_const, deparse, extension_schema, function_rte, has_sublink, null_const, substitute_params, text_const};
+use super::nodes::{
+    aggregate, bytea_const, deparse, extension_schema, function_rte, has_sublink, null_const,
+    substitute_params, text_const,
+};
 use super::sealing::sealed;
 use super::{relations, releasing_call, unsupported, Planning};
 use crate::gate::list_items;
@@ -30,7 +33,10 @@ pub(super) unsafe fn split(
             unsupported("GROUPING SETS, ROLLUP and CUBE are not supported", hint);
         }
         if (*level).hasWindowFuncs || (*level).hasTargetSRFs || !(*level).rowMarks.is_null() {
-            unsupported("window functions, set-returning outputs and FOR UPDATE are not supported", hint);
+            unsupported(
+                "window functions, set-returning outputs and FOR UPDATE are not supported",
+                hint,
+            );
         }
         if has_sublink((*level).targetList.cast()) || has_sublink((*level).havingQual) {
             unsupported("a subquery in the outputs or HAVING is not supported", hint);
@@ -41,10 +47,22 @@ pub(super) unsafe fn split(
             let Some((name, first)) = releasing else {
                 // Another aggregate: computed whole with the partials.
                 if (**aggref).agglevelsup != 0 {
-                    unsupported("an aggregate of an outer query level is not supported", hint);
+                    unsupported(
+                        "an aggregate of an outer query level is not supported",
+                        hint,
+                    );
                 }
                 let partials = vec![pg_sys::copyObjectImpl((*aggref).cast()).cast()];
-                splits.insert(*aggref as usize, Split { partials, merge: pg_sys::InvalidOid, result: pg_sys::InvalidOid, constants: Vec::new(), null_count: false });
+                splits.insert(
+                    *aggref as usize,
+                    Split {
+                        partials,
+                        merge: pg_sys::InvalidOid,
+                        result: pg_sys::InvalidOid,
+                        constants: Vec::new(),
+                        null_count: false,
+                    },
+                );
                 continue;
             };
             if !crate::functions::named(&name).is_some_and(|f| f.splits) {
@@ -53,10 +71,16 @@ pub(super) unsafe fn split(
                     "dp_count, dp_sum, dp_sum_laplace, dp_sum_staircase, dp_avg and dp_partition_selected are.",
                 );
             }
-            if !(**aggref).aggdistinct.is_null() || !(**aggref).aggorder.is_null() || (**aggref).agglevelsup != 0 {
+            if !(**aggref).aggdistinct.is_null()
+                || !(**aggref).aggorder.is_null()
+                || (**aggref).agglevelsup != 0
+            {
                 unsupported(&format!("{name} with DISTINCT, ORDER BY or an outer level's columns is not supported"), hint);
             }
-            splits.insert(*aggref as usize, plan_split(*aggref, name, *first, &schema, params));
+            splits.insert(
+                *aggref as usize,
+                plan_split(*aggref, name, *first, &schema, params),
+            );
         }
 
         // The partials: FROM, WHERE and GROUP BY, the keys, then each aggregate's partials.
@@ -66,7 +90,13 @@ pub(super) unsafe fn split(
         let mut column = 0i16;
         for (i, (expr, group)) in keys.iter().enumerate() {
             let key = pg_sys::copyObjectImpl((*expr).cast()).cast();
-            push_entry(&mut target, &mut column, key, &format!("k{}", i + 1), *group);
+            push_entry(
+                &mut target,
+                &mut column,
+                key,
+                &format!("k{}", i + 1),
+                *group,
+            );
         }
         let mut partial_columns: HashMap<usize, Vec<i16>> = HashMap::new();
         for (aggref, _) in calls {
@@ -91,11 +121,22 @@ pub(super) unsafe fn split(
         let outputs = list_items::<pg_sys::TargetEntry>((*partials).targetList);
         let var = |attno: i16| -> *mut pg_sys::Node {
             let expr = (*outputs[attno as usize - 1]).expr.cast::<pg_sys::Node>();
-            pg_sys::makeVar(1, attno, pg_sys::exprType(expr), pg_sys::exprTypmod(expr), pg_sys::exprCollation(expr), 0)
-                .cast()
+            pg_sys::makeVar(
+                1,
+                attno,
+                pg_sys::exprType(expr),
+                pg_sys::exprTypmod(expr),
+                pg_sys::exprCollation(expr),
+                0,
+            )
+            .cast()
         };
         let mut rewrite = Rewrite {
-            keys: keys.iter().enumerate().map(|(i, (key, _))| (*key, var(i as i16 + 1))).collect(),
+            keys: keys
+                .iter()
+                .enumerate()
+                .map(|(i, (key, _))| (*key, var(i as i16 + 1)))
+                .collect(),
             replaced: HashMap::new(),
             leftover: false,
         };
@@ -110,17 +151,26 @@ pub(super) unsafe fn split(
                 whole.push(column);
                 continue;
             }
-            let mut args: Vec<*mut pg_sys::Node> = partial_columns[&(*aggref as usize)].iter().map(|&c| var(c)).collect();
+            let mut args: Vec<*mut pg_sys::Node> = partial_columns[&(*aggref as usize)]
+                .iter()
+                .map(|&c| var(c))
+                .collect();
             if s.null_count {
                 args.push(null_const(pg_sys::INT8OID));
             }
             args.extend(s.constants.iter().copied());
-            rewrite.replaced.insert(*aggref as usize, aggregate(s.merge, s.result, &args, std::ptr::null_mut()).cast());
+            rewrite.replaced.insert(
+                *aggref as usize,
+                aggregate(s.merge, s.result, &args, std::ptr::null_mut()).cast(),
+            );
         }
         (*level).targetList = rewrite.apply((*level).targetList.cast()).cast();
         (*level).havingQual = rewrite.apply((*level).havingQual);
         if rewrite.leftover {
-            unsupported("an output uses a column that is not a GROUP BY key outside the dpnoise aggregates", "List it in GROUP BY.");
+            unsupported(
+                "an output uses a column that is not a GROUP BY key outside the dpnoise aggregates",
+                "List it in GROUP BY.",
+            );
         }
         for column in whole {
             group_by(level, var(column));
@@ -149,15 +199,25 @@ unsafe fn release_over(
         let (function, args) = if sealed {
             let seal = crate::seal::seal(text.as_bytes());
             planning.seals.push(seal);
-            ("dp_partials_sealed", vec![text_const(&text), bytea_const(&seal)])
+            (
+                "dp_partials_sealed",
+                vec![text_const(&text), bytea_const(&seal)],
+            )
         } else {
             ("dp_partials", vec![text_const(&text)])
         };
-        (*level).rtable = pg_sys::lappend(std::ptr::null_mut(), function_rte(schema, function, &args, outputs).cast());
-        let from = pg_sys::palloc0(std::mem::size_of::<pg_sys::RangeTblRef>()) as *mut pg_sys::RangeTblRef;
+        (*level).rtable = pg_sys::lappend(
+            std::ptr::null_mut(),
+            function_rte(schema, function, &args, outputs).cast(),
+        );
+        let from =
+            pg_sys::palloc0(std::mem::size_of::<pg_sys::RangeTblRef>()) as *mut pg_sys::RangeTblRef;
         (*from).type_ = pg_sys::NodeTag::T_RangeTblRef;
         (*from).rtindex = 1;
-        (*level).jointree = pg_sys::makeFromExpr(pg_sys::lappend(std::ptr::null_mut(), from.cast()), std::ptr::null_mut());
+        (*level).jointree = pg_sys::makeFromExpr(
+            pg_sys::lappend(std::ptr::null_mut(), from.cast()),
+            std::ptr::null_mut(),
+        );
         (*level).cteList = std::ptr::null_mut();
         (*level).hasSubLinks = false;
         (*level).hasRecursive = false;
@@ -170,12 +230,19 @@ unsafe fn release_over(
 ///
 /// # Safety
 /// Inside a transaction; `expr` is live, `target` null or a live List.
-unsafe fn push_entry(target: &mut *mut pg_sys::List, column: &mut i16, expr: *mut pg_sys::Node, name: &str, group: u32) {
+unsafe fn push_entry(
+    target: &mut *mut pg_sys::List,
+    column: &mut i16,
+    expr: *mut pg_sys::Node,
+    name: &str,
+    group: u32,
+) {
     // SAFETY: the caller's contract.
     unsafe {
         *column += 1;
         let name = CString::new(name).expect("no NUL");
-        let e = pg_sys::makeTargetEntry(expr.cast(), *column, pg_sys::pstrdup(name.as_ptr()), false);
+        let e =
+            pg_sys::makeTargetEntry(expr.cast(), *column, pg_sys::pstrdup(name.as_ptr()), false);
         (*e).ressortgroupref = group;
         *target = pg_sys::lappend(*target, e.cast());
     }
@@ -189,17 +256,32 @@ unsafe fn group_by(level: *mut pg_sys::Query, expr: *mut pg_sys::Node) {
     // SAFETY: the caller's contract; the SortGroupClause is zeroed, then tagged and filled.
     unsafe {
         let entries = list_items::<pg_sys::TargetEntry>((*level).targetList);
-        let group = entries.iter().map(|e| (**e).ressortgroupref).max().unwrap_or(0) + 1;
+        let group = entries
+            .iter()
+            .map(|e| (**e).ressortgroupref)
+            .max()
+            .unwrap_or(0)
+            + 1;
         let mut column = entries.len() as i16;
         let mut target = (*level).targetList;
         push_entry(&mut target, &mut column, expr, "dp_group", group);
         (*list_items::<pg_sys::TargetEntry>(target)[column as usize - 1]).resjunk = true;
         (*level).targetList = target;
-        let clause = pg_sys::palloc0(std::mem::size_of::<pg_sys::SortGroupClause>()) as *mut pg_sys::SortGroupClause;
+        let clause = pg_sys::palloc0(std::mem::size_of::<pg_sys::SortGroupClause>())
+            as *mut pg_sys::SortGroupClause;
         (*clause).type_ = pg_sys::NodeTag::T_SortGroupClause;
         (*clause).tleSortGroupRef = group;
         let (mut sort, mut eq, mut hashable) = (pg_sys::InvalidOid, pg_sys::InvalidOid, false);
-        pg_sys::get_sort_group_operators(pg_sys::exprType(expr), false, true, false, &mut sort, &mut eq, std::ptr::null_mut(), &mut hashable);
+        pg_sys::get_sort_group_operators(
+            pg_sys::exprType(expr),
+            false,
+            true,
+            false,
+            &mut sort,
+            &mut eq,
+            std::ptr::null_mut(),
+            &mut hashable,
+        );
         (*clause).eqop = eq;
         (*clause).sortop = sort;
         (*clause).hashable = hashable;
@@ -215,20 +297,30 @@ unsafe fn group_by(level: *mut pg_sys::Query, expr: *mut pg_sys::Node) {
 /// # Safety
 /// `level` is a live Query without aggregates that calls a per-row dpnoise
 /// function and reads a Citus table; `params` as `distribute`'s.
-pub(super) unsafe fn split_rows(level: *mut pg_sys::Query, params: pg_sys::ParamListInfo, planning: &mut Planning) {
+pub(super) unsafe fn split_rows(
+    level: *mut pg_sys::Query,
+    params: pg_sys::ParamListInfo,
+    planning: &mut Planning,
+) {
     // SAFETY: the caller's contract; new nodes are palloc'd in the planner's memory context.
     unsafe {
         // The gate admits no per-row function over protected rows: the
         // partials read what the caller may read.
         let hint = "Write it over WITH t AS MATERIALIZED (SELECT ...) SELECT ... FROM t.";
-        if (*level).hasWindowFuncs || (*level).hasTargetSRFs || !(*level).rowMarks.is_null() || !(*level).groupClause.is_null() {
+        if (*level).hasWindowFuncs
+            || (*level).hasTargetSRFs
+            || !(*level).rowMarks.is_null()
+            || !(*level).groupClause.is_null()
+        {
             unsupported("window functions, set-returning outputs, FOR UPDATE and GROUP BY are not supported with per-row functions", hint);
         }
         if has_sublink((*level).targetList.cast()) {
             unsupported("a subquery in the outputs is not supported", hint);
         }
         let schema = extension_schema();
-        let mut rows = Rows { columns: Vec::new() };
+        let mut rows = Rows {
+            columns: Vec::new(),
+        };
         (*level).targetList = rows.apply((*level).targetList.cast()).cast();
         let partials = pg_sys::copyObjectImpl(level.cast()) as *mut pg_sys::Query;
         // The partials read the level's original FROM and WHERE (still in `level`, copied above).
@@ -264,9 +356,18 @@ impl Rows {
     unsafe fn column(&mut self, expr: *mut pg_sys::Node) -> *mut pg_sys::Node {
         // SAFETY: the caller's contract.
         unsafe {
-            self.columns.push(pg_sys::copyObjectImpl(expr.cast()).cast());
+            self.columns
+                .push(pg_sys::copyObjectImpl(expr.cast()).cast());
             let n = self.columns.len() as i16;
-            pg_sys::makeVar(1, n, pg_sys::exprType(expr), pg_sys::exprTypmod(expr), pg_sys::exprCollation(expr), 0).cast()
+            pg_sys::makeVar(
+                1,
+                n,
+                pg_sys::exprType(expr),
+                pg_sys::exprTypmod(expr),
+                pg_sys::exprCollation(expr),
+                0,
+            )
+            .cast()
         }
     }
 
@@ -276,7 +377,10 @@ impl Rows {
         /// # Safety
         /// Called by `expression_tree_mutator` with live nodes and the Rows.
         #[pgrx::pg_guard]
-        unsafe extern "C-unwind" fn mutate(node: *mut pg_sys::Node, context: *mut std::ffi::c_void) -> *mut pg_sys::Node {
+        unsafe extern "C-unwind" fn mutate(
+            node: *mut pg_sys::Node,
+            context: *mut std::ffi::c_void,
+        ) -> *mut pg_sys::Node {
             // SAFETY: the caller's contract.
             unsafe { (*(context as *mut Rows)).apply(node) }
         }
@@ -287,12 +391,18 @@ impl Rows {
             }
             if let Some((_, first)) = releasing_call(node) {
                 let call = pg_sys::copyObjectImpl(node.cast()) as *mut pg_sys::FuncExpr;
-                for (i, arg) in list_items::<pg_sys::Node>((*call).args).into_iter().enumerate().take(first) {
+                for (i, arg) in list_items::<pg_sys::Node>((*call).args)
+                    .into_iter()
+                    .enumerate()
+                    .take(first)
+                {
                     (*(*(*call).args).elements.add(i)).ptr_value = self.column(arg).cast();
                 }
                 return call.cast();
             }
-            if (*node).type_ == pg_sys::NodeTag::T_Var && (*(node as *mut pg_sys::Var)).varlevelsup == 0 {
+            if (*node).type_ == pg_sys::NodeTag::T_Var
+                && (*(node as *mut pg_sys::Var)).varlevelsup == 0
+            {
                 return self.column(node);
             }
             crate::versions::expression_tree_mutator(node, mutate, (self as *mut Rows).cast())
@@ -307,8 +417,10 @@ impl Rows {
 unsafe fn group_keys(level: *mut pg_sys::Query) -> Vec<(*mut pg_sys::Node, u32)> {
     // SAFETY: the caller's contract.
     unsafe {
-        let refs: Vec<u32> =
-            list_items::<pg_sys::SortGroupClause>((*level).groupClause).iter().map(|c| (**c).tleSortGroupRef).collect();
+        let refs: Vec<u32> = list_items::<pg_sys::SortGroupClause>((*level).groupClause)
+            .iter()
+            .map(|c| (**c).tleSortGroupRef)
+            .collect();
         list_items::<pg_sys::TargetEntry>((*level).targetList)
             .into_iter()
             .filter(|e| refs.contains(&(**e).ressortgroupref))
@@ -332,7 +444,10 @@ impl Rewrite {
         /// # Safety
         /// Called by `expression_tree_mutator` with live nodes and the Rewrite.
         #[pgrx::pg_guard]
-        unsafe extern "C-unwind" fn mutate(node: *mut pg_sys::Node, context: *mut std::ffi::c_void) -> *mut pg_sys::Node {
+        unsafe extern "C-unwind" fn mutate(
+            node: *mut pg_sys::Node,
+            context: *mut std::ffi::c_void,
+        ) -> *mut pg_sys::Node {
             // SAFETY: the caller's contract.
             unsafe { (*(context as *mut Rewrite)).apply(node) }
         }

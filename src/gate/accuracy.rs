@@ -69,7 +69,11 @@ fn dp_query_accuracy(
     };
     dpnoise_core::staircase::check_confidence(confidence).or_raise();
     let Some(known) = protected() else {
-        raise_sqlstate("55000", "dp_query_accuracy: dpnoise is not installed in this database".to_string(), None)
+        raise_sqlstate(
+            "55000",
+            "dp_query_accuracy: dpnoise is not installed in this database".to_string(),
+            None,
+        )
     };
     // The FROM list as the gate sees it: how many items, and the protected ones.
     let mut found = Vec::new();
@@ -112,9 +116,18 @@ fn dp_query_accuracy(
     let accuracy = plan.accuracy(confidence);
     // With dpnoise.selection_delta = 0 keys from the data are refused: only listed keys.
     let (even, always) = if grouped && crate::gucs::selection_delta() > 0.0 {
-        let selection = PartitionSelection::new(crate::gucs::selection_epsilon(), crate::gucs::selection_delta(), k as u32).or_raise();
-        let even = (1..=selection.always_kept_from()).find(|&n| selection.keep_probability(n) >= 0.5);
-        (even.map(|n| n as i64), Some(selection.always_kept_from() as i64))
+        let selection = PartitionSelection::new(
+            crate::gucs::selection_epsilon(),
+            crate::gucs::selection_delta(),
+            k as u32,
+        )
+        .or_raise();
+        let even =
+            (1..=selection.always_kept_from()).find(|&n| selection.keep_probability(n) >= 0.5);
+        (
+            even.map(|n| n as i64),
+            Some(selection.always_kept_from() as i64),
+        )
     } else {
         (None, None)
     };
@@ -134,6 +147,11 @@ fn dp_query_accuracy(
 fn relation(name: &str) -> pg_sys::Oid {
     let name = std::ffi::CString::new(name).unwrap_or_else(|_| null_parameter("tables"));
     // SAFETY: regclassin takes a cstring Datum and returns an Oid or raises (42P01).
-    unsafe { pgrx::direct_function_call::<pg_sys::Oid>(pg_sys::regclassin, &[name.as_c_str().into_datum()]) }
-        .unwrap_or(pg_sys::InvalidOid)
+    unsafe {
+        pgrx::direct_function_call::<pg_sys::Oid>(
+            pg_sys::regclassin,
+            &[name.as_c_str().into_datum()],
+        )
+    }
+    .unwrap_or(pg_sys::InvalidOid)
 }

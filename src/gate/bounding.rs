@@ -46,11 +46,16 @@ v1_function!(pg_finfo_dp_share, dp_share, |fcinfo| {
         return pg_sys::Datum::from((*last)[2]);
     }
     if parts < 1 {
-        crate::errors::raise_sqlstate("22023", "dp_share: parts must be at least 1".to_string(), None);
+        crate::errors::raise_sqlstate(
+            "22023",
+            "dp_share: parts must be at least 1".to_string(),
+            None,
+        );
     }
     let share = dpnoise_core::rational::share(total, parts as u32).to_bits();
     let last = if last.is_null() {
-        pg_sys::MemoryContextAlloc((*flinfo).fn_mcxt, std::mem::size_of::<[u64; 3]>()) as *mut [u64; 3]
+        pg_sys::MemoryContextAlloc((*flinfo).fn_mcxt, std::mem::size_of::<[u64; 3]>())
+            as *mut [u64; 3]
     } else {
         last
     };
@@ -120,7 +125,11 @@ pub(super) struct Bounds {
 /// `query` is a live Query of an analyst's statement, before planning; the
 /// gate has checked it (no sublinks, window functions, correlation, FILTER
 /// is checked here).
-pub(super) unsafe fn bound(query: *mut pg_sys::Query, protected: &Protected, bounds: &Bounds) -> Checked {
+pub(super) unsafe fn bound(
+    query: *mut pg_sys::Query,
+    protected: &Protected,
+    bounds: &Bounds,
+) -> Checked {
     // SAFETY: the caller's contract; new nodes are palloc'd in the planner's memory context, and
     // each node is cast only to the struct its tag names.
     unsafe {
@@ -152,8 +161,12 @@ pub(super) unsafe fn bound(query: *mut pg_sys::Query, protected: &Protected, bou
                 ));
             }
             let types = super::partitions::aggregate_types(aggref);
-            let Some((name, first)) = crate::parameters::releasing((*aggref).aggfnoid, &types) else {
-                return Err(refuse("only dpnoise aggregates may summarise protected rows", SHAPE));
+            let Some((name, first)) = crate::parameters::releasing((*aggref).aggfnoid, &types)
+            else {
+                return Err(refuse(
+                    "only dpnoise aggregates may summarise protected rows",
+                    SHAPE,
+                ));
             };
             // A privacy argument that reads a column of the level is not
             // fixed, which the plan check refuses on any other level. Here
@@ -161,7 +174,11 @@ pub(super) unsafe fn bound(query: *mut pg_sys::Query, protected: &Protected, bou
             // that column would be a stranger's: the planner then failed
             // ("could not find attribute 3 in subquery targetlist").
             let arguments = list_items::<pg_sys::TargetEntry>((*aggref).args);
-            if arguments.iter().skip(first).any(|e| pg_sys::contain_var_clause((**e).expr.cast())) {
+            if arguments
+                .iter()
+                .skip(first)
+                .any(|e| pg_sys::contain_var_clause((**e).expr.cast()))
+            {
                 return Err(super::varying_parameter(&name));
             }
             let value = if first == 0 {
@@ -177,17 +194,36 @@ pub(super) unsafe fn bound(query: *mut pg_sys::Query, protected: &Protected, bou
                 values.push(((*entry).expr.cast(), combine));
                 Some((values.len() - 1, combine))
             };
-            let shared = if k > 1 { budget_arguments(&name, types.len(), first) } else { Vec::new() };
-            calls.insert(aggref as usize, Call { first, shared, value });
+            let shared = if k > 1 {
+                budget_arguments(&name, types.len(), first)
+            } else {
+                Vec::new()
+            };
+            calls.insert(
+                aggref as usize,
+                Call {
+                    first,
+                    shared,
+                    value,
+                },
+            );
         }
 
         // The rows: the analyst's FROM and WHERE, with the person, keys and values.
         let rows = pg_sys::copyObjectImpl(query.cast()) as *mut pg_sys::Query;
         let unit = {
-            let rte = list_items::<pg_sys::RangeTblEntry>((*rows).rtable)[bounds.unit.0 as usize - 1];
+            let rte =
+                list_items::<pg_sys::RangeTblEntry>((*rows).rtable)[bounds.unit.0 as usize - 1];
             let (mut typid, mut typmod, mut collid) = (pg_sys::InvalidOid, -1, pg_sys::InvalidOid);
-            pg_sys::get_atttypetypmodcoll((*rte).relid, bounds.unit.1, &mut typid, &mut typmod, &mut collid);
-            pg_sys::makeVar(bounds.unit.0, bounds.unit.1, typid, typmod, collid, 0).cast::<pg_sys::Node>()
+            pg_sys::get_atttypetypmodcoll(
+                (*rte).relid,
+                bounds.unit.1,
+                &mut typid,
+                &mut typmod,
+                &mut collid,
+            );
+            pg_sys::makeVar(bounds.unit.0, bounds.unit.1, typid, typmod, collid, 0)
+                .cast::<pg_sys::Node>()
         };
         let columns: Vec<*mut pg_sys::Node> = std::iter::once(unit)
             .chain(keys.iter().copied())
@@ -197,8 +233,12 @@ pub(super) unsafe fn bound(query: *mut pg_sys::Query, protected: &Protected, bou
         let mut target = std::ptr::null_mut();
         for (i, column) in columns.iter().enumerate() {
             let name = CString::new(format!("c{}", i + 1)).expect("no NUL");
-            let entry =
-                pg_sys::makeTargetEntry((*column).cast(), (i + 1) as i16, pg_sys::pstrdup(name.as_ptr()), false);
+            let entry = pg_sys::makeTargetEntry(
+                (*column).cast(),
+                (i + 1) as i16,
+                pg_sys::pstrdup(name.as_ptr()),
+                false,
+            );
             target = pg_sys::lappend(target, entry.cast());
         }
         (*rows).targetList = target;
@@ -217,11 +257,13 @@ pub(super) unsafe fn bound(query: *mut pg_sys::Query, protected: &Protected, bou
         let per_person = parse(&text);
         // The stand-ins: p of the combined persons' level, and with listed
         // keys k of the UNION ALL's second branch.
-        let first = |q: *mut pg_sys::Query| (*list_items::<pg_sys::RangeTblEntry>((*q).rtable)[0]).subquery;
+        let first =
+            |q: *mut pg_sys::Query| (*list_items::<pg_sys::RangeTblEntry>((*q).rtable)[0]).subquery;
         let persons = match listing {
             Some(list) => {
                 let branches = list_items::<pg_sys::RangeTblEntry>((*per_person).rtable);
-                (*list_items::<pg_sys::RangeTblEntry>((*(*branches[1]).subquery).rtable)[0]).subquery = list;
+                (*list_items::<pg_sys::RangeTblEntry>((*(*branches[1]).subquery).rtable)[0])
+                    .subquery = list;
                 (*branches[0]).subquery
             }
             None => per_person,
@@ -234,15 +276,22 @@ pub(super) unsafe fn bound(query: *mut pg_sys::Query, protected: &Protected, bou
         let mut names = std::ptr::null_mut();
         for i in 0..width {
             let name = CString::new(format!("c{}", i + 1)).expect("no NUL");
-            names = pg_sys::lappend(names, pg_sys::makeString(pg_sys::pstrdup(name.as_ptr())).cast());
+            names = pg_sys::lappend(
+                names,
+                pg_sys::makeString(pg_sys::pstrdup(name.as_ptr())).cast(),
+            );
         }
-        let rte = pg_sys::palloc0(std::mem::size_of::<pg_sys::RangeTblEntry>()) as *mut pg_sys::RangeTblEntry;
+        let rte = pg_sys::palloc0(std::mem::size_of::<pg_sys::RangeTblEntry>())
+            as *mut pg_sys::RangeTblEntry;
         (*rte).type_ = pg_sys::NodeTag::T_RangeTblEntry;
         (*rte).rtekind = pg_sys::RTEKind::RTE_SUBQUERY;
         (*rte).subquery = per_person;
         (*rte).eref = pg_sys::makeAlias(c"dp_per_person".as_ptr(), names);
         // Named as an alias too: the level deparsed (on Citus) reads them by these names.
-        (*rte).alias = pg_sys::makeAlias(c"dp_per_person".as_ptr(), pg_sys::copyObjectImpl(names.cast()).cast());
+        (*rte).alias = pg_sys::makeAlias(
+            c"dp_per_person".as_ptr(),
+            pg_sys::copyObjectImpl(names.cast()).cast(),
+        );
         (*rte).inFromCl = true;
         let column_var = |i: usize| -> *mut pg_sys::Node {
             let expr = (*outputs[i]).expr.cast::<pg_sys::Node>();
@@ -257,8 +306,14 @@ pub(super) unsafe fn bound(query: *mut pg_sys::Query, protected: &Protected, bou
             .cast()
         };
         let mut rewrite = Rewrite {
-            keys: keys.iter().enumerate().map(|(i, key)| (*key, column_var(1 + i))).collect(),
-            values: (0..values.len()).map(|j| column_var(1 + keys.len() + j)).collect(),
+            keys: keys
+                .iter()
+                .enumerate()
+                .map(|(i, key)| (*key, column_var(1 + i)))
+                .collect(),
+            values: (0..values.len())
+                .map(|j| column_var(1 + keys.len() + j))
+                .collect(),
             calls,
             share: protected.share,
             k,
@@ -273,12 +328,17 @@ pub(super) unsafe fn bound(query: *mut pg_sys::Query, protected: &Protected, bou
         // the same rows), a key met only by persons would be shown without
         // partition selection.
         if let Some(real) = rewrite.real {
-            let test = pg_sys::palloc0(std::mem::size_of::<pg_sys::NullTest>()) as *mut pg_sys::NullTest;
+            let test =
+                pg_sys::palloc0(std::mem::size_of::<pg_sys::NullTest>()) as *mut pg_sys::NullTest;
             (*test).xpr.type_ = pg_sys::NodeTag::T_NullTest;
             (*test).arg = pg_sys::copyObjectImpl(real.cast()).cast();
             (*test).nulltesttype = pg_sys::NullTestType::IS_NULL;
             (*test).location = -1;
-            let listed = super::partitions::aggregate(pg_sys::Oid::from(pg_sys::F_BOOL_OR), pg_sys::BOOLOID, &[(test.cast(), pg_sys::BOOLOID)]);
+            let listed = super::partitions::aggregate(
+                pg_sys::Oid::from(pg_sys::F_BOOL_OR),
+                pg_sys::BOOLOID,
+                &[(test.cast(), pg_sys::BOOLOID)],
+            );
             super::partitions::and_having(query, listed.cast());
         }
         if rewrite.leftover {
@@ -288,11 +348,14 @@ pub(super) unsafe fn bound(query: *mut pg_sys::Query, protected: &Protected, bou
             ));
         }
         (*query).rtable = pg_sys::lappend(std::ptr::null_mut(), rte.cast());
-        let from = pg_sys::palloc0(std::mem::size_of::<pg_sys::RangeTblRef>()) as *mut pg_sys::RangeTblRef;
+        let from =
+            pg_sys::palloc0(std::mem::size_of::<pg_sys::RangeTblRef>()) as *mut pg_sys::RangeTblRef;
         (*from).type_ = pg_sys::NodeTag::T_RangeTblRef;
         (*from).rtindex = 1;
-        (*query).jointree =
-            pg_sys::makeFromExpr(pg_sys::lappend(std::ptr::null_mut(), from.cast()), std::ptr::null_mut());
+        (*query).jointree = pg_sys::makeFromExpr(
+            pg_sys::lappend(std::ptr::null_mut(), from.cast()),
+            std::ptr::null_mut(),
+        );
         (*query).constraintDeps = std::ptr::null_mut();
         Ok(())
     }
@@ -325,13 +388,22 @@ unsafe fn listed_keys(
         // The join is left out of the list's level: no outer join remains.
         let rte = list_items::<pg_sys::RangeTblEntry>((*list).rtable)[(*join).rtindex as usize - 1];
         (*rte).jointype = pg_sys::JoinType::JOIN_INNER;
-        let kept = if (*join).jointype == pg_sys::JoinType::JOIN_LEFT { (*join).larg } else { (*join).rarg };
+        let kept = if (*join).jointype == pg_sys::JoinType::JOIN_LEFT {
+            (*join).larg
+        } else {
+            (*join).rarg
+        };
         let flat = move |node: *mut pg_sys::Node| {
-            crate::versions::flatten_join_alias_vars(list, pg_sys::copyObjectImpl(node.cast()).cast())
+            crate::versions::flatten_join_alias_vars(
+                list,
+                pg_sys::copyObjectImpl(node.cast()).cast(),
+            )
         };
         let quals = flat((*(*query).jointree).quals);
-        (*list).jointree =
-            pg_sys::makeFromExpr(pg_sys::lappend(std::ptr::null_mut(), pg_sys::copyObjectImpl(kept.cast())), quals);
+        (*list).jointree = pg_sys::makeFromExpr(
+            pg_sys::lappend(std::ptr::null_mut(), pg_sys::copyObjectImpl(kept.cast())),
+            quals,
+        );
         let refs: Vec<u32> = list_items::<pg_sys::TargetEntry>((*query).targetList)
             .iter()
             .filter(|e| keys.iter().any(|k| std::ptr::eq(*k, (***e).expr.cast())))
@@ -340,7 +412,12 @@ unsafe fn listed_keys(
         let mut target = std::ptr::null_mut();
         for (i, (key, sortgroupref)) in keys.iter().zip(refs).enumerate() {
             let name = CString::new(format!("c{}", i + 1)).expect("no NUL");
-            let entry = pg_sys::makeTargetEntry(flat(*key).cast(), (i + 1) as i16, pg_sys::pstrdup(name.as_ptr()), false);
+            let entry = pg_sys::makeTargetEntry(
+                flat(*key).cast(),
+                (i + 1) as i16,
+                pg_sys::pstrdup(name.as_ptr()),
+                false,
+            );
             (*entry).ressortgroupref = sortgroupref;
             target = pg_sys::lappend(target, entry.cast());
         }
@@ -387,29 +464,45 @@ unsafe fn per_person_sql(
 ) -> Result<String, super::Refusal> {
     // SAFETY: the caller's contract; catalog lookups by OID return palloc'd strings or null.
     unsafe {
-        let owned =
-            |p: *const std::ffi::c_char| (!p.is_null()).then(|| CStr::from_ptr(p).to_string_lossy().into_owned());
+        let owned = |p: *const std::ffi::c_char| {
+            (!p.is_null()).then(|| CStr::from_ptr(p).to_string_lossy().into_owned())
+        };
         let mut types = Vec::new();
         for column in columns {
-            let (typid, typmod, collid) =
-                (pg_sys::exprType(*column), pg_sys::exprTypmod(*column), pg_sys::exprCollation(*column));
-            let flags = (pg_sys::FORMAT_TYPE_TYPEMOD_GIVEN | pg_sys::FORMAT_TYPE_FORCE_QUALIFY) as pg_sys::bits16;
+            let (typid, typmod, collid) = (
+                pg_sys::exprType(*column),
+                pg_sys::exprTypmod(*column),
+                pg_sys::exprCollation(*column),
+            );
+            let flags = (pg_sys::FORMAT_TYPE_TYPEMOD_GIVEN | pg_sys::FORMAT_TYPE_FORCE_QUALIFY)
+                as pg_sys::bits16;
             let Some(ty) = owned(pg_sys::format_type_extended(typid, typmod, flags)) else {
                 return Err(refuse("a column of an unknown type", SHAPE));
             };
-            let collate = if collid != pg_sys::InvalidOid && collid != pg_sys::get_typcollation(typid) {
-                format!(" COLLATE {}", owned(pg_sys::generate_collation_name(collid)).unwrap_or_default())
-            } else {
-                String::new()
-            };
+            let collate =
+                if collid != pg_sys::InvalidOid && collid != pg_sys::get_typcollation(typid) {
+                    format!(
+                        " COLLATE {}",
+                        owned(pg_sys::generate_collation_name(collid)).unwrap_or_default()
+                    )
+                } else {
+                    String::new()
+                };
             types.push(format!("{ty}{collate}"));
         }
         let key_count = columns.len() - 1 - values.len();
         // The person and the keys are hashed by their types' hash functions.
         for (i, column) in columns.iter().enumerate().take(1 + key_count) {
-            let cache = pg_sys::lookup_type_cache(pg_sys::exprType(*column), pg_sys::TYPECACHE_HASH_EXTENDED_PROC as i32);
+            let cache = pg_sys::lookup_type_cache(
+                pg_sys::exprType(*column),
+                pg_sys::TYPECACHE_HASH_EXTENDED_PROC as i32,
+            );
             if cache.is_null() || (*cache).hash_extended_proc == pg_sys::InvalidOid {
-                let what = if i == 0 { "the privacy unit" } else { "a GROUP BY key" };
+                let what = if i == 0 {
+                    "the privacy unit"
+                } else {
+                    "a GROUP BY key"
+                };
                 return Err(refuse(
                     &format!("{what} is of type {}, which has no hash function to choose a person's groups by", types[i]),
                     "Group by a column or expression of a type with a hash opclass (integers, text, dates, numeric…).",
@@ -417,15 +510,32 @@ unsafe fn per_person_sql(
             }
         }
         let stand_in = |types: &[String]| -> String {
-            types.iter().enumerate().map(|(i, ty)| format!("NULL::{ty} AS c{}", i + 1)).collect::<Vec<_>>().join(", ")
+            types
+                .iter()
+                .enumerate()
+                .map(|(i, ty)| format!("NULL::{ty} AS c{}", i + 1))
+                .collect::<Vec<_>>()
+                .join(", ")
         };
-        let schema = owned(pg_sys::get_namespace_name(pg_sys::get_func_namespace(protected.share)));
+        let schema = owned(pg_sys::get_namespace_name(pg_sys::get_func_namespace(
+            protected.share,
+        )));
         let Some(schema) = schema else {
-            return Err(refuse("dpnoise's functions are missing", "Ask the DBA to update dpnoise."));
+            return Err(refuse(
+                "dpnoise's functions are missing",
+                "Ask the DBA to update dpnoise.",
+            ));
         };
-        let s = owned(pg_sys::quote_identifier(CString::new(schema).expect("no NUL").as_ptr())).unwrap_or_default();
+        let s = owned(pg_sys::quote_identifier(
+            CString::new(schema).expect("no NUL").as_ptr(),
+        ))
+        .unwrap_or_default();
         let parts: Vec<String> = (1..=1 + key_count).map(|i| format!("p.c{i}")).collect();
-        let choice = format!("{s}.dp_bound_key({}::pg_catalog.int8, {})", protected.seed, parts.join(", "));
+        let choice = format!(
+            "{s}.dp_bound_key({}::pg_catalog.int8, {})",
+            protected.seed,
+            parts.join(", ")
+        );
         let k = format!("{k}::pg_catalog.int4");
         let mut inner: Vec<String> = parts.clone();
         inner.push(format!("{s}.dp_bound_kept({choice}, {k}) OVER w AS r"));
@@ -481,7 +591,13 @@ unsafe fn parse(text: &str) -> *mut pg_sys::Query {
         let source = pg_sys::pstrdup(text.as_ptr());
         let statements = pg_sys::raw_parser(source, pg_sys::RawParseMode::RAW_PARSE_DEFAULT);
         let raw = list_items::<pg_sys::RawStmt>(statements)[0];
-        let query = pg_sys::parse_analyze_fixedparams(raw, source, std::ptr::null(), 0, std::ptr::null_mut());
+        let query = pg_sys::parse_analyze_fixedparams(
+            raw,
+            source,
+            std::ptr::null(),
+            0,
+            std::ptr::null_mut(),
+        );
         crate::versions::flatten_grouping(query);
         query
     }
@@ -491,11 +607,17 @@ unsafe fn parse(text: &str) -> *mut pg_sys::Query {
 ///
 /// # Safety
 /// `node` is null or a live expression tree (or List of them).
-pub(crate) unsafe fn collect_aggregates(node: *mut pg_sys::Node, into: &mut Vec<*mut pg_sys::Aggref>) {
+pub(crate) unsafe fn collect_aggregates(
+    node: *mut pg_sys::Node,
+    into: &mut Vec<*mut pg_sys::Aggref>,
+) {
     /// # Safety
     /// Called by `expression_tree_walker` with live nodes and the Vec.
     #[pgrx::pg_guard]
-    unsafe extern "C-unwind" fn walk(node: *mut pg_sys::Node, context: *mut std::ffi::c_void) -> bool {
+    unsafe extern "C-unwind" fn walk(
+        node: *mut pg_sys::Node,
+        context: *mut std::ffi::c_void,
+    ) -> bool {
         // SAFETY: the caller's contract.
         unsafe {
             if node.is_null() {
@@ -583,7 +705,10 @@ impl Rewrite {
             let Some(call) = self.calls.get(&(aggref as usize)) else {
                 return copy;
             };
-            for (i, entry) in list_items::<pg_sys::TargetEntry>((*copy).args).into_iter().enumerate() {
+            for (i, entry) in list_items::<pg_sys::TargetEntry>((*copy).args)
+                .into_iter()
+                .enumerate()
+            {
                 if i < call.first {
                     if let Some((j, combine)) = call.value {
                         (*entry).expr = pg_sys::copyObjectImpl(self.values[j].cast()).cast();
@@ -601,8 +726,10 @@ impl Rewrite {
                         false,
                         true,
                     );
-                    let args =
-                        pg_sys::lappend(pg_sys::lappend(std::ptr::null_mut(), (*entry).expr.cast()), parts.cast());
+                    let args = pg_sys::lappend(
+                        pg_sys::lappend(std::ptr::null_mut(), (*entry).expr.cast()),
+                        parts.cast(),
+                    );
                     (*entry).expr = pg_sys::makeFuncExpr(
                         self.share,
                         pg_sys::FLOAT8OID,

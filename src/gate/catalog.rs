@@ -63,7 +63,9 @@ pub(super) unsafe extern "C-unwind" fn relcache_changed(_arg: pg_sys::Datum, rel
     PROTECTED.with(|p| {
         let mut p = p.borrow_mut();
         let stale = p.as_ref().is_some_and(|known| {
-            relid == pg_sys::InvalidOid || known.own.contains(&relid) || known.tables.contains_key(&relid)
+            relid == pg_sys::InvalidOid
+                || known.own.contains(&relid)
+                || known.tables.contains_key(&relid)
         });
         if stale {
             *p = None;
@@ -159,7 +161,9 @@ pub(crate) fn as_superuser<T>(f: impl FnOnce() -> T) -> T {
         pg_sys::GetUserIdAndSecContext(&mut user, &mut context);
         pg_sys::SetUserIdAndSecContext(
             pg_sys::BOOTSTRAP_SUPERUSERID.into(),
-            context | (pg_sys::SECURITY_LOCAL_USERID_CHANGE | pg_sys::SECURITY_RESTRICTED_OPERATION) as i32,
+            context
+                | (pg_sys::SECURITY_LOCAL_USERID_CHANGE | pg_sys::SECURITY_RESTRICTED_OPERATION)
+                    as i32,
         );
     }
     let out = f();
@@ -190,73 +194,85 @@ fn load() -> Option<std::rc::Rc<Protected>> {
     }
     LOADING.with(|l| l.set(true));
     let loading = Loading;
-    let loaded = without_jit(|| Spi::connect(|client| {
-        let own = client
-            .select(
-                "SELECT pg_catalog.to_regclass('dpnoise.protected')::pg_catalog.oid, \
+    let loaded = without_jit(|| {
+        Spi::connect(|client| {
+            let own = client
+                .select(
+                    "SELECT pg_catalog.to_regclass('dpnoise.protected')::pg_catalog.oid, \
                         pg_catalog.to_regclass('dpnoise.allowed_functions')::pg_catalog.oid",
-                None,
-                &[],
-            )?
-            .first()
-            .get_two::<pg_sys::Oid, pg_sys::Oid>()?;
-        let (Some(protected_table), Some(allowed_table)) = own else {
-            return Ok::<_, pgrx::spi::Error>(None);
-        };
-        let mut tables = HashMap::new();
-        for row in client.select(PROTECTED_QUERY, None, &[])? {
-            if let Some(relid) = row.get::<pg_sys::Oid>(1)? {
-                let unit = row.get::<i16>(2)?.unwrap_or(0);
-                let max_groups = row.get::<i32>(3)?.unwrap_or(1);
-                let one_row = row.get::<bool>(4)?.unwrap_or(false);
-                tables.insert(
-                    relid,
-                    Table {
-                        one_row,
-                        unit,
-                        max_groups,
-                    },
-                );
+                    None,
+                    &[],
+                )?
+                .first()
+                .get_two::<pg_sys::Oid, pg_sys::Oid>()?;
+            let (Some(protected_table), Some(allowed_table)) = own else {
+                return Ok::<_, pgrx::spi::Error>(None);
+            };
+            let mut tables = HashMap::new();
+            for row in client.select(PROTECTED_QUERY, None, &[])? {
+                if let Some(relid) = row.get::<pg_sys::Oid>(1)? {
+                    let unit = row.get::<i16>(2)?.unwrap_or(0);
+                    let max_groups = row.get::<i32>(3)?.unwrap_or(1);
+                    let one_row = row.get::<bool>(4)?.unwrap_or(false);
+                    tables.insert(
+                        relid,
+                        Table {
+                            one_row,
+                            unit,
+                            max_groups,
+                        },
+                    );
+                }
             }
-        }
-        let mut allowed = HashSet::new();
-        for row in client.select(ALLOWED_QUERY, None, &[])? {
-            if let Some(f) = row.get::<pg_sys::Oid>(1)? {
-                allowed.insert(f);
+            let mut allowed = HashSet::new();
+            for row in client.select(ALLOWED_QUERY, None, &[])? {
+                if let Some(f) = row.get::<pg_sys::Oid>(1)? {
+                    allowed.insert(f);
+                }
             }
-        }
-        let function = |name: &str, nargs: i16| -> Result<pg_sys::Oid, pgrx::spi::Error> {
-            let args = [name.into(), nargs.into()];
-            Ok(client.select(FUNCTION_QUERY, None, &args)?.first().get_one::<pg_sys::Oid>()?.unwrap_or(pg_sys::InvalidOid))
-        };
-        let selection = function("dp_partition_selected", 2)?;
-        let share = function("dp_share", 2)?;
-        let key = client.select(KEY_QUERY, Some(1), &[])?.first().get_one::<Vec<u8>>()?.unwrap_or_default();
-        let derived = crate::seal::hmac(&key, &[b"dpnoise per-person choice v1"]);
-        let seed = i64::from_le_bytes(derived[..8].try_into().expect("8 bytes"));
-        let mut windows = Vec::new();
-        for row in client.select(WINDOW_QUERY, None, &[])? {
-            windows.extend(row.get::<pg_sys::Oid>(1)?);
-        }
-        let mut forms = HashMap::new();
-        for row in client.select(TOTAL_QUERY, None, &[])? {
-            if let (Some(name), Some(oid)) = (row.get::<String>(1)?, row.get::<pg_sys::Oid>(2)?) {
-                forms.insert(name, oid);
+            let function = |name: &str, nargs: i16| -> Result<pg_sys::Oid, pgrx::spi::Error> {
+                let args = [name.into(), nargs.into()];
+                Ok(client
+                    .select(FUNCTION_QUERY, None, &args)?
+                    .first()
+                    .get_one::<pg_sys::Oid>()?
+                    .unwrap_or(pg_sys::InvalidOid))
+            };
+            let selection = function("dp_partition_selected", 2)?;
+            let share = function("dp_share", 2)?;
+            let key = client
+                .select(KEY_QUERY, Some(1), &[])?
+                .first()
+                .get_one::<Vec<u8>>()?
+                .unwrap_or_default();
+            let derived = crate::seal::hmac(&key, &[b"dpnoise per-person choice v1"]);
+            let seed = i64::from_le_bytes(derived[..8].try_into().expect("8 bytes"));
+            let mut windows = Vec::new();
+            for row in client.select(WINDOW_QUERY, None, &[])? {
+                windows.extend(row.get::<pg_sys::Oid>(1)?);
             }
-        }
-        Ok(Some(std::rc::Rc::new(Protected {
-            tables,
-            allowed,
-            own: [protected_table, allowed_table],
-            selection,
-            share,
-            seed,
-            windows,
-            forms,
-        })))
-    }));
+            let mut forms = HashMap::new();
+            for row in client.select(TOTAL_QUERY, None, &[])? {
+                if let (Some(name), Some(oid)) = (row.get::<String>(1)?, row.get::<pg_sys::Oid>(2)?)
+                {
+                    forms.insert(name, oid);
+                }
+            }
+            Ok(Some(std::rc::Rc::new(Protected {
+                tables,
+                allowed,
+                own: [protected_table, allowed_table],
+                selection,
+                share,
+                seed,
+                windows,
+                forms,
+            })))
+        })
+    });
     drop(loading);
-    let loaded = loaded.unwrap_or_else(|e| pgrx::error!("dpnoise: cannot read the protected tables: {e}"));
+    let loaded =
+        loaded.unwrap_or_else(|e| pgrx::error!("dpnoise: cannot read the protected tables: {e}"));
     PROTECTED.with(|p| *p.borrow_mut() = loaded.clone());
     loaded
 }

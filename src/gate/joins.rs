@@ -38,7 +38,8 @@ impl FromItems<'_> {
                     let admitted = match (*rte).rtekind {
                         pg_sys::RTEKind::RTE_RELATION => true,
                         pg_sys::RTEKind::RTE_SUBQUERY => {
-                            !(*rte).lateral && !reads_protected((*rte).subquery.cast(), self.protected)
+                            !(*rte).lateral
+                                && !reads_protected((*rte).subquery.cast(), self.protected)
                         }
                         pg_sys::RTEKind::RTE_FUNCTION => {
                             !(*rte).lateral && !mentions_columns((*rte).functions.cast())
@@ -56,7 +57,8 @@ impl FromItems<'_> {
                 }
                 pg_sys::NodeTag::T_JoinExpr => {
                     let join = node as *mut pg_sys::JoinExpr;
-                    if (*join).jointype != pg_sys::JoinType::JOIN_INNER && self.listed != Some(join) {
+                    if (*join).jointype != pg_sys::JoinType::JOIN_INNER && self.listed != Some(join)
+                    {
                         return Err(refuse(
                             "only inner joins are admitted over protected rows, and one outer join that lists public group keys",
                             LISTED,
@@ -110,20 +112,26 @@ pub(super) unsafe fn public_keys(
         jointree_indexes(kept, &mut public);
         let is_protected = |i: &i32| {
             let rte = rtable[*i as usize - 1];
-            (*rte).rtekind == pg_sys::RTEKind::RTE_RELATION && protected.tables.contains_key(&(*rte).relid)
+            (*rte).rtekind == pg_sys::RTEKind::RTE_RELATION
+                && protected.tables.contains_key(&(*rte).relid)
         };
         if public.iter().any(is_protected) {
             return Ok(None);
         }
-        let refs: Vec<u32> =
-            list_items::<pg_sys::SortGroupClause>((*query).groupClause).iter().map(|c| (**c).tleSortGroupRef).collect();
+        let refs: Vec<u32> = list_items::<pg_sys::SortGroupClause>((*query).groupClause)
+            .iter()
+            .map(|c| (**c).tleSortGroupRef)
+            .collect();
         let keys: Vec<*mut pg_sys::Node> = list_items::<pg_sys::TargetEntry>((*query).targetList)
             .into_iter()
             .filter(|e| refs.contains(&(**e).ressortgroupref))
             .map(|e| (*e).expr.cast())
             .collect();
         let on_public_side = |node: *mut pg_sys::Node| {
-            let flat = crate::versions::flatten_join_alias_vars(query, pg_sys::copyObjectImpl(node.cast()).cast());
+            let flat = crate::versions::flatten_join_alias_vars(
+                query,
+                pg_sys::copyObjectImpl(node.cast()).cast(),
+            );
             columns_of(flat).iter().all(|i| public.contains(i))
         };
         if keys.is_empty()
@@ -147,7 +155,9 @@ unsafe fn jointree_indexes(node: *mut pg_sys::Node, into: &mut Vec<i32>) {
     // SAFETY: the caller's contract; casts follow the node tags.
     unsafe {
         match (*node).type_ {
-            pg_sys::NodeTag::T_RangeTblRef => into.push((*(node as *mut pg_sys::RangeTblRef)).rtindex),
+            pg_sys::NodeTag::T_RangeTblRef => {
+                into.push((*(node as *mut pg_sys::RangeTblRef)).rtindex)
+            }
             pg_sys::NodeTag::T_JoinExpr => {
                 let join = node as *mut pg_sys::JoinExpr;
                 into.push((*join).rtindex);
@@ -155,7 +165,8 @@ unsafe fn jointree_indexes(node: *mut pg_sys::Node, into: &mut Vec<i32>) {
                 jointree_indexes((*join).rarg, into);
             }
             pg_sys::NodeTag::T_FromExpr => {
-                for item in list_items::<pg_sys::Node>((*(node as *mut pg_sys::FromExpr)).fromlist) {
+                for item in list_items::<pg_sys::Node>((*(node as *mut pg_sys::FromExpr)).fromlist)
+                {
                     jointree_indexes(item, into);
                 }
             }
@@ -169,7 +180,10 @@ fn columns_of(node: *mut pg_sys::Node) -> Vec<i32> {
     /// # Safety
     /// Called by `expression_tree_walker` with live nodes and the Vec.
     #[pg_guard]
-    unsafe extern "C-unwind" fn find(node: *mut pg_sys::Node, context: *mut std::ffi::c_void) -> bool {
+    unsafe extern "C-unwind" fn find(
+        node: *mut pg_sys::Node,
+        context: *mut std::ffi::c_void,
+    ) -> bool {
         // SAFETY: the caller's contract.
         unsafe {
             if node.is_null() {
@@ -197,7 +211,10 @@ pub(super) fn reads_protected(node: *mut pg_sys::Node, protected: &Protected) ->
     /// # Safety
     /// Called by PostgreSQL's tree walkers with live nodes and the Protected.
     #[pg_guard]
-    unsafe extern "C-unwind" fn find(node: *mut pg_sys::Node, context: *mut std::ffi::c_void) -> bool {
+    unsafe extern "C-unwind" fn find(
+        node: *mut pg_sys::Node,
+        context: *mut std::ffi::c_void,
+    ) -> bool {
         // SAFETY: the caller's contract; casts follow the node tags.
         unsafe {
             if node.is_null() {
@@ -206,9 +223,12 @@ pub(super) fn reads_protected(node: *mut pg_sys::Node, protected: &Protected) ->
             if (*node).type_ == pg_sys::NodeTag::T_Query {
                 let query = node as *mut pg_sys::Query;
                 let protected = &*(context as *const Protected);
-                let direct = list_items::<pg_sys::RangeTblEntry>((*query).rtable).iter().any(|rte| {
-                    (**rte).rtekind == pg_sys::RTEKind::RTE_RELATION && protected.tables.contains_key(&(**rte).relid)
-                });
+                let direct = list_items::<pg_sys::RangeTblEntry>((*query).rtable)
+                    .iter()
+                    .any(|rte| {
+                        (**rte).rtekind == pg_sys::RTEKind::RTE_RELATION
+                            && protected.tables.contains_key(&(**rte).relid)
+                    });
                 return direct || pg_sys::query_tree_walker(query, Some(find), context, 0);
             }
             pg_sys::expression_tree_walker(node, Some(find), context)
@@ -223,15 +243,20 @@ fn mentions_columns(node: *mut pg_sys::Node) -> bool {
     /// # Safety
     /// Called by `expression_tree_walker` with live nodes.
     #[pg_guard]
-    unsafe extern "C-unwind" fn find(node: *mut pg_sys::Node, _context: *mut std::ffi::c_void) -> bool {
+    unsafe extern "C-unwind" fn find(
+        node: *mut pg_sys::Node,
+        _context: *mut std::ffi::c_void,
+    ) -> bool {
         // SAFETY: the caller's contract.
         unsafe {
             if node.is_null() {
                 return false;
             }
             use pg_sys::NodeTag::*;
-            matches!((*node).type_, T_Var | T_PlaceHolderVar | T_SubLink | T_Query)
-                || pg_sys::expression_tree_walker(node, Some(find), std::ptr::null_mut())
+            matches!(
+                (*node).type_,
+                T_Var | T_PlaceHolderVar | T_SubLink | T_Query
+            ) || pg_sys::expression_tree_walker(node, Some(find), std::ptr::null_mut())
         }
     }
     // SAFETY: `node` is null or a live expression node or List (callers' contract).

@@ -30,7 +30,10 @@ struct Key {
 /// # Safety
 /// `query` is a live Query of an analyst's statement before planning,
 /// inside a transaction.
-pub(super) unsafe fn canonical(query: *mut pg_sys::Query, forms: &HashMap<String, pg_sys::Oid>) -> Result<(), Refusal> {
+pub(super) unsafe fn canonical(
+    query: *mut pg_sys::Query,
+    forms: &HashMap<String, pg_sys::Oid>,
+) -> Result<(), Refusal> {
     // SAFETY: the caller's contract; the target list, clauses and nodes are the level's own.
     unsafe {
         let mut keys = Vec::new();
@@ -50,7 +53,9 @@ pub(super) unsafe fn canonical(query: *mut pg_sys::Query, forms: &HashMap<String
                     keys.push(Key { expr, function });
                 }
                 Form::Refused => {
-                    let name = std::ffi::CStr::from_ptr(pg_sys::format_type_be(type_)).to_string_lossy().into_owned();
+                    let name = std::ffi::CStr::from_ptr(pg_sys::format_type_be(type_))
+                        .to_string_lossy()
+                        .into_owned();
                     return Err(refuse(
                         &format!(
                             "a GROUP BY key of type {name}: equal values of this type can differ in bytes, so the \
@@ -80,17 +85,30 @@ pub(super) unsafe fn canonical(query: *mut pg_sys::Query, forms: &HashMap<String
 /// # Safety
 /// Called by the tree mutator (or `canonical`) with a live node and the keys.
 #[pg_guard]
-unsafe extern "C-unwind" fn normalise(node: *mut pg_sys::Node, context: *mut std::ffi::c_void) -> *mut pg_sys::Node {
+unsafe extern "C-unwind" fn normalise(
+    node: *mut pg_sys::Node,
+    context: *mut std::ffi::c_void,
+) -> *mut pg_sys::Node {
     // SAFETY: the caller's contract; the new call is palloc'd in the planner's memory context.
     unsafe {
         if node.is_null() {
             return node;
         }
         let keys = &*(context as *const Vec<Key>);
-        if let Some(key) = keys.iter().find(|k| pg_sys::equal(k.expr.cast(), node.cast())) {
+        if let Some(key) = keys
+            .iter()
+            .find(|k| pg_sys::equal(k.expr.cast(), node.cast()))
+        {
             let (type_, collation) = (pg_sys::exprType(node), pg_sys::exprCollation(node));
             let args = pg_sys::lappend(std::ptr::null_mut(), pg_sys::copyObjectImpl(node.cast()));
-            let call = pg_sys::makeFuncExpr(key.function, type_, args, collation, collation, pg_sys::CoercionForm::COERCE_EXPLICIT_CALL);
+            let call = pg_sys::makeFuncExpr(
+                key.function,
+                type_,
+                args,
+                collation,
+                collation,
+                pg_sys::CoercionForm::COERCE_EXPLICIT_CALL,
+            );
             (*call).location = pg_sys::exprLocation(node);
             return call.cast();
         }

@@ -31,7 +31,10 @@ pub(super) struct Leakproof<'a> {
 impl Leakproof<'_> {
     fn function(&self, funcid: pg_sys::Oid, what: &str) -> Checked {
         // SAFETY: a syscache lookup by OID inside a transaction.
-        if unsafe { pg_sys::get_func_leakproof(funcid) } || self.allowed.contains(&funcid) || super::substitute::proven_total(funcid) {
+        if unsafe { pg_sys::get_func_leakproof(funcid) }
+            || self.allowed.contains(&funcid)
+            || super::substitute::proven_total(funcid)
+        {
             return Ok(());
         }
         Err(refuse(
@@ -53,7 +56,12 @@ impl Leakproof<'_> {
             }
             // In the output, a group's key as the level groups by it (a
             // protected text key capped: `substitute::cap_group_keys`).
-            if !self.rows && self.keys.iter().any(|k| pg_sys::equal((*k).cast(), node.cast())) {
+            if !self.rows
+                && self
+                    .keys
+                    .iter()
+                    .any(|k| pg_sys::equal((*k).cast(), node.cast()))
+            {
                 return Ok(());
             }
             use pg_sys::NodeTag::*;
@@ -164,7 +172,10 @@ impl Leakproof<'_> {
 ///
 /// # Safety
 /// `node` is a live expression node.
-pub(super) unsafe fn each_child(node: *mut pg_sys::Node, check: &mut dyn FnMut(*mut pg_sys::Node) -> Checked) -> Checked {
+pub(super) unsafe fn each_child(
+    node: *mut pg_sys::Node,
+    check: &mut dyn FnMut(*mut pg_sys::Node) -> Checked,
+) -> Checked {
     struct Context<'a> {
         check: &'a mut dyn FnMut(*mut pg_sys::Node) -> Checked,
         checked: Checked,
@@ -172,7 +183,10 @@ pub(super) unsafe fn each_child(node: *mut pg_sys::Node, check: &mut dyn FnMut(*
     /// # Safety
     /// Called by `expression_tree_walker` with the live children of a node and our context.
     #[pg_guard]
-    unsafe extern "C-unwind" fn each(node: *mut pg_sys::Node, context: *mut std::ffi::c_void) -> bool {
+    unsafe extern "C-unwind" fn each(
+        node: *mut pg_sys::Node,
+        context: *mut std::ffi::c_void,
+    ) -> bool {
         // SAFETY: the caller's contract.
         unsafe {
             let context = &mut *(context as *mut Context);
@@ -180,7 +194,10 @@ pub(super) unsafe fn each_child(node: *mut pg_sys::Node, check: &mut dyn FnMut(*
             context.checked.is_err()
         }
     }
-    let mut context = Context { check, checked: Ok(()) };
+    let mut context = Context {
+        check,
+        checked: Ok(()),
+    };
     // SAFETY: the caller's contract; `each` sees every direct child.
     unsafe { pg_sys::expression_tree_walker(node, Some(each), (&raw mut context).cast()) };
     context.checked
@@ -192,13 +209,17 @@ fn folded_when_planned(node: *mut pg_sys::Node) -> bool {
     /// # Safety
     /// Called by `expression_tree_walker` with live nodes.
     #[pg_guard]
-    unsafe extern "C-unwind" fn param(node: *mut pg_sys::Node, _context: *mut std::ffi::c_void) -> bool {
+    unsafe extern "C-unwind" fn param(
+        node: *mut pg_sys::Node,
+        _context: *mut std::ffi::c_void,
+    ) -> bool {
         // SAFETY: the caller's contract.
         unsafe {
             if node.is_null() {
                 return false;
             }
-            (*node).type_ == pg_sys::NodeTag::T_Param || pg_sys::expression_tree_walker(node, Some(param), std::ptr::null_mut())
+            (*node).type_ == pg_sys::NodeTag::T_Param
+                || pg_sys::expression_tree_walker(node, Some(param), std::ptr::null_mut())
         }
     }
     // SAFETY: `node` is a live expression node (callers' contract); both walks only read it.
@@ -210,7 +231,10 @@ fn touches_rows(node: *mut pg_sys::Node) -> bool {
     /// # Safety
     /// Called by `expression_tree_walker` with live nodes.
     #[pg_guard]
-    unsafe extern "C-unwind" fn find(node: *mut pg_sys::Node, _context: *mut std::ffi::c_void) -> bool {
+    unsafe extern "C-unwind" fn find(
+        node: *mut pg_sys::Node,
+        _context: *mut std::ffi::c_void,
+    ) -> bool {
         // SAFETY: the caller's contract; aggregates are not entered.
         unsafe {
             if node.is_null() || (*node).type_ == pg_sys::NodeTag::T_Aggref {
@@ -231,12 +255,18 @@ fn touches_rows(node: *mut pg_sys::Node) -> bool {
 ///
 /// # Safety
 /// `node` is a live MinMaxExpr; inside a transaction.
-pub(super) unsafe fn minmax_comparison(node: *mut pg_sys::MinMaxExpr) -> Result<pg_sys::Oid, super::Refusal> {
+pub(super) unsafe fn minmax_comparison(
+    node: *mut pg_sys::MinMaxExpr,
+) -> Result<pg_sys::Oid, super::Refusal> {
     // SAFETY: the caller's contract; a type cache lookup by OID.
     unsafe {
-        let typcache = pg_sys::lookup_type_cache((*node).minmaxtype, pg_sys::TYPECACHE_CMP_PROC as i32);
+        let typcache =
+            pg_sys::lookup_type_cache((*node).minmaxtype, pg_sys::TYPECACHE_CMP_PROC as i32);
         if typcache.is_null() || (*typcache).cmp_proc == pg_sys::InvalidOid {
-            return Err(refuse("GREATEST or LEAST of a type without a total order", SHAPE));
+            return Err(refuse(
+                "GREATEST or LEAST of a type without a total order",
+                SHAPE,
+            ));
         }
         Ok((*typcache).cmp_proc)
     }
@@ -249,7 +279,9 @@ pub(super) fn function_name(funcid: pg_sys::Oid) -> String {
         if name.is_null() {
             format!("{}", u32::from(funcid))
         } else {
-            std::ffi::CStr::from_ptr(name).to_string_lossy().into_owned()
+            std::ffi::CStr::from_ptr(name)
+                .to_string_lossy()
+                .into_owned()
         }
     }
 }

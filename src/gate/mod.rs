@@ -36,12 +36,11 @@
 //! forms (`crate::total`) in place of built-ins that can fail. The settings are in
 //! `crate::gucs`.
 
-
 use crate::errors::raise_sqlstate;
 pub(crate) use crate::pg_list::{list_items, list_nodes};
+pub(crate) use catalog::{as_superuser, gated, own_schema, protected_unit};
 use catalog::{protected, Protected, Table};
 use joins::FromItems;
-pub(crate) use catalog::{as_superuser, gated, own_schema, protected_unit};
 use joins::{joined_on_unit, public_keys};
 use leakproof::Leakproof;
 pub(crate) use partitions::aggregate_types;
@@ -58,11 +57,15 @@ mod keys;
 mod leakproof;
 mod partitions;
 mod persons;
+pub mod plan;
 mod statistics;
 mod substitute;
-pub mod plan;
 
-pgrx::extension_sql_file!("schema.sql", name = "gate_sql", requires = ["budget_sql", dp_gate_changed, dp_query_accuracy]);
+pgrx::extension_sql_file!(
+    "schema.sql",
+    name = "gate_sql",
+    requires = ["budget_sql", dp_gate_changed, dp_query_accuracy]
+);
 
 /// SQLSTATE of every refusal by the gate.
 pub const QUERY_REFUSED: &str = "ZB003";
@@ -70,10 +73,13 @@ pub const QUERY_REFUSED: &str = "ZB003";
 /// k for a level whose protected tables allow `tables` groups a person:
 /// lowered by the role's cap and the session's setting, never raised.
 pub(super) fn max_groups(tables: i32) -> i32 {
-    [crate::gucs::role_max_groups_contributed(), crate::gucs::max_groups_contributed()]
-        .into_iter()
-        .filter(|&k| k > 0)
-        .fold(tables, i32::min)
+    [
+        crate::gucs::role_max_groups_contributed(),
+        crate::gucs::max_groups_contributed(),
+    ]
+    .into_iter()
+    .filter(|&k| k > 0)
+    .fold(tables, i32::min)
 }
 
 pub fn init() {
@@ -82,7 +88,10 @@ pub fn init() {
     // transaction and relcache callbacks' signatures.
     unsafe {
         pg_sys::RegisterXactCallback(Some(transaction_ended), std::ptr::null_mut());
-        pg_sys::CacheRegisterRelcacheCallback(Some(catalog::relcache_changed), pg_sys::Datum::from(0usize));
+        pg_sys::CacheRegisterRelcacheCallback(
+            Some(catalog::relcache_changed),
+            pg_sys::Datum::from(0usize),
+        );
     }
 }
 
@@ -94,7 +103,10 @@ thread_local! {
 /// # Safety
 /// Called by PostgreSQL as a transaction callback.
 #[pg_guard]
-unsafe extern "C-unwind" fn transaction_ended(event: pg_sys::XactEvent::Type, _arg: *mut std::ffi::c_void) {
+unsafe extern "C-unwind" fn transaction_ended(
+    event: pg_sys::XactEvent::Type,
+    _arg: *mut std::ffi::c_void,
+) {
     if matches!(
         event,
         pg_sys::XactEvent::XACT_EVENT_COMMIT
@@ -122,13 +134,21 @@ struct Refusal {
 type Checked = Result<(), Refusal>;
 
 fn refuse(what: &str, instead: &str) -> Refusal {
-    Refusal { what: what.to_string(), instead: instead.to_string(), parameter: None }
+    Refusal {
+        what: what.to_string(),
+        instead: instead.to_string(),
+        parameter: None,
+    }
 }
 
 /// The refusal of a call of `function` whose privacy parameters are not
 /// fixed (`crate::parameters`), found by the gate before planning.
 fn varying_parameter(function: &str) -> Refusal {
-    Refusal { what: String::new(), instead: String::new(), parameter: Some(function.to_string()) }
+    Refusal {
+        what: String::new(),
+        instead: String::new(),
+        parameter: Some(function.to_string()),
+    }
 }
 
 /// Refuses an analyst's statement (ZB003) with what and how to write it instead.
@@ -142,7 +162,10 @@ fn raise(refusal: Refusal) -> ! {
     }
     raise_sqlstate(
         QUERY_REFUSED,
-        format!("dpnoise: analysts get only differentially private aggregates of protected tables: {}", refusal.what),
+        format!(
+            "dpnoise: analysts get only differentially private aggregates of protected tables: {}",
+            refusal.what
+        ),
         Some(refusal.instead),
     )
 }
@@ -173,7 +196,11 @@ pub unsafe extern "C-unwind" fn check_query(query: *mut pg_sys::Query) {
     // cannot fail.
     // SAFETY: the caller's contract.
     unsafe { substitute::substitute(query, &protected) };
-    let mut walk = Walk { protected, explaining: EXPLAINING.with(|e| e.get()), refused: None };
+    let mut walk = Walk {
+        protected,
+        explaining: EXPLAINING.with(|e| e.get()),
+        refused: None,
+    };
     // SAFETY: the caller's contract; the walker gets `walk` back as its context.
     unsafe { walker(query.cast(), (&raw mut walk).cast()) };
     if let Some(refusal) = walk.refused {
@@ -184,7 +211,10 @@ pub unsafe extern "C-unwind" fn check_query(query: *mut pg_sys::Query) {
 /// # Safety
 /// Called by PostgreSQL's tree walkers, with the `Walk` of `check_query` as context.
 #[pg_guard]
-unsafe extern "C-unwind" fn walker(node: *mut pg_sys::Node, context: *mut std::ffi::c_void) -> bool {
+unsafe extern "C-unwind" fn walker(
+    node: *mut pg_sys::Node,
+    context: *mut std::ffi::c_void,
+) -> bool {
     // SAFETY: nodes of a live query tree; casts follow the node tags.
     unsafe {
         if node.is_null() {
@@ -219,7 +249,8 @@ unsafe fn check_level(query: *mut pg_sys::Query, walk: &Walk) -> Result<bool, Re
             .iter()
             .enumerate()
             .filter(|(_, rte)| {
-                (***rte).rtekind == pg_sys::RTEKind::RTE_RELATION && walk.protected.tables.contains_key(&(***rte).relid)
+                (***rte).rtekind == pg_sys::RTEKind::RTE_RELATION
+                    && walk.protected.tables.contains_key(&(***rte).relid)
             })
             .map(|(i, _)| i)
             .collect();
@@ -231,7 +262,10 @@ unsafe fn check_level(query: *mut pg_sys::Query, walk: &Walk) -> Result<bool, Re
             return Ok(true);
         }
         if walk.explaining {
-            return Err(refuse("EXPLAIN shows estimates drawn from the protected data", "Run the query itself."));
+            return Err(refuse(
+                "EXPLAIN shows estimates drawn from the protected data",
+                "Run the query itself.",
+            ));
         }
         if messages_shown() {
             return Err(messages_refused());
@@ -245,15 +279,26 @@ unsafe fn check_level(query: *mut pg_sys::Query, walk: &Walk) -> Result<bool, Re
         let bounded = from.leaves.len() > 1 || !persons[0].1.one_row || listed.is_some();
         let grouped = !(*query).groupClause.is_null();
         if !(*query).hasAggs && !grouped {
-            return Err(refuse("rows of a protected table cannot be read, only dpnoise aggregates of them", SHAPE));
+            return Err(refuse(
+                "rows of a protected table cannot be read, only dpnoise aggregates of them",
+                SHAPE,
+            ));
         }
         plain(query)?;
-        let group_keys: Vec<*mut pg_sys::Node> = list_items::<pg_sys::TargetEntry>((*query).targetList)
-            .into_iter()
-            .filter(|entry| (**entry).ressortgroupref != 0 && grouped_by(query, (**entry).ressortgroupref))
-            .map(|entry| (*entry).expr.cast())
-            .collect();
-        let mut check = Leakproof { allowed: &walk.protected.allowed, rows: true, keys: &group_keys, per_person: false };
+        let group_keys: Vec<*mut pg_sys::Node> =
+            list_items::<pg_sys::TargetEntry>((*query).targetList)
+                .into_iter()
+                .filter(|entry| {
+                    (**entry).ressortgroupref != 0 && grouped_by(query, (**entry).ressortgroupref)
+                })
+                .map(|entry| (*entry).expr.cast())
+                .collect();
+        let mut check = Leakproof {
+            allowed: &walk.protected.allowed,
+            rows: true,
+            keys: &group_keys,
+            per_person: false,
+        };
         for qual in &from.quals {
             check.node(*qual)?;
         }
@@ -280,7 +325,10 @@ unsafe fn check_level(query: *mut pg_sys::Query, walk: &Walk) -> Result<bool, Re
         }
         // Vouched for: the analyst needs no SELECT privilege on the tables.
         for (leaf, _) in &persons {
-            crate::versions::waive_privileges(crate::versions::query_permissions(query), rtable[*leaf as usize - 1]);
+            crate::versions::waive_privileges(
+                crate::versions::query_permissions(query),
+                rtable[*leaf as usize - 1],
+            );
         }
         if !bounded {
             return Ok(true);
@@ -291,7 +339,11 @@ unsafe fn check_level(query: *mut pg_sys::Query, walk: &Walk) -> Result<bool, Re
         bounding::bound(
             query,
             &walk.protected,
-            &bounding::Bounds { unit, max_groups, listed },
+            &bounding::Bounds {
+                unit,
+                max_groups,
+                listed,
+            },
         )?;
         // The levels written above are the gate's own: not walked again.
         Ok(false)
@@ -306,7 +358,10 @@ unsafe fn reads_only(query: *mut pg_sys::Query) -> Checked {
     // SAFETY: the caller's contract.
     unsafe {
         if (*query).commandType != pg_sys::CmdType::CMD_SELECT || (*query).resultRelation != 0 {
-            return Err(refuse("analysts cannot write protected tables", "Ask the DBA."));
+            return Err(refuse(
+                "analysts cannot write protected tables",
+                "Ask the DBA.",
+            ));
         }
         if !(*query).rowMarks.is_null() {
             return Err(refuse("FOR UPDATE/SHARE locks protected rows", SHAPE));
@@ -333,11 +388,21 @@ unsafe fn plain(query: *mut pg_sys::Query) -> Checked {
         if (*query).hasWindowFuncs || (*query).hasTargetSRFs || !(*query).distinctClause.is_null() {
             return Err(refuse("window functions, set-returning functions and DISTINCT are not admitted over protected rows", SHAPE));
         }
-        if (*query).hasSubLinks || !(*query).cteList.is_null() || (*query).hasRecursive || (*query).hasModifyingCTE {
-            return Err(refuse("subqueries cannot be mixed with protected rows at the same query level", SHAPE));
+        if (*query).hasSubLinks
+            || !(*query).cteList.is_null()
+            || (*query).hasRecursive
+            || (*query).hasModifyingCTE
+        {
+            return Err(refuse(
+                "subqueries cannot be mixed with protected rows at the same query level",
+                SHAPE,
+            ));
         }
         if !(*query).setOperations.is_null() {
-            return Err(refuse("UNION, INTERSECT and EXCEPT are not admitted over protected rows", SHAPE));
+            return Err(refuse(
+                "UNION, INTERSECT and EXCEPT are not admitted over protected rows",
+                SHAPE,
+            ));
         }
         Ok(())
     }
@@ -359,7 +424,12 @@ unsafe fn protected_from<'a>(
 ) -> Result<(FromItems<'a>, Vec<(i32, Table)>), Refusal> {
     // SAFETY: the caller's contract; RTE and node casts follow their kinds and tags.
     unsafe {
-        let mut from = FromItems { leaves: Vec::new(), quals: vec![(*(*query).jointree).quals], listed, protected };
+        let mut from = FromItems {
+            leaves: Vec::new(),
+            quals: vec![(*(*query).jointree).quals],
+            listed,
+            protected,
+        };
         for item in list_items::<pg_sys::Node>((*(*query).jointree).fromlist) {
             from.item(item, rtable)?;
         }
@@ -368,16 +438,25 @@ unsafe fn protected_from<'a>(
             let rte = rtable[leaf as usize - 1];
             if let Some(table) = protected.tables.get(&(*rte).relid) {
                 if !(*rte).tablesample.is_null() {
-                    return Err(refuse("TABLESAMPLE picks protected rows by their place on disk", SHAPE));
+                    return Err(refuse(
+                        "TABLESAMPLE picks protected rows by their place on disk",
+                        SHAPE,
+                    ));
                 }
                 if table.unit == 0 {
-                    return Err(refuse("this protected table's privacy unit column is gone", "Ask the DBA to protect it again."));
+                    return Err(refuse(
+                        "this protected table's privacy unit column is gone",
+                        "Ask the DBA to protect it again.",
+                    ));
                 }
                 persons.push((leaf, *table));
             }
         }
         if persons.len() != read || persons.is_empty() {
-            return Err(refuse("a protected table must be a FROM item of its query level", SHAPE));
+            return Err(refuse(
+                "a protected table must be a FROM item of its query level",
+                SHAPE,
+            ));
         }
         if persons.len() > 1 {
             joined_on_unit(rtable, &persons, &from.quals)?;
@@ -408,7 +487,8 @@ unsafe fn unbounded_aggregates(query: *mut pg_sys::Query) -> Result<(), Refusal>
         bounding::collect_aggregates((*query).targetList.cast(), &mut found);
         bounding::collect_aggregates((*query).havingQual, &mut found);
         for aggref in found {
-            if let Some(f) = crate::functions::releasing((*aggref).aggfnoid).filter(|f| !f.bounded) {
+            if let Some(f) = crate::functions::releasing((*aggref).aggfnoid).filter(|f| !f.bounded)
+            {
                 return Err(refuse(
                     &format!("{} is admitted only over a table of one row per person, not joined", f.name),
                     "Query a protected table declared with one row per person (dp_protect), or use dp_avg, which the gate bounds per person.",
@@ -425,7 +505,11 @@ unsafe fn unbounded_aggregates(query: *mut pg_sys::Query) -> Result<(), Refusal>
 /// `query` is a live Query.
 unsafe fn grouped_by(query: *mut pg_sys::Query, tleref: u32) -> bool {
     // SAFETY: the caller's contract.
-    unsafe { list_items::<pg_sys::SortGroupClause>((*query).groupClause).iter().any(|c| (**c).tleSortGroupRef == tleref) }
+    unsafe {
+        list_items::<pg_sys::SortGroupClause>((*query).groupClause)
+            .iter()
+            .any(|c| (**c).tleSortGroupRef == tleref)
+    }
 }
 
 /// Refuses a plan an analyst runs if it reads a protected table the gate
@@ -435,11 +519,16 @@ unsafe fn grouped_by(query: *mut pg_sys::Query, tleref: u32) -> bool {
 /// # Safety
 /// `stmt` is null or the PlannedStmt ExecutorStart runs; `params` null or its live parameters.
 #[pg_guard]
-pub unsafe extern "C-unwind" fn check_plan(stmt: *mut pg_sys::PlannedStmt, params: pg_sys::ParamListInfo) -> f64 {
+pub unsafe extern "C-unwind" fn check_plan(
+    stmt: *mut pg_sys::PlannedStmt,
+    params: pg_sys::ParamListInfo,
+) -> f64 {
     if stmt.is_null() || !gated() {
         return 0.0;
     }
-    let Some(protected) = protected() else { return 0.0 };
+    let Some(protected) = protected() else {
+        return 0.0;
+    };
     // SAFETY: the caller's contract; the flattened range table of a live plan.
     unsafe {
         let permissions = crate::versions::plan_permissions(stmt);
@@ -470,7 +559,10 @@ pub unsafe extern "C-unwind" fn check_plan(stmt: *mut pg_sys::PlannedStmt, param
 /// (`dpnoise.analyst_server_messages`, for tests).
 fn messages_shown() -> bool {
     // SAFETY: a GUC variable, read on the backend's only thread.
-    unsafe { pg_sys::client_min_messages < pg_sys::NOTICE as i32 && !crate::gucs::analyst_server_messages() }
+    unsafe {
+        pg_sys::client_min_messages < pg_sys::NOTICE as i32
+            && !crate::gucs::analyst_server_messages()
+    }
 }
 
 /// The refusal of a statement over protected tables while LOG and DEBUG
@@ -501,7 +593,10 @@ pub unsafe extern "C-unwind" fn check_messages(stmt: *mut pg_sys::PlannedStmt) {
     let reads = unsafe {
         list_items::<pg_sys::RangeTblEntry>((*stmt).rtable)
             .iter()
-            .any(|rte| (**rte).rtekind == pg_sys::RTEKind::RTE_RELATION && protected.tables.contains_key(&(**rte).relid))
+            .any(|rte| {
+                (**rte).rtekind == pg_sys::RTEKind::RTE_RELATION
+                    && protected.tables.contains_key(&(**rte).relid)
+            })
     };
     if reads {
         raise(messages_refused());
@@ -527,7 +622,10 @@ pub unsafe extern "C-unwind" fn check_planned(stmt: *mut pg_sys::PlannedStmt) {
     // a 10 s query over 10M rows, and ran no faster.
     // SAFETY: the caller's contract; plan nodes are read through their tags.
     unsafe {
-        if crate::parameters::plan_nodes(stmt).iter().any(|p| (**p).type_ == pg_sys::NodeTag::T_WindowAgg) {
+        if crate::parameters::plan_nodes(stmt)
+            .iter()
+            .any(|p| (**p).type_ == pg_sys::NodeTag::T_WindowAgg)
+        {
             (*stmt).jitFlags = pg_sys::PGJIT_NONE as i32;
         }
     }
@@ -552,10 +650,21 @@ pub unsafe extern "C-unwind" fn check_utility(statement: *mut pg_sys::Node) -> b
                 if (*copy).relation.is_null() {
                     return false; // COPY (query): the planner hook sees the query.
                 }
-                let Some(protected) = protected() else { return false };
-                let relid = pg_sys::RangeVarGetRelidExtended((*copy).relation, pg_sys::NoLock as i32, pg_sys::RVROption::RVR_MISSING_OK, None, std::ptr::null_mut());
+                let Some(protected) = protected() else {
+                    return false;
+                };
+                let relid = pg_sys::RangeVarGetRelidExtended(
+                    (*copy).relation,
+                    pg_sys::NoLock as i32,
+                    pg_sys::RVROption::RVR_MISSING_OK,
+                    None,
+                    std::ptr::null_mut(),
+                );
                 if protected.tables.contains_key(&relid) {
-                    raise(refuse("COPY reads or writes the rows of a protected table", SHAPE));
+                    raise(refuse(
+                        "COPY reads or writes the rows of a protected table",
+                        SHAPE,
+                    ));
                 }
                 false
             }

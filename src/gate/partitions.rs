@@ -13,8 +13,14 @@ use pgrx::pg_sys;
 ///
 /// # Safety
 /// `query` is a live Query with a GROUP BY, before planning.
-pub(super) unsafe fn select_partitions(query: *mut pg_sys::Query, selection: pg_sys::Oid) -> Checked {
-    let (epsilon, delta) = (crate::gucs::selection_epsilon(), crate::gucs::selection_delta());
+pub(super) unsafe fn select_partitions(
+    query: *mut pg_sys::Query,
+    selection: pg_sys::Oid,
+) -> Checked {
+    let (epsilon, delta) = (
+        crate::gucs::selection_epsilon(),
+        crate::gucs::selection_delta(),
+    );
     if delta <= 0.0 || selection == pg_sys::InvalidOid {
         return Err(refuse(
             "group keys from protected data need private partition selection, which needs dpnoise.selection_delta > 0",
@@ -24,9 +30,21 @@ pub(super) unsafe fn select_partitions(query: *mut pg_sys::Query, selection: pg_
     // SAFETY: the caller's contract; new nodes are palloc'd in the planner's memory context.
     unsafe {
         let constant = |x: f64| -> *mut pg_sys::Node {
-            pg_sys::makeConst(pg_sys::FLOAT8OID, -1, pg_sys::InvalidOid, 8, pg_sys::Datum::from(x.to_bits()), false, true).cast()
+            pg_sys::makeConst(
+                pg_sys::FLOAT8OID,
+                -1,
+                pg_sys::InvalidOid,
+                8,
+                pg_sys::Datum::from(x.to_bits()),
+                false,
+                true,
+            )
+            .cast()
         };
-        let args = [(constant(epsilon), pg_sys::FLOAT8OID), (constant(delta), pg_sys::FLOAT8OID)];
+        let args = [
+            (constant(epsilon), pg_sys::FLOAT8OID),
+            (constant(delta), pg_sys::FLOAT8OID),
+        ];
         and_having(query, aggregate(selection, pg_sys::BOOLOID, &args).cast());
     }
     Ok(())
@@ -37,7 +55,11 @@ pub(super) unsafe fn select_partitions(query: *mut pg_sys::Query, selection: pg_
 /// # Safety
 /// Inside a transaction; the arguments are live expressions. The node is
 /// palloc'd in the current memory context.
-pub(super) unsafe fn aggregate(funcid: pg_sys::Oid, result: pg_sys::Oid, args: &[(*mut pg_sys::Node, pg_sys::Oid)]) -> *mut pg_sys::Aggref {
+pub(super) unsafe fn aggregate(
+    funcid: pg_sys::Oid,
+    result: pg_sys::Oid,
+    args: &[(*mut pg_sys::Node, pg_sys::Oid)],
+) -> *mut pg_sys::Aggref {
     // SAFETY: the caller's contract; the Aggref is filled as the parser fills a plain call's.
     unsafe {
         let aggref = pg_sys::palloc0(std::mem::size_of::<pg_sys::Aggref>()) as *mut pg_sys::Aggref;
@@ -51,7 +73,12 @@ pub(super) unsafe fn aggregate(funcid: pg_sys::Oid, result: pg_sys::Oid, args: &
         let mut entries = std::ptr::null_mut();
         for (i, (expr, typid)) in args.iter().enumerate() {
             types = pg_sys::lappend_oid(types, *typid);
-            let entry = pg_sys::makeTargetEntry((*expr).cast(), (i + 1) as i16, std::ptr::null_mut(), false);
+            let entry = pg_sys::makeTargetEntry(
+                (*expr).cast(),
+                (i + 1) as i16,
+                std::ptr::null_mut(),
+                false,
+            );
             entries = pg_sys::lappend(entries, entry.cast());
         }
         (*aggref).aggargtypes = types;
@@ -76,7 +103,10 @@ pub(super) unsafe fn and_having(query: *mut pg_sys::Query, condition: *mut pg_sy
         (*query).havingQual = if having.is_null() {
             condition
         } else {
-            let both = pg_sys::lappend(pg_sys::lappend(std::ptr::null_mut(), condition.cast()), having.cast());
+            let both = pg_sys::lappend(
+                pg_sys::lappend(std::ptr::null_mut(), condition.cast()),
+                having.cast(),
+            );
             pg_sys::makeBoolExpr(pg_sys::BoolExprType::AND_EXPR, both, -1).cast()
         };
         (*query).hasAggs = true;

@@ -45,7 +45,6 @@ const FLOAT8_NUMERIC: u32 = 1746;
 /// addition or comparison costs the length of its operands.
 const CAPPED: &[u32] = &[2114, 2103, 2130, 2146];
 
-
 /// The per-person subqueries in the FROM of `query`: subqueries that read
 /// a protected table directly, aggregate or group, and hold no dpnoise
 /// aggregate (range table indexes).
@@ -56,19 +55,30 @@ pub(super) unsafe fn subqueries(query: *mut pg_sys::Query, walk: &Walk) -> Vec<i
     // SAFETY: the caller's contract; RTE casts follow their kinds.
     unsafe {
         let mut found = Vec::new();
-        for (i, rte) in list_items::<pg_sys::RangeTblEntry>((*query).rtable).into_iter().enumerate() {
+        for (i, rte) in list_items::<pg_sys::RangeTblEntry>((*query).rtable)
+            .into_iter()
+            .enumerate()
+        {
             if (*rte).rtekind != pg_sys::RTEKind::RTE_SUBQUERY || (*rte).subquery.is_null() {
                 continue;
             }
             let sub = (*rte).subquery;
-            let reads = list_items::<pg_sys::RangeTblEntry>((*sub).rtable).into_iter().any(|inner| {
-                (*inner).rtekind == pg_sys::RTEKind::RTE_RELATION && walk.protected.tables.contains_key(&(*inner).relid)
-            });
+            let reads = list_items::<pg_sys::RangeTblEntry>((*sub).rtable)
+                .into_iter()
+                .any(|inner| {
+                    (*inner).rtekind == pg_sys::RTEKind::RTE_RELATION
+                        && walk.protected.tables.contains_key(&(*inner).relid)
+                });
             let mut aggregates = Vec::new();
             super::bounding::collect_aggregates((*sub).targetList.cast(), &mut aggregates);
             super::bounding::collect_aggregates((*sub).havingQual, &mut aggregates);
             let grouped = (*sub).hasAggs || !(*sub).groupClause.is_null();
-            if reads && grouped && !aggregates.iter().any(|a| crate::functions::releasing((**a).aggfnoid).is_some()) {
+            if reads
+                && grouped
+                && !aggregates
+                    .iter()
+                    .any(|a| crate::functions::releasing((**a).aggfnoid).is_some())
+            {
                 found.push(i as i32 + 1);
             }
         }
@@ -82,17 +92,25 @@ pub(super) unsafe fn subqueries(query: *mut pg_sys::Query, walk: &Walk) -> Vec<i
 ///
 /// # Safety
 /// `query` is a live Query of an analyst's statement, before planning.
-pub(super) unsafe fn check(query: *mut pg_sys::Query, walk: &Walk, found: &[i32]) -> Result<bool, Refusal> {
+pub(super) unsafe fn check(
+    query: *mut pg_sys::Query,
+    walk: &Walk,
+    found: &[i32],
+) -> Result<bool, Refusal> {
     // SAFETY: the caller's contract; RTE and node casts follow their kinds and tags.
     unsafe {
         if walk.explaining {
-            return Err(refuse("EXPLAIN shows estimates drawn from the protected data", "Run the query itself."));
+            return Err(refuse(
+                "EXPLAIN shows estimates drawn from the protected data",
+                "Run the query itself.",
+            ));
         }
         super::reads_only(query)?;
         let items = list_items::<pg_sys::Node>((*(*query).jointree).fromlist);
         let alone = match (found, &items[..]) {
             ([index], [item]) => {
-                (**item).type_ == pg_sys::NodeTag::T_RangeTblRef && (*(*item as *mut pg_sys::RangeTblRef)).rtindex == *index
+                (**item).type_ == pg_sys::NodeTag::T_RangeTblRef
+                    && (*(*item as *mut pg_sys::RangeTblRef)).rtindex == *index
             }
             _ => false,
         };
@@ -106,14 +124,21 @@ pub(super) unsafe fn check(query: *mut pg_sys::Query, walk: &Walk, found: &[i32]
         let unit_columns = inner(&(*rte).subquery, walk)?;
         let grouped = !(*query).groupClause.is_null();
         if !(*query).hasAggs && !grouped {
-            return Err(refuse("the rows of a per-person subquery cannot be read, only dpnoise aggregates of them", PER_PERSON));
+            return Err(refuse(
+                "the rows of a per-person subquery cannot be read, only dpnoise aggregates of them",
+                PER_PERSON,
+            ));
         }
         super::plain(query)?;
-        let group_keys: Vec<*mut pg_sys::Node> = list_items::<pg_sys::TargetEntry>((*query).targetList)
-            .into_iter()
-            .filter(|entry| (**entry).ressortgroupref != 0 && super::grouped_by(query, (**entry).ressortgroupref))
-            .map(|entry| (*entry).expr.cast())
-            .collect();
+        let group_keys: Vec<*mut pg_sys::Node> =
+            list_items::<pg_sys::TargetEntry>((*query).targetList)
+                .into_iter()
+                .filter(|entry| {
+                    (**entry).ressortgroupref != 0
+                        && super::grouped_by(query, (**entry).ressortgroupref)
+                })
+                .map(|entry| (*entry).expr.cast())
+                .collect();
         for key in &group_keys {
             let columns: Vec<(i32, i16)> = unit_columns.iter().map(|c| (found[0], *c)).collect();
             if reads_columns(*key, &columns) {
@@ -125,11 +150,17 @@ pub(super) unsafe fn check(query: *mut pg_sys::Query, walk: &Walk, found: &[i32]
         }
         // The subquery's columns are the protected values here: in WHERE,
         // HAVING, group keys and dpnoise aggregates only.
-        let mut check = Leakproof { allowed: &walk.protected.allowed, rows: true, keys: &group_keys, per_person: false };
+        let mut check = Leakproof {
+            allowed: &walk.protected.allowed,
+            rows: true,
+            keys: &group_keys,
+            per_person: false,
+        };
         check.node((*(*query).jointree).quals)?;
         check.node((*query).havingQual)?;
         for entry in list_items::<pg_sys::TargetEntry>((*query).targetList) {
-            check.rows = (*entry).ressortgroupref != 0 && super::grouped_by(query, (*entry).ressortgroupref);
+            check.rows =
+                (*entry).ressortgroupref != 0 && super::grouped_by(query, (*entry).ressortgroupref);
             check.node((*entry).expr.cast())?;
         }
         if grouped {
@@ -160,18 +191,33 @@ pub(super) unsafe fn grouped_by_unit(
     unsafe {
         for group in list_items::<pg_sys::SortGroupClause>((*query).groupClause) {
             let entries = list_items::<pg_sys::TargetEntry>((*query).targetList);
-            let Some(entry) = entries.iter().find(|e| (***e).ressortgroupref == (*group).tleSortGroupRef) else {
+            let Some(entry) = entries
+                .iter()
+                .find(|e| (***e).ressortgroupref == (*group).tleSortGroupRef)
+            else {
                 continue;
             };
-            let mut node = crate::versions::flatten_join_alias_vars(query, pg_sys::copyObjectImpl((**entry).expr.cast()).cast());
+            let mut node = crate::versions::flatten_join_alias_vars(
+                query,
+                pg_sys::copyObjectImpl((**entry).expr.cast()).cast(),
+            );
             // A cast of the unit still makes a group of each person.
             loop {
                 node = match (*node).type_ {
-                    pg_sys::NodeTag::T_RelabelType => (*(node as *mut pg_sys::RelabelType)).arg.cast(),
-                    pg_sys::NodeTag::T_CoerceViaIO => (*(node as *mut pg_sys::CoerceViaIO)).arg.cast(),
+                    pg_sys::NodeTag::T_RelabelType => {
+                        (*(node as *mut pg_sys::RelabelType)).arg.cast()
+                    }
+                    pg_sys::NodeTag::T_CoerceViaIO => {
+                        (*(node as *mut pg_sys::CoerceViaIO)).arg.cast()
+                    }
                     pg_sys::NodeTag::T_FuncExpr
-                        if (*(node as *mut pg_sys::FuncExpr)).funcformat != pg_sys::CoercionForm::COERCE_EXPLICIT_CALL
-                            && list_items::<pg_sys::Node>((*(node as *mut pg_sys::FuncExpr)).args).len() == 1 =>
+                        if (*(node as *mut pg_sys::FuncExpr)).funcformat
+                            != pg_sys::CoercionForm::COERCE_EXPLICIT_CALL
+                            && list_items::<pg_sys::Node>(
+                                (*(node as *mut pg_sys::FuncExpr)).args,
+                            )
+                            .len()
+                                == 1 =>
                     {
                         list_items::<pg_sys::Node>((*(node as *mut pg_sys::FuncExpr)).args)[0]
                     }
@@ -182,14 +228,19 @@ pub(super) unsafe fn grouped_by_unit(
                 continue;
             }
             let var = node as *mut pg_sys::Var;
-            let Some((leaf, table)) = persons
-                .iter()
-                .find(|(leaf, table)| (*var).varlevelsup == 0 && (*var).varno as i32 == *leaf && (*var).varattno == table.unit)
-            else {
+            let Some((leaf, table)) = persons.iter().find(|(leaf, table)| {
+                (*var).varlevelsup == 0
+                    && (*var).varno as i32 == *leaf
+                    && (*var).varattno == table.unit
+            }) else {
                 continue;
             };
             let name = pg_sys::get_attname((*rtable[*leaf as usize - 1]).relid, table.unit, true);
-            let name = if name.is_null() { "the privacy unit".into() } else { std::ffi::CStr::from_ptr(name).to_string_lossy() };
+            let name = if name.is_null() {
+                "the privacy unit".into()
+            } else {
+                std::ffi::CStr::from_ptr(name).to_string_lossy()
+            };
             return Err(refuse(
                 &format!(
                     "GROUP BY the privacy unit ({name}) makes each group one person, whom private partition selection \
@@ -218,14 +269,23 @@ unsafe fn inner(sub: &*mut pg_sys::Query, walk: &Walk) -> Result<Vec<i16>, Refus
         let rtable = list_items::<pg_sys::RangeTblEntry>((*sub).rtable);
         let read = rtable
             .iter()
-            .filter(|rte| (***rte).rtekind == pg_sys::RTEKind::RTE_RELATION && walk.protected.tables.contains_key(&(***rte).relid))
+            .filter(|rte| {
+                (***rte).rtekind == pg_sys::RTEKind::RTE_RELATION
+                    && walk.protected.tables.contains_key(&(***rte).relid)
+            })
             .count();
         if super::joins::public_keys(sub, &rtable, &walk.protected)?.is_some() {
-            return Err(refuse("an outer join is not admitted in a per-person subquery", PER_PERSON));
+            return Err(refuse(
+                "an outer join is not admitted in a per-person subquery",
+                PER_PERSON,
+            ));
         }
         let (from, persons) = super::protected_from(sub, &rtable, &walk.protected, None, read)?;
         super::plain(sub)?;
-        if !(*sub).sortClause.is_null() || !(*sub).limitCount.is_null() || !(*sub).limitOffset.is_null() {
+        if !(*sub).sortClause.is_null()
+            || !(*sub).limitCount.is_null()
+            || !(*sub).limitOffset.is_null()
+        {
             return Err(refuse(
                 "ORDER BY, LIMIT and OFFSET are not admitted in a per-person subquery: they would pick persons by their values",
                 PER_PERSON,
@@ -235,11 +295,17 @@ unsafe fn inner(sub: &*mut pg_sys::Query, walk: &Walk) -> Result<Vec<i16>, Refus
         let groups = list_items::<pg_sys::SortGroupClause>((*sub).groupClause);
         let entries = list_items::<pg_sys::TargetEntry>((*sub).targetList);
         let key = match groups[..] {
-            [group] => entries.iter().find(|e| (***e).ressortgroupref == (*group).tleSortGroupRef).map(|e| (**e).expr),
+            [group] => entries
+                .iter()
+                .find(|e| (***e).ressortgroupref == (*group).tleSortGroupRef)
+                .map(|e| (**e).expr),
             _ => None,
         };
         let is_unit = key.is_some_and(|key| {
-            let mut node = crate::versions::flatten_join_alias_vars(sub, pg_sys::copyObjectImpl(key.cast()).cast());
+            let mut node = crate::versions::flatten_join_alias_vars(
+                sub,
+                pg_sys::copyObjectImpl(key.cast()).cast(),
+            );
             while !node.is_null() && (*node).type_ == pg_sys::NodeTag::T_RelabelType {
                 node = (*(node as *mut pg_sys::RelabelType)).arg.cast();
             }
@@ -247,7 +313,9 @@ unsafe fn inner(sub: &*mut pg_sys::Query, walk: &Walk) -> Result<Vec<i16>, Refus
                 && (*node).type_ == pg_sys::NodeTag::T_Var
                 && persons.iter().any(|(leaf, table)| {
                     let var = node as *mut pg_sys::Var;
-                    (*var).varlevelsup == 0 && (*var).varno as i32 == *leaf && (*var).varattno == table.unit
+                    (*var).varlevelsup == 0
+                        && (*var).varno as i32 == *leaf
+                        && (*var).varattno == table.unit
                 })
         });
         if !is_unit {
@@ -260,7 +328,12 @@ unsafe fn inner(sub: &*mut pg_sys::Query, walk: &Walk) -> Result<Vec<i16>, Refus
         // Every expression here runs once per row or per person, output
         // included: all of it is checked as rows are.
         let group_keys = [key.expect("checked above").cast::<pg_sys::Node>()];
-        let mut check = Leakproof { allowed: &walk.protected.allowed, rows: true, keys: &group_keys, per_person: true };
+        let mut check = Leakproof {
+            allowed: &walk.protected.allowed,
+            rows: true,
+            keys: &group_keys,
+            per_person: true,
+        };
         for qual in &from.quals {
             check.node(*qual)?;
         }
@@ -269,15 +342,24 @@ unsafe fn inner(sub: &*mut pg_sys::Query, walk: &Walk) -> Result<Vec<i16>, Refus
             check.node((**entry).expr.cast())?;
         }
         for (leaf, _) in &persons {
-            crate::versions::waive_privileges(crate::versions::query_permissions(sub), rtable[*leaf as usize - 1]);
+            crate::versions::waive_privileges(
+                crate::versions::query_permissions(sub),
+                rtable[*leaf as usize - 1],
+            );
         }
         // The columns that read the unit outside an aggregate (other
         // columns of a table of one row per person are a person's values).
-        let units: Vec<(i32, i16)> = persons.iter().map(|(leaf, table)| (*leaf, table.unit)).collect();
+        let units: Vec<(i32, i16)> = persons
+            .iter()
+            .map(|(leaf, table)| (*leaf, table.unit))
+            .collect();
         Ok(list_items::<pg_sys::TargetEntry>((*sub).targetList)
             .into_iter()
             .filter(|e| {
-                let flat = crate::versions::flatten_join_alias_vars(sub, pg_sys::copyObjectImpl((**e).expr.cast()).cast());
+                let flat = crate::versions::flatten_join_alias_vars(
+                    sub,
+                    pg_sys::copyObjectImpl((**e).expr.cast()).cast(),
+                );
                 reads_columns(flat, &units)
             })
             .map(|e| (*e).resno)
@@ -292,7 +374,10 @@ unsafe fn inner(sub: &*mut pg_sys::Query, walk: &Walk) -> Result<Vec<i16>, Refus
 ///
 /// # Safety
 /// `sub` is a live Query before planning.
-unsafe fn in_numeric(sub: *mut pg_sys::Query, forms: &std::collections::HashMap<String, pg_sys::Oid>) -> Checked {
+unsafe fn in_numeric(
+    sub: *mut pg_sys::Query,
+    forms: &std::collections::HashMap<String, pg_sys::Oid>,
+) -> Checked {
     struct Context {
         cast: pg_sys::Oid,
         capped: pg_sys::Oid,
@@ -301,7 +386,12 @@ unsafe fn in_numeric(sub: *mut pg_sys::Query, forms: &std::collections::HashMap<
     ///
     /// # Safety
     /// `aggref` is a live Aggref of one argument; `function` takes and returns `result`.
-    unsafe fn wrap_argument(aggref: *mut pg_sys::Aggref, function: pg_sys::Oid, result: pg_sys::Oid, form: pg_sys::CoercionForm::Type) {
+    unsafe fn wrap_argument(
+        aggref: *mut pg_sys::Aggref,
+        function: pg_sys::Oid,
+        result: pg_sys::Oid,
+        form: pg_sys::CoercionForm::Type,
+    ) {
         // SAFETY: the caller's contract; the new node is palloc'd.
         unsafe {
             let entry = list_items::<pg_sys::TargetEntry>((*aggref).args)[0];
@@ -319,7 +409,10 @@ unsafe fn in_numeric(sub: *mut pg_sys::Query, forms: &std::collections::HashMap<
     /// # Safety
     /// Called by the expression mutator with live nodes and the Context.
     #[pg_guard]
-    unsafe extern "C-unwind" fn mutate(node: *mut pg_sys::Node, context: *mut std::ffi::c_void) -> *mut pg_sys::Node {
+    unsafe extern "C-unwind" fn mutate(
+        node: *mut pg_sys::Node,
+        context: *mut std::ffi::c_void,
+    ) -> *mut pg_sys::Node {
         // SAFETY: the caller's contract; casts follow the node tags; new nodes are palloc'd.
         unsafe {
             if node.is_null() {
@@ -330,17 +423,30 @@ unsafe fn in_numeric(sub: *mut pg_sys::Query, forms: &std::collections::HashMap<
                 if CAPPED.contains(&u32::from((*aggref).aggfnoid)) {
                     let copy = pg_sys::copyObjectImpl(aggref.cast()) as *mut pg_sys::Aggref;
                     let capped = (*(context as *mut Context)).capped;
-                    wrap_argument(copy, capped, pg_sys::NUMERICOID, pg_sys::CoercionForm::COERCE_EXPLICIT_CALL);
+                    wrap_argument(
+                        copy,
+                        capped,
+                        pg_sys::NUMERICOID,
+                        pg_sys::CoercionForm::COERCE_EXPLICIT_CALL,
+                    );
                     return copy.cast();
                 }
-                let Some(&(_, numeric, to_numeric)) = IN_NUMERIC.iter().find(|(f, _, _)| *f == u32::from((*aggref).aggfnoid)) else {
+                let Some(&(_, numeric, to_numeric)) = IN_NUMERIC
+                    .iter()
+                    .find(|(f, _, _)| *f == u32::from((*aggref).aggfnoid))
+                else {
                     return node;
                 };
                 let copy = pg_sys::copyObjectImpl(aggref.cast()) as *mut pg_sys::Aggref;
                 (*copy).aggfnoid = pg_sys::Oid::from(numeric);
                 (*copy).aggtype = pg_sys::NUMERICOID;
                 (*(*(*copy).aggargtypes).elements).oid_value = pg_sys::NUMERICOID;
-                wrap_argument(copy, pg_sys::Oid::from(to_numeric), pg_sys::NUMERICOID, pg_sys::CoercionForm::COERCE_EXPLICIT_CAST);
+                wrap_argument(
+                    copy,
+                    pg_sys::Oid::from(to_numeric),
+                    pg_sys::NUMERICOID,
+                    pg_sys::CoercionForm::COERCE_EXPLICIT_CAST,
+                );
                 let cast = (*(context as *mut Context)).cast;
                 return pg_sys::makeFuncExpr(
                     cast,
@@ -356,8 +462,14 @@ unsafe fn in_numeric(sub: *mut pg_sys::Query, forms: &std::collections::HashMap<
         }
     }
     let substitutes = super::substitute::resolve(forms);
-    let (Some(&cast), Some(&capped)) = (substitutes.get(&pg_sys::Oid::from(FLOAT8_NUMERIC)), forms.get("dp_total_numeric_capped")) else {
-        return Err(refuse("dpnoise's total forms are missing", "Ask the DBA to update dpnoise."));
+    let (Some(&cast), Some(&capped)) = (
+        substitutes.get(&pg_sys::Oid::from(FLOAT8_NUMERIC)),
+        forms.get("dp_total_numeric_capped"),
+    ) else {
+        return Err(refuse(
+            "dpnoise's total forms are missing",
+            "Ask the DBA to update dpnoise.",
+        ));
     };
     let mut context = Context { cast, capped };
     // SAFETY: the caller's contract; each output expression and HAVING is replaced by its mutated copy.
@@ -380,7 +492,10 @@ unsafe fn reads_columns(node: *mut pg_sys::Node, columns: &[(i32, i16)]) -> bool
     /// # Safety
     /// Called by `expression_tree_walker` with live nodes and the columns.
     #[pg_guard]
-    unsafe extern "C-unwind" fn find(node: *mut pg_sys::Node, context: *mut std::ffi::c_void) -> bool {
+    unsafe extern "C-unwind" fn find(
+        node: *mut pg_sys::Node,
+        context: *mut std::ffi::c_void,
+    ) -> bool {
         // SAFETY: the caller's contract; casts follow the node tags.
         unsafe {
             if node.is_null() || (*node).type_ == pg_sys::NodeTag::T_Aggref {
@@ -389,7 +504,8 @@ unsafe fn reads_columns(node: *mut pg_sys::Node, columns: &[(i32, i16)]) -> bool
             if (*node).type_ == pg_sys::NodeTag::T_Var {
                 let var = node as *mut pg_sys::Var;
                 let columns = &*(context as *const &[(i32, i16)]);
-                return (*var).varlevelsup == 0 && columns.contains(&((*var).varno as i32, (*var).varattno));
+                return (*var).varlevelsup == 0
+                    && columns.contains(&((*var).varno as i32, (*var).varattno));
             }
             pg_sys::expression_tree_walker(node, Some(find), context)
         }

@@ -112,7 +112,11 @@ unsafe extern "C-unwind" fn attavgwidth(relation: pg_sys::Oid, attnum: pg_sys::A
         // SAFETY: syscache lookups by OID inside the planner's transaction.
         let width = unsafe {
             let type_ = pg_sys::get_atttype(relation, attnum);
-            if type_ == pg_sys::InvalidOid { 32 } else { pg_sys::get_typavgwidth(type_, -1) }
+            if type_ == pg_sys::InvalidOid {
+                32
+            } else {
+                pg_sys::get_typavgwidth(type_, -1)
+            }
         };
         return width.max(1);
     }

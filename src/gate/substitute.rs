@@ -38,20 +38,20 @@ pub(super) const SUBSTITUTES: &[(u32, &str)] = &[
     (947, "dp_total_int8mod"), // mod(int8, int8)
     (462, "dp_total_int8um"),
     (1230, "dp_total_int8abs"),
-    (1396, "dp_total_int8abs"), // abs(int8)
-    (1278, "dp_total_int8pl"),  // int48pl
-    (1279, "dp_total_int8mi"),  // int48mi
-    (1280, "dp_total_int8mul"), // int48mul
-    (1281, "dp_total_int8div"), // int48div
-    (1274, "dp_total_int8pl"),  // int84pl
-    (1275, "dp_total_int8mi"),  // int84mi
-    (1276, "dp_total_int8mul"), // int84mul
-    (1277, "dp_total_int8div"), // int84div
-    (480, "dp_total_int4_int8"),   // int4(bigint)
-    (317, "dp_total_int4_float8"), // int4(double precision)
-    (483, "dp_total_int8_float8"), // int8(double precision)
-    (319, "dp_total_int4_float4"), // int4(real)
-    (653, "dp_total_int8_float4"), // int8(real)
+    (1396, "dp_total_int8abs"),      // abs(int8)
+    (1278, "dp_total_int8pl"),       // int48pl
+    (1279, "dp_total_int8mi"),       // int48mi
+    (1280, "dp_total_int8mul"),      // int48mul
+    (1281, "dp_total_int8div"),      // int48div
+    (1274, "dp_total_int8pl"),       // int84pl
+    (1275, "dp_total_int8mi"),       // int84mi
+    (1276, "dp_total_int8mul"),      // int84mul
+    (1277, "dp_total_int8div"),      // int84div
+    (480, "dp_total_int4_int8"),     // int4(bigint)
+    (317, "dp_total_int4_float8"),   // int4(double precision)
+    (483, "dp_total_int8_float8"),   // int8(double precision)
+    (319, "dp_total_int4_float4"),   // int4(real)
+    (653, "dp_total_int8_float4"),   // int8(real)
     (312, "dp_total_float4_float8"), // float4(double precision)
     (218, "dp_total_float8pl"),
     (219, "dp_total_float8mi"),
@@ -66,7 +66,7 @@ pub(super) const SUBSTITUTES: &[(u32, &str)] = &[
     (1726, "dp_total_numeric_mul"),
     (1727, "dp_total_numeric_div"),
     (1729, "dp_total_numeric_mod"),
-    (1728, "dp_total_numeric_mod"), // mod(numeric, numeric)
+    (1728, "dp_total_numeric_mod"),    // mod(numeric, numeric)
     (1744, "dp_total_int4_numeric"),   // int4(numeric)
     (1779, "dp_total_int8_numeric"),   // int8(numeric)
     (1746, "dp_total_float8_numeric"), // float8(numeric)
@@ -85,8 +85,8 @@ pub(super) const SUBSTITUTES: &[(u32, &str)] = &[
     (1570, "dp_total_textnlike"), // notlike(text, text)
     (1633, "dp_total_texticlike"),
     (1634, "dp_total_texticnlike"),
-    (877, "dp_total_text_substr"), // substr(text, int4, int4)
-    (936, "dp_total_text_substr"), // substring(text, int4, int4)
+    (877, "dp_total_text_substr"),        // substr(text, int4, int4)
+    (936, "dp_total_text_substr"),        // substring(text, int4, int4)
     (2020, "dp_total_timestamp_trunc"),   // date_trunc(text, timestamp)
     (1217, "dp_total_timestamptz_trunc"), // date_trunc(text, timestamptz)
     (2021, "dp_total_timestamp_part"),    // date_part(text, timestamp)
@@ -98,7 +98,7 @@ pub(super) const SUBSTITUTES: &[(u32, &str)] = &[
     (2024, "dp_total_date_timestamp"),   // timestamp(date)
     (1174, "dp_total_date_timestamptz"), // timestamptz(date)
     (3846, "dp_total_make_date"),
-    (2049, "dp_total_timestamp_to_char"),   // to_char(timestamp, text)
+    (2049, "dp_total_timestamp_to_char"), // to_char(timestamp, text)
     (1770, "dp_total_timestamptz_to_char"), // to_char(timestamptz, text); dates arrive cast
 ];
 
@@ -166,7 +166,10 @@ const REFUSED: &[(&[u32], &str)] = &[
 
 /// The admitted form for a refused built-in, if the gate knows one.
 pub(super) fn instead(funcid: pg_sys::Oid) -> Option<&'static str> {
-    REFUSED.iter().find(|(oids, _)| oids.contains(&u32::from(funcid))).map(|(_, hint)| *hint)
+    REFUSED
+        .iter()
+        .find(|(oids, _)| oids.contains(&u32::from(funcid)))
+        .map(|(_, hint)| *hint)
 }
 
 /// Equality and inequality of text, bpchar and bytea: they compare lengths
@@ -193,7 +196,11 @@ struct Context<'a> {
 ///
 /// # Safety
 /// `var` is a live Var of the query whose range tables are `rtables`; inside a transaction.
-unsafe fn protected_varlena(var: *mut pg_sys::Var, rtables: &[*mut pg_sys::List], protected: &Protected) -> bool {
+unsafe fn protected_varlena(
+    var: *mut pg_sys::Var,
+    rtables: &[*mut pg_sys::List],
+    protected: &Protected,
+) -> bool {
     // SAFETY: the caller's contract; casts follow the node tags and range-table kinds.
     unsafe {
         let up = (*var).varlevelsup as usize;
@@ -201,31 +208,47 @@ unsafe fn protected_varlena(var: *mut pg_sys::Var, rtables: &[*mut pg_sys::List]
             return false;
         }
         let level = rtables.len() - 1 - up;
-        let Some(&rte) = list_items::<pg_sys::RangeTblEntry>(rtables[level]).get((*var).varno as usize - 1) else {
+        let Some(&rte) =
+            list_items::<pg_sys::RangeTblEntry>(rtables[level]).get((*var).varno as usize - 1)
+        else {
             return false;
         };
         let attno = (*var).varattno;
         // A Var an alias stands for, read at the alias's level.
         let through = |node: *mut pg_sys::Node, rtables: &[*mut pg_sys::List]| {
-            !node.is_null() && (*node).type_ == pg_sys::NodeTag::T_Var && protected_varlena(node.cast(), rtables, protected)
+            !node.is_null()
+                && (*node).type_ == pg_sys::NodeTag::T_Var
+                && protected_varlena(node.cast(), rtables, protected)
         };
         match (*rte).rtekind {
             pg_sys::RTEKind::RTE_RELATION => {
-                attno > 0 && protected.tables.get(&(*rte).relid).is_some_and(|table| table.unit != attno)
+                attno > 0
+                    && protected
+                        .tables
+                        .get(&(*rte).relid)
+                        .is_some_and(|table| table.unit != attno)
             }
             pg_sys::RTEKind::RTE_JOIN => {
                 let aliases = list_nodes((*rte).joinaliasvars);
-                let alias = aliases.get((attno as usize).wrapping_sub(1)).copied().unwrap_or(std::ptr::null_mut());
+                let alias = aliases
+                    .get((attno as usize).wrapping_sub(1))
+                    .copied()
+                    .unwrap_or(std::ptr::null_mut());
                 through(alias, &rtables[..=level])
             }
             pg_sys::RTEKind::RTE_SUBQUERY if !(*rte).subquery.is_null() => {
                 let sub = (*rte).subquery;
-                let entry = list_items::<pg_sys::TargetEntry>((*sub).targetList).into_iter().find(|e| (**e).resno == attno);
+                let entry = list_items::<pg_sys::TargetEntry>((*sub).targetList)
+                    .into_iter()
+                    .find(|e| (**e).resno == attno);
                 let mut inner = rtables[..=level].to_vec();
                 inner.push((*sub).rtable);
                 entry.is_some_and(|e| through((*e).expr.cast(), &inner))
             }
-            _ => through(crate::versions::group_expression(rte, attno), &rtables[..=level]),
+            _ => through(
+                crate::versions::group_expression(rte, attno),
+                &rtables[..=level],
+            ),
         }
     }
 }
@@ -240,7 +263,10 @@ unsafe fn bounded(node: *mut pg_sys::Node, context: &Context) -> bool {
     /// # Safety
     /// Called by `expression_tree_walker` with live nodes and the Context.
     #[pg_guard]
-    unsafe extern "C-unwind" fn reads(node: *mut pg_sys::Node, context: *mut std::ffi::c_void) -> bool {
+    unsafe extern "C-unwind" fn reads(
+        node: *mut pg_sys::Node,
+        context: *mut std::ffi::c_void,
+    ) -> bool {
         // SAFETY: the caller's contract; casts follow the node tags.
         unsafe {
             if node.is_null() {
@@ -250,7 +276,11 @@ unsafe fn bounded(node: *mut pg_sys::Node, context: &Context) -> bool {
             if (*node).type_ == pg_sys::NodeTag::T_Var {
                 return protected_varlena(node.cast(), &context.rtables, context.protected);
             }
-            pg_sys::expression_tree_walker(node, Some(reads), (context as *const Context).cast_mut().cast())
+            pg_sys::expression_tree_walker(
+                node,
+                Some(reads),
+                (context as *const Context).cast_mut().cast(),
+            )
         }
     }
     // SAFETY: the caller's contract; the walk only reads.
@@ -275,7 +305,11 @@ unsafe fn cap_value(cell: *mut *mut pg_sys::Node, capped: pg_sys::Oid, context: 
         let each = |list: *mut pg_sys::List| {
             if !list.is_null() {
                 for i in 0..(*list).length as usize {
-                    cap_value((&raw mut (*(*list).elements.add(i)).ptr_value).cast(), capped, context);
+                    cap_value(
+                        (&raw mut (*(*list).elements.add(i)).ptr_value).cast(),
+                        capped,
+                        context,
+                    );
                 }
             }
         };
@@ -294,14 +328,26 @@ unsafe fn cap_value(cell: *mut *mut pg_sys::Node, capped: pg_sys::Oid, context: 
                     .cast();
                 }
             }
-            pg_sys::NodeTag::T_RelabelType => cap_value((&raw mut (*(node as *mut pg_sys::RelabelType)).arg).cast(), capped, context),
-            pg_sys::NodeTag::T_CollateExpr => cap_value((&raw mut (*(node as *mut pg_sys::CollateExpr)).arg).cast(), capped, context),
+            pg_sys::NodeTag::T_RelabelType => cap_value(
+                (&raw mut (*(node as *mut pg_sys::RelabelType)).arg).cast(),
+                capped,
+                context,
+            ),
+            pg_sys::NodeTag::T_CollateExpr => cap_value(
+                (&raw mut (*(node as *mut pg_sys::CollateExpr)).arg).cast(),
+                capped,
+                context,
+            ),
             pg_sys::NodeTag::T_CoalesceExpr => each((*(node as *mut pg_sys::CoalesceExpr)).args),
             pg_sys::NodeTag::T_MinMaxExpr => each((*(node as *mut pg_sys::MinMaxExpr)).args),
             pg_sys::NodeTag::T_NullIfExpr => {
                 let args = (*(node as *mut pg_sys::NullIfExpr)).args;
                 if !args.is_null() && (*args).length > 0 {
-                    cap_value((&raw mut (*(*args).elements).ptr_value).cast(), capped, context);
+                    cap_value(
+                        (&raw mut (*(*args).elements).ptr_value).cast(),
+                        capped,
+                        context,
+                    );
                 }
             }
             pg_sys::NodeTag::T_CaseExpr => {
@@ -329,9 +375,12 @@ unsafe fn cap_arguments(args: *mut pg_sys::List, funcid: pg_sys::Oid, context: &
     }
     // SAFETY: the caller's contract; each cell holds a node pointer, replaced in place by a palloc'd call.
     unsafe {
-        let cells: Vec<*mut *mut pg_sys::Node> =
-            (0..(*args).length as usize).map(|i| (&raw mut (*(*args).elements.add(i)).ptr_value).cast()).collect();
-        if EQUALITY.contains(&u32::from(funcid)) && cells.iter().any(|&cell| bounded(*cell, context)) {
+        let cells: Vec<*mut *mut pg_sys::Node> = (0..(*args).length as usize)
+            .map(|i| (&raw mut (*(*args).elements.add(i)).ptr_value).cast())
+            .collect();
+        if EQUALITY.contains(&u32::from(funcid))
+            && cells.iter().any(|&cell| bounded(*cell, context))
+        {
             return;
         }
         for cell in cells {
@@ -367,7 +416,11 @@ unsafe fn cap_group_keys(level: *mut pg_sys::Query, context: &Context) {
                 if pg_sys::equal(key.cast(), original.cast()) {
                     continue;
                 }
-                let mut swap = Swap { from: original, to: key, capped };
+                let mut swap = Swap {
+                    from: original,
+                    to: key,
+                    capped,
+                };
                 let swap_ptr = (&raw mut swap).cast();
                 for other in list_items::<pg_sys::TargetEntry>((*level).targetList) {
                     if other != entry {
@@ -393,7 +446,10 @@ struct Swap {
 /// # Safety
 /// Called by the tree mutator (or `cap_group_keys`) with a live node and the `Swap`.
 #[pg_guard]
-unsafe extern "C-unwind" fn follow_key(node: *mut pg_sys::Node, context: *mut std::ffi::c_void) -> *mut pg_sys::Node {
+unsafe extern "C-unwind" fn follow_key(
+    node: *mut pg_sys::Node,
+    context: *mut std::ffi::c_void,
+) -> *mut pg_sys::Node {
     // SAFETY: the caller's contract; the copy is palloc'd in the planner's memory context.
     unsafe {
         if node.is_null() {
@@ -404,7 +460,9 @@ unsafe extern "C-unwind" fn follow_key(node: *mut pg_sys::Node, context: *mut st
             return pg_sys::copyObjectImpl(swap.to.cast()).cast();
         }
         // A function's argument capped already is the capped key.
-        if (*node).type_ == pg_sys::NodeTag::T_FuncExpr && (*(node as *mut pg_sys::FuncExpr)).funcid == swap.capped {
+        if (*node).type_ == pg_sys::NodeTag::T_FuncExpr
+            && (*(node as *mut pg_sys::FuncExpr)).funcid == swap.capped
+        {
             return node;
         }
         if (*node).type_ == pg_sys::NodeTag::T_Aggref || (*node).type_ == pg_sys::NodeTag::T_Query {
@@ -430,11 +488,19 @@ pub(super) unsafe fn substitute(query: *mut pg_sys::Query, protected: &Protected
         return;
     }
     let capped = protected.forms.get("dp_total_capped").copied();
-    let mut context = Context { substitutes, capped, protected, rtables: Vec::new() };
+    let mut context = Context {
+        substitutes,
+        capped,
+        protected,
+        rtables: Vec::new(),
+    };
     /// # Safety
     /// Called by the tree mutators with live nodes and the substitutes.
     #[pg_guard]
-    unsafe extern "C-unwind" fn mutate(node: *mut pg_sys::Node, context: *mut std::ffi::c_void) -> *mut pg_sys::Node {
+    unsafe extern "C-unwind" fn mutate(
+        node: *mut pg_sys::Node,
+        context: *mut std::ffi::c_void,
+    ) -> *mut pg_sys::Node {
         // SAFETY: the caller's contract; casts follow the node tags.
         unsafe {
             use pg_sys::NodeTag::*;
@@ -445,7 +511,13 @@ pub(super) unsafe fn substitute(query: *mut pg_sys::Query, protected: &Protected
                 let level = node as *mut pg_sys::Query;
                 (*(context as *mut Context)).rtables.push((*level).rtable);
                 // In place: the planner hook's Query stays the one planned.
-                let done = crate::versions::query_tree_mutator(level, mutate, context, pg_sys::QTW_DONT_COPY_QUERY as i32).cast();
+                let done = crate::versions::query_tree_mutator(
+                    level,
+                    mutate,
+                    context,
+                    pg_sys::QTW_DONT_COPY_QUERY as i32,
+                )
+                .cast();
                 cap_group_keys(level, &*(context as *const Context));
                 (*(context as *mut Context)).rtables.pop();
                 return done;
@@ -501,7 +573,11 @@ pub(super) unsafe fn substitute(query: *mut pg_sys::Query, protected: &Protected
                 }
                 // Comparisons under an ordering: GREATEST, LEAST, row comparisons.
                 T_MinMaxExpr => {
-                    cap_arguments((*(node as *mut pg_sys::MinMaxExpr)).args, pg_sys::InvalidOid, context);
+                    cap_arguments(
+                        (*(node as *mut pg_sys::MinMaxExpr)).args,
+                        pg_sys::InvalidOid,
+                        context,
+                    );
                     node
                 }
                 T_RowCompareExpr => {
@@ -526,6 +602,10 @@ pub(super) unsafe fn substitute(query: *mut pg_sys::Query, protected: &Protected
 pub(super) fn resolve(forms: &HashMap<String, pg_sys::Oid>) -> HashMap<pg_sys::Oid, pg_sys::Oid> {
     SUBSTITUTES
         .iter()
-        .filter_map(|(builtin, name)| forms.get(*name).map(|oid| (pg_sys::Oid::from(*builtin), *oid)))
+        .filter_map(|(builtin, name)| {
+            forms
+                .get(*name)
+                .map(|oid| (pg_sys::Oid::from(*builtin), *oid))
+        })
         .collect()
 }

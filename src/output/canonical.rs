@@ -131,11 +131,14 @@ const USECS_PER_DAY: i128 = 86_400_000_000;
 /// The infinities of PostgreSQL 17 and later (every field at its end) are
 /// the only members of their classes and stay as they are.
 fn interval_class(months: i32, days: i32, time: i64) -> Option<(i32, i32, i64)> {
-    let infinite = (months, days, time) == (i32::MAX, i32::MAX, i64::MAX) || (months, days, time) == (i32::MIN, i32::MIN, i64::MIN);
+    let infinite = (months, days, time) == (i32::MAX, i32::MAX, i64::MAX)
+        || (months, days, time) == (i32::MIN, i32::MIN, i64::MIN);
     if infinite {
         return Some((months, days, time));
     }
-    let span = i128::from(months) * 30 * USECS_PER_DAY + i128::from(days) * USECS_PER_DAY + i128::from(time);
+    let span = i128::from(months) * 30 * USECS_PER_DAY
+        + i128::from(days) * USECS_PER_DAY
+        + i128::from(time);
     let month_span = 30 * USECS_PER_DAY;
     let m = i32::try_from(span / month_span).ok()?;
     let rest = span % month_span;
@@ -155,7 +158,9 @@ pub unsafe fn normal_datum(type_: pg_sys::Oid, value: pg_sys::Datum) -> Option<p
     unsafe {
         Some(match type_ {
             FLOAT8OID => f64_datum(float8_class(f64::from_bits(value.value() as u64))),
-            FLOAT4OID => Datum::from(float4_class(f32::from_bits(value.value() as u32)).to_bits() as usize),
+            FLOAT4OID => {
+                Datum::from(float4_class(f32::from_bits(value.value() as u32)).to_bits() as usize)
+            }
             NUMERICOID => trim_scale(value),
             INTERVALOID => interval_datum(value.cast_mut_ptr())?,
             BPCHAROID => trim_blanks(value),
@@ -168,7 +173,13 @@ pub unsafe fn normal_datum(type_: pg_sys::Oid, value: pg_sys::Datum) -> Option<p
 /// `value` is a live non-null numeric datum.
 unsafe fn trim_scale(value: pg_sys::Datum) -> pg_sys::Datum {
     // SAFETY: the caller's contract; trim_scale takes a numeric and cannot fail.
-    unsafe { pg_sys::OidFunctionCall1Coll(pg_sys::Oid::from(pg_sys::F_TRIM_SCALE), pg_sys::InvalidOid, value) }
+    unsafe {
+        pg_sys::OidFunctionCall1Coll(
+            pg_sys::Oid::from(pg_sys::F_TRIM_SCALE),
+            pg_sys::InvalidOid,
+            value,
+        )
+    }
 }
 
 /// # Safety
@@ -177,7 +188,8 @@ unsafe fn interval_datum(given: *mut pg_sys::Interval) -> Option<pg_sys::Datum> 
     // SAFETY: the caller's contract.
     unsafe {
         let (month, day, time) = interval_class((*given).month, (*given).day, (*given).time)?;
-        let result = pg_sys::palloc(std::mem::size_of::<pg_sys::Interval>()) as *mut pg_sys::Interval;
+        let result =
+            pg_sys::palloc(std::mem::size_of::<pg_sys::Interval>()) as *mut pg_sys::Interval;
         (*result).month = month;
         (*result).day = day;
         (*result).time = time;
@@ -192,48 +204,76 @@ unsafe fn trim_blanks(value: pg_sys::Datum) -> pg_sys::Datum {
     // is a new varlena of the same representation.
     unsafe {
         let v = pg_sys::pg_detoast_datum_packed(value.cast_mut_ptr());
-        let bytes = std::slice::from_raw_parts(pgrx::varlena::vardata_any(v) as *const u8, pgrx::varlena::varsize_any_exhdr(v));
+        let bytes = std::slice::from_raw_parts(
+            pgrx::varlena::vardata_any(v) as *const u8,
+            pgrx::varlena::varsize_any_exhdr(v),
+        );
         let end = bytes.iter().rposition(|&b| b != b' ').map_or(0, |p| p + 1);
         if end == bytes.len() {
             return pg_sys::Datum::from(v);
         }
-        pg_sys::Datum::from(pg_sys::cstring_to_text_with_len(bytes.as_ptr().cast(), end as i32))
+        pg_sys::Datum::from(pg_sys::cstring_to_text_with_len(
+            bytes.as_ptr().cast(),
+            end as i32,
+        ))
     }
 }
 
-v1_function!(pg_finfo_dp_total_canonical_float8, dp_total_canonical_float8, |fcinfo| {
-    // SAFETY: STRICT, one float8 argument (by value).
-    f64_datum(float8_class(f64::from_bits(unsafe { arg_datum(fcinfo, 0) }.value() as u64)))
-});
+v1_function!(
+    pg_finfo_dp_total_canonical_float8,
+    dp_total_canonical_float8,
+    |fcinfo| {
+        // SAFETY: STRICT, one float8 argument (by value).
+        f64_datum(float8_class(f64::from_bits(
+            unsafe { arg_datum(fcinfo, 0) }.value() as u64,
+        )))
+    }
+);
 
-v1_function!(pg_finfo_dp_total_canonical_float4, dp_total_canonical_float4, |fcinfo| {
-    // SAFETY: STRICT, one float4 argument (by value, in the datum's low 32 bits).
-    let x = f32::from_bits(unsafe { arg_datum(fcinfo, 0) }.value() as u32);
-    pg_sys::Datum::from(float4_class(x).to_bits() as usize)
-});
+v1_function!(
+    pg_finfo_dp_total_canonical_float4,
+    dp_total_canonical_float4,
+    |fcinfo| {
+        // SAFETY: STRICT, one float4 argument (by value, in the datum's low 32 bits).
+        let x = f32::from_bits(unsafe { arg_datum(fcinfo, 0) }.value() as u32);
+        pg_sys::Datum::from(float4_class(x).to_bits() as usize)
+    }
+);
 
 // numeric: the value without trailing fractional zeros (trim_scale), which
 // equal numerics share; NaN and the infinities are one value each.
-v1_function!(pg_finfo_dp_total_canonical_numeric, dp_total_canonical_numeric, |fcinfo| {
-    // SAFETY: STRICT, one numeric argument.
-    unsafe { trim_scale(arg_datum(fcinfo, 0)) }
-});
+v1_function!(
+    pg_finfo_dp_total_canonical_numeric,
+    dp_total_canonical_numeric,
+    |fcinfo| {
+        // SAFETY: STRICT, one numeric argument.
+        unsafe { trim_scale(arg_datum(fcinfo, 0)) }
+    }
+);
 
-v1_function!(pg_finfo_dp_total_canonical_interval, dp_total_canonical_interval, |fcinfo| {
-    // SAFETY: STRICT, one interval argument, a pointer to an Interval.
-    unsafe {
-        match interval_datum(arg_datum(fcinfo, 0).cast_mut_ptr()) {
-            Some(d) => d,
-            None => crate::fmgr::return_null(fcinfo),
+v1_function!(
+    pg_finfo_dp_total_canonical_interval,
+    dp_total_canonical_interval,
+    |fcinfo| {
+        // SAFETY: STRICT, one interval argument, a pointer to an Interval.
+        unsafe {
+            match interval_datum(arg_datum(fcinfo, 0).cast_mut_ptr()) {
+                Some(d) => d,
+                None => crate::fmgr::return_null(fcinfo),
+            }
         }
     }
-});
+);
 
 // char(n): the value without trailing blanks, which its equality ignores.
-v1_function!(pg_finfo_dp_total_canonical_bpchar, dp_total_canonical_bpchar, |fcinfo| {
-    // SAFETY: STRICT, one bpchar argument.
-    unsafe { trim_blanks(arg_datum(fcinfo, 0)) }
-});
+v1_function!(
+    pg_finfo_dp_total_canonical_bpchar,
+    dp_total_canonical_bpchar,
+    |fcinfo| {
+        // SAFETY: STRICT, one bpchar argument.
+        unsafe { trim_blanks(arg_datum(fcinfo, 0)) }
+    }
+);
 
 #[cfg(test)]
 mod tests {
@@ -249,14 +289,20 @@ mod tests {
         assert_eq!(interval_class(0, -1, day + 5), interval_class(0, 0, 5));
         assert_eq!(interval_class(-1, 0, 0), Some((-1, 0, 0)));
         assert_eq!(interval_class(0, -31, -day / 2), Some((-1, -1, -day / 2)));
-        assert_eq!(interval_class(i32::MAX, i32::MAX, i64::MAX), Some((i32::MAX, i32::MAX, i64::MAX)));
+        assert_eq!(
+            interval_class(i32::MAX, i32::MAX, i64::MAX),
+            Some((i32::MAX, i32::MAX, i64::MAX))
+        );
         assert_eq!(interval_class(i32::MAX, 30, 0), None);
     }
 
     #[test]
     fn signed_zeros_and_nans_share_one_form() {
         assert_eq!(float8_class(-0.0).to_bits(), float8_class(0.0).to_bits());
-        assert_eq!(float8_class(-f64::NAN).to_bits(), float8_class(f64::NAN).to_bits());
+        assert_eq!(
+            float8_class(-f64::NAN).to_bits(),
+            float8_class(f64::NAN).to_bits()
+        );
         assert_eq!(float8_class(-2.5), -2.5);
     }
 }

@@ -63,7 +63,9 @@ unsafe extern "C-unwind" {
 /// releases, when the run time is a release (`gucs::timing`); `work` is
 /// what one protected row can make it do (`gate::check_plan`).
 pub fn hold(query: *mut pg_sys::QueryDesc, work: f64) {
-    let Some((_, _, row)) = crate::gucs::timing() else { return };
+    let Some((_, _, row)) = crate::gucs::timing() else {
+        return;
+    };
     if work <= 0.0 {
         return;
     }
@@ -89,11 +91,17 @@ pub fn aborted() {
 
 /// The delay in microseconds for a statement of bound `bound`: A + N.
 fn delay(bound: u128) -> u64 {
-    let Some((epsilon, delta, _)) = crate::gucs::timing() else { return 0 };
+    let Some((epsilon, delta, _)) = crate::gucs::timing() else {
+        return 0;
+    };
     let noise = Epsilon::new(epsilon)
         .and_then(|e| Delta::new(delta).and_then(|d| TruncatedLaplace::new(e, bound, d)))
         .unwrap_or_else(|e| {
-            crate::errors::raise_sqlstate("22023", format!("dpnoise: the run time's delay cannot be calibrated: {e}"), None)
+            crate::errors::raise_sqlstate(
+                "22023",
+                format!("dpnoise: the run time's delay cannot be calibrated: {e}"),
+                None,
+            )
         });
     let limit = noise.limit() as i128;
     let n = crate::rng::with_rng(|rng| noise.sample(rng));
@@ -134,18 +142,36 @@ pub unsafe fn run(query: *mut pg_sys::QueryDesc, count: u64, run: impl FnOnce())
         return;
     };
     // SAFETY: the caller's contract; the plan is the execution's.
-    let sends = unsafe { (*query).operation == pg_sys::CmdType::CMD_SELECT || (*(*query).plannedstmt).hasReturning };
+    let sends = unsafe {
+        (*query).operation == pg_sys::CmdType::CMD_SELECT || (*(*query).plannedstmt).hasReturning
+    };
     // SAFETY: the caller's contract. Errors raised in begin, the run or finish longjmp through
     // this frame, which owns nothing to drop (the closure is consumed, the rest are pointers).
     unsafe {
         if count != 0 || !sends {
             run();
-            finish(query, bound, std::ptr::null_mut(), std::ptr::null_mut(), std::ptr::null_mut());
+            finish(
+                query,
+                bound,
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+            );
             return;
         }
         let real = (*query).dest;
-        let (store, buffer) = (pg_sys::tuplestore_begin_heap(false, false, pg_sys::work_mem), begin());
-        SetTuplestoreDestReceiverParams(buffer, store, pg_sys::CurrentMemoryContext, false, std::ptr::null_mut(), std::ptr::null());
+        let (store, buffer) = (
+            pg_sys::tuplestore_begin_heap(false, false, pg_sys::work_mem),
+            begin(),
+        );
+        SetTuplestoreDestReceiverParams(
+            buffer,
+            store,
+            pg_sys::CurrentMemoryContext,
+            false,
+            std::ptr::null_mut(),
+            std::ptr::null(),
+        );
         (*query).dest = buffer;
         run();
         (*query).dest = real;

@@ -55,7 +55,11 @@ pub const MARK: i32 = -1_000_000;
 pub unsafe fn mark(parse: *mut pg_sys::Query, params: pg_sys::ParamListInfo) -> Vec<Marked> {
     // SAFETY: inside a transaction (the caller's contract).
     let extension = unsafe { crate::extensions::oid(crate::extensions::Extension::Dpnoise) };
-    let mut walk = Levels { params, marked: Vec::new(), extension };
+    let mut walk = Levels {
+        params,
+        marked: Vec::new(),
+        extension,
+    };
     // SAFETY: the caller's contract; `walk` outlives the walk and is only reached through the pointer.
     unsafe { levels(parse.cast(), (&raw mut walk).cast()) };
     walk.marked
@@ -154,7 +158,9 @@ unsafe fn identify(level: *mut pg_sys::Query, walk: &mut Levels) {
         for clause in list_items::<pg_sys::SortGroupClause>(q.groupClause) {
             let entry = pg_sys::get_sortgroupclause_tle(clause, q.targetList);
             let expr = (*entry).expr as *mut pg_sys::Node;
-            if !operators_ours(clause) || !key_type_supported(pg_sys::exprType(expr), pg_sys::exprCollation(expr)) {
+            if !operators_ours(clause)
+                || !key_type_supported(pg_sys::exprType(expr), pg_sys::exprCollation(expr))
+            {
                 return;
             }
             check_node(expr, &mut check);
@@ -182,15 +188,29 @@ unsafe fn identify(level: *mut pg_sys::Query, walk: &mut Levels) {
         for cte in list_items::<pg_sys::CommonTableExpr>(q.cteList) {
             check_node((*cte).ctequery, &mut check);
         }
-        pg_sys::range_table_walker(q.rtable, Some(checker), (&raw mut check).cast(), pg_sys::QTW_EXAMINE_RTES_BEFORE as i32);
+        pg_sys::range_table_walker(
+            q.rtable,
+            Some(checker),
+            (&raw mut check).cast(),
+            pg_sys::QTW_EXAMINE_RTES_BEFORE as i32,
+        );
         check_node(q.jointree.cast(), &mut check);
         let mut level_check = check;
         if !level_check.ok {
             return;
         }
         for aggref in calls {
-            let mut call = Check { relations: Vec::new(), params: Vec::new(), ..level_check };
-            for list in [(*aggref).aggdirectargs, (*aggref).args, (*aggref).aggorder, (*aggref).aggdistinct] {
+            let mut call = Check {
+                relations: Vec::new(),
+                params: Vec::new(),
+                ..level_check
+            };
+            for list in [
+                (*aggref).aggdirectargs,
+                (*aggref).args,
+                (*aggref).aggorder,
+                (*aggref).aggdistinct,
+            ] {
                 check_node(list.cast(), &mut call);
             }
             check_node((*aggref).aggfilter.cast(), &mut call);
@@ -201,7 +221,10 @@ unsafe fn identify(level: *mut pg_sys::Query, walk: &mut Levels) {
             relations.extend(call.relations.iter().copied());
             relations.sort_unstable_by_key(|r| u32::from(*r));
             relations.dedup();
-            let Some(values) = (call.ok).then(|| parameter_values(&params, walk.params)).flatten() else {
+            let Some(values) = (call.ok)
+                .then(|| parameter_values(&params, walk.params))
+                .flatten()
+            else {
                 continue;
             };
             let mut whole = text.clone();
@@ -210,7 +233,11 @@ unsafe fn identify(level: *mut pg_sys::Query, walk: &mut Levels) {
             let digest = crate::seal::hmac(b"dpnoise release identity v1", &[&whole]);
             let index = walk.marked.len() as i32;
             (*aggref).location = MARK - index;
-            walk.marked.push(Marked { digest, relations, group_items: group_items.clone() });
+            walk.marked.push(Marked {
+                digest,
+                relations,
+                group_items: group_items.clone(),
+            });
         }
         level_check.relations.clear();
     }
@@ -241,7 +268,12 @@ pub(super) unsafe fn serialize(node: *mut pg_sys::Node, into: &mut Vec<u8>) {
 /// fields (a field name is preceded by a space and followed by one; a token
 /// inside a name or a constant has its spaces escaped, so cannot match).
 fn strip_positions(text: &[u8]) -> Vec<u8> {
-    const FIELDS: [&[u8]; 4] = [b" :location ", b" :stmt_location ", b" :stmt_len ", b" :queryId "];
+    const FIELDS: [&[u8]; 4] = [
+        b" :location ",
+        b" :stmt_location ",
+        b" :stmt_len ",
+        b" :queryId ",
+    ];
     let mut out = Vec::with_capacity(text.len());
     let mut i = 0;
     'outer: while i < text.len() {
@@ -295,31 +327,47 @@ unsafe fn bounding_window(q: *mut pg_sys::Query, extension: pg_sys::Oid) -> bool
     // SAFETY: the caller's contract; casts follow node tags; syscache lookups by OID.
     unsafe {
         let ours = |funcid: pg_sys::Oid| {
-            extension != pg_sys::InvalidOid && pg_sys::getExtensionOfObject(pg_sys::ProcedureRelationId, funcid) == extension
+            extension != pg_sys::InvalidOid
+                && pg_sys::getExtensionOfObject(pg_sys::ProcedureRelationId, funcid) == extension
         };
         let windows = list_items::<pg_sys::WindowClause>((*q).windowClause);
         let [window] = windows[..] else { return false };
-        let (partition, order) =
-            (list_items::<pg_sys::SortGroupClause>((*window).partitionClause), list_items::<pg_sys::SortGroupClause>((*window).orderClause));
-        let ([partition], [order]) = (&partition[..], &order[..]) else { return false };
-        let expr = |clause: *mut pg_sys::SortGroupClause| (*pg_sys::get_sortgroupclause_tle(clause, (*q).targetList)).expr as *mut pg_sys::Node;
+        let (partition, order) = (
+            list_items::<pg_sys::SortGroupClause>((*window).partitionClause),
+            list_items::<pg_sys::SortGroupClause>((*window).orderClause),
+        );
+        let ([partition], [order]) = (&partition[..], &order[..]) else {
+            return false;
+        };
+        let expr = |clause: *mut pg_sys::SortGroupClause| {
+            (*pg_sys::get_sortgroupclause_tle(clause, (*q).targetList)).expr as *mut pg_sys::Node
+        };
         let key = expr(*order);
-        if key.is_null() || (*key).type_ != pg_sys::NodeTag::T_FuncExpr || !ours((*(key as *mut pg_sys::FuncExpr)).funcid) {
+        if key.is_null()
+            || (*key).type_ != pg_sys::NodeTag::T_FuncExpr
+            || !ours((*(key as *mut pg_sys::FuncExpr)).funcid)
+        {
             return false;
         }
         let parts = list_items::<pg_sys::Node>((*(key as *mut pg_sys::FuncExpr)).args);
-        let among = |node: *mut pg_sys::Node| parts.iter().any(|p| pg_sys::equal((*p).cast(), node.cast()));
+        let among = |node: *mut pg_sys::Node| {
+            parts
+                .iter()
+                .any(|p| pg_sys::equal((*p).cast(), node.cast()))
+        };
         if !among(expr(*partition)) {
             return false;
         }
-        list_items::<pg_sys::TargetEntry>((*q).targetList).into_iter().all(|entry| {
-            let e = (*entry).expr as *mut pg_sys::Node;
-            if (*e).type_ == pg_sys::NodeTag::T_WindowFunc {
-                return ours((*(e as *mut pg_sys::WindowFunc)).winfnoid);
-            }
-            pg_sys::equal(e.cast(), key.cast())
-                || among(e) && key_type_supported(pg_sys::exprType(e), pg_sys::exprCollation(e))
-        })
+        list_items::<pg_sys::TargetEntry>((*q).targetList)
+            .into_iter()
+            .all(|entry| {
+                let e = (*entry).expr as *mut pg_sys::Node;
+                if (*e).type_ == pg_sys::NodeTag::T_WindowFunc {
+                    return ours((*(e as *mut pg_sys::WindowFunc)).winfnoid);
+                }
+                pg_sys::equal(e.cast(), key.cast())
+                    || among(e) && key_type_supported(pg_sys::exprType(e), pg_sys::exprCollation(e))
+            })
     }
 }
 
@@ -358,7 +406,10 @@ unsafe fn set_operation_exact(node: *mut pg_sys::Node) -> bool {
         let op = node as *mut pg_sys::SetOperationStmt;
         let types = crate::pg_list::oid_list((*op).colTypes);
         let collations = crate::pg_list::oid_list((*op).colCollations);
-        types.iter().zip(collations.iter()).all(|(t, c)| byte_equal(*t, *c))
+        types
+            .iter()
+            .zip(collations.iter())
+            .all(|(t, c)| byte_equal(*t, *c))
     }
 }
 
@@ -368,7 +419,11 @@ unsafe fn set_operation_exact(node: *mut pg_sys::Node) -> bool {
 /// `clause` is a live SortGroupClause.
 unsafe fn operators_ours(clause: *mut pg_sys::SortGroupClause) -> bool {
     // SAFETY: the caller's contract.
-    unsafe { [(*clause).eqop, (*clause).sortop].iter().all(|op| u32::from(*op) < pg_sys::FirstNormalObjectId) }
+    unsafe {
+        [(*clause).eqop, (*clause).sortop]
+            .iter()
+            .all(|op| u32::from(*op) < pg_sys::FirstNormalObjectId)
+    }
 }
 
 /// What a level's check found: whether its rows are a function of the data
@@ -424,14 +479,16 @@ unsafe extern "C-unwind" fn checker(node: *mut pg_sys::Node, context: *mut c_voi
                     .into_iter()
                     .chain(list_items(q.distinctClause))
                     .all(|c| {
-                        let expr = (*pg_sys::get_sortgroupclause_tle(c, q.targetList)).expr as *mut pg_sys::Node;
+                        let expr = (*pg_sys::get_sortgroupclause_tle(c, q.targetList)).expr
+                            as *mut pg_sys::Node;
                         byte_equal(pg_sys::exprType(expr), pg_sys::exprCollation(expr))
                     });
                 if q.commandType != pg_sys::CmdType::CMD_SELECT
                     || !q.limitCount.is_null()
                     || !q.limitOffset.is_null()
                     || q.hasDistinctOn
-                    || (q.hasWindowFuncs && !bounding_window(node as *mut pg_sys::Query, check.extension))
+                    || (q.hasWindowFuncs
+                        && !bounding_window(node as *mut pg_sys::Query, check.extension))
                     || q.hasRecursive
                     || q.hasModifyingCTE
                     || !q.rowMarks.is_null()
@@ -462,15 +519,17 @@ unsafe extern "C-unwind" fn checker(node: *mut pg_sys::Node, context: *mut c_voi
                         match rte.relkind as u8 {
                             // A view's own entry (kept for its permissions) reads nothing.
                             b'v' => {}
-                            b'r' if tracked(rte.relid, rte.inh) => {
-                                check.relations.push(rte.relid)
-                            }
+                            b'r' if tracked(rte.relid, rte.inh) => check.relations.push(rte.relid),
                             _ => return fail(check),
                         }
                     }
                     // A CTE from above the level being identified is not part of it.
-                    pg_sys::RTEKind::RTE_CTE if rte.ctelevelsup > check.depth => return fail(check),
-                    pg_sys::RTEKind::RTE_NAMEDTUPLESTORE | pg_sys::RTEKind::RTE_TABLEFUNC => return fail(check),
+                    pg_sys::RTEKind::RTE_CTE if rte.ctelevelsup > check.depth => {
+                        return fail(check)
+                    }
+                    pg_sys::RTEKind::RTE_NAMEDTUPLESTORE | pg_sys::RTEKind::RTE_TABLEFUNC => {
+                        return fail(check)
+                    }
                     _ => {}
                 }
                 return false;
@@ -483,13 +542,22 @@ unsafe extern "C-unwind" fn checker(node: *mut pg_sys::Node, context: *mut c_voi
             // back update changes them without a logged write), but tableoid.
             T_Var
                 if (*(node as *mut pg_sys::Var)).varattno <= 0
-                    && (*(node as *mut pg_sys::Var)).varattno != pg_sys::TableOidAttributeNumber as i16
-                    || u32::from((*(node as *mut pg_sys::Var)).vartype) >= pg_sys::FirstNormalObjectId =>
+                    && (*(node as *mut pg_sys::Var)).varattno
+                        != pg_sys::TableOidAttributeNumber as i16
+                    || u32::from((*(node as *mut pg_sys::Var)).vartype)
+                        >= pg_sys::FirstNormalObjectId =>
             {
                 return fail(check)
             }
-            T_Const if u32::from((*(node as *mut pg_sys::Const)).consttype) >= pg_sys::FirstNormalObjectId => return fail(check),
-            T_GroupingFunc if (*(node as *mut pg_sys::GroupingFunc)).agglevelsup > check.depth => return fail(check),
+            T_Const
+                if u32::from((*(node as *mut pg_sys::Const)).consttype)
+                    >= pg_sys::FirstNormalObjectId =>
+            {
+                return fail(check)
+            }
+            T_GroupingFunc if (*(node as *mut pg_sys::GroupingFunc)).agglevelsup > check.depth => {
+                return fail(check)
+            }
             T_Aggref => {
                 let aggref = node as *mut pg_sys::Aggref;
                 if (*aggref).agglevelsup > check.depth {
@@ -510,19 +578,25 @@ unsafe extern "C-unwind" fn checker(node: *mut pg_sys::Node, context: *mut c_voi
             // XMLTABLE reads its columns with input functions, which follow DateStyle and TimeZone.
             // dpnoise's per-person window (`bounding_window` checked its level).
             T_WindowFunc
-                if pg_sys::getExtensionOfObject(pg_sys::ProcedureRelationId, (*(node as *mut pg_sys::WindowFunc)).winfnoid)
-                    == check.extension => {}
-            T_WindowFunc | T_SQLValueFunction | T_NextValueExpr | T_CurrentOfExpr | T_PlaceHolderVar | T_CoerceViaIO
-            | T_XmlExpr | T_TableFunc => return fail(check),
+                if pg_sys::getExtensionOfObject(
+                    pg_sys::ProcedureRelationId,
+                    (*(node as *mut pg_sys::WindowFunc)).winfnoid,
+                ) == check.extension => {}
+            T_WindowFunc | T_SQLValueFunction | T_NextValueExpr | T_CurrentOfExpr
+            | T_PlaceHolderVar | T_CoerceViaIO | T_XmlExpr | T_TableFunc => return fail(check),
             T_Param => {
                 let param = &*(node as *mut pg_sys::Param);
                 match param.paramkind {
-                    pg_sys::ParamKind::PARAM_EXTERN => check.params.push(node as *mut pg_sys::Param),
+                    pg_sys::ParamKind::PARAM_EXTERN => {
+                        check.params.push(node as *mut pg_sys::Param)
+                    }
                     pg_sys::ParamKind::PARAM_SUBLINK => {}
                     _ => return fail(check),
                 }
             }
-            T_SortGroupClause if !operators_ours(node as *mut pg_sys::SortGroupClause) => return fail(check),
+            T_SortGroupClause if !operators_ours(node as *mut pg_sys::SortGroupClause) => {
+                return fail(check)
+            }
             _ => {}
         }
         if pg_sys::check_functions_in_node(node, Some(function_not_ours), context) {
@@ -543,11 +617,15 @@ unsafe extern "C-unwind" fn function_not_ours(funcid: pg_sys::Oid, context: *mut
         let check = &*(context as *mut Check);
         let own = u32::from(funcid) < pg_sys::FirstNormalObjectId
             || (check.extension != pg_sys::InvalidOid
-                && pg_sys::getExtensionOfObject(pg_sys::ProcedureRelationId, funcid) == check.extension);
+                && pg_sys::getExtensionOfObject(pg_sys::ProcedureRelationId, funcid)
+                    == check.extension);
         // dp_share is STABLE only to stay a call in the plan (its total is
         // charged): a function of its arguments.
         let share = own && crate::parameters::share_function(funcid);
-        !(own && (share || pg_sys::func_volatile(funcid) == pg_sys::PROVOLATILE_IMMUTABLE as std::ffi::c_char))
+        !(own
+            && (share
+                || pg_sys::func_volatile(funcid)
+                    == pg_sys::PROVOLATILE_IMMUTABLE as std::ffi::c_char))
             || setting_dependent(funcid)
     }
 }
@@ -563,15 +641,28 @@ unsafe extern "C-unwind" fn function_not_ours(funcid: pg_sys::Oid, context: *mut
 unsafe fn setting_dependent(funcid: pg_sys::Oid) -> bool {
     // SAFETY: the caller's contract; a failed lookup returns zero / null, treated as dependent.
     unsafe {
-        let tuple = pg_sys::SearchSysCache1(pg_sys::SysCacheIdentifier::PROCOID as i32, pg_sys::Datum::from(funcid));
+        let tuple = pg_sys::SearchSysCache1(
+            pg_sys::SysCacheIdentifier::PROCOID as i32,
+            pg_sys::Datum::from(funcid),
+        );
         if tuple.is_null() {
             return true;
         }
         let proc_ = pg_sys::GETSTRUCT(tuple) as *mut pg_sys::FormData_pg_proc;
-        let args = (*proc_).proargtypes.values.as_slice((*proc_).pronargs as usize);
+        let args = (*proc_)
+            .proargtypes
+            .values
+            .as_slice((*proc_).pronargs as usize);
         let name = std::ffi::CStr::from_ptr((*proc_).proname.data.as_ptr()).to_bytes();
         let dependent = (*proc_).prorettype == pg_sys::CSTRINGOID
-            || args.iter().any(|t| [pg_sys::CSTRINGOID, pg_sys::REGCONFIGOID, pg_sys::REGDICTIONARYOID].contains(t))
+            || args.iter().any(|t| {
+                [
+                    pg_sys::CSTRINGOID,
+                    pg_sys::REGCONFIGOID,
+                    pg_sys::REGDICTIONARYOID,
+                ]
+                .contains(t)
+            })
             || (name == b"timezone" && args.first() == Some(&pg_sys::TEXTOID));
         pg_sys::ReleaseSysCache(tuple);
         dependent
@@ -586,7 +677,8 @@ unsafe fn setting_dependent(funcid: pg_sys::Oid) -> bool {
 /// `aggref` is a live Aggref; inside a transaction.
 unsafe fn repeatable(aggref: *mut pg_sys::Aggref) -> bool {
     // SAFETY: the caller's contract.
-    unsafe { crate::functions::releasing((*aggref).aggfnoid) }.is_some_and(|f| f.kind == crate::functions::Kind::Aggregate)
+    unsafe { crate::functions::releasing((*aggref).aggfnoid) }
+        .is_some_and(|f| f.kind == crate::functions::Kind::Aggregate)
 }
 
 /// Whether a subquery's aggregate gives the same result whatever the order
@@ -599,7 +691,9 @@ unsafe fn repeatable(aggref: *mut pg_sys::Aggref) -> bool {
 unsafe fn order_free(aggref: *mut pg_sys::Aggref) -> bool {
     // SAFETY: the caller's contract; a syscache lookup by OID.
     unsafe {
-        if u32::from((*aggref).aggfnoid) >= pg_sys::FirstNormalObjectId || (*aggref).aggkind != b'n' as std::ffi::c_char {
+        if u32::from((*aggref).aggfnoid) >= pg_sys::FirstNormalObjectId
+            || (*aggref).aggkind != b'n' as std::ffi::c_char
+        {
             return false;
         }
         let name = pg_sys::get_func_name((*aggref).aggfnoid);
@@ -608,11 +702,20 @@ unsafe fn order_free(aggref: *mut pg_sys::Aggref) -> bool {
         }
         let name = std::ffi::CStr::from_ptr(name).to_bytes();
         let types = crate::gate::aggregate_types(aggref);
-        let exact = types.iter().all(|t| [pg_sys::INT2OID, pg_sys::INT4OID, pg_sys::INT8OID, pg_sys::NUMERICOID].contains(t));
+        let exact = types.iter().all(|t| {
+            [
+                pg_sys::INT2OID,
+                pg_sys::INT4OID,
+                pg_sys::INT8OID,
+                pg_sys::NUMERICOID,
+            ]
+            .contains(t)
+        });
         // min and max keep one of the values that tie (-0 or 0, 1.0 or 1.00).
         let ties_identical = types.iter().all(|t| byte_equal(*t, (*aggref).inputcollid));
         match name {
-            b"count" | b"bool_and" | b"bool_or" | b"every" | b"bit_and" | b"bit_or" | b"bit_xor" => true,
+            b"count" | b"bool_and" | b"bool_or" | b"every" | b"bit_and" | b"bit_or"
+            | b"bit_xor" => true,
             b"min" | b"max" => ties_identical,
             b"sum" | b"avg" => exact,
             _ => false,
@@ -634,7 +737,8 @@ fn tracked(relid: pg_sys::Oid, inh: bool) -> bool {
         let triggers = (*rel).trigdesc;
         let found = !(inh && (*(*rel).rd_rel).relhassubclass)
             && !(*(*rel).rd_rel).relispartition
-            && (*(*rel).rd_rel).relpersistence == pg_sys::RELPERSISTENCE_PERMANENT as std::ffi::c_char
+            && (*(*rel).rd_rel).relpersistence
+                == pg_sys::RELPERSISTENCE_PERMANENT as std::ffi::c_char
             && !triggers.is_null()
             && (0..(*triggers).numtriggers as usize).any(|i| {
                 let t = &*(*triggers).triggers.add(i);
@@ -653,9 +757,15 @@ fn tracked(relid: pg_sys::Oid, inh: bool) -> bool {
 /// # Safety
 /// `found` are live PARAM_EXTERN Params; `params` is null or the live
 /// parameters of the statement being planned.
-unsafe fn parameter_values(found: &[*mut pg_sys::Param], params: pg_sys::ParamListInfo) -> Option<Vec<u8>> {
+unsafe fn parameter_values(
+    found: &[*mut pg_sys::Param],
+    params: pg_sys::ParamListInfo,
+) -> Option<Vec<u8>> {
     // SAFETY: the caller's contract: live Params.
-    let mut found: Vec<(i32, *mut pg_sys::Param)> = found.iter().map(|p| (unsafe { (**p).paramid }, *p)).collect();
+    let mut found: Vec<(i32, *mut pg_sys::Param)> = found
+        .iter()
+        .map(|p| (unsafe { (**p).paramid }, *p))
+        .collect();
     found.sort_unstable_by_key(|p| p.0);
     found.dedup_by_key(|p| p.0);
     let mut out = Vec::new();
@@ -678,7 +788,8 @@ unsafe fn parameter_values(found: &[*mut pg_sys::Param], params: pg_sys::ParamLi
             pg_sys::getTypeBinaryOutputInfo(type_, &mut send, &mut varlena);
             let bytes = pg_sys::OidSendFunctionCall(send, (*data).value);
             let len = pgrx::varlena::varsize_any_exhdr(bytes);
-            let body = std::slice::from_raw_parts(pgrx::varlena::vardata_any(bytes) as *const u8, len);
+            let body =
+                std::slice::from_raw_parts(pgrx::varlena::vardata_any(bytes) as *const u8, len);
             out.push(1);
             out.extend_from_slice(&(len as u64).to_le_bytes());
             out.extend_from_slice(body);
@@ -695,6 +806,9 @@ mod tests {
     fn positions_are_stripped_and_nothing_else() {
         let text = b"{AGGREF :aggfnoid 16400 :location 17} {QUERY :stmt_location 0 :stmt_len 33 :queryId -5 :x\\ :location\\ 4}";
         let stripped = strip_positions(text);
-        assert_eq!(stripped, b"{AGGREF :aggfnoid 16400} {QUERY :x\\ :location\\ 4}".to_vec());
+        assert_eq!(
+            stripped,
+            b"{AGGREF :aggfnoid 16400} {QUERY :x\\ :location\\ 4}".to_vec()
+        );
     }
 }

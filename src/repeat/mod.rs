@@ -38,8 +38,8 @@ pgrx::extension_sql_file!("store.sql", name = "store_sql", requires = ["repeat_s
 
 use crate::rng::BackendRng;
 use dpnoise_core::BitPool;
-use identity::MARK;
 use identity::Marked;
+use identity::MARK;
 use pgrx::pg_sys;
 use rand_chacha::rand_core::SeedableRng;
 use std::cell::{Cell, RefCell};
@@ -142,11 +142,24 @@ pub unsafe fn mark(parse: *mut pg_sys::Query, params: pg_sys::ParamListInfo) -> 
     unsafe {
         let mut names: *mut pg_sys::List = std::ptr::null_mut();
         for m in identity::mark(parse, params) {
-            let relations = m.relations.iter().map(|r| u32::from(*r).to_string()).collect::<Vec<_>>().join(",");
-            let items = m.group_items.iter().map(u32::to_string).collect::<Vec<_>>().join(",");
+            let relations = m
+                .relations
+                .iter()
+                .map(|r| u32::from(*r).to_string())
+                .collect::<Vec<_>>()
+                .join(",");
+            let items = m
+                .group_items
+                .iter()
+                .map(u32::to_string)
+                .collect::<Vec<_>>()
+                .join(",");
             let entry = format!("{}:{}:{}", hex(&m.digest), items, relations);
             let text = std::ffi::CString::new(entry).expect("no NUL");
-            names = pg_sys::lappend(names, pg_sys::makeString(pg_sys::pstrdup(text.as_ptr())).cast());
+            names = pg_sys::lappend(
+                names,
+                pg_sys::makeString(pg_sys::pstrdup(text.as_ptr())).cast(),
+            );
         }
         names
     }
@@ -164,7 +177,8 @@ pub unsafe fn attach(planned: *mut pg_sys::PlannedStmt, names: *mut pg_sys::List
     }
     // SAFETY: the caller's contract; the nodes are made in the planner's memory context.
     unsafe {
-        let rte = pg_sys::palloc0(std::mem::size_of::<pg_sys::RangeTblEntry>()) as *mut pg_sys::RangeTblEntry;
+        let rte = pg_sys::palloc0(std::mem::size_of::<pg_sys::RangeTblEntry>())
+            as *mut pg_sys::RangeTblEntry;
         (*rte).type_ = pg_sys::NodeTag::T_RangeTblEntry;
         (*rte).rtekind = pg_sys::RTEKind::RTE_RESULT;
         let name = std::ffi::CString::new(MARKER).expect("no NUL");
@@ -198,7 +212,10 @@ unsafe fn marked(stmt: *mut pg_sys::PlannedStmt) -> Vec<Marked> {
         if stmt.is_null() {
             return Vec::new();
         }
-        let Some(rte) = crate::gate::list_items::<pg_sys::RangeTblEntry>((*stmt).rtable).into_iter().next_back() else {
+        let Some(rte) = crate::gate::list_items::<pg_sys::RangeTblEntry>((*stmt).rtable)
+            .into_iter()
+            .next_back()
+        else {
             return Vec::new();
         };
         if (*rte).rtekind != pg_sys::RTEKind::RTE_RESULT
@@ -225,7 +242,11 @@ unsafe fn marked(stmt: *mut pg_sys::PlannedStmt) -> Vec<Marked> {
                     .filter(|r| !r.is_empty())
                     .map(|r| r.parse::<u32>().ok().map(pg_sys::Oid::from))
                     .collect::<Option<Vec<_>>>()?;
-                Some(Marked { digest, relations, group_items })
+                Some(Marked {
+                    digest,
+                    relations,
+                    group_items,
+                })
             })
             .collect()
     }
@@ -258,7 +279,10 @@ pub unsafe fn identify(query: *mut pg_sys::QueryDesc, eflags: i32) {
         {
             return;
         }
-        let mut relations: Vec<pg_sys::Oid> = marked.iter().flat_map(|m| m.relations.iter().copied()).collect();
+        let mut relations: Vec<pg_sys::Oid> = marked
+            .iter()
+            .flat_map(|m| m.relations.iter().copied())
+            .collect();
         relations.sort_unstable_by_key(|r| u32::from(*r));
         relations.dedup();
         let shapes = agg_shapes((*query).plannedstmt, &marked);
@@ -275,14 +299,29 @@ pub unsafe fn identify(query: *mut pg_sys::QueryDesc, eflags: i32) {
                         parts.push((version.len() as u64).to_le_bytes().to_vec());
                         parts.push(version.clone());
                     }
-                    shapes[i].then(|| crate::seal::hmac(key, &parts.iter().map(Vec::as_slice).collect::<Vec<_>>()))
+                    shapes[i].then(|| {
+                        crate::seal::hmac(key, &parts.iter().map(Vec::as_slice).collect::<Vec<_>>())
+                    })
                 })
                 .collect()
         });
         let secret = KEY.with(|k| *k.borrow()).expect("read with the identities");
         let items: Vec<Vec<u32>> = marked.into_iter().map(|m| m.group_items).collect();
-        serve::serve(query, &serve::Calls { identities: &identities, items: &items, secret: &secret });
-        PENDING.with(|p| p.borrow_mut().push(Pending { query, identities, items }));
+        serve::serve(
+            query,
+            &serve::Calls {
+                identities: &identities,
+                items: &items,
+                secret: &secret,
+            },
+        );
+        PENDING.with(|p| {
+            p.borrow_mut().push(Pending {
+                query,
+                identities,
+                items,
+            })
+        });
     }
 }
 
@@ -307,12 +346,21 @@ pub unsafe fn start(query: *mut pg_sys::QueryDesc, _eflags: i32) {
         let estate = (*query).estate;
         let paid = vec![false; pending.identities.len()];
         if let Some(secret) = KEY.with(|k| *k.borrow()) {
-            serve::record(query, &serve::Calls { identities: &pending.identities, items: &pending.items, secret: &secret });
+            serve::record(
+                query,
+                &serve::Calls {
+                    identities: &pending.identities,
+                    items: &pending.items,
+                    secret: &secret,
+                },
+            );
         }
         // Forgotten when the execution's memory goes, however it ends
         // (registered first: an entry is never left without its callback).
-        let callback = pg_sys::MemoryContextAlloc((*estate).es_query_cxt, std::mem::size_of::<pg_sys::MemoryContextCallback>())
-            as *mut pg_sys::MemoryContextCallback;
+        let callback = pg_sys::MemoryContextAlloc(
+            (*estate).es_query_cxt,
+            std::mem::size_of::<pg_sys::MemoryContextCallback>(),
+        ) as *mut pg_sys::MemoryContextCallback;
         (*callback).func = Some(forget);
         (*callback).arg = estate.cast();
         pg_sys::MemoryContextRegisterResetCallback((*estate).es_query_cxt, callback);
@@ -323,7 +371,15 @@ pub unsafe fn start(query: *mut pg_sys::QueryDesc, _eflags: i32) {
             }
             nonce
         });
-        EXECUTIONS.with(|e| e.borrow_mut().push(Execution { estate, identities: pending.identities, paid, items: pending.items, nonce }));
+        EXECUTIONS.with(|e| {
+            e.borrow_mut().push(Execution {
+                estate,
+                identities: pending.identities,
+                paid,
+                items: pending.items,
+                nonce,
+            })
+        });
     }
 }
 
@@ -355,7 +411,9 @@ unsafe fn agg_shapes(stmt: *mut pg_sys::PlannedStmt, marked: &[Marked]) -> Vec<b
                 crate::gate::bounding::collect_aggregates(list.cast(), &mut found);
             }
             for aggref in found {
-                let Some(i) = marker_index(aggref).filter(|&i| i < marked.len()) else { continue };
+                let Some(i) = marker_index(aggref).filter(|&i| i < marked.len()) else {
+                    continue;
+                };
                 if (*aggref).aggsplit & pg_sys::AGGSPLITOP_SKIPFINAL != 0 {
                     continue;
                 }
@@ -369,7 +427,10 @@ unsafe fn agg_shapes(stmt: *mut pg_sys::PlannedStmt, marked: &[Marked]) -> Vec<b
                         let entry = input_entry(plan, column);
                         !entry.is_null()
                             && marked[i].group_items.contains(&(*entry).ressortgroupref)
-                            && identity::key_type_supported(pg_sys::exprType((*entry).expr.cast()), collation)
+                            && identity::key_type_supported(
+                                pg_sys::exprType((*entry).expr.cast()),
+                                collation,
+                            )
                     });
                 ok[i] &= shape;
             }
@@ -382,7 +443,10 @@ unsafe fn agg_shapes(stmt: *mut pg_sys::PlannedStmt, marked: &[Marked]) -> Vec<b
 ///
 /// # Safety
 /// `plan` is a live Agg plan node.
-unsafe fn input_entry(plan: *mut pg_sys::Plan, column: pg_sys::AttrNumber) -> *mut pg_sys::TargetEntry {
+unsafe fn input_entry(
+    plan: *mut pg_sys::Plan,
+    column: pg_sys::AttrNumber,
+) -> *mut pg_sys::TargetEntry {
     // SAFETY: the caller's contract; the input's target list is a List of TargetEntry.
     unsafe {
         let input = (*plan).lefttree;
@@ -418,7 +482,9 @@ pub unsafe fn identity(fcinfo: pg_sys::FunctionCallInfo) -> Option<Identified> {
     // SAFETY: the caller's contract; the context, when an AggState, is the node running the call.
     unsafe {
         let context = (*fcinfo).context;
-        if context.is_null() || (*(context as *const pg_sys::Node)).type_ != pg_sys::NodeTag::T_AggState {
+        if context.is_null()
+            || (*(context as *const pg_sys::Node)).type_ != pg_sys::NodeTag::T_AggState
+        {
             // A per-row function: no identity, and no call (this runs for every row).
             return None;
         }
@@ -437,11 +503,18 @@ unsafe fn aggregate_identity(fcinfo: pg_sys::FunctionCallInfo) -> Option<Identif
         let context = (*fcinfo).context;
         let site = crate::call_site::call_site(fcinfo);
         if site.identity_known {
-            return site.identified.then_some(Identified { identity: site.identity, paid: site.identity_paid });
+            return site.identified.then_some(Identified {
+                identity: site.identity,
+                paid: site.identity_paid,
+            });
         }
         let agg = context as *mut pg_sys::AggState;
         let aggref = pg_sys::AggGetAggref(fcinfo);
-        let found = if aggref.is_null() { None } else { planned_identity((*agg).ss.ps.state, aggref) };
+        let found = if aggref.is_null() {
+            None
+        } else {
+            planned_identity((*agg).ss.ps.state, aggref)
+        };
         let site = crate::call_site::call_site(fcinfo);
         site.identity_known = true;
         site.identified = found.is_some();
@@ -456,15 +529,29 @@ unsafe fn aggregate_identity(fcinfo: pg_sys::FunctionCallInfo) -> Option<Identif
 ///
 /// # Safety
 /// `estate` is the execution's; `aggref` a live Aggref of its plan.
-pub unsafe fn planned_identity(estate: *mut pg_sys::EState, aggref: *mut pg_sys::Aggref) -> Option<Identified> {
+pub unsafe fn planned_identity(
+    estate: *mut pg_sys::EState,
+    aggref: *mut pg_sys::Aggref,
+) -> Option<Identified> {
     // SAFETY: the caller's contract.
     let i = unsafe { marker_index(aggref) }?;
-    running(estate, |x| Some(Identified { identity: x.identities.get(i).copied().flatten()?, paid: *x.paid.get(i)? }))
+    running(estate, |x| {
+        Some(Identified {
+            identity: x.identities.get(i).copied().flatten()?,
+            paid: *x.paid.get(i)?,
+        })
+    })
 }
 
 /// `f` of the running execution whose EState is `estate`, if `start` saw it.
 fn running<T>(estate: *mut pg_sys::EState, f: impl FnOnce(&Execution) -> Option<T>) -> Option<T> {
-    EXECUTIONS.with(|e| e.borrow().iter().rev().find(|x| x.estate == estate).and_then(f))
+    EXECUTIONS.with(|e| {
+        e.borrow()
+            .iter()
+            .rev()
+            .find(|x| x.estate == estate)
+            .and_then(f)
+    })
 }
 
 /// Runs `f` with the generator for this release: for an identified one,
@@ -474,7 +561,10 @@ fn running<T>(estate: *mut pg_sys::EState, f: impl FnOnce(&Execution) -> Option<
 /// # Safety
 /// `fcinfo` is a live call of a dpnoise final or per-row function.
 #[inline]
-pub unsafe fn with_release_rng<T>(fcinfo: pg_sys::FunctionCallInfo, f: impl FnOnce(&mut BackendRng) -> T) -> T {
+pub unsafe fn with_release_rng<T>(
+    fcinfo: pg_sys::FunctionCallInfo,
+    f: impl FnOnce(&mut BackendRng) -> T,
+) -> T {
     // SAFETY: the caller's contract.
     let Some(Identified { identity, .. }) = (unsafe { identity(fcinfo) }) else {
         return crate::rng::with_rng(f);
@@ -484,7 +574,10 @@ pub unsafe fn with_release_rng<T>(fcinfo: pg_sys::FunctionCallInfo, f: impl FnOn
         let agg = (*fcinfo).context as *mut pg_sys::AggState;
         let estate = (*agg).ss.ps.state;
         let index = marker_index(pg_sys::AggGetAggref(fcinfo)).expect("identified");
-        let (items, nonce) = running(estate, |x| Some((x.items.get(index).cloned().unwrap_or_default(), x.nonce))).unwrap_or_default();
+        let (items, nonce) = running(estate, |x| {
+            Some((x.items.get(index).cloned().unwrap_or_default(), x.nonce))
+        })
+        .unwrap_or_default();
         (group_key(agg, &items), nonce)
     };
     let (key, nonce) = key;
@@ -512,11 +605,18 @@ unsafe fn group_key(agg: *mut pg_sys::AggState, items: &[u32]) -> Vec<u8> {
         for c in 0..(*node).numCols as usize {
             let column = *(*node).grpColIdx.add(c);
             let entry = input_entry(plan, column);
-            let item = items.iter().position(|&r| r == (*entry).ressortgroupref).expect("checked by agg_shapes") as u32;
+            let item = items
+                .iter()
+                .position(|&r| r == (*entry).ressortgroupref)
+                .expect("checked by agg_shapes") as u32;
             let type_ = pg_sys::exprType((*entry).expr.cast());
             pg_sys::slot_getsomeattrs(slot, column as i32);
             let i = column as usize - 1;
-            let bytes = if *(*slot).tts_isnull.add(i) { None } else { Some(key_bytes(type_, *(*slot).tts_values.add(i))) };
+            let bytes = if *(*slot).tts_isnull.add(i) {
+                None
+            } else {
+                Some(key_bytes(type_, *(*slot).tts_values.add(i)))
+            };
             columns.push((item, type_, bytes));
         }
         columns.sort_by_key(|c| c.0);
@@ -558,11 +658,17 @@ unsafe fn key_bytes(type_: pg_sys::Oid, value: pg_sys::Datum) -> Vec<u8> {
             return (value.value() as u64).to_le_bytes().to_vec();
         }
         if type_ == pg_sys::NAMEOID || len == -2 {
-            return std::ffi::CStr::from_ptr(value.cast_mut_ptr()).to_bytes().to_vec();
+            return std::ffi::CStr::from_ptr(value.cast_mut_ptr())
+                .to_bytes()
+                .to_vec();
         }
         if len == -1 {
             let v = pg_sys::pg_detoast_datum_packed(value.cast_mut_ptr());
-            return std::slice::from_raw_parts(pgrx::varlena::vardata_any(v) as *const u8, pgrx::varlena::varsize_any_exhdr(v)).to_vec();
+            return std::slice::from_raw_parts(
+                pgrx::varlena::vardata_any(v) as *const u8,
+                pgrx::varlena::varsize_any_exhdr(v),
+            )
+            .to_vec();
         }
         std::slice::from_raw_parts(value.cast_mut_ptr::<u8>(), len.max(0) as usize).to_vec()
     }

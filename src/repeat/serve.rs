@@ -41,14 +41,20 @@ struct Found {
 ///
 /// # Safety
 /// `stmt` is a live PlannedStmt; `calls` what its marked calls are.
-unsafe fn keyed(stmt: *mut pg_sys::PlannedStmt, calls: &Calls) -> Vec<(*mut *mut pg_sys::Plan, Found)> {
+unsafe fn keyed(
+    stmt: *mut pg_sys::PlannedStmt,
+    calls: &Calls,
+) -> Vec<(*mut *mut pg_sys::Plan, Found)> {
     let mut slots: Vec<*mut *mut pg_sys::Plan> = Vec::new();
     // SAFETY: the caller's contract; the plan tree and its subplans List hold live Plan pointers.
     unsafe {
         walk_slots(&raw mut (*stmt).planTree, &mut slots);
         if !(*stmt).subplans.is_null() {
             for i in 0..(*(*stmt).subplans).length as usize {
-                walk_slots((&raw mut (*(*(*stmt).subplans).elements.add(i)).ptr_value).cast(), &mut slots);
+                walk_slots(
+                    (&raw mut (*(*(*stmt).subplans).elements.add(i)).ptr_value).cast(),
+                    &mut slots,
+                );
             }
         }
         slots
@@ -79,7 +85,10 @@ unsafe fn walk_slots(slot: *mut *mut pg_sys::Plan, into: &mut Vec<*mut *mut pg_s
             T_Agg => into.push(slot),
             T_Append => list_slots((*(plan as *mut pg_sys::Append)).appendplans, into),
             T_MergeAppend => list_slots((*(plan as *mut pg_sys::MergeAppend)).mergeplans, into),
-            T_SubqueryScan => walk_slots(&raw mut (*(plan as *mut pg_sys::SubqueryScan)).subplan, into),
+            T_SubqueryScan => walk_slots(
+                &raw mut (*(plan as *mut pg_sys::SubqueryScan)).subplan,
+                into,
+            ),
             _ => {}
         }
         walk_slots(&raw mut (*plan).lefttree, into);
@@ -110,7 +119,10 @@ unsafe fn answer_key(plan: *mut pg_sys::Plan, calls: &Calls) -> Option<[u8; 32]>
     // SAFETY: the caller's contract.
     unsafe {
         let agg = plan as *mut pg_sys::Agg;
-        if (*agg).aggstrategy == pg_sys::AggStrategy::AGG_MIXED || !(*agg).groupingSets.is_null() || !(*agg).chain.is_null() {
+        if (*agg).aggstrategy == pg_sys::AggStrategy::AGG_MIXED
+            || !(*agg).groupingSets.is_null()
+            || !(*agg).chain.is_null()
+        {
             return None;
         }
         // A node that reads parameters may give another answer each time it
@@ -138,7 +150,12 @@ unsafe fn answer_key(plan: *mut pg_sys::Plan, calls: &Calls) -> Option<[u8; 32]>
         }
         ids.sort_unstable();
         ids.dedup();
-        let mut context = Shape { plan, ids: &ids, identities: calls.identities, items: items? };
+        let mut context = Shape {
+            plan,
+            ids: &ids,
+            identities: calls.identities,
+            items: items?,
+        };
         // Each column's expression, not its name or sort reference (a
         // subquery's columns have them, the query's own have others).
         let mut shape = Vec::new();
@@ -177,7 +194,10 @@ const KEY_LABELS: i32 = 1_000_000;
 /// # Safety
 /// Called by the tree mutator (or `answer_key`) with a live node and the `Shape`.
 #[pgrx::pg_guard]
-unsafe extern "C-unwind" fn label(node: *mut pg_sys::Node, context: *mut c_void) -> *mut pg_sys::Node {
+unsafe extern "C-unwind" fn label(
+    node: *mut pg_sys::Node,
+    context: *mut c_void,
+) -> *mut pg_sys::Node {
     // SAFETY: the caller's contract; casts follow node tags.
     unsafe {
         if node.is_null() {
@@ -193,8 +213,14 @@ unsafe extern "C-unwind" fn label(node: *mut pg_sys::Node, context: *mut c_void)
                     .map_or(-1, |p| p as i32);
                 return param(id, (*aggref).aggtype);
             }
-            pg_sys::NodeTag::T_Var if (*(node as *mut pg_sys::Var)).varno == pg_sys::OUTER_VAR as i32 => {
-                return input_column((*shape.plan).lefttree, (*(node as *mut pg_sys::Var)).varattno, context);
+            pg_sys::NodeTag::T_Var
+                if (*(node as *mut pg_sys::Var)).varno == pg_sys::OUTER_VAR as i32 =>
+            {
+                return input_column(
+                    (*shape.plan).lefttree,
+                    (*(node as *mut pg_sys::Var)).varattno,
+                    context,
+                );
             }
             _ => {}
         }
@@ -207,11 +233,19 @@ unsafe extern "C-unwind" fn label(node: *mut pg_sys::Node, context: *mut c_void)
 ///
 /// # Safety
 /// `input` is null or a live Plan; `context` the `Shape`.
-unsafe fn input_column(input: *mut pg_sys::Plan, attno: i16, context: *mut c_void) -> *mut pg_sys::Node {
+unsafe fn input_column(
+    input: *mut pg_sys::Plan,
+    attno: i16,
+    context: *mut c_void,
+) -> *mut pg_sys::Node {
     // SAFETY: the caller's contract; the target list is a List of TargetEntry.
     unsafe {
         let Some(entry) = (!input.is_null())
-            .then(|| list_nodes((*input).targetlist).get(attno as usize - 1).copied())
+            .then(|| {
+                list_nodes((*input).targetlist)
+                    .get(attno as usize - 1)
+                    .copied()
+            })
             .flatten()
             .map(|e| e as *mut pg_sys::TargetEntry)
         else {
@@ -219,16 +253,39 @@ unsafe fn input_column(input: *mut pg_sys::Plan, attno: i16, context: *mut c_voi
         };
         if (*entry).ressortgroupref != 0 {
             let shape = &*(context as *const Shape);
-            let place = shape.items.iter().position(|i| *i == (*entry).ressortgroupref).map_or(-3, |p| KEY_LABELS + p as i32);
+            let place = shape
+                .items
+                .iter()
+                .position(|i| *i == (*entry).ressortgroupref)
+                .map_or(-3, |p| KEY_LABELS + p as i32);
             return param(place, pg_sys::exprType((*entry).expr.cast()));
         }
         let expr = (*entry).expr as *mut pg_sys::Node;
         use pg_sys::NodeTag::*;
-        let passes = matches!((*input).type_, T_Sort | T_IncrementalSort | T_Material | T_Gather | T_GatherMerge | T_Unique | T_Memoize);
-        if passes && (*expr).type_ == T_Var && (*(expr as *mut pg_sys::Var)).varno == pg_sys::OUTER_VAR as i32 {
-            return input_column((*input).lefttree, (*(expr as *mut pg_sys::Var)).varattno, context);
+        let passes = matches!(
+            (*input).type_,
+            T_Sort
+                | T_IncrementalSort
+                | T_Material
+                | T_Gather
+                | T_GatherMerge
+                | T_Unique
+                | T_Memoize
+        );
+        if passes
+            && (*expr).type_ == T_Var
+            && (*(expr as *mut pg_sys::Var)).varno == pg_sys::OUTER_VAR as i32
+        {
+            return input_column(
+                (*input).lefttree,
+                (*(expr as *mut pg_sys::Var)).varattno,
+                context,
+            );
         }
-        label(pg_sys::copyObjectImpl(expr.cast()) as *mut pg_sys::Node, context)
+        label(
+            pg_sys::copyObjectImpl(expr.cast()) as *mut pg_sys::Node,
+            context,
+        )
     }
 }
 
@@ -261,7 +318,10 @@ pub unsafe fn serve(query: *mut pg_sys::QueryDesc, calls: &Calls) {
     // QueryDesc's caller keeps for as long as the query.
     unsafe {
         let stmt = (*query).plannedstmt;
-        let answers: Vec<Vec<u8>> = keyed(stmt, calls).iter().filter_map(|(_, f)| store::lookup(&f.key)).collect();
+        let answers: Vec<Vec<u8>> = keyed(stmt, calls)
+            .iter()
+            .filter_map(|(_, f)| store::lookup(&f.key))
+            .collect();
         if answers.is_empty() {
             return;
         }
@@ -287,28 +347,56 @@ pub unsafe fn serve(query: *mut pg_sys::QueryDesc, calls: &Calls) {
 ///
 /// # Safety
 /// `agg` is a live Agg plan node of `stmt`, a live PlannedStmt (a copy this process owns).
-unsafe fn stored_scan(stmt: *mut pg_sys::PlannedStmt, agg: *mut pg_sys::Plan, answer: &[u8]) -> Option<*mut pg_sys::Plan> {
+unsafe fn stored_scan(
+    stmt: *mut pg_sys::PlannedStmt,
+    agg: *mut pg_sys::Plan,
+    answer: &[u8],
+) -> Option<*mut pg_sys::Plan> {
     // SAFETY: the caller's contract; nodes are palloc'd and filled as the planner fills them.
     unsafe {
-        let entries: Vec<*mut pg_sys::TargetEntry> = list_nodes((*agg).targetlist).into_iter().map(|e| e.cast()).collect();
+        let entries: Vec<*mut pg_sys::TargetEntry> = list_nodes((*agg).targetlist)
+            .into_iter()
+            .map(|e| e.cast())
+            .collect();
         let columns: Vec<(pg_sys::Oid, i32, pg_sys::Oid)> = entries
             .iter()
             .map(|e| {
                 let expr = (**e).expr as *mut pg_sys::Node;
-                (pg_sys::exprType(expr), pg_sys::exprTypmod(expr), pg_sys::exprCollation(expr))
+                (
+                    pg_sys::exprType(expr),
+                    pg_sys::exprTypmod(expr),
+                    pg_sys::exprCollation(expr),
+                )
             })
             .collect();
         let rows = decode(answer, &columns)?;
-        let scanrelid = if rows.is_empty() { 0 } else { values_entry(stmt, columns.len()) };
+        let scanrelid = if rows.is_empty() {
+            0
+        } else {
+            values_entry(stmt, columns.len())
+        };
         let mut targetlist: *mut pg_sys::List = std::ptr::null_mut();
         for (i, (entry, (type_, typmod, collation))) in entries.iter().zip(&columns).enumerate() {
             let expr: *mut pg_sys::Node = if rows.is_empty() {
                 pg_sys::makeNullConst(*type_, *typmod, *collation).cast()
             } else {
-                pg_sys::makeVar(scanrelid as _, (i + 1) as i16, *type_, *typmod, *collation, 0).cast()
+                pg_sys::makeVar(
+                    scanrelid as _,
+                    (i + 1) as i16,
+                    *type_,
+                    *typmod,
+                    *collation,
+                    0,
+                )
+                .cast()
             };
             // The Agg's column names and origins (a top-level node's name the statement's columns).
-            let tle = pg_sys::makeTargetEntry(expr.cast(), (i + 1) as i16, (**entry).resname, (**entry).resjunk);
+            let tle = pg_sys::makeTargetEntry(
+                expr.cast(),
+                (i + 1) as i16,
+                (**entry).resname,
+                (**entry).resjunk,
+            );
             (*tle).ressortgroupref = (**entry).ressortgroupref;
             (*tle).resorigtbl = (**entry).resorigtbl;
             (*tle).resorigcol = (**entry).resorigcol;
@@ -323,14 +411,16 @@ unsafe fn stored_scan(stmt: *mut pg_sys::PlannedStmt, agg: *mut pg_sys::Plan, an
             (*plan).targetlist = targetlist;
         };
         if rows.is_empty() {
-            let result = pg_sys::palloc0(std::mem::size_of::<pg_sys::Result>()) as *mut pg_sys::Result;
+            let result =
+                pg_sys::palloc0(std::mem::size_of::<pg_sys::Result>()) as *mut pg_sys::Result;
             (*result).plan.type_ = pg_sys::NodeTag::T_Result;
             header(&raw mut (*result).plan);
             let never = pg_sys::makeBoolConst(false, false);
             (*result).resconstantqual = pg_sys::lappend(std::ptr::null_mut(), never.cast()).cast();
             return Some(result.cast());
         }
-        let scan = pg_sys::palloc0(std::mem::size_of::<pg_sys::ValuesScan>()) as *mut pg_sys::ValuesScan;
+        let scan =
+            pg_sys::palloc0(std::mem::size_of::<pg_sys::ValuesScan>()) as *mut pg_sys::ValuesScan;
         (*scan).scan.plan.type_ = pg_sys::NodeTag::T_ValuesScan;
         header(&raw mut (*scan).scan.plan);
         (*scan).scan.scanrelid = scanrelid as _;
@@ -344,7 +434,9 @@ unsafe fn stored_scan(stmt: *mut pg_sys::PlannedStmt, agg: *mut pg_sys::Plan, an
                         let mut len: i16 = 0;
                         let mut byval = false;
                         pg_sys::get_typlenbyval(*type_, &mut len, &mut byval);
-                        pg_sys::makeConst(*type_, *typmod, *collation, len as i32, datum, false, byval)
+                        pg_sys::makeConst(
+                            *type_, *typmod, *collation, len as i32, datum, false, byval,
+                        )
                     }
                 };
                 consts = pg_sys::lappend(consts, c.cast());
@@ -367,9 +459,13 @@ unsafe fn values_entry(stmt: *mut pg_sys::PlannedStmt, columns: usize) -> u32 {
         let mut names: *mut pg_sys::List = std::ptr::null_mut();
         for i in 0..columns {
             let name = std::ffi::CString::new(format!("column{}", i + 1)).expect("no NUL");
-            names = pg_sys::lappend(names, pg_sys::makeString(pg_sys::pstrdup(name.as_ptr())).cast());
+            names = pg_sys::lappend(
+                names,
+                pg_sys::makeString(pg_sys::pstrdup(name.as_ptr())).cast(),
+            );
         }
-        let rte = pg_sys::palloc0(std::mem::size_of::<pg_sys::RangeTblEntry>()) as *mut pg_sys::RangeTblEntry;
+        let rte = pg_sys::palloc0(std::mem::size_of::<pg_sys::RangeTblEntry>())
+            as *mut pg_sys::RangeTblEntry;
         (*rte).type_ = pg_sys::NodeTag::T_RangeTblEntry;
         (*rte).rtekind = pg_sys::RTEKind::RTE_VALUES;
         (*rte).eref = pg_sys::makeAlias(c"stored answer".as_ptr(), names);
@@ -383,7 +479,10 @@ unsafe fn values_entry(stmt: *mut pg_sys::PlannedStmt, columns: usize) -> u32 {
 ///
 /// # Safety
 /// Inside a transaction; values are palloc'd in the current memory context.
-unsafe fn decode(answer: &[u8], columns: &[(pg_sys::Oid, i32, pg_sys::Oid)]) -> Option<Vec<Vec<Option<pg_sys::Datum>>>> {
+unsafe fn decode(
+    answer: &[u8],
+    columns: &[(pg_sys::Oid, i32, pg_sys::Oid)],
+) -> Option<Vec<Vec<Option<pg_sys::Datum>>>> {
     let mut at = 0usize;
     let mut take = |n: usize| -> Option<&[u8]> {
         let s = answer.get(at..at + n)?;
@@ -434,8 +533,13 @@ struct Recorder {
     /// Digests of the rows kept (a rescan runs the node again).
     seen: std::collections::HashSet<u64>,
     bytes: usize,
-    /// Over the store's limit, or kept already: nothing more is recorded.
+    /// Over the store's limit, or finished: nothing more is recorded.
     done: bool,
+    /// The finished answer, stored only when its execution ends without
+    /// error (`ended`): after the run time's delay and the sending of the
+    /// held rows, so that a timeout or cancel during them leaves nothing
+    /// to serve (a free repeat would tell that the run itself was shorter).
+    answer: Option<Vec<u8>>,
 }
 
 thread_local! {
@@ -456,7 +560,11 @@ pub unsafe fn record(query: *mut pg_sys::QueryDesc, calls: &Calls) {
         }
         let mut states = Vec::new();
         let mut roots = vec![(*query).planstate];
-        roots.extend(list_nodes((*(*query).estate).es_subplanstates).into_iter().map(|s| s as *mut pg_sys::PlanState));
+        roots.extend(
+            list_nodes((*(*query).estate).es_subplanstates)
+                .into_iter()
+                .map(|s| s as *mut pg_sys::PlanState),
+        );
         while let Some(state) = roots.pop() {
             if state.is_null() {
                 continue;
@@ -465,7 +573,9 @@ pub unsafe fn record(query: *mut pg_sys::QueryDesc, calls: &Calls) {
             roots.extend(crate::budget::plan_children(state));
         }
         for (_, f) in found {
-            let Some(&state) = states.iter().find(|s| (***s).plan == f.plan) else { continue };
+            let Some(&state) = states.iter().find(|s| (***s).plan == f.plan) else {
+                continue;
+            };
             if store::lookup(&f.key).is_some() {
                 continue;
             }
@@ -473,7 +583,8 @@ pub unsafe fn record(query: *mut pg_sys::QueryDesc, calls: &Calls) {
             let send = list_nodes((*f.plan).targetlist)
                 .into_iter()
                 .map(|entry| {
-                    let type_ = pg_sys::exprType((*(entry as *mut pg_sys::TargetEntry)).expr.cast());
+                    let type_ =
+                        pg_sys::exprType((*(entry as *mut pg_sys::TargetEntry)).expr.cast());
                     let mut send = pg_sys::InvalidOid;
                     let mut varlena = false;
                     pg_sys::getTypeBinaryOutputInfo(type_, &mut send, &mut varlena);
@@ -482,35 +593,63 @@ pub unsafe fn record(query: *mut pg_sys::QueryDesc, calls: &Calls) {
                 .collect();
             let inner = (*state).ExecProcNodeReal;
             RECORDERS.with(|r| {
-                r.borrow_mut().push(Recorder { state, inner, key: f.key, send, rows: Vec::new(), seen: Default::default(), bytes: 8, done: false });
+                r.borrow_mut().push(Recorder {
+                    state,
+                    inner,
+                    key: f.key,
+                    send,
+                    rows: Vec::new(),
+                    seen: Default::default(),
+                    bytes: 8,
+                    done: false,
+                    answer: None,
+                });
             });
             (*state).ExecProcNodeReal = Some(recording);
         }
     }
 }
 
-/// Forgets the recorders of the execution `estate`, which ended (kept or not).
+/// The execution `estate` ended without error: the answers it finished are
+/// stored, and its recorders forgotten.
 pub fn ended(estate: *mut pg_sys::EState) {
     RECORDERS.with(|r| {
-        // SAFETY: a recorder's state lives until its execution ends, which is now at the earliest
-        // (an aborted one's are cleared by `aborted` first).
-        r.borrow_mut().retain(|x| unsafe { (*x.state).state } != estate)
+        r.borrow_mut().retain_mut(|x| {
+            // SAFETY: a recorder's state lives until its execution ends, which is now at the
+            // earliest (an aborted one's are cleared by `aborted` first).
+            if unsafe { (*x.state).state } != estate {
+                return true;
+            }
+            if let Some(answer) = x.answer.take() {
+                store::keep(&x.key, &answer);
+            }
+            false
+        })
     });
 }
 
-/// A transaction aborted: every recorded execution in it ended.
+/// A (sub)transaction aborted: every recorded execution in it ended, and
+/// what they finished is not stored.
 pub fn aborted() {
     RECORDERS.with(|r| r.borrow_mut().clear());
 }
 
 /// The Agg node's ExecProcNode while it is recorded: passes its rows on,
-/// keeps a copy of each new one, and stores the answer at its end.
+/// keeps a copy of each new one, and holds the answer at its end.
 ///
 /// # Safety
 /// Called by the executor with the live PlanState `record` wrapped.
 #[pgrx::pg_guard]
-unsafe extern "C-unwind" fn recording(state: *mut pg_sys::PlanState) -> *mut pg_sys::TupleTableSlot {
-    let Some((inner, done)) = RECORDERS.with(|r| r.borrow().iter().rev().find(|x| x.state == state).map(|x| (x.inner, x.done))) else {
+unsafe extern "C-unwind" fn recording(
+    state: *mut pg_sys::PlanState,
+) -> *mut pg_sys::TupleTableSlot {
+    let Some((inner, done)) = RECORDERS.with(|r| {
+        r.borrow()
+            .iter()
+            .rev()
+            .find(|x| x.state == state)
+            .map(|x| (x.inner, x.done))
+    }) else {
         return std::ptr::null_mut();
     };
     let inner = inner.expect("a started node has an ExecProcNode");
@@ -528,7 +667,15 @@ unsafe extern "C-unwind" fn recording(state: *mut pg_sys::PlanState) -> *mut pg_
             return slot;
         }
         pg_sys::slot_getallattrs(slot);
-        let send = RECORDERS.with(|r| r.borrow().iter().rev().find(|x| x.state == state).map(|x| x.send.clone())).unwrap_or_default();
+        let send = RECORDERS
+            .with(|r| {
+                r.borrow()
+                    .iter()
+                    .rev()
+                    .find(|x| x.state == state)
+                    .map(|x| x.send.clone())
+            })
+            .unwrap_or_default();
         let mut row = Vec::new();
         for (i, send) in send.iter().enumerate() {
             if *(*slot).tts_isnull.add(i) {
@@ -537,7 +684,10 @@ unsafe extern "C-unwind" fn recording(state: *mut pg_sys::PlanState) -> *mut pg_
             }
             let bytes = pg_sys::OidSendFunctionCall(*send, *(*slot).tts_values.add(i));
             let len = pgrx::varlena::varsize_any_exhdr(bytes.cast());
-            let body = std::slice::from_raw_parts(pgrx::varlena::vardata_any(bytes.cast()) as *const u8, len);
+            let body = std::slice::from_raw_parts(
+                pgrx::varlena::vardata_any(bytes.cast()) as *const u8,
+                len,
+            );
             row.push(1);
             row.extend_from_slice(&(len as u32).to_le_bytes());
             row.extend_from_slice(body);
@@ -545,7 +695,9 @@ unsafe extern "C-unwind" fn recording(state: *mut pg_sys::PlanState) -> *mut pg_
         }
         RECORDERS.with(|r| {
             let mut r = r.borrow_mut();
-            let Some(x) = r.iter_mut().rev().find(|x| x.state == state) else { return };
+            let Some(x) = r.iter_mut().rev().find(|x| x.state == state) else {
+                return;
+            };
             // A row seen before: the node was rescanned and runs again (a
             // group's row is unique: its keys differ from every other's).
             let digest = {
@@ -569,11 +721,13 @@ unsafe extern "C-unwind" fn recording(state: *mut pg_sys::PlanState) -> *mut pg_
     }
 }
 
-/// Keeps a finished node's answer.
+/// Holds a finished node's answer until its execution ends (`ended`).
 fn finish(state: *mut pg_sys::PlanState) {
     RECORDERS.with(|r| {
         let mut r = r.borrow_mut();
-        let Some(x) = r.iter_mut().rev().find(|x| x.state == state) else { return };
+        let Some(x) = r.iter_mut().rev().find(|x| x.state == state) else {
+            return;
+        };
         x.done = true;
         let mut answer = Vec::with_capacity(x.bytes);
         answer.extend_from_slice(&(x.send.len() as u32).to_le_bytes());
@@ -581,6 +735,6 @@ fn finish(state: *mut pg_sys::PlanState) {
         for row in x.rows.drain(..) {
             answer.extend_from_slice(&row);
         }
-        store::keep(&x.key, &answer);
+        x.answer = Some(answer);
     });
 }

@@ -55,7 +55,12 @@ fn size() -> usize {
 /// Asks for the store's shared memory; only from `shared_preload_libraries`
 /// (without it, nothing is stored and every repeat is charged).
 pub fn init() {
-    crate::shmem::register(crate::shmem::Area { name: NAME, size, locks: 1, attach });
+    crate::shmem::register(crate::shmem::Area {
+        name: NAME,
+        size,
+        locks: 1,
+        attach,
+    });
 }
 
 /// # Safety
@@ -93,9 +98,14 @@ pub fn lookup(key: &[u8; 32]) -> Option<Vec<u8>> {
     // while the lock is held (only copies), and PostgreSQL releases LWLocks on error anyway.
     unsafe {
         pg_sys::LWLockAcquire((*header).lock, pg_sys::LWLockMode::LW_SHARED);
-        let found = (*header).entries.iter().find(|e| e.valid && e.key == *key).map(|e| {
-            std::slice::from_raw_parts(data(header).add(e.offset as usize), e.len as usize).to_vec()
-        });
+        let found = (*header)
+            .entries
+            .iter()
+            .find(|e| e.valid && e.key == *key)
+            .map(|e| {
+                std::slice::from_raw_parts(data(header).add(e.offset as usize), e.len as usize)
+                    .to_vec()
+            });
         pg_sys::LWLockRelease((*header).lock);
         found
     }
@@ -127,7 +137,12 @@ pub fn keep(key: &[u8; 32], answer: &[u8]) {
             }
         }
         std::ptr::copy_nonoverlapping(answer.as_ptr(), data(header).add(start), answer.len());
-        h.entries[h.next] = Entry { key: *key, offset: start as u32, len: answer.len() as u32, valid: true };
+        h.entries[h.next] = Entry {
+            key: *key,
+            offset: start as u32,
+            len: answer.len() as u32,
+            valid: true,
+        };
         h.next = (h.next + 1) % ENTRIES;
         h.head = end;
         pg_sys::LWLockRelease(h.lock);
@@ -136,7 +151,9 @@ pub fn keep(key: &[u8; 32], answer: &[u8]) {
 
 /// What the store holds: each answer's key, size in bytes and rows.
 pub fn entries() -> Vec<([u8; 32], u32, u32)> {
-    let Some(header) = store() else { return Vec::new() };
+    let Some(header) = store() else {
+        return Vec::new();
+    };
     // SAFETY: as in lookup, under the shared lock; an answer's first 8 bytes are its column and
     // row counts (`serve::finish`), within its range.
     unsafe {
@@ -147,7 +164,11 @@ pub fn entries() -> Vec<([u8; 32], u32, u32)> {
             .filter(|e| e.valid)
             .map(|e| {
                 let at = data(header).add(e.offset as usize);
-                let rows = if e.len >= 8 { u32::from_le_bytes(*(at.add(4) as *const [u8; 4])) } else { 0 };
+                let rows = if e.len >= 8 {
+                    u32::from_le_bytes(*(at.add(4) as *const [u8; 4]))
+                } else {
+                    0
+                };
                 (e.key, e.len, rows)
             })
             .collect();
@@ -176,9 +197,20 @@ pub fn reset() -> usize {
 
 /// The release store's answers, for superusers (dp_release_store).
 #[pgrx::pg_extern(volatile, parallel_restricted, sql = false)]
-fn dp_release_store_entries() -> pgrx::iter::TableIterator<'static, (pgrx::name!(answer, Vec<u8>), pgrx::name!(bytes, i32), pgrx::name!(rows, i64))> {
+fn dp_release_store_entries() -> pgrx::iter::TableIterator<
+    'static,
+    (
+        pgrx::name!(answer, Vec<u8>),
+        pgrx::name!(bytes, i32),
+        pgrx::name!(rows, i64),
+    ),
+> {
     superuser_only("dp_release_store");
-    pgrx::iter::TableIterator::new(entries().into_iter().map(|(key, len, rows)| (key.to_vec(), len as i32, i64::from(rows))))
+    pgrx::iter::TableIterator::new(
+        entries()
+            .into_iter()
+            .map(|(key, len, rows)| (key.to_vec(), len as i32, i64::from(rows))),
+    )
 }
 
 /// Empties the release store (dp_release_store_reset); superusers only.
@@ -193,6 +225,10 @@ fn dp_release_store_reset() -> i64 {
 fn superuser_only(what: &str) {
     // SAFETY: superuser() reads the current role's catalog row, inside a transaction.
     if !unsafe { pg_sys::superuser() } {
-        crate::errors::raise_sqlstate("42501", format!("dpnoise: only a superuser may use {what}"), None);
+        crate::errors::raise_sqlstate(
+            "42501",
+            format!("dpnoise: only a superuser may use {what}"),
+            None,
+        );
     }
 }

@@ -73,7 +73,11 @@ unsafe fn read_under(
     // the path says otherwise (and every name is qualified besides).
     // And the write log by its index, whatever stale statistics say of a
     // table the ledger worker has just merged.
-    let settings = [(c"search_path", c"pg_catalog, pg_temp"), (c"enable_seqscan", c"off"), (c"enable_bitmapscan", c"off")];
+    let settings = [
+        (c"search_path", c"pg_catalog, pg_temp"),
+        (c"enable_seqscan", c"off"),
+        (c"enable_bitmapscan", c"off"),
+    ];
     let read = crate::gucs::with_settings(&settings, || {
         let reading = Reading::start();
         let read = Spi::connect(|client| {
@@ -85,7 +89,9 @@ unsafe fn read_under(
                         .first()
                         .get_one::<Vec<u8>>()?
                         .unwrap_or_default();
-                    let key: [u8; 32] = bytes.try_into().map_err(|_| pgrx::spi::Error::InvalidPosition)?;
+                    let key: [u8; 32] = bytes
+                        .try_into()
+                        .map_err(|_| pgrx::spi::Error::InvalidPosition)?;
                     KEY.with(|k| *k.borrow_mut() = Some(key));
                     key
                 }
@@ -114,4 +120,3 @@ unsafe fn read_under(
     unsafe { pg_sys::PopActiveSnapshot() };
     read
 }
-

@@ -20,7 +20,9 @@ const END_DATE: i64 = END_TIMESTAMP / 86_400_000_000 - MARGIN_DAYS;
 /// A timestamp (with or without time zone) the date functions may be
 /// given: ±infinity, or at least 1001 years inside the range.
 fn timestamp_usable(t: i64) -> bool {
-    t == i64::MIN || t == i64::MAX || (t >= MIN_TIMESTAMP + MARGIN_USECS && t < END_TIMESTAMP - MARGIN_USECS)
+    t == i64::MIN
+        || t == i64::MAX
+        || (t >= MIN_TIMESTAMP + MARGIN_USECS && t < END_TIMESTAMP - MARGIN_USECS)
 }
 
 /// A date the date functions may be given (as a timestamp): ±infinity, or
@@ -31,8 +33,28 @@ fn date_usable(d: i32) -> bool {
 
 /// Units of date_trunc on timestamps (and of date_part, extract below).
 const TRUNC_UNITS: &[&str] = &[
-    "microseconds", "milliseconds", "second", "seconds", "minute", "minutes", "hour", "hours", "day", "days", "week",
-    "weeks", "month", "months", "quarter", "year", "years", "decade", "decades", "century", "centuries", "millennium",
+    "microseconds",
+    "milliseconds",
+    "second",
+    "seconds",
+    "minute",
+    "minutes",
+    "hour",
+    "hours",
+    "day",
+    "days",
+    "week",
+    "weeks",
+    "month",
+    "months",
+    "quarter",
+    "year",
+    "years",
+    "decade",
+    "decades",
+    "century",
+    "centuries",
+    "millennium",
     "millennia",
 ];
 /// Units of date_part and extract on timestamps: those, and the fields that
@@ -41,8 +63,27 @@ const TRUNC_UNITS: &[&str] = &[
 const PART_UNITS: &[&str] = &["dow", "isodow", "doy", "isoyear", "epoch", "julian"];
 /// Units of extract on dates: no time of day.
 const DATE_UNITS: &[&str] = &[
-    "day", "days", "week", "weeks", "month", "months", "quarter", "year", "years", "decade", "decades", "century",
-    "centuries", "millennium", "millennia", "dow", "isodow", "doy", "isoyear", "epoch", "julian",
+    "day",
+    "days",
+    "week",
+    "weeks",
+    "month",
+    "months",
+    "quarter",
+    "year",
+    "years",
+    "decade",
+    "decades",
+    "century",
+    "centuries",
+    "millennium",
+    "millennia",
+    "dow",
+    "isodow",
+    "doy",
+    "isoyear",
+    "epoch",
+    "julian",
 ];
 
 /// Whether argument `i` (text) names one of `units` (case-insensitive, as
@@ -57,8 +98,14 @@ unsafe fn unit_in(fcinfo: pg_sys::FunctionCallInfo, i: usize, units: &[&[&str]])
             return false;
         }
         let unit = pg_sys::pg_detoast_datum_packed(arg_datum(fcinfo, i).cast_mut_ptr());
-        let bytes = std::slice::from_raw_parts(pgrx::vardata_any(unit.cast()).cast::<u8>(), pgrx::varsize_any_exhdr(unit.cast()));
-        units.iter().any(|list| list.iter().any(|u| u.as_bytes().eq_ignore_ascii_case(bytes)))
+        let bytes = std::slice::from_raw_parts(
+            pgrx::vardata_any(unit.cast()).cast::<u8>(),
+            pgrx::varsize_any_exhdr(unit.cast()),
+        );
+        units.iter().any(|list| {
+            list.iter()
+                .any(|u| u.as_bytes().eq_ignore_ascii_case(bytes))
+        })
     }
 }
 
@@ -77,43 +124,81 @@ macro_rules! timestamp_function {
     };
 }
 
-timestamp_function!(pg_finfo_dp_total_timestamp_trunc, dp_total_timestamp_trunc, timestamp_trunc, &[TRUNC_UNITS]);
-timestamp_function!(pg_finfo_dp_total_timestamptz_trunc, dp_total_timestamptz_trunc, timestamptz_trunc, &[TRUNC_UNITS]);
-timestamp_function!(pg_finfo_dp_total_timestamp_part, dp_total_timestamp_part, timestamp_part, &[TRUNC_UNITS, PART_UNITS]);
-timestamp_function!(pg_finfo_dp_total_timestamptz_part, dp_total_timestamptz_part, timestamptz_part, &[TRUNC_UNITS, PART_UNITS]);
-timestamp_function!(pg_finfo_dp_total_extract_timestamp, dp_total_extract_timestamp, extract_timestamp, &[TRUNC_UNITS, PART_UNITS]);
-timestamp_function!(pg_finfo_dp_total_extract_timestamptz, dp_total_extract_timestamptz, extract_timestamptz, &[TRUNC_UNITS, PART_UNITS]);
+timestamp_function!(
+    pg_finfo_dp_total_timestamp_trunc,
+    dp_total_timestamp_trunc,
+    timestamp_trunc,
+    &[TRUNC_UNITS]
+);
+timestamp_function!(
+    pg_finfo_dp_total_timestamptz_trunc,
+    dp_total_timestamptz_trunc,
+    timestamptz_trunc,
+    &[TRUNC_UNITS]
+);
+timestamp_function!(
+    pg_finfo_dp_total_timestamp_part,
+    dp_total_timestamp_part,
+    timestamp_part,
+    &[TRUNC_UNITS, PART_UNITS]
+);
+timestamp_function!(
+    pg_finfo_dp_total_timestamptz_part,
+    dp_total_timestamptz_part,
+    timestamptz_part,
+    &[TRUNC_UNITS, PART_UNITS]
+);
+timestamp_function!(
+    pg_finfo_dp_total_extract_timestamp,
+    dp_total_extract_timestamp,
+    extract_timestamp,
+    &[TRUNC_UNITS, PART_UNITS]
+);
+timestamp_function!(
+    pg_finfo_dp_total_extract_timestamptz,
+    dp_total_extract_timestamptz,
+    extract_timestamptz,
+    &[TRUNC_UNITS, PART_UNITS]
+);
 
 // extract(unit FROM date).
-v1_function!(pg_finfo_dp_total_extract_date, dp_total_extract_date, |fcinfo| {
-    // SAFETY: STRICT, declared (text, date); the built-in is called with the same arguments once
-    // the unit is one it knows for dates.
-    unsafe {
-        if !unit_in(fcinfo, 0, &[DATE_UNITS]) || !date_usable(int(fcinfo, 1) as i32) {
-            return return_null(fcinfo);
+v1_function!(
+    pg_finfo_dp_total_extract_date,
+    dp_total_extract_date,
+    |fcinfo| {
+        // SAFETY: STRICT, declared (text, date); the built-in is called with the same arguments once
+        // the unit is one it knows for dates.
+        unsafe {
+            if !unit_in(fcinfo, 0, &[DATE_UNITS]) || !date_usable(int(fcinfo, 1) as i32) {
+                return return_null(fcinfo);
+            }
+            pg_sys::extract_date(fcinfo)
         }
-        pg_sys::extract_date(fcinfo)
     }
-});
+);
 
 // date_part(unit, date): PostgreSQL's is SQL, date_part(unit, date::timestamp).
-v1_function!(pg_finfo_dp_total_date_part_date, dp_total_date_part_date, |fcinfo| {
-    // SAFETY: STRICT, declared (text, date); the date argument is replaced by its timestamp
-    // (exact in range, as date2timestamp computes it) and timestamp_part called with both.
-    unsafe {
-        let d = int(fcinfo, 1) as i32;
-        if !unit_in(fcinfo, 0, &[TRUNC_UNITS, PART_UNITS]) || !date_usable(d) {
-            return return_null(fcinfo);
+v1_function!(
+    pg_finfo_dp_total_date_part_date,
+    dp_total_date_part_date,
+    |fcinfo| {
+        // SAFETY: STRICT, declared (text, date); the date argument is replaced by its timestamp
+        // (exact in range, as date2timestamp computes it) and timestamp_part called with both.
+        unsafe {
+            let d = int(fcinfo, 1) as i32;
+            if !unit_in(fcinfo, 0, &[TRUNC_UNITS, PART_UNITS]) || !date_usable(d) {
+                return return_null(fcinfo);
+            }
+            let t = match d {
+                i32::MIN => i64::MIN,
+                i32::MAX => i64::MAX,
+                d => i64::from(d) * 86_400_000_000,
+            };
+            (*(*fcinfo).args.as_mut_ptr().add(1)).value = i64_datum(t);
+            pg_sys::timestamp_part(fcinfo)
         }
-        let t = match d {
-            i32::MIN => i64::MIN,
-            i32::MAX => i64::MAX,
-            d => i64::from(d) * 86_400_000_000,
-        };
-        (*(*fcinfo).args.as_mut_ptr().add(1)).value = i64_datum(t);
-        pg_sys::timestamp_part(fcinfo)
     }
-});
+);
 
 macro_rules! date_cast {
     ($finfo:ident, $name:ident, $builtin:ident) => {
@@ -129,8 +214,16 @@ macro_rules! date_cast {
     };
 }
 
-date_cast!(pg_finfo_dp_total_date_timestamp, dp_total_date_timestamp, date_timestamp);
-date_cast!(pg_finfo_dp_total_date_timestamptz, dp_total_date_timestamptz, date_timestamptz);
+date_cast!(
+    pg_finfo_dp_total_date_timestamp,
+    dp_total_date_timestamp,
+    date_timestamp
+);
+date_cast!(
+    pg_finfo_dp_total_date_timestamptz,
+    dp_total_date_timestamptz,
+    date_timestamptz
+);
 
 /// Whether make_date accepts (year, month, day): a real day of the
 /// proleptic Gregorian calendar (year 0 does not exist; -1 is 1 BC), within
@@ -176,7 +269,12 @@ const FORMAT_BYTES: usize = 1024;
 /// Argument `i` of a live call, declared text, not NULL.
 unsafe fn format_total(fcinfo: pg_sys::FunctionCallInfo, i: usize) -> bool {
     // SAFETY: the caller's contract; the size is read from the header before the text.
-    unsafe { text_bytes(fcinfo, i) <= FORMAT_BYTES && !text_arg(fcinfo, i).windows(2).any(|w| w.eq_ignore_ascii_case(b"tm")) }
+    unsafe {
+        text_bytes(fcinfo, i) <= FORMAT_BYTES
+            && !text_arg(fcinfo, i)
+                .windows(2)
+                .any(|w| w.eq_ignore_ascii_case(b"tm"))
+    }
 }
 
 macro_rules! to_char_function {
@@ -196,5 +294,13 @@ macro_rules! to_char_function {
 
 // to_char(timestamp, text) and to_char(timestamptz, text): NULL for a
 // format over 1 KB or with a TM field (and, as PostgreSQL, for ±infinity).
-to_char_function!(pg_finfo_dp_total_timestamp_to_char, dp_total_timestamp_to_char, timestamp_to_char);
-to_char_function!(pg_finfo_dp_total_timestamptz_to_char, dp_total_timestamptz_to_char, timestamptz_to_char);
+to_char_function!(
+    pg_finfo_dp_total_timestamp_to_char,
+    dp_total_timestamp_to_char,
+    timestamp_to_char
+);
+to_char_function!(
+    pg_finfo_dp_total_timestamptz_to_char,
+    dp_total_timestamptz_to_char,
+    timestamptz_to_char
+);

@@ -81,6 +81,9 @@ pub(super) unsafe fn text_arg<'a>(fcinfo: pg_sys::FunctionCallInfo, i: usize) ->
     // SAFETY: the caller's contract; a detoasted varlena holds its length in its header.
     unsafe {
         let text = pg_sys::pg_detoast_datum_packed(arg_datum(fcinfo, i).cast_mut_ptr());
-        std::slice::from_raw_parts(pgrx::vardata_any(text.cast()).cast::<u8>(), pgrx::varsize_any_exhdr(text.cast()))
+        std::slice::from_raw_parts(
+            pgrx::vardata_any(text.cast()).cast::<u8>(),
+            pgrx::varsize_any_exhdr(text.cast()),
+        )
     }
 }

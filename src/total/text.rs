@@ -69,7 +69,9 @@ macro_rules! like_function {
             unsafe {
                 if !like_pattern_valid(fcinfo, 1)
                     || !collation_usable(fcinfo)
-                    || ($case && (text_bytes(fcinfo, 0) > CASE_BYTES || text_bytes(fcinfo, 1) > CASE_BYTES))
+                    || ($case
+                        && (text_bytes(fcinfo, 0) > CASE_BYTES
+                            || text_bytes(fcinfo, 1) > CASE_BYTES))
                 {
                     return return_null(fcinfo);
                 }
@@ -79,21 +81,45 @@ macro_rules! like_function {
     };
 }
 
-like_function!(pg_finfo_dp_total_textlike, dp_total_textlike, textlike, false);
-like_function!(pg_finfo_dp_total_textnlike, dp_total_textnlike, textnlike, false);
-like_function!(pg_finfo_dp_total_texticlike, dp_total_texticlike, texticlike, true);
-like_function!(pg_finfo_dp_total_texticnlike, dp_total_texticnlike, texticnlike, true);
+like_function!(
+    pg_finfo_dp_total_textlike,
+    dp_total_textlike,
+    textlike,
+    false
+);
+like_function!(
+    pg_finfo_dp_total_textnlike,
+    dp_total_textnlike,
+    textnlike,
+    false
+);
+like_function!(
+    pg_finfo_dp_total_texticlike,
+    dp_total_texticlike,
+    texticlike,
+    true
+);
+like_function!(
+    pg_finfo_dp_total_texticnlike,
+    dp_total_texticnlike,
+    texticnlike,
+    true
+);
 
 // substr(text, start, length): NULL for a negative length (PostgreSQL raises).
-v1_function!(pg_finfo_dp_total_text_substr, dp_total_text_substr, |fcinfo| {
-    // SAFETY: STRICT, declared (text, int4, int4); the built-in is called with the same arguments.
-    unsafe {
-        if int(fcinfo, 2) < 0 {
-            return return_null(fcinfo);
+v1_function!(
+    pg_finfo_dp_total_text_substr,
+    dp_total_text_substr,
+    |fcinfo| {
+        // SAFETY: STRICT, declared (text, int4, int4); the built-in is called with the same arguments.
+        unsafe {
+            if int(fcinfo, 2) < 0 {
+                return return_null(fcinfo);
+            }
+            pg_sys::text_substr(fcinfo)
         }
-        pg_sys::text_substr(fcinfo)
     }
-});
+);
 
 /// The longest value of a protected column a function is given in an
 /// analyst's statement (`dp_total_capped`): the work of a text function

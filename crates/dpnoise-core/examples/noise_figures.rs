@@ -12,11 +12,16 @@ use std::fmt::Write as _;
 fn noise(e: f64, mechanism: Mechanism, loss: Loss) -> (Calibration, Noise) {
     let eps = Epsilon::new(e).unwrap();
     let cal = Calibration::value(eps, 1.0).unwrap();
-    (cal, Noise::new(mechanism, eps, Delta::ZERO, cal.steps, loss).unwrap())
+    (
+        cal,
+        Noise::new(mechanism, eps, Delta::ZERO, cal.steps, loss).unwrap(),
+    )
 }
 
 fn main() {
-    let dir = std::env::args().nth(1).unwrap_or_else(|| "docs/data".into());
+    let dir = std::env::args()
+        .nth(1)
+        .unwrap_or_else(|| "docs/data".into());
     std::fs::create_dir_all(&dir).unwrap();
     let mut rng = BitPool::new(ChaCha20Rng::seed_from_u64(2026));
     const N: usize = 1_000_000;
@@ -38,7 +43,13 @@ fn main() {
             }
         }
         for (i, c) in bins.iter().enumerate() {
-            writeln!(csv, "{label},{:.3},{:.6}", -6.0 + 0.05 * (i as f64 + 0.5), *c as f64 / N as f64 / 0.05).unwrap();
+            writeln!(
+                csv,
+                "{label},{:.3},{:.6}",
+                -6.0 + 0.05 * (i as f64 + 0.5),
+                *c as f64 / N as f64 / 0.05
+            )
+            .unwrap();
         }
     }
     std::fs::write(format!("{dir}/density.csv"), csv).unwrap();
@@ -54,8 +65,16 @@ fn main() {
             ("staircase_ci", Mechanism::Staircase, Loss::Interval(0.95)),
         ] {
             let (cal, n) = noise(e, mech, loss);
-            let a = n.law().accuracy_in_steps(0.95).scaled(cal.lattice.granularity());
-            writeln!(csv, "{e:.6},{label},{:.9e},{:.9e},{:.9e}", a.mean_abs_error, a.std_dev, a.ci_half_width).unwrap();
+            let a = n
+                .law()
+                .accuracy_in_steps(0.95)
+                .scaled(cal.lattice.granularity());
+            writeln!(
+                csv,
+                "{e:.6},{label},{:.9e},{:.9e},{:.9e}",
+                a.mean_abs_error, a.std_dev, a.ci_half_width
+            )
+            .unwrap();
         }
     }
     std::fs::write(format!("{dir}/error.csv"), csv).unwrap();
@@ -76,7 +95,8 @@ fn main() {
             }
             (abs / N as f64, sq / N as f64)
         };
-        let ((lap_abs, lap_sq), (_, l2_sq), (l1_abs, _)) = (moments(&lap), moments(&l2), moments(&l1));
+        let ((lap_abs, lap_sq), (_, l2_sq), (l1_abs, _)) =
+            (moments(&lap), moments(&l2), moments(&l1));
         let exact = |n: &Noise| n.law().accuracy_in_steps(0.95).scaled(g);
         let (el, e2, e1) = (exact(&lap), exact(&l2), exact(&l1));
         writeln!(
@@ -102,7 +122,10 @@ fn main() {
         let cal = Calibration::value(eps, 1.2).unwrap();
         let mae = |mech, loss| {
             let n = Noise::new(mech, eps, Delta::ZERO, cal.steps, loss).unwrap();
-            n.law().accuracy_in_steps(0.95).scaled(cal.lattice.granularity()).mean_abs_error
+            n.law()
+                .accuracy_in_steps(0.95)
+                .scaled(cal.lattice.granularity())
+                .mean_abs_error
         };
         let refined = |prior: Prior| {
             let r = Refinement::new(prior, eps, Query::Statistical).unwrap();

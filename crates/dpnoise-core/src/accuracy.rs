@@ -85,12 +85,18 @@ impl StepLaw {
         let (d, r, b, omb) = (self.period, self.inner, self.b(), self.one_minus_b());
         let w = self.block_weight();
         let s1 = |a: f64, c: f64| (c * (c - 1.0) - a * (a - 1.0)) / 2.0;
-        let s2 = |a: f64, c: f64| ((c - 1.0) * c * (2.0 * c - 1.0) - (a - 1.0) * a * (2.0 * a - 1.0)) / 6.0;
+        let s2 = |a: f64, c: f64| {
+            ((c - 1.0) * c * (2.0 * c - 1.0) - (a - 1.0) * a * (2.0 * a - 1.0)) / 6.0
+        };
         // Within a block, offsets j weigh 1 (j < r) or b (j ≥ r).
         let j1 = s1(0.0, r) + b * s1(r, d);
         let j2 = s2(0.0, r) + b * s2(r, d);
         // Σ_k b^k, Σ_k k b^k, Σ_k k² b^k.
-        let (g0, g1, g2) = (1.0 / omb, b / (omb * omb), b * (1.0 + b) / (omb * omb * omb));
+        let (g0, g1, g2) = (
+            1.0 / omb,
+            b / (omb * omb),
+            b * (1.0 + b) / (omb * omb * omb),
+        );
         let first = d * w * g1 + j1 * g0;
         let second = d * d * w * g2 + 2.0 * d * j1 * g1 + j2 * g0;
         let z = self.total();
@@ -113,7 +119,11 @@ impl StepLaw {
 /// stops when no whole number lies strictly between its ends (above 2^53
 /// the floats are themselves whole numbers, and the figure is exact to the
 /// float resolution), so at most ~2100 steps in all.
-pub(crate) fn half_width_by_bisection(start: f64, confidence: f64, mass_within: impl Fn(f64) -> f64) -> f64 {
+pub(crate) fn half_width_by_bisection(
+    start: f64,
+    confidence: f64,
+    mass_within: impl Fn(f64) -> f64,
+) -> f64 {
     let mut hi = start.max(1.0);
     while mass_within(hi) < confidence {
         crate::interrupt::check();
@@ -142,11 +152,18 @@ pub(crate) fn half_width_by_bisection(start: f64, confidence: f64, mass_within: 
 pub enum Law {
     Step(StepLaw),
     /// P(n) ∝ e^(−decay·|n|) for |n| ≤ limit, zero beyond.
-    TruncatedGeometric { decay: f64, limit: f64 },
+    TruncatedGeometric {
+        decay: f64,
+        limit: f64,
+    },
     /// Each of −half … half − 1 with probability 1/(2·half).
-    Uniform { half: f64 },
+    Uniform {
+        half: f64,
+    },
     /// P(n) ∝ e^(−n²/(2·variance)).
-    Gaussian { variance: f64 },
+    Gaussian {
+        variance: f64,
+    },
 }
 
 /// Below this many steps a law's sums are taken term by term.
@@ -173,7 +190,9 @@ impl Law {
                     0.0
                 }
             }
-            Law::Gaussian { variance } => (-m * m / (2.0 * variance)).exp() / gaussian_total(variance),
+            Law::Gaussian { variance } => {
+                (-m * m / (2.0 * variance)).exp() / gaussian_total(variance)
+            }
         }
     }
 
@@ -191,7 +210,9 @@ impl Law {
             Law::Gaussian { variance } => {
                 let sigma = variance.sqrt();
                 if sigma < DISCRETE_GAUSSIAN_SUMS_BELOW {
-                    let within: f64 = (-(h as i64)..=h as i64).map(|n| gaussian_weight(n as f64, variance)).sum();
+                    let within: f64 = (-(h as i64)..=h as i64)
+                        .map(|n| gaussian_weight(n as f64, variance))
+                        .sum();
                     within / gaussian_total(variance)
                 } else {
                     statrs::function::erf::erf((h + 0.5) / (sigma * std::f64::consts::SQRT_2))
@@ -253,7 +274,10 @@ fn gaussian_total(variance: f64) -> f64 {
     let sigma = variance.sqrt();
     if sigma < DISCRETE_GAUSSIAN_SUMS_BELOW {
         let reach = (40.0 * sigma + 10.0).ceil() as i64;
-        1.0 + 2.0 * (1..=reach).map(|n| gaussian_weight(n as f64, variance)).sum::<f64>()
+        1.0 + 2.0
+            * (1..=reach)
+                .map(|n| gaussian_weight(n as f64, variance))
+                .sum::<f64>()
     } else {
         sigma * (2.0 * std::f64::consts::PI).sqrt()
     }
@@ -304,7 +328,11 @@ mod tests {
     #[test]
     fn geometric_case_matches_its_closed_forms() {
         // Two-sided geometric with ratio c: E|X| = 2c/(1 − c²), E[X²] = 2c/(1 − c)².
-        let law = StepLaw { decay: 0.5, period: 1.0, inner: 1.0 };
+        let law = StepLaw {
+            decay: 0.5,
+            period: 1.0,
+            inner: 1.0,
+        };
         let c = (-0.5f64).exp();
         let a = law.accuracy_in_steps(0.95);
         assert!((a.mean_abs_error - 2.0 * c / (1.0 - c * c)).abs() < 1e-12);
@@ -323,18 +351,33 @@ mod tests {
         let mean_abs: f64 = range.clone().map(|n| law.pmf(n) * n.abs() as f64).sum();
         let second: f64 = range.clone().map(|n| law.pmf(n) * (n * n) as f64).sum();
         let a = law.accuracy_in_steps(0.9);
-        assert!((a.mean_abs_error - mean_abs).abs() < 1e-9 * mean_abs.max(1.0), "{law:?}");
-        assert!((a.std_dev.powi(2) - second).abs() < 1e-8 * second.max(1.0), "{law:?}");
+        assert!(
+            (a.mean_abs_error - mean_abs).abs() < 1e-9 * mean_abs.max(1.0),
+            "{law:?}"
+        );
+        assert!(
+            (a.std_dev.powi(2) - second).abs() < 1e-8 * second.max(1.0),
+            "{law:?}"
+        );
         let h = a.ci_half_width as i128;
         let mass = |h: i128| (-h..=h).map(|n| law.pmf(n)).sum::<f64>();
-        assert!(mass(h) >= 0.9 - 1e-12 && (h == 0 || mass(h - 1) < 0.9), "{law:?}");
+        assert!(
+            mass(h) >= 0.9 - 1e-12 && (h == 0 || mass(h - 1) < 0.9),
+            "{law:?}"
+        );
     }
 
     #[test]
     fn other_laws_match_direct_sums() {
         for law in [
-            Law::TruncatedGeometric { decay: 0.01, limit: 700.0 },
-            Law::TruncatedGeometric { decay: 0.5, limit: 3.0 },
+            Law::TruncatedGeometric {
+                decay: 0.01,
+                limit: 700.0,
+            },
+            Law::TruncatedGeometric {
+                decay: 0.5,
+                limit: 3.0,
+            },
             Law::Uniform { half: 37.0 },
             Law::Gaussian { variance: 13.7 },
             Law::Gaussian { variance: 0.2 },
@@ -349,13 +392,27 @@ mod tests {
         let (decay, limit) = (3.0 / DIRECT_SUM_STEPS, DIRECT_SUM_STEPS + 1.0);
         let closed = truncated_geometric_moments(decay, limit);
         let direct = truncated_geometric_moments(decay, DIRECT_SUM_STEPS);
-        assert!((closed.0 / direct.0 - 1.0).abs() < 1e-5 && (closed.1 / direct.1 - 1.0).abs() < 1e-5);
+        assert!(
+            (closed.0 / direct.0 - 1.0).abs() < 1e-5 && (closed.1 / direct.1 - 1.0).abs() < 1e-5
+        );
     }
 
     #[test]
     fn pmf_sums_to_one_and_moments_match_direct_sums() {
-        for (decay, period, inner) in [(1.0, 8.0, 3.0), (0.3, 5.0, 0.0), (2.0, 5.0, 5.0), (1.0, 1.0, 0.0)] {
-            check_against_direct_sums(Law::Step(StepLaw { decay, period, inner }), 4000);
+        for (decay, period, inner) in [
+            (1.0, 8.0, 3.0),
+            (0.3, 5.0, 0.0),
+            (2.0, 5.0, 5.0),
+            (1.0, 1.0, 0.0),
+        ] {
+            check_against_direct_sums(
+                Law::Step(StepLaw {
+                    decay,
+                    period,
+                    inner,
+                }),
+                4000,
+            );
         }
     }
 }

@@ -21,7 +21,9 @@ use crate::Error;
 const LIMIT: f64 = 1.2676506002282294e30; // 2^100
 
 fn too_large(what: &str) -> Error {
-    Error::OutOfRange(format!("the {what} is too large for the lattice; use a larger delta or epsilon"))
+    Error::OutOfRange(format!(
+        "the {what} is too large for the lattice; use a larger delta or epsilon"
+    ))
 }
 
 /// The truncated Laplacian on the lattice: P(n) ∝ e^(−|n|·ε/D) for |n| ≤ A,
@@ -97,10 +99,13 @@ impl TruncatedLaplace {
         let ln_y = -self.decay * (self.limit as f64 + 1.0);
         let b = (-self.decay).exp();
         // y·(e^ε − 1), in logs so a large ε does not overflow.
-        let ln_expm1 = if self.epsilon > 30.0 { self.epsilon + (-(-self.epsilon).exp()).ln_1p() } else { self.epsilon.exp_m1().ln() };
+        let ln_expm1 = if self.epsilon > 30.0 {
+            self.epsilon + (-(-self.epsilon).exp()).ln_1p()
+        } else {
+            self.epsilon.exp_m1().ln()
+        };
         (ln_y + ln_expm1).exp() / (1.0 + b - 2.0 * ln_y.exp())
     }
-
 }
 
 impl LatticeNoise for TruncatedLaplace {
@@ -123,7 +128,10 @@ impl LatticeNoise for TruncatedLaplace {
     }
 
     fn law(&self) -> Law {
-        Law::TruncatedGeometric { decay: self.decay, limit: self.limit as f64 }
+        Law::TruncatedGeometric {
+            decay: self.decay,
+            limit: self.limit as f64,
+        }
     }
 }
 
@@ -160,7 +168,6 @@ impl Uniform {
     pub fn half(&self) -> u128 {
         self.half
     }
-
 }
 
 impl LatticeNoise for Uniform {
@@ -170,7 +177,9 @@ impl LatticeNoise for Uniform {
     }
 
     fn law(&self) -> Law {
-        Law::Uniform { half: self.half as f64 }
+        Law::Uniform {
+            half: self.half as f64,
+        }
     }
 }
 
@@ -200,7 +209,9 @@ impl DiscreteGaussian {
     /// The discrete Gaussian with σ² at least `sigma`² (rounded up to 44 bits).
     pub fn with_sigma(sigma: f64) -> Result<DiscreteGaussian, Error> {
         if !(sigma.is_finite() && sigma >= 1e-3) {
-            return Err(Error::OutOfRange(format!("a Gaussian of σ = {sigma} steps cannot be sampled")));
+            return Err(Error::OutOfRange(format!(
+                "a Gaussian of σ = {sigma} steps cannot be sampled"
+            )));
         }
         if sigma > 2f64.powi(46) {
             return Err(too_large("Gaussian σ"));
@@ -239,14 +250,25 @@ impl DiscreteGaussian {
         } else {
             let up = (a as i32 - b) as u32; // the factor 2^(a−b) applied to |Y|
             if up >= 62 {
-                return Err(Error::OutOfRange(format!("a Gaussian of σ = {sigma} steps cannot be sampled")));
+                return Err(Error::OutOfRange(format!(
+                    "a Gaussian of σ = {sigma} steps cannot be sampled"
+                )));
             }
             (1u128 << (62 - up)) - 1
         };
         if (reach as f64) < 16384.0 * sigma_used {
-            return Err(Error::OutOfRange(format!("a Gaussian of σ = {sigma} steps cannot be sampled")));
+            return Err(Error::OutOfRange(format!(
+                "a Gaussian of σ = {sigma} steps cannot be sampled"
+            )));
         }
-        let mut gaussian = DiscreteGaussian { p, b, a, reach, sigma: sigma_used, acceptance: OverQ::new(1) };
+        let mut gaussian = DiscreteGaussian {
+            p,
+            b,
+            a,
+            reach,
+            sigma: sigma_used,
+            acceptance: OverQ::new(1),
+        };
         gaussian.acceptance = OverQ::new(gaussian.exponent(0).1);
         Ok(gaussian)
     }
@@ -270,7 +292,6 @@ impl DiscreteGaussian {
             (z * z, self.p << (2 * self.a as i32 - self.b + 1) as u32)
         }
     }
-
 }
 
 impl LatticeNoise for DiscreteGaussian {
@@ -283,13 +304,16 @@ impl LatticeNoise for DiscreteGaussian {
             |rng| discrete_laplace(rng, 1, t),
             |rng, y| {
                 let magnitude = y.unsigned_abs();
-                magnitude <= self.reach && self.acceptance.bernoulli(rng, self.exponent(magnitude).0)
+                magnitude <= self.reach
+                    && self.acceptance.bernoulli(rng, self.exponent(magnitude).0)
             },
         )
     }
 
     fn law(&self) -> Law {
-        Law::Gaussian { variance: self.variance() }
+        Law::Gaussian {
+            variance: self.variance(),
+        }
     }
 }
 
@@ -469,7 +493,13 @@ pub fn joint_discrete_gaussian_delta(variance: f64, steps: u128, groups: u32, ep
 /// `DISCRETE_CALIBRATION_BELOW`, else the smallest σ whose
 /// `joint_discrete_gaussian_delta` is at most δ. k = 1 is
 /// `gaussian_sigma_in_steps`.
-pub fn joint_gaussian_sigma_in_steps(epsilon: Epsilon, delta: Delta, steps: u128, groups: u32, sigma1: f64) -> f64 {
+pub fn joint_gaussian_sigma_in_steps(
+    epsilon: Epsilon,
+    delta: Delta,
+    steps: u128,
+    groups: u32,
+    sigma1: f64,
+) -> f64 {
     if groups <= 1 {
         return gaussian_sigma_in_steps(epsilon, delta, steps, sigma1);
     }
@@ -514,15 +544,24 @@ mod tests {
         assert_eq!(Uniform::new(1, d(0.5)).unwrap().half(), 1);
         assert_eq!(Uniform::new(1, d(0.25)).unwrap().half(), 2);
         assert_eq!(Uniform::new(3, d(0.1)).unwrap().half(), 15); // 3/0.2 = 14.99…: 0.1 is above 1/10
-        // The float 1e-6 is just below 10^-6, so 2^20/(2δ) is just above 524288000000.
-        assert_eq!(Uniform::new(1 << 20, d(1e-6)).unwrap().half(), 524_288_000_001);
+                                                                 // The float 1e-6 is just below 10^-6, so 2^20/(2δ) is just above 524288000000.
+        assert_eq!(
+            Uniform::new(1 << 20, d(1e-6)).unwrap().half(),
+            524_288_000_001
+        );
         assert_eq!(Uniform::new(5, d(0.75)).unwrap().half(), 4); // ⌈5/1.5⌉
         assert!(Uniform::new(1, Delta::ZERO).is_err() && Delta::new(1.0).is_err());
     }
 
     #[test]
     fn truncation_bound_is_the_smallest_that_pays_delta() {
-        for (eps, steps, delta) in [(1.0, 1u128, 1e-3), (1.0, 16, 1e-6), (1.0, 1 << 20, 1e-5), (1.0, 1 << 40, 0.01), (1000.0, 1 << 40, 1e-6)] {
+        for (eps, steps, delta) in [
+            (1.0, 1u128, 1e-3),
+            (1.0, 16, 1e-6),
+            (1.0, 1 << 20, 1e-5),
+            (1.0, 1 << 40, 0.01),
+            (1000.0, 1 << 40, 1e-6),
+        ] {
             let e = Epsilon::new(eps).unwrap();
             let tl = TruncatedLaplace::new(e, steps, d(delta)).unwrap();
             assert!(tl.delta() <= delta);
@@ -530,9 +569,18 @@ mod tests {
             tighter.limit -= (tl.limit / 100_000).max(3).min(tl.limit - 1);
             assert!(tighter.delta() > delta, "{steps} {delta}: bound not tight");
             // The continuous bound A = λ ln(1 + (e^ε − 1)/(2δ)), in steps.
-            let a = steps as f64 / eps * if eps > 30.0 { eps - (2.0 * delta).ln() } else { (1.0 + eps.exp_m1() / (2.0 * delta)).ln() };
+            let a = steps as f64 / eps
+                * if eps > 30.0 {
+                    eps - (2.0 * delta).ln()
+                } else {
+                    (1.0 + eps.exp_m1() / (2.0 * delta)).ln()
+                };
             if steps >= 1 << 20 {
-                assert!((tl.limit as f64 / a - 1.0).abs() < 1e-5, "{} vs {a}", tl.limit);
+                assert!(
+                    (tl.limit as f64 / a - 1.0).abs() < 1e-5,
+                    "{} vs {a}",
+                    tl.limit
+                );
             }
         }
     }
@@ -546,7 +594,10 @@ mod tests {
             let slack = if sigma >= 1.0 { 1e-12 } else { 1e-6 };
             assert!(g.variance() <= sigma * sigma * (1.0 + slack), "{sigma}");
             let (num, den) = g.exponent(g.reach);
-            assert!(den > 0 && num / den > 1 << 26, "{sigma}: far draws are rejected");
+            assert!(
+                den > 0 && num / den > 1 << 26,
+                "{sigma}: far draws are rejected"
+            );
         }
         assert!(DiscreteGaussian::with_sigma(f64::NAN).is_err());
     }

@@ -200,12 +200,22 @@ pub fn delta_audit(
 ) -> DeltaAuditReport {
     let h0 = histogram(n, || m0());
     let h1 = histogram(n, || m1());
-    let mut points: Vec<i128> = h0.keys().chain(h1.keys()).copied().collect::<BTreeSet<_>>().into_iter().collect();
+    let mut points: Vec<i128> = h0
+        .keys()
+        .chain(h1.keys())
+        .copied()
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
     points.sort_unstable();
     let count = |h: &HashMap<i128, u64>, x: i128| *h.get(&x).unwrap_or(&0) as f64;
     let nf = n as f64;
     let e = epsilon.exp();
-    let mut report = DeltaAuditReport { worst_excess: f64::NEG_INFINITY, worst_set: String::new(), sets_audited: 0 };
+    let mut report = DeltaAuditReport {
+        worst_excess: f64::NEG_INFINITY,
+        worst_set: String::new(),
+        sets_audited: 0,
+    };
     let mut judge = |c0: f64, c1: f64, set: &dyn Fn() -> String| {
         let (p0, p1) = (c0 / nf, c1 / nf);
         let se = (p0 * (1.0 - p0) / nf + e * e * p1 * (1.0 - p1) / nf).sqrt();

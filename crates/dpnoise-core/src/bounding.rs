@@ -71,7 +71,12 @@ pub struct ExactSum {
 
 impl Default for ExactSum {
     fn default() -> Self {
-        ExactSum { limbs: [0; LIMBS], nan: false, positive_infinity: false, negative_infinity: false }
+        ExactSum {
+            limbs: [0; LIMBS],
+            nan: false,
+            positive_infinity: false,
+            negative_infinity: false,
+        }
     }
 }
 
@@ -93,7 +98,11 @@ impl ExactSum {
         let exponent = ((bits >> 52) & 0x7ff) as u32;
         let fraction = bits & ((1 << 52) - 1);
         // x = mantissa × 2^(shift − 1074).
-        let (mantissa, shift) = if exponent == 0 { (fraction, 0) } else { (fraction | 1 << 52, exponent - 1) };
+        let (mantissa, shift) = if exponent == 0 {
+            (fraction, 0)
+        } else {
+            (fraction | 1 << 52, exponent - 1)
+        };
         if mantissa == 0 {
             return;
         }
@@ -170,8 +179,13 @@ impl ExactSum {
         } else {
             let low = bit - 63;
             let (limb, offset) = (low / 64, low % 64);
-            let upper = if offset > 0 && limb + 1 < LIMBS { magnitude[limb + 1] << (64 - offset) } else { 0 };
-            let sticky = magnitude[..limb].iter().any(|&l| l != 0) || magnitude[limb] & ((1u64 << offset) - 1) != 0;
+            let upper = if offset > 0 && limb + 1 < LIMBS {
+                magnitude[limb + 1] << (64 - offset)
+            } else {
+                0
+            };
+            let sticky = magnitude[..limb].iter().any(|&l| l != 0)
+                || magnitude[limb] & ((1u64 << offset) - 1) != 0;
             (magnitude[limb] >> offset) | upper | sticky as u64
         };
         // window × 2^(bit − 63 − 1074): u64 → f64 rounds once to nearest
@@ -217,7 +231,10 @@ mod tests {
         // SipHash-2-4 of the 8 bytes 00..07 under the key 00..0f (the
         // reference implementation's vectors: 8-byte message).
         let key = [0x0706_0504_0302_0100, 0x0f0e_0d0c_0b0a_0908];
-        assert_eq!(choice_key(key, &[0x0706_0504_0302_0100]), 0x93f5_f579_9a93_2462);
+        assert_eq!(
+            choice_key(key, &[0x0706_0504_0302_0100]),
+            0x93f5_f579_9a93_2462
+        );
         assert_eq!(choice_key(key, &[]), 0x726f_db47_dd0e_0e31);
     }
 
@@ -234,7 +251,10 @@ mod tests {
         assert_eq!(sum_of(&[0.1, 0.2]), 0.30000000000000004);
         assert_eq!(sum_of(&[]), 0.0);
         assert_eq!(sum_of(&[-0.0]), 0.0);
-        assert_eq!(sum_of(&[f64::MIN_POSITIVE / 4.0, f64::MIN_POSITIVE / 4.0]), f64::MIN_POSITIVE / 2.0);
+        assert_eq!(
+            sum_of(&[f64::MIN_POSITIVE / 4.0, f64::MIN_POSITIVE / 4.0]),
+            f64::MIN_POSITIVE / 2.0
+        );
         assert_eq!(sum_of(&[5e-324, 5e-324, 5e-324]), 1.5e-323);
         assert_eq!(sum_of(&[f64::MAX, f64::MAX]), f64::INFINITY);
         assert_eq!(sum_of(&[-f64::MAX, -f64::MAX, f64::MAX]), -f64::MAX);
@@ -243,7 +263,10 @@ mod tests {
         assert!(sum_of(&[f64::INFINITY, f64::NEG_INFINITY]).is_nan());
         assert!(sum_of(&[f64::NAN, 1.0]).is_nan());
         assert_eq!(sum_of(&[-3.5, 1.25]), -2.25);
-        assert_eq!(sum_of(&[(1u64 << 53) as f64, 1.0, 1.0]), ((1u64 << 53) + 2) as f64);
+        assert_eq!(
+            sum_of(&[(1u64 << 53) as f64, 1.0, 1.0]),
+            ((1u64 << 53) + 2) as f64
+        );
     }
 
     #[test]
@@ -270,7 +293,10 @@ mod tests {
             // double sum's error bound.
             let naive: f64 = values.iter().sum();
             let bound = values.iter().map(|v| v.abs()).sum::<f64>() * n as f64 * f64::EPSILON;
-            assert!((first - naive).abs() <= bound + first.abs() * f64::EPSILON, "{first} {naive}");
+            assert!(
+                (first - naive).abs() <= bound + first.abs() * f64::EPSILON,
+                "{first} {naive}"
+            );
         }
     }
 
@@ -289,7 +315,10 @@ mod tests {
     /// The groups a person with `groups` groups keeps: the k with the
     /// smallest keys under `key`.
     fn kept(key: [u64; 2], person: u64, groups: &[u64], k: usize) -> Vec<u64> {
-        let mut keyed: Vec<(i64, u64)> = groups.iter().map(|&g| (choice_key(key, &[person, g]) as i64, g)).collect();
+        let mut keyed: Vec<(i64, u64)> = groups
+            .iter()
+            .map(|&g| (choice_key(key, &[person, g]) as i64, g))
+            .collect();
         keyed.sort();
         keyed.into_iter().take(k).map(|(_, g)| g).collect()
     }
@@ -313,7 +342,13 @@ mod tests {
             let b = other.iter().min().copied().unwrap_or(100) - 100;
             pairs[(a * 10 + b) as usize] += 1;
         }
-        let table = |counts: &[u64]| counts.iter().enumerate().map(|(i, &c)| (i as i128, c)).collect::<HashMap<_, _>>();
+        let table = |counts: &[u64]| {
+            counts
+                .iter()
+                .enumerate()
+                .map(|(i, &c)| (i as i128, c))
+                .collect::<HashMap<_, _>>()
+        };
         let single = chi_square(&table(&kept_counts), |_| 0.1, 0, 9, 1e-6);
         // Independence: the pair table against the product of its margins.
         let mut margin_a = [0f64; 10];
@@ -325,8 +360,9 @@ mod tests {
             }
         }
         let total = persons as f64;
-        let expected: Vec<f64> =
-            (0..100).map(|i| margin_a[i / 10] / total * margin_b[i % 10] / total).collect();
+        let expected: Vec<f64> = (0..100)
+            .map(|i| margin_a[i / 10] / total * margin_b[i % 10] / total)
+            .collect();
         let joint = chi_square(&table(&pairs), |i| expected[i as usize], 0, 99, 1e-6);
         (single.passes(), joint.passes())
     }

@@ -43,21 +43,33 @@ pub struct Calibration {
 
 impl Calibration {
     /// A count: the unit lattice, sensitivity one.
-    pub const COUNT: Calibration = Calibration { lattice: Lattice::UNIT, steps: 1 };
+    pub const COUNT: Calibration = Calibration {
+        lattice: Lattice::UNIT,
+        steps: 1,
+    };
 
     /// One value of sensitivity Δ, for the Laplace family (noise of scale Δ/ε).
     pub fn value(epsilon: Epsilon, sensitivity: f64) -> Result<Calibration, Error> {
-        Calibration::for_shape(Shape::Value(Sensitivity::new(sensitivity)?), 1.0 / epsilon.value())
+        Calibration::for_shape(
+            Shape::Value(Sensitivity::new(sensitivity)?),
+            1.0 / epsilon.value(),
+        )
     }
 
     /// A float8 sum clamped to [lower, upper], for the Laplace family.
     pub fn sum(epsilon: Epsilon, lower: f64, upper: f64) -> Result<Calibration, Error> {
-        Calibration::for_shape(Shape::Sum(Bounds::new(lower, upper)?), 1.0 / epsilon.value())
+        Calibration::for_shape(
+            Shape::Sum(Bounds::new(lower, upper)?),
+            1.0 / epsilon.value(),
+        )
     }
 
     /// A bigint sum clamped to [lower, upper], for the Laplace family.
     pub fn sum_integer(epsilon: Epsilon, lower: i64, upper: i64) -> Result<Calibration, Error> {
-        Calibration::for_shape(Shape::SumInteger(IntegerBounds::new(lower, upper)?), 1.0 / epsilon.value())
+        Calibration::for_shape(
+            Shape::SumInteger(IntegerBounds::new(lower, upper)?),
+            1.0 / epsilon.value(),
+        )
     }
 
     /// The lattice and sensitivity in steps for `shape`, with noise of
@@ -71,23 +83,34 @@ impl Calibration {
     /// - A bigint sum: the same, on a lattice never finer than the integers.
     pub fn for_shape(shape: Shape, ratio: f64) -> Result<Calibration, Error> {
         if !(ratio.is_finite() && ratio > 0.0) {
-            return Err(Error::OutOfRange(format!("noise scale ratio {ratio} is not usable")));
+            return Err(Error::OutOfRange(format!(
+                "noise scale ratio {ratio} is not usable"
+            )));
         }
         let width = shape.sensitivity();
         match shape {
             Shape::Count => Ok(Calibration::COUNT),
             Shape::Value(_) => {
                 let lattice = Lattice::for_noise(width * ratio, width)?;
-                Ok(Calibration { lattice, steps: lattice.steps_ceil(width)? })
+                Ok(Calibration {
+                    lattice,
+                    steps: lattice.steps_ceil(width)?,
+                })
             }
             Shape::Sum(b) => {
                 let lattice = Lattice::for_noise(width * ratio, width)?;
-                let steps = lattice.round(b.lower())?.unsigned_abs().max(lattice.round(b.upper())?.unsigned_abs());
+                let steps = lattice
+                    .round(b.lower())?
+                    .unsigned_abs()
+                    .max(lattice.round(b.upper())?.unsigned_abs());
                 Ok(Calibration { lattice, steps })
             }
             Shape::SumInteger(b) => {
                 let lattice = Lattice::for_integer_noise(width * ratio, width)?;
-                let steps = lattice.round_integer(b.lower()).unsigned_abs().max(lattice.round_integer(b.upper()).unsigned_abs());
+                let steps = lattice
+                    .round_integer(b.lower())
+                    .unsigned_abs()
+                    .max(lattice.round_integer(b.upper()).unsigned_abs());
                 Ok(Calibration { lattice, steps })
             }
         }
@@ -95,7 +118,12 @@ impl Calibration {
 
     /// The float8 release of `true_steps` plus one draw of `noise`.
     #[inline]
-    pub fn release<N: LatticeNoise, E: Entropy>(&self, noise: &N, rng: &mut E, true_steps: i128) -> f64 {
+    pub fn release<N: LatticeNoise, E: Entropy>(
+        &self,
+        noise: &N,
+        rng: &mut E,
+        true_steps: i128,
+    ) -> f64 {
         self.lattice.release(true_steps + noise.sample(rng))
     }
 

@@ -76,7 +76,11 @@ const fn exp_neg_q118(a: u128, b: u128) -> u128 {
     while term > 0 {
         // term ≤ 2^118 and a < 2^8: the product stays below 2^126.
         term = term * a / (b * n);
-        sum += if n % 2 == 1 { -(term as i128) } else { term as i128 };
+        sum += if n % 2 == 1 {
+            -(term as i128)
+        } else {
+            term as i128
+        };
         n += 1;
     }
     sum as u128
@@ -120,7 +124,14 @@ fn approx_q63(p: u128, q: u128) -> u64 {
         let n = q.trailing_zeros();
         let whole = u64::try_from(p >> n).unwrap_or(u64::MAX);
         let rest = p & (q - 1);
-        (whole, if n <= 64 { (rest << (64 - n)) as u64 } else { (rest >> (n - 64)) as u64 })
+        (
+            whole,
+            if n <= 64 {
+                (rest << (64 - n)) as u64
+            } else {
+                (rest >> (n - 64)) as u64
+            },
+        )
     } else {
         return approx_float(to_f64(p) / to_f64(q));
     };
@@ -136,7 +147,10 @@ fn approx_float(x: f64) -> u64 {
     // x − ⌊x⌋ and its product with 2^64 are exact in floating point; the
     // conversion truncates.
     let whole = x as u64;
-    approx_parts(whole, ((x - whole as f64) * 18_446_744_073_709_551_616.0) as u64)
+    approx_parts(
+        whole,
+        ((x - whole as f64) * 18_446_744_073_709_551_616.0) as u64,
+    )
 }
 
 /// e^(−x)·2^63 for x = whole + fraction/2^64.
@@ -195,7 +209,11 @@ pub fn bernoulli_near_one<E: Entropy>(rng: &mut E, p: u128, q: u128) -> bool {
 #[inline(always)]
 pub(crate) fn bernoulli_near_one_shift<E: Entropy>(rng: &mut E, p: u128, n: u32) -> bool {
     debug_assert!(p >> n == 0);
-    let x = if n <= 63 { (p << (63 - n)) as u64 } else { ((p + (1 << (n - 63)) - 1) >> (n - 63)) as u64 };
+    let x = if n <= 63 {
+        (p << (63 - n)) as u64
+    } else {
+        ((p + (1 << (n - 63)) - 1) >> (n - 63)) as u64
+    };
     near_one(rng, x, p, 1 << n)
 }
 
@@ -250,7 +268,14 @@ fn decide<E: Entropy>(rng: &mut E, p: u128, q: u128, margin: u64) -> bool {
 #[inline(always)]
 fn decide_from<E: Entropy>(rng: &mut E, w: u64, p: u128, q: u128, margin: u64) -> bool {
     let approx = approx_q63(p, q);
-    decide_in(rng, w, p, q, approx.saturating_sub(margin), approx.saturating_add(margin))
+    decide_in(
+        rng,
+        w,
+        p,
+        q,
+        approx.saturating_sub(margin),
+        approx.saturating_add(margin),
+    )
 }
 
 /// Bernoulli(e^(−p/q)) for one p/q drawn many times (the staircase's
@@ -268,7 +293,12 @@ impl ExpNeg {
     pub fn new(p: u128, q: u128) -> ExpNeg {
         assert!(q > 0, "e^(−p/q) needs q ≥ 1");
         let approx = approx_q63(p, q);
-        ExpNeg { p, q, low: approx.saturating_sub(MARGIN), high: approx.saturating_add(MARGIN) }
+        ExpNeg {
+            p,
+            q,
+            low: approx.saturating_sub(MARGIN),
+            high: approx.saturating_add(MARGIN),
+        }
     }
 
     /// True with probability e^(−p/q), exactly (as `bernoulli`).
@@ -295,7 +325,10 @@ pub struct OverQ {
 impl OverQ {
     pub fn new(q: u128) -> OverQ {
         assert!(q > 0, "e^(−p/q) needs q ≥ 1");
-        OverQ { q, inverse: 1.0 / to_f64(q) }
+        OverQ {
+            q,
+            inverse: 1.0 / to_f64(q),
+        }
     }
 
     /// True with probability e^(−p/q), exactly (as `bernoulli`).
@@ -306,7 +339,14 @@ impl OverQ {
         }
         let approx = approx_float(to_f64(p) * self.inverse);
         let w = rng.bits(32) << 31;
-        decide_in(rng, w, p, self.q, approx.saturating_sub(MARGIN), approx.saturating_add(MARGIN))
+        decide_in(
+            rng,
+            w,
+            p,
+            self.q,
+            approx.saturating_sub(MARGIN),
+            approx.saturating_add(MARGIN),
+        )
     }
 }
 
@@ -397,7 +437,10 @@ const FINE_MARGIN: u64 = 8;
 /// e^(−j/256)·2^63 within `FINE_MARGIN`, for j ≤ `FINE_LAST`.
 #[inline(always)]
 fn fine_threshold(j: u64) -> u64 {
-    mul_q63(EXP_NEG_WHOLE[(j >> 8) as usize], EXP_NEG_BYTES[0][(j & 255) as usize])
+    mul_q63(
+        EXP_NEG_WHOLE[(j >> 8) as usize],
+        EXP_NEG_BYTES[0][(j & 255) as usize],
+    )
 }
 
 /// 256·ln(1 + (i + ½)/1024)·2^16 for i = 0..1023, from the series
@@ -483,7 +526,11 @@ pub fn geometric_fine<E: Entropy>(rng: &mut E) -> u128 {
             }
             // One threshold in doubt: U is below it, or J is the one under it.
             let doubt = if below_j { j + 1 } else { j };
-            break if decide_exactly(rng, w, doubt as u128, 256) { doubt } else { doubt - 1 };
+            break if decide_exactly(rng, w, doubt as u128, 256) {
+                doubt
+            } else {
+                doubt - 1
+            };
         };
         if counted < FINE_LAST {
             return base + counted as u128;
@@ -522,7 +569,8 @@ pub fn decide_exactly<E: Entropy>(rng: &mut E, w: u64, p: u128, q: u128) -> bool
     if (bits as u128) <= p / q && v != Big::from(0) {
         return false;
     }
-    let (mut n, mut sum, mut denominator, mut power) = (0u128, Big::from(1), Big::from(1), Big::from(p));
+    let (mut n, mut sum, mut denominator, mut power) =
+        (0u128, Big::from(1), Big::from(1), Big::from(p));
     loop {
         // (n + 2)·q − p > 0: the remainder bound holds.
         let spare = Big::from(n + 2).times_u128(q);
@@ -590,7 +638,8 @@ impl Big {
     }
 
     fn times_u128(&self, m: u128) -> Big {
-        self.times_u64(m as u64).plus(&self.times_u64((m >> 64) as u64).shifted(64))
+        self.times_u64(m as u64)
+            .plus(&self.times_u64((m >> 64) as u64).shifted(64))
     }
 
     fn times(&self, other: &Big) -> Big {
@@ -611,7 +660,9 @@ impl Big {
         let mut out = Vec::with_capacity(self.0.len().max(other.0.len()) + 1);
         let mut carry = 0u128;
         for i in 0..self.0.len().max(other.0.len()) {
-            let x = *self.0.get(i).unwrap_or(&0) as u128 + *other.0.get(i).unwrap_or(&0) as u128 + carry;
+            let x = *self.0.get(i).unwrap_or(&0) as u128
+                + *other.0.get(i).unwrap_or(&0) as u128
+                + carry;
             out.push(x as u64);
             carry = x >> 64;
         }
@@ -643,7 +694,11 @@ impl Big {
         let mut out = vec![0u64; limbs];
         let mut carry = 0u64;
         for &limb in &self.0 {
-            out.push(if rest == 0 { limb } else { limb << rest | carry });
+            out.push(if rest == 0 {
+                limb
+            } else {
+                limb << rest | carry
+            });
             carry = if rest == 0 { 0 } else { limb >> (64 - rest) };
         }
         out.push(carry);
@@ -659,7 +714,10 @@ impl PartialOrd for Big {
 
 impl Ord for Big {
     fn cmp(&self, other: &Big) -> std::cmp::Ordering {
-        self.0.len().cmp(&other.0.len()).then_with(|| self.0.iter().rev().cmp(other.0.iter().rev()))
+        self.0
+            .len()
+            .cmp(&other.0.len())
+            .then_with(|| self.0.iter().rev().cmp(other.0.iter().rev()))
     }
 }
 
@@ -673,14 +731,31 @@ mod tests {
             for k in 0..256 {
                 let exact = (-(k as f64) / 2f64.powi(8 * (level as i32 + 1))).exp() * ONE as f64;
                 // The float reference is itself good to about 2^−52 relative: 2^11 units.
-                assert!((EXP_NEG_BYTES[level][k] as f64 - exact).abs() <= 4096.0, "level {level}, k = {k}");
+                assert!(
+                    (EXP_NEG_BYTES[level][k] as f64 - exact).abs() <= 4096.0,
+                    "level {level}, k = {k}"
+                );
             }
         }
         for w in 0..WHOLE_LIMIT as usize {
             let exact = (-(w as f64)).exp() * ONE as f64;
-            assert!((EXP_NEG_WHOLE[w] as f64 - exact).abs() <= 4096.0_f64.min(exact / 1e12 + 1.0), "w = {w}");
+            assert!(
+                (EXP_NEG_WHOLE[w] as f64 - exact).abs() <= 4096.0_f64.min(exact / 1e12 + 1.0),
+                "w = {w}"
+            );
         }
-        for (p, q) in [(1u128, 1u128), (1, 3), (2, 3), (12345, 1 << 20), (1, 1 << 90), ((1 << 100) - 1, 1 << 100), (7, 2), (100, 3), (41, 1), (1 << 60, 1 << 58)] {
+        for (p, q) in [
+            (1u128, 1u128),
+            (1, 3),
+            (2, 3),
+            (12345, 1 << 20),
+            (1, 1 << 90),
+            ((1 << 100) - 1, 1 << 100),
+            (7, 2),
+            (100, 3),
+            (41, 1),
+            (1 << 60, 1 << 58),
+        ] {
             let exact = (-(p as f64) / q as f64).exp() * ONE as f64;
             assert!((approx_q63(p, q) as f64 - exact).abs() <= 8192.0, "{p}/{q}");
         }

@@ -37,7 +37,11 @@ impl Laplace {
     /// Laplace noise for sensitivity `steps` lattice steps and privacy loss ε.
     pub fn new(epsilon: Epsilon, steps: u128) -> Result<Laplace, Error> {
         let t = decay_denominator(epsilon, steps)?;
-        Ok(Laplace { s: epsilon.num, t, decay: epsilon.value() / steps as f64 })
+        Ok(Laplace {
+            s: epsilon.num,
+            t,
+            decay: epsilon.value() / steps as f64,
+        })
     }
 }
 
@@ -48,6 +52,10 @@ impl LatticeNoise for Laplace {
     }
 
     fn law(&self) -> Law {
-        Law::Step(StepLaw { decay: self.decay, period: 1.0, inner: 1.0 })
+        Law::Step(StepLaw {
+            decay: self.decay,
+            period: 1.0,
+            inner: 1.0,
+        })
     }
 }

@@ -39,8 +39,8 @@ impl Lattice {
         }
         let s = positive_dyadic("noise scale", scale)?;
         let d = positive_dyadic("sensitivity", sensitivity)?;
-        let k = (s.ceil_log2() - STEPS_PER_SCALE_LOG2)
-            .min(d.floor_log2() - STEPS_PER_SENSITIVITY_LOG2);
+        let k =
+            (s.ceil_log2() - STEPS_PER_SCALE_LOG2).min(d.floor_log2() - STEPS_PER_SENSITIVITY_LOG2);
         if !(K_MIN..=K_MAX).contains(&k) {
             return Err(Error::OutOfRange(format!(
                 "the noise scale {scale} and sensitivity {sensitivity} are too extreme for a float8 lattice"
@@ -71,8 +71,16 @@ impl Lattice {
             let shift = biased - 1075 - self.k;
             if (-62..=9).contains(&shift) {
                 let magnitude = (bits & ((1 << 52) - 1) | 1 << 52) as i64;
-                let m = if bits >> 63 == 1 { -magnitude } else { magnitude };
-                let n = if shift >= 0 { m << shift } else { (m + (1 << (-shift - 1))) >> -shift };
+                let m = if bits >> 63 == 1 {
+                    -magnitude
+                } else {
+                    magnitude
+                };
+                let n = if shift >= 0 {
+                    m << shift
+                } else {
+                    (m + (1 << (-shift - 1))) >> -shift
+                };
                 return Ok(n as i128);
             }
         }
@@ -81,7 +89,8 @@ impl Lattice {
 
     /// The same rounding from the float's bits, for every finite input.
     fn round_exact(&self, x: f64) -> Result<i128, Error> {
-        let d = Dyadic::from_f64(x).ok_or_else(|| Error::invalid_data("value", "a finite number"))?;
+        let d =
+            Dyadic::from_f64(x).ok_or_else(|| Error::invalid_data("value", "a finite number"))?;
         if d.mantissa == 0 {
             return Ok(0);
         }
@@ -220,7 +229,10 @@ mod tests {
         // Half-up commutes with shifts: the tie −½ and ½ end up one step apart.
         assert_eq!(unit.round(0.5).unwrap() - unit.round(-0.5).unwrap(), 1);
         let big = 2f64.powi(52) + 1.0;
-        assert_eq!(Lattice { k: -40 }.round(big).unwrap(), ((1i128 << 52) + 1) << 40);
+        assert_eq!(
+            Lattice { k: -40 }.round(big).unwrap(),
+            ((1i128 << 52) + 1) << 40
+        );
         assert!(Lattice { k: -40 }.round(1e30).is_err());
         assert_eq!(Lattice { k: 3 }.round_integer(12), 2);
         assert_eq!(Lattice { k: 3 }.round_integer(11), 1);

@@ -50,8 +50,8 @@ pub mod moments;
 pub mod multivariate;
 pub mod noise;
 pub mod params;
-pub mod quantile;
 pub mod plan;
+pub mod quantile;
 pub mod rational;
 pub mod refine;
 pub mod sampler;
@@ -64,9 +64,9 @@ pub use entropy::{BitPool, Entropy};
 pub use laplace::Laplace;
 pub use lattice::Lattice;
 pub use mechanism::Noise;
+pub use moments::{Average, Variance};
 pub use noise::LatticeNoise;
 pub use params::{Bounds, Choice, Delta, IntegerBounds, Mechanism, Sensitivity, MECHANISMS};
-pub use moments::{Average, Variance};
 pub use plan::{Plan, Request};
 pub use quantile::Quantile;
 pub use rational::Epsilon;
@@ -94,8 +94,16 @@ pub enum Error {
 }
 
 impl Error {
-    pub fn invalid(name: &'static str, allowed: impl Into<Cow<'static, str>>, got: impl ToString) -> Self {
-        Error::InvalidParameter { name, allowed: allowed.into(), got: got.to_string() }
+    pub fn invalid(
+        name: &'static str,
+        allowed: impl Into<Cow<'static, str>>,
+        got: impl ToString,
+    ) -> Self {
+        Error::InvalidParameter {
+            name,
+            allowed: allowed.into(),
+            got: got.to_string(),
+        }
     }
 
     /// A value read from the data that cannot be used: the message never

@@ -3,7 +3,10 @@
 //! this module only picks one by name and sets its lattice scale.
 
 use crate::accuracy::Law;
-use crate::approximate::{analytic_gaussian_sigma, joint_gaussian_sigma_in_steps, DiscreteGaussian, TruncatedLaplace, Uniform};
+use crate::approximate::{
+    analytic_gaussian_sigma, joint_gaussian_sigma_in_steps, DiscreteGaussian, TruncatedLaplace,
+    Uniform,
+};
 use crate::entropy::Entropy;
 use crate::laplace::Laplace;
 use crate::noise::LatticeNoise;
@@ -17,7 +20,9 @@ use crate::Error;
 /// (the analytic Gaussian's σ at sensitivity one).
 pub fn scale_ratio(mechanism: Mechanism, epsilon: Epsilon, delta: Delta) -> f64 {
     match mechanism {
-        Mechanism::Laplace | Mechanism::Staircase | Mechanism::TruncatedLaplace => 1.0 / epsilon.value(),
+        Mechanism::Laplace | Mechanism::Staircase | Mechanism::TruncatedLaplace => {
+            1.0 / epsilon.value()
+        }
         Mechanism::Uniform => 0.5 / delta.value(),
         Mechanism::Gaussian => analytic_gaussian_sigma(epsilon.value(), delta.value()),
     }
@@ -35,8 +40,22 @@ pub enum Noise {
 
 impl Noise {
     /// `mechanism` for sensitivity `steps` at (ε, δ); `loss` picks the staircase's γ.
-    pub fn new(mechanism: Mechanism, epsilon: Epsilon, delta: Delta, steps: u128, loss: Loss) -> Result<Noise, Error> {
-        Noise::with_scale(mechanism, epsilon, delta, steps, loss, scale_ratio(mechanism, epsilon, delta), 1)
+    pub fn new(
+        mechanism: Mechanism,
+        epsilon: Epsilon,
+        delta: Delta,
+        steps: u128,
+        loss: Loss,
+    ) -> Result<Noise, Error> {
+        Noise::with_scale(
+            mechanism,
+            epsilon,
+            delta,
+            steps,
+            loss,
+            scale_ratio(mechanism, epsilon, delta),
+            1,
+        )
     }
 
     /// As `new`, given `scale_ratio(mechanism, ε, δ)` already computed (the
@@ -56,12 +75,16 @@ impl Noise {
         mechanism.check_delta(delta)?;
         Ok(match mechanism {
             Mechanism::Laplace => Noise::Laplace(Laplace::new(epsilon, steps)?),
-            Mechanism::Staircase => Noise::Staircase(Staircase::new(epsilon, steps, loss.gamma(epsilon.value()))?),
-            Mechanism::TruncatedLaplace => Noise::TruncatedLaplace(TruncatedLaplace::new(epsilon, steps, delta)?),
-            Mechanism::Uniform => Noise::Uniform(Uniform::new(steps, delta)?),
-            Mechanism::Gaussian => {
-                Noise::Gaussian(DiscreteGaussian::with_sigma(joint_gaussian_sigma_in_steps(epsilon, delta, steps, groups, ratio))?)
+            Mechanism::Staircase => {
+                Noise::Staircase(Staircase::new(epsilon, steps, loss.gamma(epsilon.value()))?)
             }
+            Mechanism::TruncatedLaplace => {
+                Noise::TruncatedLaplace(TruncatedLaplace::new(epsilon, steps, delta)?)
+            }
+            Mechanism::Uniform => Noise::Uniform(Uniform::new(steps, delta)?),
+            Mechanism::Gaussian => Noise::Gaussian(DiscreteGaussian::with_sigma(
+                joint_gaussian_sigma_in_steps(epsilon, delta, steps, groups, ratio),
+            )?),
         })
     }
 }

@@ -33,9 +33,15 @@ pub const PARTS: u32 = 64;
 /// sum gets (on a lattice fine enough to be continuous: 2^20 steps).
 fn staircase_unit_sd(epsilon: Epsilon) -> f64 {
     const STEPS: u128 = 1 << 20;
-    Noise::new(Mechanism::Staircase, epsilon, Delta::ZERO, STEPS, Loss::Variance)
-        .map(|n| n.law().accuracy_in_steps(0.95).std_dev / STEPS as f64)
-        .unwrap_or(f64::INFINITY)
+    Noise::new(
+        Mechanism::Staircase,
+        epsilon,
+        Delta::ZERO,
+        STEPS,
+        Loss::Variance,
+    )
+    .map(|n| n.law().accuracy_in_steps(0.95).std_dev / STEPS as f64)
+    .unwrap_or(f64::INFINITY)
 }
 
 /// Standard deviation of the geometric noise a count gets.
@@ -57,8 +63,12 @@ fn geometric_sd(epsilon: Epsilon) -> f64 {
 /// ε the two laws are alike and the rule gives about half each; at larger
 /// ε the staircase gains on the geometric and the sum's share shrinks.
 pub fn average_split(epsilon: Epsilon) -> u32 {
-    let s: Vec<f64> = (1..PARTS).map(|j| staircase_unit_sd(epsilon.sixty_fourths(j))).collect();
-    let c: Vec<f64> = (1..PARTS).map(|j| geometric_sd(epsilon.sixty_fourths(j))).collect();
+    let s: Vec<f64> = (1..PARTS)
+        .map(|j| staircase_unit_sd(epsilon.sixty_fourths(j)))
+        .collect();
+    let c: Vec<f64> = (1..PARTS)
+        .map(|j| geometric_sd(epsilon.sixty_fourths(j)))
+        .collect();
     (1..PARTS)
         .min_by(|&a, &b| {
             let cost = |j: u32| s[j as usize - 1].powi(2) + c[(PARTS - j) as usize - 1].powi(2);
@@ -76,13 +86,19 @@ pub fn average_split(epsilon: Epsilon) -> u32 {
 /// |μ| ≤ a and |2μ² − Z/n| ≤ 3a²/2, so the variance is at most
 /// a⁴(s_Q²/4 + 4s_S² + 9c²/4)/n², minimised here.
 pub fn variance_split(epsilon: Epsilon) -> (u32, u32, u32) {
-    let s: Vec<f64> = (1..PARTS).map(|j| staircase_unit_sd(epsilon.sixty_fourths(j))).collect();
-    let c: Vec<f64> = (1..PARTS).map(|j| geometric_sd(epsilon.sixty_fourths(j))).collect();
+    let s: Vec<f64> = (1..PARTS)
+        .map(|j| staircase_unit_sd(epsilon.sixty_fourths(j)))
+        .collect();
+    let c: Vec<f64> = (1..PARTS)
+        .map(|j| geometric_sd(epsilon.sixty_fourths(j)))
+        .collect();
     let mut best = (f64::INFINITY, (0, 0, 0));
     for q in 1..PARTS - 1 {
         for y in 1..PARTS - q {
             let n = PARTS - q - y;
-            let cost = s[q as usize - 1].powi(2) / 4.0 + 4.0 * s[y as usize - 1].powi(2) + 2.25 * c[n as usize - 1].powi(2);
+            let cost = s[q as usize - 1].powi(2) / 4.0
+                + 4.0 * s[y as usize - 1].powi(2)
+                + 2.25 * c[n as usize - 1].powi(2);
             if cost < best.0 {
                 best = (cost, (q, y, n));
             }
@@ -108,9 +124,14 @@ impl Centring {
         let a = half_width(bounds)?;
         let half = Lattice::for_noise(a / epsilon.value(), a)?;
         let lattice = Lattice { k: half.k + 1 };
-        let (low, high) = (lattice.round(bounds.lower())?, lattice.round(bounds.upper())?);
+        let (low, high) = (
+            lattice.round(bounds.lower())?,
+            lattice.round(bounds.upper())?,
+        );
         if high - low >= 1 << 62 {
-            return Err(Error::OutOfRange("the bounds are too far apart for a centred sum".into()));
+            return Err(Error::OutOfRange(
+                "the bounds are too far apart for a centred sum".into(),
+            ));
         }
         Ok(Centring { lattice, low, high })
     }
@@ -123,13 +144,20 @@ impl Centring {
     /// Σ(2r − lo − hi) = 2·Σr − n·(lo + hi), on the half lattice.
     pub fn centred(&self, sum: i128, count: i64) -> Result<i128, Error> {
         sum.checked_mul(2)
-            .and_then(|s| (self.low + self.high).checked_mul(i128::from(count)).and_then(|c| s.checked_sub(c)))
+            .and_then(|s| {
+                (self.low + self.high)
+                    .checked_mul(i128::from(count))
+                    .and_then(|c| s.checked_sub(c))
+            })
             .ok_or_else(|| Error::OutOfRange("the sum is too large to centre".into()))
     }
 
     /// The centre (lo + hi)/2 on the lattice, as a float8.
     pub fn centre(&self) -> f64 {
-        Lattice { k: self.lattice.k - 1 }.release(self.low + self.high)
+        Lattice {
+            k: self.lattice.k - 1,
+        }
+        .release(self.low + self.high)
     }
 
     /// A clamped value's steps r (the caller clamps).
@@ -142,19 +170,39 @@ impl Centring {
 fn half_width(bounds: Bounds) -> Result<f64, Error> {
     let a = (bounds.upper() - bounds.lower()) / 2.0;
     if !(a.is_finite() && a > 0.0) {
-        return Err(Error::invalid("upper", "above lower and within float8 range of it", bounds.upper()));
+        return Err(Error::invalid(
+            "upper",
+            "above lower and within float8 range of it",
+            bounds.upper(),
+        ));
     }
     Ok(a)
 }
 
 /// A staircase plan for a centred sum of `steps` on `lattice`.
 fn centred_plan(epsilon: Epsilon, lattice: Lattice, steps: u128) -> Result<Plan, Error> {
-    let noise = Noise::new(Mechanism::Staircase, epsilon, Delta::ZERO, steps, Loss::Variance)?;
-    Ok(Plan { mechanism: Mechanism::Staircase, calibration: Calibration { lattice, steps }, noise })
+    let noise = Noise::new(
+        Mechanism::Staircase,
+        epsilon,
+        Delta::ZERO,
+        steps,
+        Loss::Variance,
+    )?;
+    Ok(Plan {
+        mechanism: Mechanism::Staircase,
+        calibration: Calibration { lattice, steps },
+        noise,
+    })
 }
 
 fn count_plan(epsilon: Epsilon) -> Result<Plan, Error> {
-    Plan::new(Choice::Fixed(Mechanism::Laplace), epsilon, Delta::ZERO, Loss::Variance, Shape::Count)
+    Plan::new(
+        Choice::Fixed(Mechanism::Laplace),
+        epsilon,
+        Delta::ZERO,
+        Loss::Variance,
+        Shape::Count,
+    )
 }
 
 /// `dp_avg`: a staircase sum of centred values and a geometric count, ε
@@ -173,10 +221,25 @@ pub struct Average {
 impl Average {
     pub fn new(epsilon: Epsilon, bounds: Bounds) -> Result<Average, Error> {
         let sum_share = average_split(epsilon);
-        let (for_sum, for_count) = (epsilon.sixty_fourths(sum_share), epsilon.sixty_fourths(PARTS - sum_share));
+        let (for_sum, for_count) = (
+            epsilon.sixty_fourths(sum_share),
+            epsilon.sixty_fourths(PARTS - sum_share),
+        );
         let centring = Centring::new(bounds, for_sum)?;
-        let sum = centred_plan(for_sum, Lattice { k: centring.lattice.k - 1 }, centring.steps())?;
-        Ok(Average { sum, count: count_plan(for_count)?, bounds, centring, sum_share })
+        let sum = centred_plan(
+            for_sum,
+            Lattice {
+                k: centring.lattice.k - 1,
+            },
+            centring.steps(),
+        )?;
+        Ok(Average {
+            sum,
+            count: count_plan(for_count)?,
+            bounds,
+            centring,
+            sum_share,
+        })
     }
 
     /// The lattice the transition sums values on.
@@ -186,11 +249,18 @@ impl Average {
 
     /// m + S̃/max(Ñ, 1), clamped to the bounds: post-processing of two
     /// releases whose ε add up to this average's.
-    pub fn release<E: Entropy>(&self, rng: &mut E, sum_steps: i128, count: i64) -> Result<f64, Error> {
+    pub fn release<E: Entropy>(
+        &self,
+        rng: &mut E,
+        sum_steps: i128,
+        count: i64,
+    ) -> Result<f64, Error> {
         let centred = self.centring.centred(sum_steps, count)?;
         let noisy_sum = self.sum.release(rng, centred);
         let noisy_count = self.count.release(rng, i128::from(count));
-        Ok(self.bounds.clamp(self.centring.centre() + noisy_sum / noisy_count.max(1.0)))
+        Ok(self
+            .bounds
+            .clamp(self.centring.centre() + noisy_sum / noisy_count.max(1.0)))
     }
 
     /// The error for a group of `n` persons when the mean sits at a bound
@@ -234,13 +304,20 @@ pub struct Variance {
 impl Variance {
     pub fn new(epsilon: Epsilon, bounds: Bounds) -> Result<Variance, Error> {
         let shares = variance_split(epsilon);
-        let (for_squares, for_sum, for_count) =
-            (epsilon.sixty_fourths(shares.0), epsilon.sixty_fourths(shares.1), epsilon.sixty_fourths(shares.2));
+        let (for_squares, for_sum, for_count) = (
+            epsilon.sixty_fourths(shares.0),
+            epsilon.sixty_fourths(shares.1),
+            epsilon.sixty_fourths(shares.2),
+        );
         let centring = Centring::new(bounds, for_sum)?;
         let a = half_width(bounds)?;
         let squares_half = a * a / 2.0;
         if !(squares_half.is_finite() && squares_half > 0.0) {
-            return Err(Error::invalid("upper", "within float8 range of lower when squared", bounds.upper()));
+            return Err(Error::invalid(
+                "upper",
+                "within float8 range of lower when squared",
+                bounds.upper(),
+            ));
         }
         // The squares' lattice as a sum's of sensitivity a²/2; never finer
         // than the exact squares' 2^(2k−2).
@@ -248,9 +325,17 @@ impl Variance {
         let exact_k = 2 * (centring.lattice.k - 1);
         let shift = (target.k - exact_k).max(0) as u32;
         let square_max = round_shift(centring.steps() * centring.steps(), shift);
-        let squares_lattice = Lattice { k: exact_k + shift as i32 - 1 };
+        let squares_lattice = Lattice {
+            k: exact_k + shift as i32 - 1,
+        };
         Ok(Variance {
-            sum: centred_plan(for_sum, Lattice { k: centring.lattice.k - 1 }, centring.steps())?,
+            sum: centred_plan(
+                for_sum,
+                Lattice {
+                    k: centring.lattice.k - 1,
+                },
+                centring.steps(),
+            )?,
             squares: centred_plan(for_squares, squares_lattice, square_max.max(1))?,
             count: count_plan(for_count)?,
             bounds,
@@ -275,7 +360,13 @@ impl Variance {
 
     /// The noisy variance from Σr, Σq and n: E[y²] − E[y]², clamped to
     /// [0, a²] (post-processing of three releases).
-    pub fn release<E: Entropy>(&self, rng: &mut E, sum: i128, squares: i128, count: i64) -> Result<f64, Error> {
+    pub fn release<E: Entropy>(
+        &self,
+        rng: &mut E,
+        sum: i128,
+        squares: i128,
+        count: i64,
+    ) -> Result<f64, Error> {
         let centred = self.centring.centred(sum, count)?;
         let centred_squares = squares
             .checked_mul(2)
@@ -284,7 +375,11 @@ impl Variance {
         let noisy_sum = self.sum.release(rng, centred);
         let noisy_squares = self.squares.release(rng, centred_squares);
         let n = self.count.release(rng, i128::from(count)).max(1.0);
-        let half_square_max = self.squares.calibration.lattice.release(self.square_max as i128);
+        let half_square_max = self
+            .squares
+            .calibration
+            .lattice
+            .release(self.square_max as i128);
         let mean = noisy_sum / n;
         let mean_square = noisy_squares / n + half_square_max;
         let a = (self.bounds.upper() - self.bounds.lower()) / 2.0;
@@ -298,13 +393,21 @@ impl Variance {
     pub fn accuracy(&self, n: u64, confidence: f64) -> Accuracy {
         let a = (self.bounds.upper() - self.bounds.lower()) / 2.0;
         let each = 1.0 - (1.0 - confidence) / 3.0;
-        let (q, s, c) = (self.squares.accuracy(each), self.sum.accuracy(each), self.count.accuracy(each));
+        let (q, s, c) = (
+            self.squares.accuracy(each),
+            self.sum.accuracy(each),
+            self.count.accuracy(each),
+        );
         let weights = (1.0, 2.0 * a, 1.5 * a * a);
         let n = n.max(1) as f64;
         let combine = |x: f64, y: f64, z: f64| (weights.0 * x + weights.1 * y + weights.2 * z) / n;
         Accuracy {
             mean_abs_error: combine(q.mean_abs_error, s.mean_abs_error, c.mean_abs_error),
-            std_dev: ((q.std_dev).powi(2) + (weights.1 * s.std_dev).powi(2) + (weights.2 * c.std_dev).powi(2)).sqrt() / n,
+            std_dev: ((q.std_dev).powi(2)
+                + (weights.1 * s.std_dev).powi(2)
+                + (weights.2 * c.std_dev).powi(2))
+            .sqrt()
+                / n,
             ci_half_width: combine(q.ci_half_width, s.ci_half_width, c.ci_half_width),
         }
     }
@@ -333,7 +436,10 @@ mod tests {
             let j = average_split(eps);
             let (s, c) = (eps.sixty_fourths(j), eps.sixty_fourths(64 - j));
             // Exact: the two shares' rationals add up to ε's.
-            assert_eq!((s.den, c.den, s.num + c.num), (eps.den * 64, eps.den * 64, eps.num * 64));
+            assert_eq!(
+                (s.den, c.den, s.num + c.num),
+                (eps.den * 64, eps.den * 64, eps.num * 64)
+            );
             assert!(s.value() + c.value() <= eps.value());
             if e <= 0.1 {
                 assert!((30..=34).contains(&j), "ε = {e}: {j}");
@@ -349,11 +455,20 @@ mod tests {
         let avg = Average::new(eps, Bounds::new(0.0, 100.0).unwrap()).unwrap();
         let c = avg.centring;
         // Half-step sensitivity D equals (upper − lower)/2 on the half lattice.
-        assert_eq!(Lattice { k: c.lattice.k - 1 }.release(c.steps() as i128), 50.0);
+        assert_eq!(
+            Lattice { k: c.lattice.k - 1 }.release(c.steps() as i128),
+            50.0
+        );
         assert_eq!(c.centre(), 50.0);
-        let r: Vec<i128> = [0.0, 100.0, 30.0].iter().map(|&x| c.round(x).unwrap()).collect();
+        let r: Vec<i128> = [0.0, 100.0, 30.0]
+            .iter()
+            .map(|&x| c.round(x).unwrap())
+            .collect();
         let centred = c.centred(r.iter().sum(), 3).unwrap();
-        assert_eq!(Lattice { k: c.lattice.k - 1 }.release(centred), -50.0 + 50.0 - 20.0);
+        assert_eq!(
+            Lattice { k: c.lattice.k - 1 }.release(centred),
+            -50.0 + 50.0 - 20.0
+        );
         assert!(Average::new(eps, Bounds::new(3.0, 3.0).unwrap()).is_err());
     }
 }

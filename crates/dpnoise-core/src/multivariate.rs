@@ -54,17 +54,33 @@ impl BoxNoise {
     pub fn new(epsilon: Epsilon, components: Vec<BoxComponent>) -> Result<BoxNoise, Error> {
         // Compared as Epsilon::new reads it: 0.001 itself is accepted.
         if epsilon.value() < crate::rational::at_most_decimal(MIN_EPSILON) {
-            return Err(Error::invalid("epsilon", "at least 0.01 for box noise", epsilon.value()));
+            return Err(Error::invalid(
+                "epsilon",
+                "at least 0.01 for box noise",
+                epsilon.value(),
+            ));
         }
         if components.is_empty() || components.len() > MAX_COMPONENTS {
-            return Err(Error::invalid("sensitivities", "an array of 1 to 16 elements", components.len()));
+            return Err(Error::invalid(
+                "sensitivities",
+                "an array of 1 to 16 elements",
+                components.len(),
+            ));
         }
         for c in &components {
             if c.steps == 0 || c.steps >= 1 << 100 {
-                return Err(Error::invalid("sensitivity", "> 0 and within the lattice", c.steps));
+                return Err(Error::invalid(
+                    "sensitivity",
+                    "> 0 and within the lattice",
+                    c.steps,
+                ));
             }
             if c.inner > c.steps {
-                return Err(Error::invalid("inner", "at most the sensitivity, component by component", c.inner));
+                return Err(Error::invalid(
+                    "inner",
+                    "at most the sensitivity, component by component",
+                    c.inner,
+                ));
             }
         }
         // A component's proposal keeps a shell-0 draw with probability
@@ -73,9 +89,15 @@ impl BoxNoise {
         // Any Z ≤ D is ε-DP; the figures are those of the Z used.
         let components = components
             .into_iter()
-            .map(|c| BoxComponent { inner: c.inner.max(c.steps.div_ceil(MIN_INNER_DIVISOR)), ..c })
+            .map(|c| BoxComponent {
+                inner: c.inner.max(c.steps.div_ceil(MIN_INNER_DIVISOR)),
+                ..c
+            })
             .collect();
-        Ok(BoxNoise { epsilon, components })
+        Ok(BoxNoise {
+            epsilon,
+            components,
+        })
     }
 
     pub fn components(&self) -> &[BoxComponent] {
@@ -147,7 +169,10 @@ impl BoxNoise {
         let proposal: f64 = self
             .components
             .iter()
-            .map(|c| (2 * c.inner + 1) as f64 + 2.0 * c.steps as f64 * ratio / -(-self.epsilon.value() / d).exp_m1())
+            .map(|c| {
+                (2 * c.inner + 1) as f64
+                    + 2.0 * c.steps as f64 * ratio / -(-self.epsilon.value() / d).exp_m1()
+            })
             .product();
         proposal / self.shell_masses().1
     }
@@ -165,7 +190,11 @@ impl BoxNoise {
         let squares = |n: f64| n * (n + 1.0) * (2.0 * n + 1.0) / 6.0;
         let fill = |shell: f64, out: &mut Vec<f64>| -> f64 {
             out.clear();
-            out.extend(self.components.iter().map(|c| if shell < 0.0 { 0.0 } else { c.width(shell) }));
+            out.extend(
+                self.components
+                    .iter()
+                    .map(|c| if shell < 0.0 { 0.0 } else { c.width(shell) }),
+            );
             out.iter().product()
         };
         let (mut width, mut width_before) = (Vec::with_capacity(d), Vec::with_capacity(d));
@@ -181,7 +210,11 @@ impl BoxNoise {
             let weight = (-eps * shell).exp();
             for (c, comp) in self.components.iter().enumerate() {
                 let others = volume / width[c];
-                let others_before = if i == 0 { 0.0 } else { volume_before / width_before[c] };
+                let others_before = if i == 0 {
+                    0.0
+                } else {
+                    volume_before / width_before[c]
+                };
                 let p = weight * others + tail[c];
                 let (z, step) = (comp.inner as f64, comp.steps as f64);
                 let q = if i == 0 {
@@ -194,7 +227,11 @@ impl BoxNoise {
             }
         }
         let variances = second.iter().map(|s| s / total).collect();
-        Ok(BoxFigures { variances, shell_mass, total })
+        Ok(BoxFigures {
+            variances,
+            shell_mass,
+            total,
+        })
     }
 }
 
@@ -283,21 +320,38 @@ pub fn default_inner_fraction(epsilon: Epsilon, steps: &[u128]) -> Result<f64, E
     let cost = |tau: f64| -> Result<f64, Error> {
         let comps = steps
             .iter()
-            .map(|&d| BoxComponent { steps: d, inner: ((tau * d as f64).round() as u128).min(d) })
+            .map(|&d| BoxComponent {
+                steps: d,
+                inner: ((tau * d as f64).round() as u128).min(d),
+            })
             .collect();
         let f = BoxNoise::new(epsilon, comps)?.figures()?;
-        Ok(f.variances.iter().zip(steps).map(|(v, d)| v / (*d as f64 * *d as f64)).sum())
+        Ok(f.variances
+            .iter()
+            .zip(steps)
+            .map(|(v, d)| v / (*d as f64 * *d as f64))
+            .sum())
     };
     let grid: Vec<f64> = (0..=10).map(|i| i as f64 / 10.0).collect();
     let mut costs = Vec::with_capacity(grid.len());
     for &g in &grid {
         costs.push(cost(g)?);
     }
-    let at = (0..grid.len()).min_by(|a, b| costs[*a].total_cmp(&costs[*b])).expect("grid");
+    let at = (0..grid.len())
+        .min_by(|a, b| costs[*a].total_cmp(&costs[*b]))
+        .expect("grid");
     // The grid evaluated every τ's figures, so none fails here.
-    let (lo, hi) = (grid[at.saturating_sub(1)], grid[(at + 1).min(grid.len() - 1)]);
-    let mid = crate::staircase::golden_section_min(lo, hi, 20, |t| cost(t).unwrap_or(f64::INFINITY));
-    Ok(if cost(mid)? <= costs[at] { mid } else { grid[at] })
+    let (lo, hi) = (
+        grid[at.saturating_sub(1)],
+        grid[(at + 1).min(grid.len() - 1)],
+    );
+    let mid =
+        crate::staircase::golden_section_min(lo, hi, 20, |t| cost(t).unwrap_or(f64::INFINITY));
+    Ok(if cost(mid)? <= costs[at] {
+        mid
+    } else {
+        grid[at]
+    })
 }
 
 /// The smallest acceptance rate of the L1 staircase's sampler (see `L1Staircase::new`).
@@ -317,7 +371,11 @@ pub struct L1Staircase {
 impl L1Staircase {
     pub fn new(epsilon: Epsilon, steps: u128, gamma: f64) -> Result<L1Staircase, Error> {
         if steps == 0 || steps >= 1 << 100 {
-            return Err(Error::invalid("sensitivity", "> 0 and within the lattice", steps));
+            return Err(Error::invalid(
+                "sensitivity",
+                "> 0 and within the lattice",
+                steps,
+            ));
         }
         if !(0.0..=1.0).contains(&gamma) {
             return Err(Error::invalid("gamma", "in [0, 1]", gamma));
@@ -329,9 +387,15 @@ impl L1Staircase {
         // is at least 2^-11 (γ ≥ 2^-5 as b → 0); any γ is ε-DP, and the
         // noise is then at most D/32 or so, far below the sensitivity.
         let b = (-epsilon.value()).exp();
-        let gamma = gamma.max(((MIN_L1_ACCEPTANCE * 2.0 - b).max(0.0) / (1.0 - b)).sqrt()).min(1.0);
+        let gamma = gamma
+            .max(((MIN_L1_ACCEPTANCE * 2.0 - b).max(0.0) / (1.0 - b)).sqrt())
+            .min(1.0);
         let inner = ((gamma * steps as f64).round() as u128).min(steps);
-        Ok(L1Staircase { epsilon, period: steps, inner })
+        Ok(L1Staircase {
+            epsilon,
+            period: steps,
+            inner,
+        })
     }
 
     /// One draw (x, y), in lattice steps.
@@ -348,7 +412,8 @@ impl L1Staircase {
             let j = uniform_below(rng, d);
             let r = k * d + j;
             let count = if r == 0 { 1 } else { 4 * r };
-            let kept = bernoulli_ratio(rng, count, 4 * (k + 1) * d) && (j < self.inner || bernoulli_exp_neg(rng, s, t));
+            let kept = bernoulli_ratio(rng, count, 4 * (k + 1) * d)
+                && (j < self.inner || bernoulli_exp_neg(rng, s, t));
             if kept {
                 break r;
             }
@@ -393,7 +458,11 @@ impl L1Staircase {
 pub fn l1_staircase_gamma(epsilon: f64) -> f64 {
     let b = (-epsilon).exp();
     let omb = -(-epsilon).exp_m1();
-    let (s0, s1, s2) = (1.0 / omb, b / (omb * omb), b * (1.0 + b) / (omb * omb * omb));
+    let (s0, s1, s2) = (
+        1.0 / omb,
+        b / (omb * omb),
+        b * (1.0 + b) / (omb * omb * omb),
+    );
     let mean_radius = |gamma: f64| {
         let a = gamma + b * (1.0 - gamma);
         let bb = gamma * gamma + b * (1.0 - gamma * gamma);
@@ -426,7 +495,10 @@ impl L1Plan {
     pub fn round(&self, values: &[f64]) -> Result<[i128; 2], Error> {
         match values {
             [x, y] => Ok([self.lattice.round(*x)?, self.lattice.round(*y)?]),
-            _ => Err(Error::invalid_data("values", "an array as long as the sensitivities (or bounds)")),
+            _ => Err(Error::invalid_data(
+                "values",
+                "an array as long as the sensitivities (or bounds)",
+            )),
         }
     }
 
@@ -461,9 +533,17 @@ pub struct BoxPlan {
 }
 
 impl BoxPlan {
-    pub fn new(epsilon: Epsilon, sensitivities: &[f64], inner: Option<&[f64]>) -> Result<BoxPlan, Error> {
+    pub fn new(
+        epsilon: Epsilon,
+        sensitivities: &[f64],
+        inner: Option<&[f64]>,
+    ) -> Result<BoxPlan, Error> {
         if sensitivities.is_empty() || sensitivities.len() > MAX_COMPONENTS {
-            return Err(Error::invalid("sensitivities", "an array of 1 to 16 elements", sensitivities.len()));
+            return Err(Error::invalid(
+                "sensitivities",
+                "an array of 1 to 16 elements",
+                sensitivities.len(),
+            ));
         }
         if let Some(z) = inner {
             if z.len() != sensitivities.len() {
@@ -475,7 +555,11 @@ impl BoxPlan {
             }
             for (zj, sj) in z.iter().zip(sensitivities) {
                 if !(zj.is_finite() && *zj >= 0.0 && zj <= sj) {
-                    return Err(Error::invalid("inner", "in [0, sensitivity] component by component", zj));
+                    return Err(Error::invalid(
+                        "inner",
+                        "in [0, sensitivity] component by component",
+                        zj,
+                    ));
                 }
             }
         }
@@ -509,25 +593,47 @@ impl BoxPlan {
             None => {
                 // The widest S_0 draws fastest: if even it needs too many
                 // tries, refuse before searching τ.
-                let widest = steps.iter().map(|&d| BoxComponent { steps: d, inner: d }).collect();
+                let widest = steps
+                    .iter()
+                    .map(|&d| BoxComponent { steps: d, inner: d })
+                    .collect();
                 check_tries(&BoxNoise::new(epsilon, widest)?)?;
                 let tau = default_inner_fraction(epsilon, &steps)?;
-                steps.iter().map(|d| ((tau * *d as f64).round() as u128).min(*d)).collect()
+                steps
+                    .iter()
+                    .map(|d| ((tau * *d as f64).round() as u128).min(*d))
+                    .collect()
             }
         };
-        let components: Vec<BoxComponent> =
-            steps.iter().zip(&inner_steps).map(|(&steps, &inner)| BoxComponent { steps, inner }).collect();
+        let components: Vec<BoxComponent> = steps
+            .iter()
+            .zip(&inner_steps)
+            .map(|(&steps, &inner)| BoxComponent { steps, inner })
+            .collect();
         let noise = BoxNoise::new(epsilon, components)?;
         check_tries(&noise)?;
-        let inner = noise.components.iter().zip(&lattices).map(|(c, l)| c.inner as f64 * l.granularity()).collect();
-        Ok(BoxPlan { noise, lattices, inner })
+        let inner = noise
+            .components
+            .iter()
+            .zip(&lattices)
+            .map(|(c, l)| c.inner as f64 * l.granularity())
+            .collect();
+        Ok(BoxPlan {
+            noise,
+            lattices,
+            inner,
+        })
     }
 
     /// Component-wise sums of vectors clamped to [−b_j, b_j] (`dp_sum_multi`):
     /// lattices for noise of scale b_j/ε, sensitivity the rounded bound in steps.
     pub fn for_sums(epsilon: Epsilon, bounds: &[f64]) -> Result<BoxPlan, Error> {
         if bounds.is_empty() || bounds.len() > MAX_COMPONENTS {
-            return Err(Error::invalid("bounds", "an array of 1 to 16 elements", bounds.len()));
+            return Err(Error::invalid(
+                "bounds",
+                "an array of 1 to 16 elements",
+                bounds.len(),
+            ));
         }
         let mut lattices = Vec::with_capacity(bounds.len());
         let mut steps = Vec::with_capacity(bounds.len());
@@ -547,15 +653,27 @@ impl BoxPlan {
     /// from the data).
     pub fn round(&self, values: &[f64]) -> Result<Vec<i128>, Error> {
         if values.len() != self.lattices.len() {
-            return Err(Error::invalid_data("values", "an array as long as the sensitivities (or bounds)"));
+            return Err(Error::invalid_data(
+                "values",
+                "an array as long as the sensitivities (or bounds)",
+            ));
         }
-        values.iter().zip(&self.lattices).map(|(v, l)| l.round(*v)).collect()
+        values
+            .iter()
+            .zip(&self.lattices)
+            .map(|(v, l)| l.round(*v))
+            .collect()
     }
 
     /// The release of exact answers in steps: one draw of the box noise.
     pub fn release<E: Entropy>(&self, rng: &mut E, exact: &[i128]) -> Vec<f64> {
         let noise = self.noise.sample(rng);
-        exact.iter().zip(&noise).zip(&self.lattices).map(|((x, n), l)| l.release(x + n)).collect()
+        exact
+            .iter()
+            .zip(&noise)
+            .zip(&self.lattices)
+            .map(|((x, n), l)| l.release(x + n))
+            .collect()
     }
 
     /// Per-component variances and the volumes of the smallest box regions
@@ -566,7 +684,14 @@ impl BoxPlan {
         let variances = f.variances.iter().zip(&g).map(|(v, g)| v * g * g).collect();
         let volumes = confidences
             .iter()
-            .map(|c| f.region(&self.noise, *c).1.iter().zip(&g).map(|(w, g)| w * g).product())
+            .map(|c| {
+                f.region(&self.noise, *c)
+                    .1
+                    .iter()
+                    .zip(&g)
+                    .map(|(w, g)| w * g)
+                    .product()
+            })
             .collect();
         Ok((variances, volumes))
     }
@@ -581,13 +706,18 @@ mod tests {
         // At ε = 1000 the variance-optimal z is 0; without the floor a draw
         // would take ~2D tries.
         let plan = BoxPlan::new(Epsilon::new(1000.0).unwrap(), &[1.0, 10.0], None).unwrap();
-        let mut r = crate::BitPool::new(<rand_chacha::ChaCha20Rng as rand_core::SeedableRng>::seed_from_u64(3));
+        let mut r = crate::BitPool::new(
+            <rand_chacha::ChaCha20Rng as rand_core::SeedableRng>::seed_from_u64(3),
+        );
         for c in plan.noise.components() {
             assert!(c.inner * MIN_INNER_DIVISOR >= c.steps);
         }
         for _ in 0..1000 {
             let p = plan.noise.sample(&mut r);
-            assert!(p.iter().zip(plan.noise.components()).all(|(x, c)| x.unsigned_abs() <= c.inner));
+            assert!(p
+                .iter()
+                .zip(plan.noise.components())
+                .all(|(x, c)| x.unsigned_abs() <= c.inner));
         }
         assert!(BoxPlan::new(Epsilon::new(1.0).unwrap(), &[1.0, 10.0], Some(&[2.0, 1.0])).is_err());
         assert!(BoxPlan::new(Epsilon::new(1.0).unwrap(), &[1.0, -10.0], None).is_err());

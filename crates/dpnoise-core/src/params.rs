@@ -39,7 +39,11 @@ impl Sensitivity {
         if sensitivity.is_finite() && sensitivity > 0.0 {
             Ok(Sensitivity(sensitivity))
         } else {
-            Err(Error::invalid("sensitivity", "a finite number > 0", sensitivity))
+            Err(Error::invalid(
+                "sensitivity",
+                "a finite number > 0",
+                sensitivity,
+            ))
         }
     }
 
@@ -65,17 +69,28 @@ impl Bounds {
             return Err(Error::invalid("upper", "a finite number", upper));
         }
         if lower > upper {
-            return Err(Error::invalid("lower", "at most upper", format!("{lower} > {upper}")));
+            return Err(Error::invalid(
+                "lower",
+                "at most upper",
+                format!("{lower} > {upper}"),
+            ));
         }
         if lower == 0.0 && upper == 0.0 {
-            return Err(Error::invalid("upper", "non-zero when lower is zero", upper));
+            return Err(Error::invalid(
+                "upper",
+                "non-zero when lower is zero",
+                upper,
+            ));
         }
         Ok(Bounds { lower, upper })
     }
 
     /// [−Δ, Δ]: what `dp_sum_staircase` clamps to.
     pub fn symmetric(sensitivity: Sensitivity) -> Bounds {
-        Bounds { lower: -sensitivity.0, upper: sensitivity.0 }
+        Bounds {
+            lower: -sensitivity.0,
+            upper: sensitivity.0,
+        }
     }
 
     pub fn lower(self) -> f64 {
@@ -110,10 +125,18 @@ pub struct IntegerBounds {
 impl IntegerBounds {
     pub fn new(lower: i64, upper: i64) -> Result<IntegerBounds, Error> {
         if lower > upper {
-            return Err(Error::invalid("lower", "at most upper", format!("{lower} > {upper}")));
+            return Err(Error::invalid(
+                "lower",
+                "at most upper",
+                format!("{lower} > {upper}"),
+            ));
         }
         if lower == 0 && upper == 0 {
-            return Err(Error::invalid("upper", "non-zero when lower is zero", upper));
+            return Err(Error::invalid(
+                "upper",
+                "non-zero when lower is zero",
+                upper,
+            ));
         }
         Ok(IntegerBounds { lower, upper })
     }
@@ -121,9 +144,16 @@ impl IntegerBounds {
     /// [−Δ, Δ] for an integer sensitivity in [1, 2^63 − 2].
     pub fn symmetric(sensitivity: i64) -> Result<IntegerBounds, Error> {
         if sensitivity <= 0 || sensitivity == i64::MAX {
-            return Err(Error::invalid("sensitivity", "in [1, 2^63 − 2]", sensitivity));
+            return Err(Error::invalid(
+                "sensitivity",
+                "in [1, 2^63 − 2]",
+                sensitivity,
+            ));
         }
-        Ok(IntegerBounds { lower: -sensitivity, upper: sensitivity })
+        Ok(IntegerBounds {
+            lower: -sensitivity,
+            upper: sensitivity,
+        })
     }
 
     pub fn lower(self) -> i64 {
@@ -188,20 +218,32 @@ impl Mechanism {
 
     pub fn parse(name: &str) -> Result<Mechanism, Error> {
         let wanted = name.trim().to_ascii_lowercase();
-        MECHANISMS.into_iter().find(|m| m.name() == wanted).ok_or_else(|| {
-            let allowed = format!("one of {}", MECHANISMS.map(|m| format!("'{}'", m.name())).join(", "));
-            Error::invalid("mechanism", allowed, format!("'{name}'"))
-        })
+        MECHANISMS
+            .into_iter()
+            .find(|m| m.name() == wanted)
+            .ok_or_else(|| {
+                let allowed = format!(
+                    "one of {}",
+                    MECHANISMS.map(|m| format!("'{}'", m.name())).join(", ")
+                );
+                Error::invalid("mechanism", allowed, format!("'{name}'"))
+            })
     }
 
     /// Whether the mechanism needs δ > 0 (else it needs δ = 0).
     pub fn needs_delta(self) -> bool {
-        matches!(self, Mechanism::TruncatedLaplace | Mechanism::Uniform | Mechanism::Gaussian)
+        matches!(
+            self,
+            Mechanism::TruncatedLaplace | Mechanism::Uniform | Mechanism::Gaussian
+        )
     }
 
     /// The names of the mechanisms that serve δ > 0 (`true`) or δ = 0.
     fn serving(positive_delta: bool) -> impl Iterator<Item = &'static str> {
-        MECHANISMS.into_iter().filter(move |m| m.needs_delta() == positive_delta).map(Mechanism::name)
+        MECHANISMS
+            .into_iter()
+            .filter(move |m| m.needs_delta() == positive_delta)
+            .map(Mechanism::name)
     }
 
     /// Refuses a δ this mechanism cannot serve, naming the ones that can.
@@ -215,7 +257,8 @@ impl Mechanism {
             }
             (false, true) => {
                 let others = quoted_list(Mechanism::serving(true).chain(["auto"]), "or");
-                let allowed = format!("0 for '{name}' (it is pure ε-DP); for delta > 0 use {others}");
+                let allowed =
+                    format!("0 for '{name}' (it is pure ε-DP); for delta > 0 use {others}");
                 Err(Error::invalid("delta", allowed, delta.value()))
             }
             _ => Ok(()),
@@ -237,7 +280,13 @@ impl Choice {
         }
         Mechanism::parse(name).map(Choice::Fixed).map_err(|_| {
             let names = ["auto"].into_iter().chain(MECHANISMS.map(Mechanism::name));
-            let allowed = format!("one of {}", names.map(|n| format!("'{n}'")).collect::<Vec<_>>().join(", "));
+            let allowed = format!(
+                "one of {}",
+                names
+                    .map(|n| format!("'{n}'"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
             Error::invalid("mechanism", allowed, format!("'{name}'"))
         })
     }
@@ -268,11 +317,15 @@ mod tests {
 
     #[test]
     fn values_are_checked_once_at_construction() {
-        assert!(Delta::new(1.0).is_err() && Delta::new(-0.0).is_ok() && Delta::new(f64::NAN).is_err());
+        assert!(
+            Delta::new(1.0).is_err() && Delta::new(-0.0).is_ok() && Delta::new(f64::NAN).is_err()
+        );
         assert!(Sensitivity::new(0.0).is_err() && Sensitivity::new(f64::INFINITY).is_err());
         assert!(Bounds::new(1.0, 0.0).is_err() && Bounds::new(0.0, 0.0).is_err());
         assert!(Bounds::new(f64::NEG_INFINITY, 0.0).is_err());
         assert_eq!(Bounds::new(-3.0, 2.0).unwrap().width(), 3.0);
-        assert!(IntegerBounds::symmetric(i64::MAX).is_err() && IntegerBounds::symmetric(0).is_err());
+        assert!(
+            IntegerBounds::symmetric(i64::MAX).is_err() && IntegerBounds::symmetric(0).is_err()
+        );
     }
 }

@@ -32,7 +32,14 @@ pub struct Request {
 
 impl Request {
     pub fn plan(&self) -> Result<Plan, Error> {
-        Plan::shared(self.choice, self.epsilon, self.delta, self.loss, self.shape, self.groups)
+        Plan::shared(
+            self.choice,
+            self.epsilon,
+            self.delta,
+            self.loss,
+            self.shape,
+            self.groups,
+        )
     }
 }
 
@@ -47,7 +54,13 @@ pub struct Plan {
 impl Plan {
     /// The plan for `choice` at (ε, δ); `loss` is what `'auto'` minimises
     /// (and the staircase's γ).
-    pub fn new(choice: Choice, epsilon: Epsilon, delta: Delta, loss: Loss, shape: Shape) -> Result<Plan, Error> {
+    pub fn new(
+        choice: Choice,
+        epsilon: Epsilon,
+        delta: Delta,
+        loss: Loss,
+        shape: Shape,
+    ) -> Result<Plan, Error> {
         Plan::shared(choice, epsilon, delta, loss, shape, 1)
     }
 
@@ -57,7 +70,14 @@ impl Plan {
     /// whole (ε, δ); the other mechanisms compose linearly, each group
     /// getting `rational::share` of ε and δ (what `dp_share` gives).
     /// `'auto'` ranks them all by each group's error.
-    pub fn shared(choice: Choice, epsilon: Epsilon, delta: Delta, loss: Loss, shape: Shape, groups: u32) -> Result<Plan, Error> {
+    pub fn shared(
+        choice: Choice,
+        epsilon: Epsilon,
+        delta: Delta,
+        loss: Loss,
+        shape: Shape,
+        groups: u32,
+    ) -> Result<Plan, Error> {
         let groups = groups.max(1);
         match choice {
             Choice::Fixed(mechanism) => Plan::fixed(mechanism, epsilon, delta, loss, shape, groups),
@@ -65,32 +85,65 @@ impl Plan {
         }
     }
 
-    fn fixed(mechanism: Mechanism, epsilon: Epsilon, delta: Delta, loss: Loss, shape: Shape, groups: u32) -> Result<Plan, Error> {
+    fn fixed(
+        mechanism: Mechanism,
+        epsilon: Epsilon,
+        delta: Delta,
+        loss: Loss,
+        shape: Shape,
+        groups: u32,
+    ) -> Result<Plan, Error> {
         mechanism.check_delta(delta)?;
         let (epsilon, delta, groups) = if mechanism == Mechanism::Gaussian || groups == 1 {
             (epsilon, delta, groups)
         } else {
             let share = |total: f64| crate::rational::share(total, groups);
-            (Epsilon::new(share(epsilon.value()))?, Delta::new(share(delta.value()))?, 1)
+            (
+                Epsilon::new(share(epsilon.value()))?,
+                Delta::new(share(delta.value()))?,
+                1,
+            )
         };
         let unit = scale_ratio(mechanism, epsilon, delta);
         let ratio = unit * (groups as f64).sqrt();
         check_integer_noise(shape, ratio, epsilon)?;
         let calibration = Calibration::for_shape(shape, ratio)?;
-        let noise = Noise::with_scale(mechanism, epsilon, delta, calibration.steps, loss, unit, groups)?;
-        Ok(Plan { mechanism, calibration, noise })
+        let noise = Noise::with_scale(
+            mechanism,
+            epsilon,
+            delta,
+            calibration.steps,
+            loss,
+            unit,
+            groups,
+        )?;
+        Ok(Plan {
+            mechanism,
+            calibration,
+            noise,
+        })
     }
 
     /// Every mechanism that can serve (ε, δ) (pure ones at δ = 0), ranked by
     /// the exact loss of the law each would sample; ties go to the earlier.
-    fn least_noisy(epsilon: Epsilon, delta: Delta, loss: Loss, shape: Shape, groups: u32) -> Result<Plan, Error> {
+    fn least_noisy(
+        epsilon: Epsilon,
+        delta: Delta,
+        loss: Loss,
+        shape: Shape,
+        groups: u32,
+    ) -> Result<Plan, Error> {
         let mut best: Option<(f64, Plan)> = None;
         let mut first_error = None;
         for mechanism in MECHANISMS {
             if mechanism.needs_delta() && delta.is_zero() {
                 continue;
             }
-            let own_delta = if mechanism.needs_delta() { delta } else { Delta::ZERO };
+            let own_delta = if mechanism.needs_delta() {
+                delta
+            } else {
+                Delta::ZERO
+            };
             match Plan::fixed(mechanism, epsilon, own_delta, loss, shape, groups) {
                 Ok(plan) => {
                     let score = objective(loss, &plan.accuracy(confidence_of(loss)));
@@ -103,12 +156,16 @@ impl Plan {
                 }
             }
         }
-        best.map(|(_, plan)| plan).ok_or_else(|| first_error.expect("some mechanism was tried"))
+        best.map(|(_, plan)| plan)
+            .ok_or_else(|| first_error.expect("some mechanism was tried"))
     }
 
     /// The exact error of this plan's noise, in the query's units.
     pub fn accuracy(&self, confidence: f64) -> Accuracy {
-        self.noise.law().accuracy_in_steps(confidence).scaled(self.calibration.lattice.granularity())
+        self.noise
+            .law()
+            .accuracy_in_steps(confidence)
+            .scaled(self.calibration.lattice.granularity())
     }
 
     /// The float8 release of an exact answer of `true_steps` lattice steps.
@@ -120,7 +177,8 @@ impl Plan {
     /// The int8 release of an exact answer of `true_steps` lattice steps.
     #[inline]
     pub fn release_integer<E: Entropy>(&self, rng: &mut E, true_steps: i128) -> Result<i64, Error> {
-        self.calibration.release_integer(&self.noise, rng, true_steps)
+        self.calibration
+            .release_integer(&self.noise, rng, true_steps)
     }
 }
 

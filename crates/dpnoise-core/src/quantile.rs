@@ -72,11 +72,29 @@ impl Quantile {
         let width = bounds.upper() - bounds.lower();
         let d = Dyadic::from_f64(width)
             .filter(|d| d.mantissa != 0 && !d.negative)
-            .ok_or_else(|| Error::invalid("upper", "above lower and within float8 range of it", bounds.upper()))?;
-        let lattice = Lattice { k: d.floor_log2() - POINTS_LOG2 };
-        let (low, high) = (lattice.round(bounds.lower())?, lattice.round(bounds.upper())?);
+            .ok_or_else(|| {
+                Error::invalid(
+                    "upper",
+                    "above lower and within float8 range of it",
+                    bounds.upper(),
+                )
+            })?;
+        let lattice = Lattice {
+            k: d.floor_log2() - POINTS_LOG2,
+        };
+        let (low, high) = (
+            lattice.round(bounds.lower())?,
+            lattice.round(bounds.upper())?,
+        );
         let p_q = (p * f64::from(1u32 << P_BITS)).round() as u128;
-        Ok(Quantile { epsilon: epsilon.truncated_to_24_bits(), bounds, p_q, lattice, low, high })
+        Ok(Quantile {
+            epsilon: epsilon.truncated_to_24_bits(),
+            bounds,
+            p_q,
+            lattice,
+            low,
+            high,
+        })
     }
 
     /// Δ = max(p, 1 − p) as a multiple of 2^−20: the score's sensitivity.
@@ -106,7 +124,9 @@ impl Quantile {
     pub fn release<E: Entropy>(&self, rng: &mut E, values: &mut [u64]) -> Result<f64, Error> {
         sort(values);
         let t = self.sample_sorted(rng, values, CAP)?;
-        Ok(self.bounds.clamp(self.lattice.release(self.low + t as i128)))
+        Ok(self
+            .bounds
+            .clamp(self.lattice.release(self.low + t as i128)))
     }
 
     /// The groups (first point, points, rank distance d_i = |i·2^20 − p_q·n|).
@@ -133,17 +153,34 @@ impl Quantile {
     /// One exact draw of a point offset, `cap` as `CAP` (tests lower it to
     /// reach the capped path).
     #[doc(hidden)]
-    pub fn sample_sorted<E: Entropy>(&self, rng: &mut E, sorted: &[u64], cap: u32) -> Result<u64, Error> {
+    pub fn sample_sorted<E: Entropy>(
+        &self,
+        rng: &mut E,
+        sorted: &[u64],
+        cap: u32,
+    ) -> Result<u64, Error> {
         if sorted.len() as u64 >= MAX_VALUES {
-            return Err(Error::OutOfRange("a quantile over 2^40 values or more is not supported".into()));
+            return Err(Error::OutOfRange(
+                "a quantile over 2^40 values or more is not supported".into(),
+            ));
         }
         let groups = self.groups(sorted);
-        let best = groups.iter().filter(|g| g.1 > 0).map(|g| g.2).min().expect("the points are not empty");
-        let (num, b) = (self.epsilon.num, self.epsilon.den * 2 * self.sensitivity_q());
+        let best = groups
+            .iter()
+            .filter(|g| g.1 > 0)
+            .map(|g| g.2)
+            .min()
+            .expect("the points are not empty");
+        let (num, b) = (
+            self.epsilon.num,
+            self.epsilon.den * 2 * self.sensitivity_q(),
+        );
         // y_i = num·(d_i − best)/b; k_i = ⌊y_i/L2⌋ = ⌊num·(d_i − best)·2^32/(b·L2N)⌋, capped.
         let halvings = |d: u128| -> u32 {
             let a = num * (d - best);
-            u32::try_from((a << 32) / (b * LN2_CEIL_Q32)).unwrap_or(u32::MAX).min(cap)
+            u32::try_from((a << 32) / (b * LN2_CEIL_Q32))
+                .unwrap_or(u32::MAX)
+                .min(cap)
         };
         let mut cumulative = Vec::with_capacity(groups.len());
         let mut total: u128 = 0;
@@ -184,7 +221,11 @@ impl Quantile {
             .map(|g| g.1 as f64 * (-eps * g.2 as f64 / (2.0 * self.sensitivity_q() as f64)).exp())
             .collect();
         let total: f64 = weights.iter().sum();
-        groups.iter().zip(weights).map(|(g, w)| (g.0, g.1, w / total)).collect()
+        groups
+            .iter()
+            .zip(weights)
+            .map(|(g, w)| (g.0, g.1, w / total))
+            .collect()
     }
 
     /// The rank error's law when every group holds as many points (the
@@ -197,7 +238,9 @@ impl Quantile {
         let mean_abs = 2.0 * q / (1.0 - q * q);
         let sd = (2.0 * q).sqrt() / (1.0 - q);
         // P(|J| ≤ h) = 1 − 2q^(h+1)/(1 + q).
-        let h = ((((1.0 - confidence) * (1.0 + q) / 2.0).ln() / q.ln()) - 1.0).ceil().max(0.0);
+        let h = ((((1.0 - confidence) * (1.0 + q) / 2.0).ln() / q.ln()) - 1.0)
+            .ceil()
+            .max(0.0);
         (mean_abs, sd, h)
     }
 }
@@ -253,7 +296,10 @@ mod tests {
     fn groups_cover_every_point() {
         let e = Epsilon::new(1.0).unwrap();
         let q = Quantile::new(e, Bounds::new(0.0, 10.0).unwrap(), 0.5).unwrap();
-        let mut v: Vec<u64> = [3.0, 1.0, 1.0, 9.5].iter().map(|&x| q.offset(x).unwrap()).collect();
+        let mut v: Vec<u64> = [3.0, 1.0, 1.0, 9.5]
+            .iter()
+            .map(|&x| q.offset(x).unwrap())
+            .collect();
         sort(&mut v);
         let g = q.groups(&v);
         assert_eq!(g.len(), 5);

@@ -108,7 +108,11 @@ impl Epsilon {
     /// float is exact, so the two halves add up to `value()` and never to
     /// more than the charge; every caller that splits gets the same bits.
     pub fn half(&self) -> Epsilon {
-        Epsilon { value: self.value / 2.0, num: self.num, den: self.den * 2 }
+        Epsilon {
+            value: self.value / 2.0,
+            num: self.num,
+            den: self.den * 2,
+        }
     }
 
     /// Exactly `parts`/64 of the ε the mechanism uses, for releases that
@@ -116,11 +120,18 @@ impl Epsilon {
     /// add up to exactly this ε. The float `value` (lattice choice and
     /// accuracy figures only; samplers use num/den) is rounded down.
     pub fn sixty_fourths(&self, parts: u32) -> Epsilon {
-        assert!((1..64).contains(&parts), "a share of ε is 1..63 sixty-fourths");
+        assert!(
+            (1..64).contains(&parts),
+            "a share of ε is 1..63 sixty-fourths"
+        );
         let (num, den) = (self.num * u128::from(parts), self.den * 64);
         let value = self.value * f64::from(parts) / 64.0;
         // The product rounds to nearest: one step down when that was above.
-        let value = if value.mul_add(64.0, -self.value * f64::from(parts)) > 0.0 { value.next_down() } else { value };
+        let value = if value.mul_add(64.0, -self.value * f64::from(parts)) > 0.0 {
+            value.next_down()
+        } else {
+            value
+        };
         Epsilon { value, num, den }
     }
 
@@ -133,10 +144,17 @@ impl Epsilon {
         }
         // ε ≤ 1000 and num has more than 24 bits only when den > 1 (num is
         // then an odd mantissa with num ≤ 1000·den), so 2^excess < den divides it.
-        assert!(excess < self.den.trailing_zeros(), "ε ≤ 1000 keeps den above the cut");
+        assert!(
+            excess < self.den.trailing_zeros(),
+            "ε ≤ 1000 keeps den above the cut"
+        );
         let (num, den) = (self.num >> excess, self.den >> excess);
         let value = num as f64 / den as f64;
-        Epsilon { value: value.min(self.value), num, den }
+        Epsilon {
+            value: value.min(self.value),
+            num,
+            den,
+        }
     }
 }
 
@@ -156,12 +174,19 @@ pub fn decimal_sum(values: &[f64]) -> String {
         .map(|x| {
             let text = format!("{:e}", x.max(0.0));
             let (mantissa, exponent) = text.split_once('e').expect("LowerExp writes an exponent");
-            let digits: Vec<u8> = mantissa.bytes().filter(u8::is_ascii_digit).map(|b| b - b'0').collect();
-            let exponent = exponent.parse::<i32>().expect("an integer exponent") - (digits.len() as i32 - 1);
+            let digits: Vec<u8> = mantissa
+                .bytes()
+                .filter(u8::is_ascii_digit)
+                .map(|b| b - b'0')
+                .collect();
+            let exponent =
+                exponent.parse::<i32>().expect("an integer exponent") - (digits.len() as i32 - 1);
             (digits, exponent)
         })
         .collect();
-    let Some(lowest) = parts.iter().map(|(_, e)| *e).min() else { return "0".into() };
+    let Some(lowest) = parts.iter().map(|(_, e)| *e).min() else {
+        return "0".into();
+    };
     // Sum, least significant digit first, at the lowest exponent.
     let mut sum: Vec<u8> = Vec::new();
     for (digits, exponent) in &parts {
@@ -172,7 +197,11 @@ pub fn decimal_sum(values: &[f64]) -> String {
             sum.resize(len, 0);
         }
         for i in 0..sum.len() {
-            let d = if i >= shift && i < len { digits[digits.len() - 1 - (i - shift)] } else { 0 };
+            let d = if i >= shift && i < len {
+                digits[digits.len() - 1 - (i - shift)]
+            } else {
+                0
+            };
             let t = sum[i] + d + carry;
             sum[i] = t % 10;
             carry = t / 10;
@@ -318,7 +347,15 @@ mod tests {
 
     #[test]
     fn dyadic_is_exact() {
-        for x in [1.0, 0.1, -3.75, 1e-300, 5e-324, 2f64.powi(52) + 1.0, 123456.789] {
+        for x in [
+            1.0,
+            0.1,
+            -3.75,
+            1e-300,
+            5e-324,
+            2f64.powi(52) + 1.0,
+            123456.789,
+        ] {
             let d = Dyadic::from_f64(x).unwrap();
             let back = d.mantissa as f64 * 2f64.powi(d.exponent);
             assert_eq!(if d.negative { -back } else { back }, x, "{x}");
@@ -354,7 +391,10 @@ mod tests {
     fn cmp_decimal(a: &str, b: &str) -> std::cmp::Ordering {
         let split = |s: &str| {
             let (i, f) = s.split_once('.').unwrap_or((s, ""));
-            (i.trim_start_matches('0').to_string(), f.trim_end_matches('0').to_string())
+            (
+                i.trim_start_matches('0').to_string(),
+                f.trim_end_matches('0').to_string(),
+            )
         };
         let ((ai, af), (bi, bf)) = (split(a), split(b));
         let width = af.len().max(bf.len());
@@ -368,12 +408,23 @@ mod tests {
     fn exceeds_decimal_matches_the_exact_expansion() {
         let (mut x, mut above, mut below) = (EPSILON_MIN, 0, 0);
         while x <= EPSILON_MAX {
-            for y in [x, x * 1.1, x / 3.0 * 2.0, x * 0.7].into_iter().filter(|y| (EPSILON_MIN..=EPSILON_MAX).contains(y)) {
-                let greater = cmp_decimal(&format!("{y:.100}"), &decimal(y)) == std::cmp::Ordering::Greater;
+            for y in [x, x * 1.1, x / 3.0 * 2.0, x * 0.7]
+                .into_iter()
+                .filter(|y| (EPSILON_MIN..=EPSILON_MAX).contains(y))
+            {
+                let greater =
+                    cmp_decimal(&format!("{y:.100}"), &decimal(y)) == std::cmp::Ordering::Greater;
                 assert_eq!(exceeds_decimal(y), greater, "{y:e}");
                 let used = at_most_decimal(y);
-                assert_ne!(cmp_decimal(&format!("{used:.100}"), &decimal(y)), std::cmp::Ordering::Greater);
-                if greater { above += 1 } else { below += 1 }
+                assert_ne!(
+                    cmp_decimal(&format!("{used:.100}"), &decimal(y)),
+                    std::cmp::Ordering::Greater
+                );
+                if greater {
+                    above += 1
+                } else {
+                    below += 1
+                }
             }
             x *= 1.37;
         }
@@ -395,7 +446,10 @@ mod decimal_sum_tests {
         assert_eq!(decimal_sum(&[0.5, 0.5]), "1e0");
         assert_eq!(decimal_sum(&[]), "0");
         assert_eq!(decimal_sum(&[0.0, 1e-6]), "1e-6");
-        assert_eq!(decimal_sum(&[0.30000000000000004, 0.1]), "40000000000000004e-17");
+        assert_eq!(
+            decimal_sum(&[0.30000000000000004, 0.1]),
+            "40000000000000004e-17"
+        );
         assert_eq!(decimal_sum(&[999.0, 1.0, 0.001]), "1000001e-3");
         assert_eq!(value(&decimal_sum(&[1e-300, 2e-300])), 3e-300);
     }

@@ -34,9 +34,17 @@ pub enum Prior {
     /// Piecewise uniform: `weights[i]` on [edges[i], edges[i+1]).
     Histogram { edges: Vec<f64>, weights: Vec<f64> },
     /// Normal(mean, sd) truncated to [lower, upper].
-    Normal { mean: f64, sd: f64, lower: f64, upper: f64 },
+    Normal {
+        mean: f64,
+        sd: f64,
+        lower: f64,
+        upper: f64,
+    },
     /// A finite set of answers.
-    Categorical { values: Vec<String>, probs: Vec<f64> },
+    Categorical {
+        values: Vec<String>,
+        probs: Vec<f64>,
+    },
 }
 
 fn finite(name: &'static str, x: f64) -> Result<f64, Error> {
@@ -65,7 +73,11 @@ fn check_weights(name: &'static str, w: &[f64]) -> Result<(), Error> {
 impl Prior {
     pub fn uniform(lower: f64, upper: f64) -> Result<Prior, Error> {
         if finite("lower", lower)? >= finite("upper", upper)? {
-            return Err(Error::invalid("lower", "less than upper", format!("{lower} ≥ {upper}")));
+            return Err(Error::invalid(
+                "lower",
+                "less than upper",
+                format!("{lower} ≥ {upper}"),
+            ));
         }
         Prior::histogram(vec![lower, upper], vec![1.0])
     }
@@ -77,7 +89,12 @@ impl Prior {
     }
 
     pub fn normal(mean: f64, sd: f64, lower: f64, upper: f64) -> Result<Prior, Error> {
-        let p = Prior::Normal { mean, sd, lower, upper };
+        let p = Prior::Normal {
+            mean,
+            sd,
+            lower,
+            upper,
+        };
         p.validate()?;
         Ok(p)
     }
@@ -104,11 +121,20 @@ impl Prior {
                     finite("edges", *e)?;
                 }
                 if edges.windows(2).any(|w| w[0] >= w[1]) {
-                    return Err(Error::invalid("edges", "strictly increasing", format!("{edges:?}")));
+                    return Err(Error::invalid(
+                        "edges",
+                        "strictly increasing",
+                        format!("{edges:?}"),
+                    ));
                 }
                 Ok(())
             }
-            Prior::Normal { mean, sd, lower, upper } => {
+            Prior::Normal {
+                mean,
+                sd,
+                lower,
+                upper,
+            } => {
                 finite("mean", *mean)?;
                 finite("lower", *lower)?;
                 finite("upper", *upper)?;
@@ -116,11 +142,19 @@ impl Prior {
                     return Err(Error::invalid("sd", "a finite number > 0", sd));
                 }
                 if lower >= upper {
-                    return Err(Error::invalid("lower", "less than upper", format!("{lower} ≥ {upper}")));
+                    return Err(Error::invalid(
+                        "lower",
+                        "less than upper",
+                        format!("{lower} ≥ {upper}"),
+                    ));
                 }
                 let n = Normal::new(*mean, *sd).map_err(|_| Error::invalid("sd", "> 0", sd))?;
                 if n.cdf(*upper) - n.cdf(*lower) <= 0.0 {
-                    return Err(Error::invalid("mean", "with mass inside [lower, upper]", mean));
+                    return Err(Error::invalid(
+                        "mean",
+                        "with mass inside [lower, upper]",
+                        mean,
+                    ));
                 }
                 Ok(())
             }
@@ -156,7 +190,12 @@ impl Prior {
     fn integer_weights(&self) -> Vec<u64> {
         let masses: Vec<f64> = match self {
             Prior::Categorical { probs, .. } => probs.clone(),
-            Prior::Normal { mean, sd, lower, upper } => {
+            Prior::Normal {
+                mean,
+                sd,
+                lower,
+                upper,
+            } => {
                 let n = Normal::new(*mean, *sd).expect("validated");
                 let w = (upper - lower) / GRID_CELLS as f64;
                 (0..GRID_CELLS)
@@ -174,14 +213,19 @@ impl Prior {
                         edges
                             .windows(2)
                             .zip(weights)
-                            .map(|(e, wt)| (b.min(e[1]) - a.max(e[0])).max(0.0) * wt / (e[1] - e[0]))
+                            .map(|(e, wt)| {
+                                (b.min(e[1]) - a.max(e[0])).max(0.0) * wt / (e[1] - e[0])
+                            })
                             .sum::<f64>()
                     })
                     .collect()
             }
         };
         let total: f64 = masses.iter().sum();
-        masses.iter().map(|m| (m / total * TOTAL).floor() as u64).collect()
+        masses
+            .iter()
+            .map(|m| (m / total * TOTAL).floor() as u64)
+            .collect()
     }
 }
 
@@ -224,7 +268,11 @@ impl Refinement {
         let a_up = ((up * ONE as f64) * (1.0 - 2f64.powi(-30))).floor() as u128;
         let a_down = ((down * ONE as f64) * (1.0 + 2f64.powi(-30))).ceil() as u128;
         if a_up <= ONE || a_down >= ONE {
-            return Err(Error::invalid("epsilon", "large enough to refine (≥ 2^-28)", e));
+            return Err(Error::invalid(
+                "epsilon",
+                "large enough to refine (≥ 2^-28)",
+                e,
+            ));
         }
         let weights = prior.integer_weights();
         let mut prefix = Vec::with_capacity(weights.len() + 1);
@@ -232,7 +280,14 @@ impl Refinement {
         for w in &weights {
             prefix.push(prefix.last().unwrap() + *w as u128);
         }
-        Ok(Refinement { prior, weights, prefix, a_up, a_down, query })
+        Ok(Refinement {
+            prior,
+            weights,
+            prefix,
+            a_up,
+            a_down,
+            query,
+        })
     }
 
     fn total(&self) -> u128 {
@@ -254,12 +309,17 @@ impl Refinement {
 
     /// The cell of a numeric true value, clamped to the prior's range.
     fn cell_of(&self, value: f64) -> Result<usize, Error> {
-        let (lo, hi) = self.prior.range().ok_or_else(|| Error::invalid("prior", "numeric for a numeric value", "categorical"))?;
+        let (lo, hi) = self
+            .prior
+            .range()
+            .ok_or_else(|| Error::invalid("prior", "numeric for a numeric value", "categorical"))?;
         if !value.is_finite() {
             return Err(Error::invalid_data("value", "a finite number"));
         }
         let x = value.clamp(lo, hi);
-        Ok((((x - lo) / (hi - lo)) * GRID_CELLS as f64).floor().min((GRID_CELLS - 1) as f64) as usize)
+        Ok((((x - lo) / (hi - lo)) * GRID_CELLS as f64)
+            .floor()
+            .min((GRID_CELLS - 1) as f64) as usize)
     }
 
     /// The output law for a numeric true value, as probabilities per cell:
@@ -274,7 +334,8 @@ impl Refinement {
             .map(|i| {
                 let (a, b) = (self.prefix[i] * d, self.prefix[i + 1] * d);
                 let inside = b.min(start + len).saturating_sub(a.max(start));
-                (self.a_up as f64 * inside as f64 + self.a_down as f64 * (b - a - inside) as f64) / z
+                (self.a_up as f64 * inside as f64 + self.a_down as f64 * (b - a - inside) as f64)
+                    / z
             })
             .collect())
     }
@@ -339,7 +400,11 @@ impl Refinement {
     /// share the rest in proportion to P. Weights over a common denominator.
     pub fn categorical_law(&self, value: &str) -> Result<Vec<u128>, Error> {
         let Prior::Categorical { values, .. } = &self.prior else {
-            return Err(Error::invalid("prior", "categorical for a text value", "numeric"));
+            return Err(Error::invalid(
+                "prior",
+                "categorical for a text value",
+                "numeric",
+            ));
         };
         let t = values
             .iter()
@@ -356,14 +421,26 @@ impl Refinement {
             .weights
             .iter()
             .enumerate()
-            .map(|(i, w)| if i == t { top * others.max(1) } else { *w as u128 * rest })
+            .map(|(i, w)| {
+                if i == t {
+                    top * others.max(1)
+                } else {
+                    *w as u128 * rest
+                }
+            })
             .collect())
     }
 
     /// One refined categorical answer.
-    pub fn sample_categorical<'a, E: Entropy>(&'a self, rng: &mut E, value: &str) -> Result<&'a str, Error> {
+    pub fn sample_categorical<'a, E: Entropy>(
+        &'a self,
+        rng: &mut E,
+        value: &str,
+    ) -> Result<&'a str, Error> {
         let law = self.categorical_law(value)?;
-        let Prior::Categorical { values, .. } = &self.prior else { unreachable!() };
+        let Prior::Categorical { values, .. } = &self.prior else {
+            unreachable!()
+        };
         let mut r = uniform_below(rng, law.iter().sum());
         for (i, w) in law.iter().enumerate() {
             if r < *w {

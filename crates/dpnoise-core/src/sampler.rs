@@ -120,7 +120,11 @@ pub fn geometric_exp<E: Entropy>(rng: &mut E, s: u128, t: u128) -> u128 {
 fn exponential_floor<E: Entropy>(rng: &mut E, t: u128) -> u128 {
     let m = t / 256;
     let j = crate::exp_neg::geometric_fine(rng);
-    let l = first_kept(rng, |rng| uniform_below(rng, m), |rng, l| crate::exp_neg::bernoulli_near_one(rng, l, t));
+    let l = first_kept(
+        rng,
+        |rng| uniform_below(rng, m),
+        |rng, l| crate::exp_neg::bernoulli_near_one(rng, l, t),
+    );
     // m < 2^64 and J < 2^64 (almost always): one 64-bit multiply.
     match (u64::try_from(m), u64::try_from(j)) {
         (Ok(m), Ok(j)) => (m as u128 * j as u128).checked_add(l),
@@ -137,7 +141,13 @@ fn exponential_floor_shift<E: Entropy>(rng: &mut E, n: u32) -> u128 {
     let j = crate::exp_neg::geometric_fine(rng);
     let l = first_kept(
         rng,
-        |rng| if k <= 64 { rng.bits(k) as u128 } else { (rng.bits(k - 64) as u128) << 64 | rng.next_u64() as u128 },
+        |rng| {
+            if k <= 64 {
+                rng.bits(k) as u128
+            } else {
+                (rng.bits(k - 64) as u128) << 64 | rng.next_u64() as u128
+            }
+        },
         |rng, l| crate::exp_neg::bernoulli_near_one_shift(rng, l, n),
     );
     // J·2^k + L, L < 2^k: a shift and an or, unless J·2^k overflows.
@@ -170,10 +180,16 @@ pub(crate) fn first_kept<E: Entropy, T: Copy>(
 /// X with P(X = x) ∝ e^(−x/t): CKS Algorithm 2 (see `geometric_exp`).
 #[inline(always)]
 fn cks_geometric<E: Entropy>(rng: &mut E, t: u128) -> u128 {
-    let u = first_kept(rng, |rng| uniform_below(rng, t), |rng, u| crate::exp_neg::bernoulli(rng, u, t));
+    let u = first_kept(
+        rng,
+        |rng| uniform_below(rng, t),
+        |rng, u| crate::exp_neg::bernoulli(rng, u, t),
+    );
     // The number of Bernoulli(e^(−1)) successes before a failure.
     let v = crate::exp_neg::geometric(rng);
-    t.checked_mul(v).and_then(|tv| tv.checked_add(u)).expect("geometric draw overflow")
+    t.checked_mul(v)
+        .and_then(|tv| tv.checked_add(u))
+        .expect("geometric draw overflow")
 }
 
 /// Discrete Laplace: P(Z = z) ∝ e^(−|z|·s/t) on all of Z (CKS Algorithm 2).

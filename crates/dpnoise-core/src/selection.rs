@@ -49,7 +49,11 @@ impl PartitionSelection {
     /// key from the data can ever be shown.
     pub fn new(epsilon: f64, delta: f64, max_groups: u32) -> Result<PartitionSelection, Error> {
         if !(epsilon.is_finite() && (1e-4..=100.0).contains(&epsilon)) {
-            return Err(Error::invalid("selection epsilon", "a number in [1e-4, 100]", epsilon));
+            return Err(Error::invalid(
+                "selection epsilon",
+                "a number in [1e-4, 100]",
+                epsilon,
+            ));
         }
         if !(delta.is_finite() && delta > 0.0 && delta < 1.0) {
             return Err(Error::invalid(
@@ -59,7 +63,11 @@ impl PartitionSelection {
             ));
         }
         if max_groups == 0 {
-            return Err(Error::invalid("max_groups_contributed", "at least 1", max_groups));
+            return Err(Error::invalid(
+                "max_groups_contributed",
+                "at least 1",
+                max_groups,
+            ));
         }
         let k = max_groups as f64;
         let (epsilon, delta) = (epsilon / k, down(delta / k, 1));
@@ -75,7 +83,11 @@ impl PartitionSelection {
             // 1 − e^(−ε)·(1 − π − δ): the subtracted part rounded up.
             let rest = up(up(1.0 - previous, 1) - delta, 1).max(0.0);
             // rest = 0: 1 − π − δ ≤ 0 exactly, and the bound is 1.
-            let second = if rest == 0.0 { 1.0 } else { down(1.0 - up(shrink * rest, 1), 1) };
+            let second = if rest == 0.0 {
+                1.0
+            } else {
+                down(1.0 - up(shrink * rest, 1), 1)
+            };
             let next = first.min(second).min(1.0).max(previous);
             // max(previous) can only raise π(n) when rounding made it fall
             // below π(n−1); then π(n) = π(n−1), which meets both bounds.
@@ -128,8 +140,11 @@ pub fn bernoulli_dyadic<E: Entropy>(rng: &mut E, p: f64) -> bool {
     // p = mantissa · 2^exponent exactly, mantissa < 2^53.
     let bits = p.to_bits();
     let biased = ((bits >> 52) & 0x7ff) as i64;
-    let (mantissa, exponent) =
-        if biased == 0 { (bits & ((1 << 52) - 1), -1074) } else { ((bits & ((1 << 52) - 1)) | (1 << 52), biased - 1075) };
+    let (mantissa, exponent) = if biased == 0 {
+        (bits & ((1 << 52) - 1), -1074)
+    } else {
+        ((bits & ((1 << 52) - 1)) | (1 << 52), biased - 1075)
+    };
     // p < 1, so exponent ≤ −53: z = −exponent − 53 leading bits must be 0.
     let mut zeros = (-exponent - 53) as u32;
     while zeros >= 64 {
@@ -160,8 +175,14 @@ mod tests {
             let p = s.keep_probability(n);
             assert!(p >= previous, "π not increasing at {n}");
             // kept: P(n) ≤ e^ε P(n−1) + δ;   dropped: 1 − P(n−1) ≤ e^ε (1 − P(n)) + δ
-            assert!(p <= up(up(grow * previous, 1) + d, 1), "kept bound at n = {n} (ε {epsilon}, δ {delta})");
-            assert!(down(1.0 - previous, 1) <= up(up(grow * up(1.0 - p, 1), 1) + d, 1), "dropped bound at n = {n}");
+            assert!(
+                p <= up(up(grow * previous, 1) + d, 1),
+                "kept bound at n = {n} (ε {epsilon}, δ {delta})"
+            );
+            assert!(
+                down(1.0 - previous, 1) <= up(up(grow * up(1.0 - p, 1), 1) + d, 1),
+                "dropped bound at n = {n}"
+            );
             previous = p;
         }
         assert_eq!(s.keep_probability(s.always_kept_from()), 1.0);
@@ -175,7 +196,10 @@ mod tests {
                     // Only the smallest ε with the smallest δ needs a longer table than kept.
                     match PartitionSelection::new(epsilon, delta, k) {
                         Ok(_) => check_table(epsilon, delta, k),
-                        Err(_) => assert!(epsilon / (k as f64) < 2e-3 && delta < 1e-6, "ε {epsilon}, δ {delta}, k {k}"),
+                        Err(_) => assert!(
+                            epsilon / (k as f64) < 2e-3 && delta < 1e-6,
+                            "ε {epsilon}, δ {delta}, k {k}"
+                        ),
                     }
                 }
             }
@@ -190,7 +214,11 @@ mod tests {
         let want = [0.1, 0.3, 0.7, 0.9, 1.0];
         for (n, w) in want.iter().enumerate() {
             let p = s.keep_probability(n as u64 + 1);
-            assert!((p - w).abs() < 1e-12 && p <= *w, "π({}) = {p}, want {w}", n + 1);
+            assert!(
+                (p - w).abs() < 1e-12 && p <= *w,
+                "π({}) = {p}, want {w}",
+                n + 1
+            );
         }
         // The Laplace threshold rule keeps less at the same (ε, δ): at the
         // count where it keeps with probability 1/2, π is higher.
@@ -198,10 +226,17 @@ mod tests {
         let threshold = 1.0 + (1.0f64 / (2.0 * 1e-6)).ln(); // keep iff n + Lap(1) > threshold
         let laplace_keep = |n: f64| {
             let t = threshold - n;
-            if t >= 0.0 { 0.5 * (-t).exp() } else { 1.0 - 0.5 * t.exp() }
+            if t >= 0.0 {
+                0.5 * (-t).exp()
+            } else {
+                1.0 - 0.5 * t.exp()
+            }
         };
         for n in 1..s.always_kept_from() {
-            assert!(s.keep_probability(n) + 1e-15 >= laplace_keep(n as f64), "n = {n}");
+            assert!(
+                s.keep_probability(n) + 1e-15 >= laplace_keep(n as f64),
+                "n = {n}"
+            );
         }
         assert!(s.always_kept_from() < 2 * threshold.ceil() as u64 + 5);
     }

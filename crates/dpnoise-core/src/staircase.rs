@@ -4,9 +4,9 @@
 
 use crate::accuracy::StepLaw;
 use crate::entropy::Entropy;
+use crate::exp_neg::ExpNeg;
 use crate::noise::LatticeNoise;
 use crate::rational::Epsilon;
-use crate::exp_neg::ExpNeg;
 use crate::sampler::{first_kept, geometric_exp, uniform_below};
 use crate::Error;
 
@@ -26,9 +26,14 @@ pub enum Loss {
 impl Loss {
     /// Parses `'l1'`, `'l2'`, `'ci'` (95 %), `'ci=0.99'` or `'gamma=0.3'`.
     pub fn parse(text: &str) -> Result<Loss, Error> {
-        const ALLOWED: &str = "one of 'l1', 'l2', 'ci', 'ci=<confidence in (0, 1)>', 'gamma=<γ in [0, 1]>'";
+        const ALLOWED: &str =
+            "one of 'l1', 'l2', 'ci', 'ci=<confidence in (0, 1)>', 'gamma=<γ in [0, 1]>'";
         let t = text.trim().to_ascii_lowercase();
-        let number = |v: &str| v.trim().parse::<f64>().map_err(|_| Error::invalid("loss", ALLOWED, format!("'{text}'")));
+        let number = |v: &str| {
+            v.trim()
+                .parse::<f64>()
+                .map_err(|_| Error::invalid("loss", ALLOWED, format!("'{text}'")))
+        };
         match t.as_str() {
             "l1" => Ok(Loss::MeanAbsolute),
             "l2" => Ok(Loss::Variance),
@@ -84,7 +89,12 @@ pub fn check_confidence(c: f64) -> Result<(), Error> {
 fn interval_gamma(epsilon: f64, confidence: f64) -> f64 {
     let period = 2f64.powi(32);
     let width = |gamma: f64| {
-        StepLaw { decay: epsilon, period, inner: (gamma * period).round() }.ci_half_width_in_steps(confidence)
+        StepLaw {
+            decay: epsilon,
+            period,
+            inner: (gamma * period).round(),
+        }
+        .ci_half_width_in_steps(confidence)
     };
     // A linear grid and a logarithmic one (the optimum is tiny at large ε),
     // then golden-section search between the best point's neighbours.
@@ -99,9 +109,16 @@ fn interval_gamma(epsilon: f64, confidence: f64) -> f64 {
             width(*g)
         })
         .collect();
-    let at = (0..grid.len()).min_by(|a, b| widths[*a].total_cmp(&widths[*b])).expect("grid is not empty");
+    let at = (0..grid.len())
+        .min_by(|a, b| widths[*a].total_cmp(&widths[*b]))
+        .expect("grid is not empty");
     let best = grid[at];
-    let mid = golden_section_min(grid[at.saturating_sub(1)], grid[(at + 1).min(grid.len() - 1)], 60, width);
+    let mid = golden_section_min(
+        grid[at.saturating_sub(1)],
+        grid[(at + 1).min(grid.len() - 1)],
+        60,
+        width,
+    );
     if width(mid) <= width(best) {
         mid
     } else {
@@ -111,7 +128,12 @@ fn interval_gamma(epsilon: f64, confidence: f64) -> f64 {
 
 /// The minimiser of a unimodal `f` on [lo, hi], by golden-section search:
 /// one new evaluation per iteration (the other inner point is kept).
-pub(crate) fn golden_section_min(mut lo: f64, mut hi: f64, iterations: usize, f: impl Fn(f64) -> f64) -> f64 {
+pub(crate) fn golden_section_min(
+    mut lo: f64,
+    mut hi: f64,
+    iterations: usize,
+    f: impl Fn(f64) -> f64,
+) -> f64 {
     let phi = (5f64.sqrt() - 1.0) / 2.0;
     let (mut a, mut b) = (hi - phi * (hi - lo), lo + phi * (hi - lo));
     let (mut fa, mut fb) = (f(a), f(b));
@@ -163,7 +185,12 @@ impl Staircase {
             gamma
         };
         let inner = ((gamma * steps as f64).round() as u128).min(steps);
-        Ok(Staircase { epsilon, period: steps, inner, outer: ExpNeg::new(epsilon.num, epsilon.den) })
+        Ok(Staircase {
+            epsilon,
+            period: steps,
+            inner,
+            outer: ExpNeg::new(epsilon.num, epsilon.den),
+        })
     }
 
     /// The inner width r, in steps.
@@ -179,7 +206,11 @@ impl LatticeNoise for Staircase {
             // Block index: P(G = k) = (1 − b) b^k.
             // At ε = 1 the block is the count of e^(−1) successes itself,
             // without geometric_exp's dispatch (a tenth of a draw).
-            let block = if (s, t) == (1, 1) { crate::exp_neg::geometric(rng) } else { geometric_exp(rng, s, t) };
+            let block = if (s, t) == (1, 1) {
+                crate::exp_neg::geometric(rng)
+            } else {
+                geometric_exp(rng, s, t)
+            };
             // Offset in the block: uniform, an outer one kept with probability b.
             // With r = 0 every offset weighs the same, so none is rejected.
             let offset = first_kept(
@@ -230,8 +261,14 @@ mod tests {
     fn large_epsilon_draws_terminate() {
         // At ε = 1000 the l2 γ is 0 and b underflows; at ε = 60 the l1 γ is
         // ~1e-13: both would reject (nearly) forever without the floor.
-        let mut r = crate::BitPool::new(<rand_chacha::ChaCha20Rng as rand_core::SeedableRng>::seed_from_u64(1));
-        for (e, loss) in [(1000.0, Loss::Variance), (60.0, Loss::MeanAbsolute), (1000.0, Loss::Gamma(0.0))] {
+        let mut r = crate::BitPool::new(
+            <rand_chacha::ChaCha20Rng as rand_core::SeedableRng>::seed_from_u64(1),
+        );
+        for (e, loss) in [
+            (1000.0, Loss::Variance),
+            (60.0, Loss::MeanAbsolute),
+            (1000.0, Loss::Gamma(0.0)),
+        ] {
             let s = Staircase::new(Epsilon::new(e).unwrap(), 1 << 40, loss.gamma(e)).unwrap();
             for _ in 0..1000 {
                 assert!(s.sample(&mut r).unsigned_abs() < 1 << 40);

@@ -9,7 +9,10 @@ use dpnoise_core::approximate::{
 };
 use dpnoise_core::audit::{chi_square, delta_audit, histogram};
 use dpnoise_core::plan::{confidence_of, objective};
-use dpnoise_core::{BitPool, Choice, Delta, Epsilon, Law, LatticeNoise, Loss, Mechanism, Noise, Plan, Sensitivity, Shape};
+use dpnoise_core::{
+    BitPool, Choice, Delta, Epsilon, LatticeNoise, Law, Loss, Mechanism, Noise, Plan, Sensitivity,
+    Shape,
+};
 use rand_chacha::rand_core::SeedableRng;
 use rand_chacha::ChaCha20Rng;
 
@@ -35,7 +38,8 @@ fn truncated_laplace_integrals(lambda: f64, a: f64) -> (f64, f64) {
     let r = (-a / lambda).exp();
     let mass = 1.0 - r;
     let first = lambda - a * r / mass;
-    let second = (2.0 * lambda * lambda - r * (a * a + 2.0 * a * lambda + 2.0 * lambda * lambda)) / mass;
+    let second =
+        (2.0 * lambda * lambda - r * (a * a + 2.0 * a * lambda + 2.0 * lambda * lambda)) / mass;
     (first, second)
 }
 
@@ -44,7 +48,10 @@ fn moments(draws: &[f64]) -> ((f64, f64), (f64, f64)) {
     let n = draws.len() as f64;
     let mean = |f: &dyn Fn(f64) -> f64| draws.iter().map(|x| f(*x)).sum::<f64>() / n;
     let (m1, m2, m4) = (mean(&|x| x.abs()), mean(&|x| x * x), mean(&|x| x.powi(4)));
-    ((m1, ((m2 - m1 * m1) / n).sqrt()), (m2, ((m4 - m2 * m2) / n).sqrt()))
+    (
+        (m1, ((m2 - m1 * m1) / n).sqrt()),
+        (m2, ((m4 - m2 * m2) / n).sqrt()),
+    )
 }
 
 #[test]
@@ -53,8 +60,17 @@ fn truncated_laplace_stays_within_its_bound_and_matches_the_integrals() {
     // ≈ 2.9λ, so draws reach the bound often and a bound off by a step shows.
     let (eps, delta) = (1.0, 0.05);
     let e = Epsilon::new(eps).unwrap();
-    let plan = Plan::new(Choice::Fixed(Mechanism::TruncatedLaplace), e, d(delta), Loss::Variance, value(1.0)).unwrap();
-    let Noise::TruncatedLaplace(tl) = plan.noise else { panic!("not a truncated Laplacian") };
+    let plan = Plan::new(
+        Choice::Fixed(Mechanism::TruncatedLaplace),
+        e,
+        d(delta),
+        Loss::Variance,
+        value(1.0),
+    )
+    .unwrap();
+    let Noise::TruncatedLaplace(tl) = plan.noise else {
+        panic!("not a truncated Laplacian")
+    };
     let g = plan.calibration.lattice.granularity();
     let mut r = rng(11);
     let n = 10_000_000;
@@ -68,15 +84,30 @@ fn truncated_laplace_stays_within_its_bound_and_matches_the_integrals() {
         .collect();
     assert!(max <= tl.limit(), "a draw beyond A: {max} > {}", tl.limit());
     // The bound is reached: the top 0.1 % of the support holds draws.
-    assert!(max as f64 >= 0.999 * tl.limit() as f64, "bound not tight: {max} of {}", tl.limit());
+    assert!(
+        max as f64 >= 0.999 * tl.limit() as f64,
+        "bound not tight: {max} of {}",
+        tl.limit()
+    );
     let lambda = plan.calibration.steps as f64 * g / e.value();
     let a = tl.limit() as f64 * g;
     let continuous_a = (1.0 + eps.exp_m1() / (2.0 * delta)).ln();
-    assert!((a / continuous_a - 1.0).abs() < 1e-5, "A = {a}, the formula gives {continuous_a}");
+    assert!(
+        (a / continuous_a - 1.0).abs() < 1e-5,
+        "A = {a}, the formula gives {continuous_a}"
+    );
     let (want1, want2) = truncated_laplace_integrals(lambda, a);
     let ((m1, se1), (m2, se2)) = moments(&draws);
-    assert!((m1 - want1).abs() <= Z * se1, "E|X| {m1} vs {want1} ± {}", Z * se1);
-    assert!((m2 - want2).abs() <= Z * se2, "E[X²] {m2} vs {want2} ± {}", Z * se2);
+    assert!(
+        (m1 - want1).abs() <= Z * se1,
+        "E|X| {m1} vs {want1} ± {}",
+        Z * se1
+    );
+    assert!(
+        (m2 - want2).abs() <= Z * se2,
+        "E[X²] {m2} vs {want2} ± {}",
+        Z * se2
+    );
     // The exact lattice figures dp_accuracy reports agree with the integrals.
     let exact = plan.accuracy(0.95);
     assert!((exact.mean_abs_error / want1 - 1.0).abs() < 1e-6);
@@ -92,18 +123,30 @@ fn truncated_laplace_holds_its_bound_at_small_delta() {
     let e = Epsilon::new(0.5).unwrap();
     let tl = TruncatedLaplace::new(e, 4, d(1e-6)).unwrap();
     let mut r = rng(12);
-    let max = (0..10_000_000).map(|_| tl.sample(&mut r).unsigned_abs()).max().unwrap();
-    assert!(max <= tl.limit() && tl.delta() <= 1e-6, "{max} > {}", tl.limit());
+    let max = (0..10_000_000)
+        .map(|_| tl.sample(&mut r).unsigned_abs())
+        .max()
+        .unwrap();
+    assert!(
+        max <= tl.limit() && tl.delta() <= 1e-6,
+        "{max} > {}",
+        tl.limit()
+    );
 }
 
 #[test]
 fn analytic_gaussian_sigma_matches_the_reference() {
     // 60-digit figures from scripts/gaussian_reference.py (mpmath).
-    for (eps, delta, reference) in
-        [(1.0, 1e-5, 3.7306316348159418322), (0.5, 1e-6, 8.0576184807250442552), (0.1, 1e-3, 17.404396203031167088)]
-    {
+    for (eps, delta, reference) in [
+        (1.0, 1e-5, 3.7306316348159418322),
+        (0.5, 1e-6, 8.0576184807250442552),
+        (0.1, 1e-3, 17.404396203031167088),
+    ] {
         let sigma = analytic_gaussian_sigma(eps, delta);
-        assert!((sigma / reference - 1.0).abs() < 1e-9, "ε = {eps}, δ = {delta}: {sigma} vs {reference}");
+        assert!(
+            (sigma / reference - 1.0).abs() < 1e-9,
+            "ε = {eps}, δ = {delta}: {sigma} vs {reference}"
+        );
         // Negative control: the classical calibration √(2 ln(1.25/δ))/ε is
         // far from it, so the comparison can tell them apart.
         let classical = (2.0 * (1.25f64 / delta).ln()).sqrt() / eps;
@@ -118,13 +161,20 @@ fn discrete_gaussian_matches_its_pmf_and_rejects_a_wrong_sigma() {
     // and 256 < σ (a multiple of 256: the Laplace's shift path).
     for sigma in [0.8, 3.7306316348159418, 20.5, 300.7] {
         let g = DiscreteGaussian::with_sigma(sigma).unwrap();
-        let law = Law::Gaussian { variance: g.variance() };
+        let law = Law::Gaussian {
+            variance: g.variance(),
+        };
         let h = histogram(1_000_000, || g.sample(&mut r));
         let lim = (8.0 * sigma).ceil() as i128 + 2;
         let test = chi_square(&h, |n| law.pmf(n), -lim, lim, ALPHA);
         assert!(test.passes(), "σ = {sigma}: {test:?}");
-        let wrong = Law::Gaussian { variance: g.variance() * 1.1 };
-        assert!(!chi_square(&h, |n| wrong.pmf(n), -lim, lim, ALPHA).passes(), "σ = {sigma}: wrong σ passed");
+        let wrong = Law::Gaussian {
+            variance: g.variance() * 1.1,
+        };
+        assert!(
+            !chi_square(&h, |n| wrong.pmf(n), -lim, lim, ALPHA).passes(),
+            "σ = {sigma}: wrong σ passed"
+        );
     }
 }
 
@@ -138,7 +188,14 @@ fn uniform_matches_its_pmf_and_range() {
     assert!(h.keys().all(|x| (-30..30).contains(x)));
     assert!(chi_square(&h, |n| law.pmf(n), -31, 31, ALPHA).passes());
     // Negative control: a symmetric −30 … 30 law is rejected.
-    assert!(!chi_square(&h, |n| if n.abs() <= 30 { 1.0 / 61.0 } else { 0.0 }, -31, 31, ALPHA).passes());
+    assert!(!chi_square(
+        &h,
+        |n| if n.abs() <= 30 { 1.0 / 61.0 } else { 0.0 },
+        -31,
+        31,
+        ALPHA
+    )
+    .passes());
 }
 
 #[test]
@@ -154,11 +211,17 @@ fn discrete_gaussian_calibration_pays_delta_on_the_lattice() {
             let sigma = gaussian_sigma_in_steps(Epsilon::new(eps).unwrap(), d(delta), steps, s1);
             let g = DiscreteGaussian::with_sigma(sigma).unwrap();
             let got = discrete_gaussian_delta(g.variance(), steps, eps);
-            assert!(got <= delta, "ε = {eps}, δ = {delta}, D = {steps}: δ = {got}");
+            assert!(
+                got <= delta,
+                "ε = {eps}, δ = {delta}, D = {steps}: δ = {got}"
+            );
             // And not wastefully: 1 % less noise would not pay δ (coarse
             // lattices), or σ is within 1e-6 of the continuous figure.
             if sigma < DISCRETE_CALIBRATION_BELOW {
-                assert!(discrete_gaussian_delta(0.98 * g.variance(), steps, eps) > delta, "D = {steps}");
+                assert!(
+                    discrete_gaussian_delta(0.98 * g.variance(), steps, eps) > delta,
+                    "D = {steps}"
+                );
             } else {
                 assert!((sigma / (s1 * steps as f64) - 1.0).abs() < 2e-6);
             }
@@ -170,8 +233,22 @@ fn discrete_gaussian_calibration_pays_delta_on_the_lattice() {
 fn audit(noise: &dyn Fn(&mut BitPool<ChaCha20Rng>) -> i128, eps: f64, seed: u64) -> f64 {
     let d = 4;
     let (mut r0, mut r1) = (rng(seed), rng(seed + 1));
-    let forward = delta_audit(1_000_000, 4, eps, Z, || noise(&mut r0), || d + noise(&mut r1));
-    let backward = delta_audit(1_000_000, 4, eps, Z, || d + noise(&mut r0), || noise(&mut r1));
+    let forward = delta_audit(
+        1_000_000,
+        4,
+        eps,
+        Z,
+        || noise(&mut r0),
+        || d + noise(&mut r1),
+    );
+    let backward = delta_audit(
+        1_000_000,
+        4,
+        eps,
+        Z,
+        || d + noise(&mut r0),
+        || noise(&mut r1),
+    );
     forward.worst_excess.max(backward.worst_excess)
 }
 
@@ -179,11 +256,19 @@ fn audit(noise: &dyn Fn(&mut BitPool<ChaCha20Rng>) -> i128, eps: f64, seed: u64)
 fn every_mechanism_passes_the_delta_audit_and_a_short_truncation_fails_it() {
     let (eps, delta) = (0.5, 0.01);
     let e = Epsilon::new(eps).unwrap();
-    for mechanism in [Mechanism::TruncatedLaplace, Mechanism::Uniform, Mechanism::Gaussian, Mechanism::Laplace] {
+    for mechanism in [
+        Mechanism::TruncatedLaplace,
+        Mechanism::Uniform,
+        Mechanism::Gaussian,
+        Mechanism::Laplace,
+    ] {
         let own_delta = if mechanism.needs_delta() { delta } else { 0.0 };
         let noise = Noise::new(mechanism, e, d(own_delta), 4, Loss::Variance).unwrap();
         let worst = audit(&|r| noise.sample(r), eps, 20);
-        assert!(worst <= own_delta, "{mechanism:?}: δ̂ = {worst} > {own_delta}");
+        assert!(
+            worst <= own_delta,
+            "{mechanism:?}: δ̂ = {worst} > {own_delta}"
+        );
     }
     // Negative control: A halved pays δ ≈ 0.06, not 0.01; the audit sees it.
     let tl = TruncatedLaplace::new(e, 4, d(delta)).unwrap();
@@ -224,7 +309,10 @@ fn auto_picks_the_least_exact_loss() {
                     }
                     let (score, m) = best.unwrap();
                     let auto_score = objective(loss, &auto.accuracy(confidence_of(loss)));
-                    assert_eq!(auto.mechanism, m, "ε = {eps}, δ = {delta}, {loss:?}, {shape:?}");
+                    assert_eq!(
+                        auto.mechanism, m,
+                        "ε = {eps}, δ = {delta}, {loss:?}, {shape:?}"
+                    );
                     assert_eq!(auto_score, score);
                     *picked.entry(m.name()).or_insert(0) += 1;
                 }
@@ -242,10 +330,23 @@ fn truncated_laplace_beats_the_gaussian_as_the_seed_paper_claims() {
     for delta in [1e-6, 1e-3] {
         for eps in [0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0] {
             let e = Epsilon::new(eps).unwrap();
-            let figures = |m| Plan::new(Choice::Fixed(m), e, d(delta), Loss::Variance, value(1.0)).unwrap().accuracy(0.95);
-            let (tl, g) = (figures(Mechanism::TruncatedLaplace), figures(Mechanism::Gaussian));
-            assert!(tl.mean_abs_error < g.mean_abs_error, "ε = {eps}, δ = {delta}: E|X| {tl:?} vs {g:?}");
-            assert!(tl.std_dev < g.std_dev, "ε = {eps}, δ = {delta}: σ {tl:?} vs {g:?}");
+            let figures = |m| {
+                Plan::new(Choice::Fixed(m), e, d(delta), Loss::Variance, value(1.0))
+                    .unwrap()
+                    .accuracy(0.95)
+            };
+            let (tl, g) = (
+                figures(Mechanism::TruncatedLaplace),
+                figures(Mechanism::Gaussian),
+            );
+            assert!(
+                tl.mean_abs_error < g.mean_abs_error,
+                "ε = {eps}, δ = {delta}: E|X| {tl:?} vs {g:?}"
+            );
+            assert!(
+                tl.std_dev < g.std_dev,
+                "ε = {eps}, δ = {delta}: σ {tl:?} vs {g:?}"
+            );
         }
     }
 }
@@ -254,8 +355,14 @@ fn truncated_laplace_beats_the_gaussian_as_the_seed_paper_claims() {
 fn delta_is_refused_where_it_does_not_belong() {
     let e = Epsilon::new(1.0).unwrap();
     let plan = |m, delta| Plan::new(Choice::Fixed(m), e, d(delta), Loss::Variance, Shape::Count);
-    assert!(plan(Mechanism::Gaussian, 0.0).unwrap_err().to_string().contains("'laplace', 'staircase' or 'auto'"));
-    assert!(plan(Mechanism::Laplace, 1e-6).unwrap_err().to_string().contains("'truncated_laplace', 'uniform', 'gaussian' or 'auto'"));
+    assert!(plan(Mechanism::Gaussian, 0.0)
+        .unwrap_err()
+        .to_string()
+        .contains("'laplace', 'staircase' or 'auto'"));
+    assert!(plan(Mechanism::Laplace, 1e-6)
+        .unwrap_err()
+        .to_string()
+        .contains("'truncated_laplace', 'uniform', 'gaussian' or 'auto'"));
     // δ itself is checked once, where it is built.
     for bad in [-1e-6, 1.0, f64::NAN, f64::INFINITY] {
         assert!(Delta::new(bad).is_err(), "{bad}");

@@ -20,17 +20,32 @@ fn check() {
 
 fn long_computations() -> Vec<(&'static str, Box<dyn Fn()>)> {
     vec![
-        ("box noise's default inner half-widths and figures", Box::new(|| {
-            let plan = BoxPlan::new(Epsilon::new(0.01).unwrap(), &[1.0; 8], None).unwrap();
-            plan.accuracy(&[0.95]).unwrap();
-        })),
-        ("the staircase's γ for the shortest interval", Box::new(|| {
-            let plan = Plan::new(Choice::parse("staircase").unwrap(), Epsilon::new(0.3).unwrap(), Delta::ZERO, Loss::Interval(0.97), Shape::Value(Sensitivity::new(1.0).unwrap()));
-            plan.unwrap().accuracy(0.97);
-        })),
-        ("the 2-D staircase's γ", Box::new(|| {
-            l1_staircase_gamma(0.7);
-        })),
+        (
+            "box noise's default inner half-widths and figures",
+            Box::new(|| {
+                let plan = BoxPlan::new(Epsilon::new(0.01).unwrap(), &[1.0; 8], None).unwrap();
+                plan.accuracy(&[0.95]).unwrap();
+            }),
+        ),
+        (
+            "the staircase's γ for the shortest interval",
+            Box::new(|| {
+                let plan = Plan::new(
+                    Choice::parse("staircase").unwrap(),
+                    Epsilon::new(0.3).unwrap(),
+                    Delta::ZERO,
+                    Loss::Interval(0.97),
+                    Shape::Value(Sensitivity::new(1.0).unwrap()),
+                );
+                plan.unwrap().accuracy(0.97);
+            }),
+        ),
+        (
+            "the 2-D staircase's γ",
+            Box::new(|| {
+                l1_staircase_gamma(0.7);
+            }),
+        ),
     ]
 }
 
@@ -41,7 +56,10 @@ fn long_loops_stop_on_a_pending_interrupt() {
     for (name, run) in long_computations() {
         let before = CHECKS.load(Ordering::Relaxed);
         run();
-        assert!(CHECKS.load(Ordering::Relaxed) > before, "{name} never checked for interrupts");
+        assert!(
+            CHECKS.load(Ordering::Relaxed) > before,
+            "{name} never checked for interrupts"
+        );
     }
     // Pending: every computation stops at its first check.
     PENDING.store(true, Ordering::Relaxed);

@@ -24,7 +24,14 @@ fn offsets(q: &Quantile, data: &[f64]) -> Vec<u64> {
 }
 
 /// Chi-square of `draws` draws of `sampler`'s group against `truth`'s exact group probabilities.
-fn quantile_fit(sampler: &Quantile, truth: &Quantile, data: &[f64], cap: u32, draws: usize, seed: u64) -> bool {
+fn quantile_fit(
+    sampler: &Quantile,
+    truth: &Quantile,
+    data: &[f64],
+    cap: u32,
+    draws: usize,
+    seed: u64,
+) -> bool {
     let sorted = offsets(sampler, data);
     let probabilities = truth.group_probabilities(&sorted);
     let mut r = rng(seed);
@@ -45,19 +52,30 @@ fn quantile_draws_follow_the_exponential_mechanism() {
         let q = Quantile::new(Epsilon::new(epsilon).unwrap(), bounds, p).unwrap();
         // The production cap, and a cap of 1 that sends most groups through the capped path.
         for cap in [40, 1, 0] {
-            assert!(quantile_fit(&q, &q, &data, cap, 200_000, 7 + cap as u64), "ε {epsilon}, p {p}, cap {cap}");
+            assert!(
+                quantile_fit(&q, &q, &data, cap, 200_000, 7 + cap as u64),
+                "ε {epsilon}, p {p}, cap {cap}"
+            );
         }
     }
     // Negative control: draws at 1.5ε tested against ε's probabilities fail.
     let right = Quantile::new(Epsilon::new(1.0).unwrap(), bounds, 0.5).unwrap();
     let wrong = Quantile::new(Epsilon::new(1.5).unwrap(), bounds, 0.5).unwrap();
-    assert!(!quantile_fit(&wrong, &right, &data, 40, 200_000, 3), "the test cannot tell ε from 1.5ε");
+    assert!(
+        !quantile_fit(&wrong, &right, &data, 40, 200_000, 3),
+        "the test cannot tell ε from 1.5ε"
+    );
 }
 
 #[test]
 fn quantile_is_near_the_true_median_at_large_n() {
     let data: Vec<f64> = (0..10_001).map(|i| i as f64 / 100.0).collect();
-    let q = Quantile::new(Epsilon::new(1.0).unwrap(), Bounds::new(0.0, 100.0).unwrap(), 0.5).unwrap();
+    let q = Quantile::new(
+        Epsilon::new(1.0).unwrap(),
+        Bounds::new(0.0, 100.0).unwrap(),
+        0.5,
+    )
+    .unwrap();
     let mut r = rng(11);
     let mut v: Vec<u64> = data.iter().map(|&x| q.offset(x).unwrap()).collect();
     for _ in 0..200 {
@@ -97,7 +115,10 @@ fn centred_average_is_unbiased_with_the_stated_error() {
     let inner = avg.lattice().round(90.0).unwrap() * i128::from(n as i64);
     let (mean, sd, kurtosis) = moments(|| avg.release(&mut r, inner, n as i64).unwrap(), DRAWS);
     let se = sd / (DRAWS as f64).sqrt();
-    assert!((mean - 90.0).abs() < 5.0 * se + 0.01 * stated, "bias: {mean}");
+    assert!(
+        (mean - 90.0).abs() < 5.0 * se + 0.01 * stated,
+        "bias: {mean}"
+    );
     // The stated figure is for the mean at a bound (|ȳ| = 50): at 90 (ȳ = 40) it is an upper bound.
     let at_90 = {
         let s = avg.sum.accuracy(0.95).std_dev;
@@ -105,14 +126,20 @@ fn centred_average_is_unbiased_with_the_stated_error() {
         (s * s + (40.0 * c).powi(2)).sqrt() / n as f64
     };
     assert!(at_90 <= stated);
-    assert!(sd_matches(sd, kurtosis, DRAWS, at_90, 0.03), "sd {sd} vs {at_90}");
+    assert!(
+        sd_matches(sd, kurtosis, DRAWS, at_90, 0.03),
+        "sd {sd} vs {at_90}"
+    );
     // Negative control: the uncentred average's error (sensitivity 100 at ε/2 each) is not what is drawn.
     let uncentred = {
         let s = 100.0 * 2f64.sqrt() / 0.5;
         let c = 2f64.sqrt() / 0.5;
         (s * s + (90.0 * c).powi(2)).sqrt() / n as f64
     };
-    assert!(!sd_matches(sd, kurtosis, DRAWS, uncentred, 0.03), "the test cannot tell the uncentred error");
+    assert!(
+        !sd_matches(sd, kurtosis, DRAWS, uncentred, 0.03),
+        "the test cannot tell the uncentred error"
+    );
     assert!(sd < 0.75 * uncentred, "centring gains: {sd} vs {uncentred}");
 }
 
@@ -131,13 +158,31 @@ fn variance_is_nearly_unbiased_within_its_bound() {
         squares += q;
     }
     let mut r = rng(9);
-    let (mean, sd, _) = moments(|| var.release(&mut r, sum, squares, data.len() as i64).unwrap(), DRAWS);
+    let (mean, sd, _) = moments(
+        || {
+            var.release(&mut r, sum, squares, data.len() as i64)
+                .unwrap()
+        },
+        DRAWS,
+    );
     let stated = var.accuracy(data.len() as u64, 0.95).std_dev;
     // The ratio estimator's bias is second order: (σ_N/n)² · V, far under a standard error here.
-    assert!((mean - 500.0).abs() < 5.0 * sd / (DRAWS as f64).sqrt() + 0.5, "bias: {mean}");
-    assert!(sd <= 1.05 * stated, "sd {sd} above the stated bound {stated}");
-    assert!(sd >= 0.2 * stated, "sd {sd} far below the bound {stated}: the bound is loose or the noise missing");
+    assert!(
+        (mean - 500.0).abs() < 5.0 * sd / (DRAWS as f64).sqrt() + 0.5,
+        "bias: {mean}"
+    );
+    assert!(
+        sd <= 1.05 * stated,
+        "sd {sd} above the stated bound {stated}"
+    );
+    assert!(
+        sd >= 0.2 * stated,
+        "sd {sd} far below the bound {stated}: the bound is loose or the noise missing"
+    );
     // Negative control: without noise on the squares the spread is smaller than the bound's squares term.
     let squares_only = var.squares.accuracy(0.95).std_dev / data.len() as f64;
-    assert!(sd > squares_only, "the squares' noise is not in the release");
+    assert!(
+        sd > squares_only,
+        "the squares' noise is not in the release"
+    );
 }

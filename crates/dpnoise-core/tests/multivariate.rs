@@ -18,8 +18,18 @@ fn rng(seed: u64) -> BitPool<ChaCha20Rng> {
 /// Example 2 on a lattice of 2^-16: S_f = [−1, 1] × [−10, 10], S_0 = [−0.1, 0.1] × [−1, 1].
 fn example2(eps: f64) -> (BoxNoise, f64) {
     let g = 2f64.powi(-16);
-    let comp = |s: f64, z: f64| BoxComponent { steps: (s / g) as u128, inner: (z / g).round() as u128 };
-    (BoxNoise::new(Epsilon::new(eps).unwrap(), vec![comp(1.0, 0.1), comp(10.0, 1.0)]).unwrap(), g)
+    let comp = |s: f64, z: f64| BoxComponent {
+        steps: (s / g) as u128,
+        inner: (z / g).round() as u128,
+    };
+    (
+        BoxNoise::new(
+            Epsilon::new(eps).unwrap(),
+            vec![comp(1.0, 0.1), comp(10.0, 1.0)],
+        )
+        .unwrap(),
+        g,
+    )
 }
 
 #[test]
@@ -33,7 +43,10 @@ fn example2_variances_and_regions_match_the_paper() {
     for (confidence, size) in [(0.90, 611.2), (0.95, 916.6), (0.99, 1790.2)] {
         let (_, widths) = f.region(&noise, confidence);
         let area: f64 = widths.iter().map(|w| w * g).product();
-        assert!((area / size - 1.0).abs() < 2e-3, "{confidence}: {area} vs {size}");
+        assert!(
+            (area / size - 1.0).abs() < 2e-3,
+            "{confidence}: {area} vs {size}"
+        );
     }
     // Against two independent Laplace noises of scale Δ₁/ε = 11 (L1 sensitivity 11):
     // variance 2·11² per component, and the 95 % L1 ball of area 2α² with
@@ -46,7 +59,10 @@ fn example2_variances_and_regions_match_the_paper() {
     let laplace_area = 2.0 * (11.0 * a) * (11.0 * a);
     let (_, widths) = f.region(&noise, 0.95);
     let area: f64 = widths.iter().map(|w| w * g).product();
-    assert!(v[0] < laplace_variance / 50.0 && area < laplace_area / 5.0, "{v:?} {area} vs {laplace_area}");
+    assert!(
+        v[0] < laplace_variance / 50.0 && area < laplace_area / 5.0,
+        "{v:?} {area} vs {laplace_area}"
+    );
 }
 
 /// Sample variance of each component and its standard error.
@@ -64,17 +80,32 @@ fn component_variances(draws: &[Vec<i128>], g: f64) -> Vec<(f64, f64)> {
 #[test]
 fn example2_draws_have_the_exact_variances_and_a_wrong_decay_does_not() {
     let (noise, g) = example2(1.0);
-    let exact: Vec<f64> = noise.figures().unwrap().variances.iter().map(|v| v * g * g).collect();
+    let exact: Vec<f64> = noise
+        .figures()
+        .unwrap()
+        .variances
+        .iter()
+        .map(|v| v * g * g)
+        .collect();
     let mut r = rng(41);
     let draws: Vec<Vec<i128>> = (0..1_000_000).map(|_| noise.sample(&mut r)).collect();
     for (j, (m2, se)) in component_variances(&draws, g).into_iter().enumerate() {
-        assert!((m2 - exact[j]).abs() <= Z * se, "component {j}: {m2} vs {} ± {}", exact[j], Z * se);
+        assert!(
+            (m2 - exact[j]).abs() <= Z * se,
+            "component {j}: {m2} vs {} ± {}",
+            exact[j],
+            Z * se
+        );
     }
     // Negative control: draws of the same box at ε = 1.3 miss the ε = 1 figures.
     let (wrong, _) = example2(1.3);
     let draws: Vec<Vec<i128>> = (0..1_000_000).map(|_| wrong.sample(&mut r)).collect();
     let (m2, se) = component_variances(&draws, g)[0];
-    assert!((m2 - exact[0]).abs() > Z * se, "a wrong decay passed: {m2} vs {}", exact[0]);
+    assert!(
+        (m2 - exact[0]).abs() > Z * se,
+        "a wrong decay passed: {m2} vs {}",
+        exact[0]
+    );
 }
 
 /// Encodes a 2-D point as one cell key for the 1-D audit harness.
@@ -107,18 +138,27 @@ fn box_noise_passes_a_two_dimensional_audit_and_a_wrong_decay_fails_it() {
     // A small lattice, so cells hold enough draws: D = (3, 6), Z = (1, 2).
     let eps = 1.0;
     let build = |e: f64| {
-        let comps = vec![BoxComponent { steps: 3, inner: 1 }, BoxComponent { steps: 6, inner: 2 }];
+        let comps = vec![
+            BoxComponent { steps: 3, inner: 1 },
+            BoxComponent { steps: 6, inner: 2 },
+        ];
         BoxNoise::new(Epsilon::new(e).unwrap(), comps).unwrap()
     };
     let noise = build(eps);
     // Corners and edges of S_f.
-    for (i, shift) in [(3, 6), (-3, 6), (3, -6), (3, 0), (0, 6), (-3, 0)].into_iter().enumerate() {
+    for (i, shift) in [(3, 6), (-3, 6), (3, -6), (3, 0), (0, 6), (-3, 0)]
+        .into_iter()
+        .enumerate()
+    {
         let over = audit_box(&noise, shift, eps, 50 + 2 * i as u64);
         assert!(over <= 0.0, "shift {shift:?}: loss exceeds ε by {over}");
     }
     // Negative control: the shells decaying at 1.6ε lose more than ε at a corner.
     let wrong = build(1.6 * eps);
-    assert!(audit_box(&wrong, (3, 6), eps, 70) > 0.0, "a wrong decay passed");
+    assert!(
+        audit_box(&wrong, (3, 6), eps, 70) > 0.0,
+        "a wrong decay passed"
+    );
 }
 
 #[test]
@@ -137,9 +177,23 @@ fn l1_staircase_radius_and_points_follow_the_law() {
     let pmf = |n: i128| if n < 0 { 0.0 } else { st.radius_pmf(n as u128) };
     assert!(chi_square(&radius, pmf, 0, 80, 1e-6).passes());
     let wrong = L1Staircase::new(e, 5, 0.8).unwrap();
-    assert!(!chi_square(&radius, |n| if n < 0 { 0.0 } else { wrong.radius_pmf(n as u128) }, 0, 80, 1e-6).passes());
+    assert!(!chi_square(
+        &radius,
+        |n| if n < 0 {
+            0.0
+        } else {
+            wrong.radius_pmf(n as u128)
+        },
+        0,
+        80,
+        1e-6
+    )
+    .passes());
     // Uniform on each L1 sphere: the four quadrants (and the axes) alike at r = 3.
-    let on3: Vec<_> = draws.iter().filter(|(x, y)| x.abs() + y.abs() == 3).collect();
+    let on3: Vec<_> = draws
+        .iter()
+        .filter(|(x, y)| x.abs() + y.abs() == 3)
+        .collect();
     let points = histogram(on3.len(), {
         let mut it = on3.iter();
         move || {
@@ -149,7 +203,10 @@ fn l1_staircase_radius_and_points_follow_the_law() {
     });
     assert_eq!(points.len(), 12);
     let expected = on3.len() as f64 / 12.0;
-    let stat: f64 = points.values().map(|c| (*c as f64 - expected).powi(2) / expected).sum();
+    let stat: f64 = points
+        .values()
+        .map(|c| (*c as f64 - expected).powi(2) / expected)
+        .sum();
     assert!(stat < 40.0, "chi-square {stat} over 11 degrees of freedom");
 }
 

@@ -19,7 +19,11 @@ fn rng(seed: u64) -> BitPool<ChaCha20Rng> {
 }
 
 /// Draws noise for true answers 0 and D (one sensitivity apart) and audits.
-fn audit_laplace(eps: f64, calibrated_eps: f64, sensitivity: f64) -> dpnoise_core::audit::AuditReport {
+fn audit_laplace(
+    eps: f64,
+    calibrated_eps: f64,
+    sensitivity: f64,
+) -> dpnoise_core::audit::AuditReport {
     let e = Epsilon::new(eps).unwrap();
     let cal = Calibration::value(e, sensitivity).unwrap();
     let noise = Laplace::new(Epsilon::new(calibrated_eps).unwrap(), cal.steps).unwrap();
@@ -78,8 +82,12 @@ fn lattice_releases_defeat_the_finite_precision_attack() {
     let lap = Laplace::new(e, sum.steps).unwrap();
     let big = 2f64.powi(52);
     let (a, b) = (
-        draws(20_000, || sum.release(&lap, &mut r, sum.lattice.round(big).unwrap())),
-        draws(20_000, || sum.release(&lap, &mut r, sum.lattice.round(big + 1.0).unwrap())),
+        draws(20_000, || {
+            sum.release(&lap, &mut r, sum.lattice.round(big).unwrap())
+        }),
+        draws(20_000, || {
+            sum.release(&lap, &mut r, sum.lattice.round(big + 1.0).unwrap())
+        }),
     );
     let g = sum.lattice.granularity();
     let (fa, fb) = (lattice_fingerprint(&a, g), lattice_fingerprint(&b, g));
@@ -94,7 +102,10 @@ fn a_naive_float_laplace_fails_the_finite_precision_test() {
         let u = (c.next_u64() >> 11) as f64 / 2f64.powi(53) - 0.5;
         x - u.signum() * (1.0 - 2.0 * u.abs()).ln()
     };
-    let g = Calibration::value(Epsilon::new(1.0).unwrap(), 1.0).unwrap().lattice.granularity();
+    let g = Calibration::value(Epsilon::new(1.0).unwrap(), 1.0)
+        .unwrap()
+        .lattice
+        .granularity();
     let a = draws(100_000, || naive(0.0));
     let b = draws(100_000, || naive(1.0));
     let (fa, fb) = (lattice_fingerprint(&a, g), lattice_fingerprint(&b, g));

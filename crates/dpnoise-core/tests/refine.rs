@@ -20,7 +20,12 @@ fn boolean_prior() -> Prior {
 
 #[test]
 fn example_2_exact() {
-    let r = Refinement::new(boolean_prior(), Epsilon::new(1.0).unwrap(), Query::Individual).unwrap();
+    let r = Refinement::new(
+        boolean_prior(),
+        Epsilon::new(1.0).unwrap(),
+        Query::Individual,
+    )
+    .unwrap();
     let given_0 = r.categorical_probabilities("0").unwrap()[1];
     let given_1 = r.categorical_probabilities("1").unwrap()[1];
     assert!((given_0 - 0.003679).abs() < 1e-6, "{given_0}");
@@ -35,13 +40,24 @@ fn example_2_exact() {
 
 #[test]
 fn example_2_from_draws() {
-    let r = Refinement::new(boolean_prior(), Epsilon::new(1.0).unwrap(), Query::Individual).unwrap();
+    let r = Refinement::new(
+        boolean_prior(),
+        Epsilon::new(1.0).unwrap(),
+        Query::Individual,
+    )
+    .unwrap();
     let mut g = rng(90);
     let mut rates = Vec::new();
     for (truth, p) in [("0", 0.003679), ("1", 0.027183)] {
-        let ones = (0..N).filter(|_| r.sample_categorical(&mut g, truth).unwrap() == "1").count() as f64;
+        let ones = (0..N)
+            .filter(|_| r.sample_categorical(&mut g, truth).unwrap() == "1")
+            .count() as f64;
         let se = (p * (1.0 - p) / N as f64).sqrt();
-        assert!((ones / N as f64 - p).abs() < 5.0 * se, "truth {truth}: {}", ones / N as f64);
+        assert!(
+            (ones / N as f64 - p).abs() < 5.0 * se,
+            "truth {truth}: {}",
+            ones / N as f64
+        );
         // Negative control: the same check rejects the prior's own rate 0.01.
         assert!((ones / N as f64 - 0.01).abs() > 5.0 * se);
         rates.push((ones / N as f64, se));
@@ -60,7 +76,10 @@ fn example_3_disjoint_individuals_compose_to_epsilon() {
     let prior = Prior::categorical(vec!["0".into(), "1".into()], vec![0.5, 0.5]).unwrap();
     let r = Refinement::new(prior, Epsilon::new(1.0).unwrap(), Query::Individual).unwrap();
     let q = r.categorical_probabilities("0").unwrap();
-    assert!((q[1] - 0.183939).abs() < 1e-6 && (q[0] - 0.816061).abs() < 1e-6, "{q:?}");
+    assert!(
+        (q[1] - 0.183939).abs() < 1e-6 && (q[0] - 0.816061).abs() < 1e-6,
+        "{q:?}"
+    );
     let absent = r.prior_law();
     let alpha_d = (-1f64).exp();
     for a in 0..2 {
@@ -68,7 +87,10 @@ fn example_3_disjoint_individuals_compose_to_epsilon() {
             let joint = q[a] * q[b];
             let neighbour = absent[a] * q[b];
             let ratio = joint / neighbour;
-            assert!((ratio - alpha_d).abs() < 1e-6 || (ratio - (2.0 - alpha_d)).abs() < 1e-6, "{ratio}");
+            assert!(
+                (ratio - alpha_d).abs() < 1e-6 || (ratio - (2.0 - alpha_d)).abs() < 1e-6,
+                "{ratio}"
+            );
             assert!(ratio.ln().abs() <= 1.0, "the pair stays 1-DP, not 2-DP");
         }
     }
@@ -97,13 +119,20 @@ fn exact_laws_keep_the_promised_loss() {
         for prior in numeric_priors() {
             let stat = Refinement::new(prior.clone(), eps, Query::Statistical).unwrap();
             assert!(stat.guaranteed_epsilon() <= e && stat.guaranteed_epsilon() > e - 1e-6);
-            let laws: Vec<Vec<f64>> = [0.0, 1.0, 37.5, 60.0, 119.0, 500.0].iter().map(|t| stat.numeric_law(*t).unwrap()).collect();
+            let laws: Vec<Vec<f64>> = [0.0, 1.0, 37.5, 60.0, 119.0, 500.0]
+                .iter()
+                .map(|t| stat.numeric_law(*t).unwrap())
+                .collect();
             for law in &laws {
                 assert!((law.iter().sum::<f64>() - 1.0).abs() < 1e-9);
             }
             for a in &laws {
                 for b in &laws {
-                    assert!(max_log_ratio(a, b) <= e + 1e-9, "ε = {e}: {}", max_log_ratio(a, b));
+                    assert!(
+                        max_log_ratio(a, b) <= e + 1e-9,
+                        "ε = {e}: {}",
+                        max_log_ratio(a, b)
+                    );
                 }
             }
             // Individual queries: each answer's law within e^±ε of the prior.
@@ -113,11 +142,18 @@ fn exact_laws_keep_the_promised_loss() {
                 assert!(max_log_ratio(&ind.numeric_law(t).unwrap(), &p) <= e + 1e-9);
             }
             // And the answers are sharpened: more mass near the truth than the prior gives.
-            let near = |law: &[f64]| law[GRID_CELLS / 2 - 50..GRID_CELLS / 2 + 50].iter().sum::<f64>();
+            let near = |law: &[f64]| {
+                law[GRID_CELLS / 2 - 50..GRID_CELLS / 2 + 50]
+                    .iter()
+                    .sum::<f64>()
+            };
             assert!(near(&stat.numeric_law(60.0).unwrap()) > near(&p));
         }
         let cat = Refinement::new(boolean_prior(), eps, Query::Statistical).unwrap();
-        let (a, b) = (cat.categorical_probabilities("0").unwrap(), cat.categorical_probabilities("1").unwrap());
+        let (a, b) = (
+            cat.categorical_probabilities("0").unwrap(),
+            cat.categorical_probabilities("1").unwrap(),
+        );
         assert!(max_log_ratio(&a, &b) <= e + 1e-9);
     }
 }
@@ -167,7 +203,10 @@ fn audit_individual(used: f64) -> dpnoise_core::audit::AuditReport {
 fn individual_answers_stay_within_epsilon_of_the_prior() {
     for e in [0.5, 1.0, 2.0] {
         let report = audit_individual(e);
-        assert!(report.bins_audited >= 10 && report.within(e), "ε = {e}: {report:?}");
+        assert!(
+            report.bins_audited >= 10 && report.within(e),
+            "ε = {e}: {report:?}"
+        );
     }
     // Factors for 2ε, claimed as ε.
     assert!(!audit_individual(2.0).within(1.0));
@@ -188,10 +227,20 @@ fn malformed_priors_are_refused() {
     assert!(Prior::categorical(vec!["a".into()], vec![0.5, 0.5]).is_err());
     assert!(Prior::categorical(vec!["a".into(), "a".into()], vec![0.5, 0.5]).is_err());
     assert!(Prior::categorical(vec![], vec![]).is_err());
-    let r = Refinement::new(boolean_prior(), Epsilon::new(1.0).unwrap(), Query::Statistical).unwrap();
+    let r = Refinement::new(
+        boolean_prior(),
+        Epsilon::new(1.0).unwrap(),
+        Query::Statistical,
+    )
+    .unwrap();
     assert!(r.sample_categorical(&mut rng(1), "2").is_err());
     assert!(r.sample_numeric(&mut rng(1), 1.0).is_err());
-    let u = Refinement::new(Prior::uniform(0.0, 1.0).unwrap(), Epsilon::new(1.0).unwrap(), Query::Statistical).unwrap();
+    let u = Refinement::new(
+        Prior::uniform(0.0, 1.0).unwrap(),
+        Epsilon::new(1.0).unwrap(),
+        Query::Statistical,
+    )
+    .unwrap();
     assert!(u.sample_numeric(&mut rng(1), f64::NAN).is_err());
     // Out of range values are clamped to the prior's range.
     let v = u.sample_numeric(&mut rng(1), 1e9).unwrap();

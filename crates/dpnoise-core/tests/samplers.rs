@@ -3,9 +3,7 @@
 //! Run in release for speed (`cargo test --release -p dpnoise-core`).
 
 use dpnoise_core::audit::{chi_square, histogram};
-use dpnoise_core::sampler::{
-    bernoulli_exp_neg, discrete_laplace, geometric_exp, uniform_below,
-};
+use dpnoise_core::sampler::{bernoulli_exp_neg, discrete_laplace, geometric_exp, uniform_below};
 use dpnoise_core::{BitPool, Entropy, Epsilon, Laplace, LatticeNoise};
 use rand_chacha::rand_core::SeedableRng;
 use rand_chacha::ChaCha20Rng;
@@ -21,7 +19,18 @@ fn rng(seed: u64) -> BitPool<ChaCha20Rng> {
 #[test]
 fn uniform_below_is_uniform() {
     let mut r = rng(1);
-    for n in [1u128, 2, 3, 7, 64, 1000, (1 << 32) - 1, 1 << 40, 3 << 33, (1u128 << 64) + 3] {
+    for n in [
+        1u128,
+        2,
+        3,
+        7,
+        64,
+        1000,
+        (1 << 32) - 1,
+        1 << 40,
+        3 << 33,
+        (1u128 << 64) + 3,
+    ] {
         let width = n.min(1000);
         let h = histogram(N / 4, || {
             let x = uniform_below(&mut r, n);
@@ -50,7 +59,13 @@ fn bernoulli_exp_neg_has_the_exact_rate() {
 }
 
 fn geometric_pmf(ratio: f64) -> impl Fn(i128) -> f64 {
-    move |y| if y < 0 { 0.0 } else { (1.0 - ratio) * ratio.powi(y as i32) }
+    move |y| {
+        if y < 0 {
+            0.0
+        } else {
+            (1.0 - ratio) * ratio.powi(y as i32)
+        }
+    }
 }
 
 #[test]
@@ -81,7 +96,15 @@ fn geometric_matches_its_pmf_and_rejects_a_wrong_ratio() {
 #[test]
 fn discrete_laplace_matches_its_pmf_and_rejects_a_wrong_scale() {
     let mut r = rng(4);
-    for (eps, steps) in [(1.0, 1u128), (0.5, 3), (0.1, 1), (2.0, 5), (1.0, 256), (1.0, 768), (0.75, 1024)] {
+    for (eps, steps) in [
+        (1.0, 1u128),
+        (0.5, 3),
+        (0.1, 1),
+        (2.0, 5),
+        (1.0, 256),
+        (1.0, 768),
+        (0.75, 1024),
+    ] {
         let lap = Laplace::new(Epsilon::new(eps).unwrap(), steps).unwrap();
         let h = histogram(N, || lap.sample(&mut r));
         let lim = (40.0 * steps as f64 / eps) as i128;
@@ -113,13 +136,19 @@ fn partition_keep_has_the_exact_rate() {
     use dpnoise_core::selection::{bernoulli_dyadic, PartitionSelection};
     let mut r = rng(41);
     let selection = PartitionSelection::new(1.0, 1e-5, 1).unwrap();
-    let mut rates: Vec<f64> = (1..selection.always_kept_from()).map(|n| selection.keep_probability(n)).collect();
+    let mut rates: Vec<f64> = (1..selection.always_kept_from())
+        .map(|n| selection.keep_probability(n))
+        .collect();
     rates.extend([0.3, 0.999, 1.0 / 3.0, 1e-3]);
     for p in rates {
         let n = N / 2;
         let kept = (0..n).filter(|_| bernoulli_dyadic(&mut r, p)).count() as f64;
         let tolerance = 5.5 * (p * (1.0 - p) / n as f64).sqrt() + 1.0 / n as f64;
-        assert!((kept / n as f64 - p).abs() <= tolerance, "p = {p}: rate {}", kept / n as f64);
+        assert!(
+            (kept / n as f64 - p).abs() <= tolerance,
+            "p = {p}: rate {}",
+            kept / n as f64
+        );
     }
 }
 
@@ -151,8 +180,13 @@ fn partition_keep_reads_leading_zero_words() {
 struct Script(std::collections::VecDeque<bool>);
 impl Script {
     fn new(first: u64, words: &[u64]) -> Script {
-        let mut bits: std::collections::VecDeque<bool> = (0..63).rev().map(|i| first >> i & 1 == 1).collect();
-        bits.extend(words.iter().flat_map(|w| (0..64).rev().map(move |i| w >> i & 1 == 1)));
+        let mut bits: std::collections::VecDeque<bool> =
+            (0..63).rev().map(|i| first >> i & 1 == 1).collect();
+        bits.extend(
+            words
+                .iter()
+                .flat_map(|w| (0..64).rev().map(move |i| w >> i & 1 == 1)),
+        );
         Script(bits)
     }
 }
@@ -164,7 +198,14 @@ impl Entropy for Script {
         self.bits(1) == 1
     }
     fn bits(&mut self, n: u32) -> u64 {
-        (0..n).fold(0, |b, _| b << 1 | u64::from(self.0.pop_front().expect("the sampler read past the script")))
+        (0..n).fold(0, |b, _| {
+            b << 1
+                | u64::from(
+                    self.0
+                        .pop_front()
+                        .expect("the sampler read past the script"),
+                )
+        })
     }
 }
 
@@ -178,9 +219,27 @@ impl Entropy for Script {
 fn bernoulli_exp_neg_exact_path_follows_the_digits_of_e_to_the_minus_x() {
     use dpnoise_core::exp_neg::{bernoulli, decide_exactly};
     let digits: [(u128, u128, u64, u64, u64); 3] = [
-        (1, 2, 5594257926288582649, 16950090678193810355, 17412006623298454877),
-        (1, 1, 3393088950634442637, 6732709649732762758, 17099045000592112537),
-        (12345, 1 << 20, 9115420975213645408, 3034319566398892793, 7144434972738917830),
+        (
+            1,
+            2,
+            5594257926288582649,
+            16950090678193810355,
+            17412006623298454877,
+        ),
+        (
+            1,
+            1,
+            3393088950634442637,
+            6732709649732762758,
+            17099045000592112537,
+        ),
+        (
+            12345,
+            1 << 20,
+            9115420975213645408,
+            3034319566398892793,
+            7144434972738917830,
+        ),
     ];
     for (p, q, w, next, after) in digits {
         // Words past the deciding one cannot change the answer, whatever they are.
@@ -193,8 +252,14 @@ fn bernoulli_exp_neg_exact_path_follows_the_digits_of_e_to_the_minus_x() {
             script.bits(63);
             decide_exactly(&mut script, w, p, q)
         };
-        assert!(decide(vec![next - 1]), "{p}/{q}: below by one unit at 2^-127");
-        assert!(!decide(vec![next + 1]), "{p}/{q}: above by one unit at 2^-127");
+        assert!(
+            decide(vec![next - 1]),
+            "{p}/{q}: below by one unit at 2^-127"
+        );
+        assert!(
+            !decide(vec![next + 1]),
+            "{p}/{q}: above by one unit at 2^-127"
+        );
         assert!(decide(vec![next, after - 1]), "{p}/{q}: below at 2^-191");
         assert!(!decide(vec![next, after + 1]), "{p}/{q}: above at 2^-191");
         // The whole sampler, from the first bit: the same 63 bits go to the exact path.
@@ -219,12 +284,21 @@ fn bernoulli_exp_neg_exact_path_follows_the_digits_of_e_to_the_minus_x() {
 fn the_count_of_e_to_the_minus_one_successes_counts_on_past_its_table() {
     use dpnoise_core::exp_neg::geometric;
     let restart = (0.3 * 2f64.powi(32)) as u64;
-    for (w, next) in [(0u64, vec![]), (37, vec![]), (38, vec![]), (39, vec![(0.18 * 2f64.powi(64)) as u64])] {
+    for (w, next) in [
+        (0u64, vec![]),
+        (37, vec![]),
+        (38, vec![]),
+        (39, vec![(0.18 * 2f64.powi(64)) as u64]),
+    ] {
         let mut words = next.clone();
         // After U's own bits, the new uniform's first 32 bits, then padding.
         words.push(restart << 32);
         words.extend([0, 0]);
-        assert_eq!(geometric(&mut Script::new(w, &words)), 41, "U = ({w} + …)·2^-63");
+        assert_eq!(
+            geometric(&mut Script::new(w, &words)),
+            41,
+            "U = ({w} + …)·2^-63"
+        );
     }
     // Just above e^(−40): 39.
     let mut above = Script::new(39, &[(0.19 * 2f64.powi(64)) as u64, restart << 32, 0, 0]);
@@ -240,11 +314,25 @@ fn bernoulli_exp_neg_exact_path_has_the_exact_rate() {
     use dpnoise_core::exp_neg::bernoulli_with_margin;
     let mut r = rng(42);
     let n = N / 4;
-    for (p, q) in [(1u128, 3u128), (1, 1), (2, 3), (7, 1 << 90), ((1 << 100) - 1, 1 << 100), (5, 2), (3, 1)] {
+    for (p, q) in [
+        (1u128, 3u128),
+        (1, 1),
+        (2, 3),
+        (7, 1 << 90),
+        ((1 << 100) - 1, 1 << 100),
+        (5, 2),
+        (3, 1),
+    ] {
         let rate = (-(p as f64) / q as f64).exp();
-        let hits = (0..n).filter(|_| bernoulli_with_margin(&mut r, p, q, u64::MAX)).count() as f64;
+        let hits = (0..n)
+            .filter(|_| bernoulli_with_margin(&mut r, p, q, u64::MAX))
+            .count() as f64;
         let se = (rate * (1.0 - rate) / n as f64).sqrt().max(1e-12);
-        assert!((hits / n as f64 - rate).abs() <= 5.0 * se, "e^-({p}/{q}): {} vs {rate}", hits / n as f64);
+        assert!(
+            (hits / n as f64 - rate).abs() <= 5.0 * se,
+            "e^-({p}/{q}): {} vs {rate}",
+            hits / n as f64
+        );
     }
 }
 
@@ -288,12 +376,24 @@ fn the_fine_count_follows_the_digits_of_its_thresholds() {
         // The deciding word, then a new uniform's first 32 bits (read only
         // after the last threshold), then padding.
         let words = |next: u64| [next, restart << 32, 0, 0];
-        assert_eq!(geometric_fine(&mut Script::new(w, &words(next - 1))) as u64, below, "just below e^(-{j}/256)");
-        assert_eq!(geometric_fine(&mut Script::new(w, &words(next + 1))) as u64, j - 1, "just above e^(-{j}/256)");
+        assert_eq!(
+            geometric_fine(&mut Script::new(w, &words(next - 1))) as u64,
+            below,
+            "just below e^(-{j}/256)"
+        );
+        assert_eq!(
+            geometric_fine(&mut Script::new(w, &words(next + 1))) as u64,
+            j - 1,
+            "just above e^(-{j}/256)"
+        );
     }
     // Half-way between thresholds: U's first 32 bits decide (the script has no more).
     for (u, j) in [(0.3f64, 308u128), (0.7, 91), (0.999, 0), (1e-6, 3536)] {
-        assert_eq!(geometric_fine(&mut Script::new(((u * 2f64.powi(32)) as u64) << 31, &[])), j, "U = {u}");
+        assert_eq!(
+            geometric_fine(&mut Script::new(((u * 2f64.powi(32)) as u64) << 31, &[])),
+            j,
+            "U = {u}"
+        );
     }
 }
 
@@ -309,17 +409,35 @@ fn the_fine_count_follows_the_digits_of_its_thresholds() {
 fn bernoulli_near_one_has_the_exact_rate() {
     use dpnoise_core::exp_neg::{bernoulli_near_one, ExpNeg, OverQ};
     let mut r = rng(7);
-    for (p, q) in [(1u128, 2u128), (3, 1 << 10), (1, 3), (5, 1 << 100), (7, 1280), (999, 1000), (5, 4), (9, 4)] {
+    for (p, q) in [
+        (1u128, 2u128),
+        (3, 1 << 10),
+        (1, 3),
+        (5, 1 << 100),
+        (7, 1280),
+        (999, 1000),
+        (5, 4),
+        (9, 4),
+    ] {
         let rate = (-(p as f64) / q as f64).exp();
         let se = (rate * (1.0 - rate) / N as f64).sqrt();
         let hits = (0..N).filter(|_| bernoulli_near_one(&mut r, p, q)).count() as f64 / N as f64;
-        assert!((hits - rate).abs() <= 5.0 * se, "e^-({p}/{q}): {hits} vs {rate}");
+        assert!(
+            (hits - rate).abs() <= 5.0 * se,
+            "e^-({p}/{q}): {hits} vs {rate}"
+        );
         let prepared = ExpNeg::new(p, q);
         let hits = (0..N).filter(|_| prepared.sample(&mut r)).count() as f64 / N as f64;
-        assert!((hits - rate).abs() <= 5.0 * se, "prepared e^-({p}/{q}): {hits} vs {rate}");
+        assert!(
+            (hits - rate).abs() <= 5.0 * se,
+            "prepared e^-({p}/{q}): {hits} vs {rate}"
+        );
         let over = OverQ::new(q);
         let hits = (0..N).filter(|_| over.bernoulli(&mut r, p)).count() as f64 / N as f64;
-        assert!((hits - rate).abs() <= 5.0 * se, "over q: e^-({p}/{q}): {hits} vs {rate}");
+        assert!(
+            (hits - rate).abs() <= 5.0 * se,
+            "over q: e^-({p}/{q}): {hits} vs {rate}"
+        );
     }
     // Between 1 − x and e^(−x): true; just above e^(−x): false.
     let at = |u: f64| Script::new((u * 2f64.powi(63)) as u64, &[]);

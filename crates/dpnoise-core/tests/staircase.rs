@@ -28,7 +28,13 @@ fn calibrated(e: f64, loss: Loss) -> (Calibration, Staircase, Laplace) {
 #[test]
 fn sampler_matches_the_pmf_and_rejects_a_wrong_inner_width() {
     let mut r = rng(20);
-    for (e, d, gamma) in [(1.0, 8u128, 0.4), (0.5, 5, 0.0), (2.0, 5, 1.0), (1.0, 1, 0.5), (3.0, 16, 0.1)] {
+    for (e, d, gamma) in [
+        (1.0, 8u128, 0.4),
+        (0.5, 5, 0.0),
+        (2.0, 5, 1.0),
+        (1.0, 1, 0.5),
+        (3.0, 16, 0.1),
+    ] {
         let s = Staircase::new(eps(e), d, gamma).unwrap();
         let h = histogram(N, || s.sample(&mut r));
         let lim = (d as f64 * 30.0 / e) as i128;
@@ -36,9 +42,16 @@ fn sampler_matches_the_pmf_and_rejects_a_wrong_inner_width() {
         assert!(test.passes(), "ε = {e}, D = {d}, γ = {gamma}: {test:?}");
         if d > 4 {
             // The same draws judged against a staircase with a different step.
-            let wrong_gamma = if gamma < 0.5 { gamma + 0.4 } else { gamma - 0.4 };
+            let wrong_gamma = if gamma < 0.5 {
+                gamma + 0.4
+            } else {
+                gamma - 0.4
+            };
             let wrong = Staircase::new(eps(e), d, wrong_gamma).unwrap();
-            assert!(!chi_square(&h, |n| wrong.pmf(n), -lim, lim, ALPHA).passes(), "ε = {e}, D = {d}");
+            assert!(
+                !chi_square(&h, |n| wrong.pmf(n), -lim, lim, ALPHA).passes(),
+                "ε = {e}, D = {d}"
+            );
         }
     }
 }
@@ -49,7 +62,12 @@ fn accuracy_reproduces_soria_comas_tables_1_and_2() {
     for (e, laplace, optimal) in [(0.1, 200.00, 199.92), (0.5, 8.00, 7.92), (1.0, 2.00, 1.92)] {
         let (cal, stair, lap) = calibrated(e, Loss::Variance);
         let g = cal.lattice.granularity();
-        let v = stair.law().accuracy_in_steps(0.95).scaled(g).std_dev.powi(2);
+        let v = stair
+            .law()
+            .accuracy_in_steps(0.95)
+            .scaled(g)
+            .std_dev
+            .powi(2);
         let vl = lap.law().accuracy_in_steps(0.95).scaled(g).std_dev.powi(2);
         assert_eq!(format!("{v:.2}"), format!("{optimal:.2}"), "ε = {e}");
         assert_eq!(format!("{vl:.2}"), format!("{laplace:.2}"), "ε = {e}");
@@ -62,7 +80,11 @@ fn accuracy_reproduces_soria_comas_tables_1_and_2() {
         let len = 2.0 * stair.law().accuracy_in_steps(0.95).scaled(g).ci_half_width;
         let len_l = 2.0 * lap.law().accuracy_in_steps(0.95).scaled(g).ci_half_width;
         assert_eq!((len * 100.0).floor() / 100.0, optimal, "ε = {e}: {len}");
-        assert_eq!(format!("{len_l:.2}"), format!("{laplace:.2}"), "ε = {e}: {len_l}");
+        assert_eq!(
+            format!("{len_l:.2}"),
+            format!("{laplace:.2}"),
+            "ε = {e}: {len_l}"
+        );
     }
 }
 
@@ -74,12 +96,19 @@ fn accuracy_matches_gengs_closed_forms() {
         let g = cal.lattice.granularity();
         let mae = l1.law().accuracy_in_steps(0.95).scaled(g).mean_abs_error;
         let expected_mae = (e / 2.0).exp() / (e.exp() - 1.0);
-        assert!((mae / expected_mae - 1.0).abs() < 1e-6, "ε = {e}: {mae} vs {expected_mae}");
+        assert!(
+            (mae / expected_mae - 1.0).abs() < 1e-6,
+            "ε = {e}: {mae} vs {expected_mae}"
+        );
         let (_, l2, _) = calibrated(e, Loss::Variance);
         let var = l2.law().accuracy_in_steps(0.95).scaled(g).std_dev.powi(2);
-        let expected_var =
-            (2f64.powf(-2.0 / 3.0) * b.powf(2.0 / 3.0) * (1.0 + b).powf(2.0 / 3.0) + b) / (1.0 - b).powi(2);
-        assert!((var / expected_var - 1.0).abs() < 1e-6, "ε = {e}: {var} vs {expected_var}");
+        let expected_var = (2f64.powf(-2.0 / 3.0) * b.powf(2.0 / 3.0) * (1.0 + b).powf(2.0 / 3.0)
+            + b)
+            / (1.0 - b).powi(2);
+        assert!(
+            (var / expected_var - 1.0).abs() < 1e-6,
+            "ε = {e}: {var} vs {expected_var}"
+        );
     }
 }
 
@@ -90,7 +119,9 @@ fn check_against_draws(e: f64, loss: Loss, n: usize, seed: u64) {
     let g = cal.lattice.granularity();
     let exact = stair.law().accuracy_in_steps(0.95).scaled(g);
     let mut r = rng(seed);
-    let xs: Vec<f64> = (0..n).map(|_| cal.lattice.release(stair.sample(&mut r))).collect();
+    let xs: Vec<f64> = (0..n)
+        .map(|_| cal.lattice.release(stair.sample(&mut r)))
+        .collect();
     let nf = n as f64;
     let abs: Vec<f64> = xs.iter().map(|x| x.abs()).collect();
     let sq: Vec<f64> = xs.iter().map(|x| x * x).collect();
@@ -99,11 +130,20 @@ fn check_against_draws(e: f64, loss: Loss, n: usize, seed: u64) {
         let m = mean(v);
         (v.iter().map(|x| (x - m).powi(2)).sum::<f64>() / (nf - 1.0) / nf).sqrt()
     };
-    assert!((mean(&abs) - exact.mean_abs_error).abs() < 5.0 * se(&abs), "ε = {e} {loss:?}: mean |X|");
-    assert!((mean(&sq) - exact.std_dev.powi(2)).abs() < 5.0 * se(&sq), "ε = {e} {loss:?}: E[X²]");
+    assert!(
+        (mean(&abs) - exact.mean_abs_error).abs() < 5.0 * se(&abs),
+        "ε = {e} {loss:?}: mean |X|"
+    );
+    assert!(
+        (mean(&sq) - exact.std_dev.powi(2)).abs() < 5.0 * se(&sq),
+        "ε = {e} {loss:?}: E[X²]"
+    );
     let covered = abs.iter().filter(|a| **a <= exact.ci_half_width).count() as f64 / nf;
     let p = stair.law().mass_within(exact.ci_half_width / g);
-    assert!((covered - p).abs() < 5.0 * (p * (1.0 - p) / nf).sqrt(), "ε = {e} {loss:?}: coverage");
+    assert!(
+        (covered - p).abs() < 5.0 * (p * (1.0 - p) / nf).sqrt(),
+        "ε = {e} {loss:?}: coverage"
+    );
     // Print the figures the closing note and the docs quote.
     let lap_exact = lap.law().accuracy_in_steps(0.95).scaled(g);
     println!(
@@ -134,19 +174,36 @@ fn the_draw_check_catches_a_staircase_with_the_wrong_gamma() {
     let e = 1.0;
     let (cal, _, _) = calibrated(e, Loss::MeanAbsolute);
     let wrong = Staircase::new(eps(e), cal.steps, 0.9).unwrap();
-    let exact = calibrated(e, Loss::MeanAbsolute).1.law().accuracy_in_steps(0.95);
+    let exact = calibrated(e, Loss::MeanAbsolute)
+        .1
+        .law()
+        .accuracy_in_steps(0.95);
     let mut r = rng(60);
-    let mean = (0..N).map(|_| wrong.sample(&mut r).unsigned_abs() as f64).sum::<f64>() / N as f64;
+    let mean = (0..N)
+        .map(|_| wrong.sample(&mut r).unsigned_abs() as f64)
+        .sum::<f64>()
+        / N as f64;
     let sd = exact.std_dev / (N as f64).sqrt();
-    assert!((mean - exact.mean_abs_error).abs() < 5.0 * sd, "mean |X|: {mean} vs {}", exact.mean_abs_error);
+    assert!(
+        (mean - exact.mean_abs_error).abs() < 5.0 * sd,
+        "mean |X|: {mean} vs {}",
+        exact.mean_abs_error
+    );
 }
 
 /// Audits a staircase of period `d` steps, claimed at ε, drawn with `draw`.
 fn audit(e: f64, d: u128, draw: Staircase) -> dpnoise_core::audit::AuditReport {
     let (mut r0, mut r1) = (rng(70), rng(71));
     let shift = d as i128;
-    privacy_loss_audit(N, (shift / 8).max(1), 2_000, 5.0, || draw.sample(&mut r0), || shift + draw.sample(&mut r1))
-        .tap(|rep| assert!(rep.bins_audited >= 8, "ε = {e}: {rep:?}"))
+    privacy_loss_audit(
+        N,
+        (shift / 8).max(1),
+        2_000,
+        5.0,
+        || draw.sample(&mut r0),
+        || shift + draw.sample(&mut r1),
+    )
+    .tap(|rep| assert!(rep.bins_audited >= 8, "ε = {e}: {rep:?}"))
 }
 
 trait Tap: Sized {
@@ -159,10 +216,21 @@ impl<T> Tap for T {}
 
 #[test]
 fn staircase_passes_the_privacy_audit_including_gamma_near_0_and_1() {
-    for (e, d, gamma) in [(1.0, 64u128, 0.0), (1.0, 64, 0.02), (1.0, 64, 0.4167), (1.0, 64, 0.98), (1.0, 64, 1.0), (0.5, 8, 0.3), (2.0, 1 << 20, 0.2)] {
+    for (e, d, gamma) in [
+        (1.0, 64u128, 0.0),
+        (1.0, 64, 0.02),
+        (1.0, 64, 0.4167),
+        (1.0, 64, 0.98),
+        (1.0, 64, 1.0),
+        (0.5, 8, 0.3),
+        (2.0, 1 << 20, 0.2),
+    ] {
         let s = Staircase::new(eps(e), d, gamma).unwrap();
         let report = audit(e, d, s);
-        assert!(report.within(e), "ε = {e}, D = {d}, γ = {gamma}: {report:?}");
+        assert!(
+            report.within(e),
+            "ε = {e}, D = {d}, γ = {gamma}: {report:?}"
+        );
     }
 }
 
@@ -181,7 +249,9 @@ fn staircase_releases_defeat_the_finite_precision_attack() {
     let mut r = rng(80);
     let mut at = |x: f64| {
         let t = cal.lattice.round(x).unwrap();
-        (0..100_000).map(|_| cal.release(&stair, &mut r, t)).collect::<Vec<f64>>()
+        (0..100_000)
+            .map(|_| cal.release(&stair, &mut r, t))
+            .collect::<Vec<f64>>()
     };
     let (a, b) = (at(0.0), at(1.0));
     let (fa, fb) = (lattice_fingerprint(&a, g), lattice_fingerprint(&b, g));
@@ -189,8 +259,15 @@ fn staircase_releases_defeat_the_finite_precision_attack() {
     let sum = Calibration::sum(eps(1.0), 0.0, 1.0).unwrap();
     let stair = Staircase::new(eps(1.0), sum.steps, 0.4).unwrap();
     let big = 2f64.powi(52);
-    let mut at = |x: f64| (0..20_000).map(|_| sum.release(&stair, &mut r, sum.lattice.round(x).unwrap())).collect::<Vec<f64>>();
+    let mut at = |x: f64| {
+        (0..20_000)
+            .map(|_| sum.release(&stair, &mut r, sum.lattice.round(x).unwrap()))
+            .collect::<Vec<f64>>()
+    };
     let (a, b) = (at(big), at(big + 1.0));
     let g = sum.lattice.granularity();
-    assert!(lattice_fingerprint(&a, g).is_some() && lattice_fingerprint(&a, g) == lattice_fingerprint(&b, g));
+    assert!(
+        lattice_fingerprint(&a, g).is_some()
+            && lattice_fingerprint(&a, g) == lattice_fingerprint(&b, g)
+    );
 }

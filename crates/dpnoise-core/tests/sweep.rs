@@ -11,7 +11,8 @@
 use dpnoise_core::multivariate::{l1_staircase_gamma, BoxPlan, L1Staircase};
 use dpnoise_core::plan::confidence_of;
 use dpnoise_core::{
-    BitPool, Bounds, Calibration, Choice, Delta, Epsilon, IntegerBounds, Lattice, Loss, Plan, Sensitivity, Shape,
+    BitPool, Bounds, Calibration, Choice, Delta, Epsilon, IntegerBounds, Lattice, Loss, Plan,
+    Sensitivity, Shape,
 };
 use rand_chacha::rand_core::SeedableRng;
 use rand_chacha::ChaCha20Rng;
@@ -23,8 +24,22 @@ const LIMIT: Duration = Duration::from_millis(500);
 /// A case still running after this is reported as hanging.
 const DEADLINE: Duration = Duration::from_secs(5);
 
-const EPSILONS: [f64; 14] =
-    [1.0 / 1_073_741_824.0, 1e-8, 1e-6, 1e-4, 1e-3, 0.01, 0.1, 0.5, 1.0, 5.0, 20.0, 50.0, 200.0, 1000.0];
+const EPSILONS: [f64; 14] = [
+    1.0 / 1_073_741_824.0,
+    1e-8,
+    1e-6,
+    1e-4,
+    1e-3,
+    0.01,
+    0.1,
+    0.5,
+    1.0,
+    5.0,
+    20.0,
+    50.0,
+    200.0,
+    1000.0,
+];
 const SENSITIVITIES: [f64; 7] = [1e-300, 1e-100, 1e-10, 1.0, 1e10, 1e100, 1e300];
 
 fn rng() -> BitPool<ChaCha20Rng> {
@@ -65,7 +80,9 @@ impl Sweep {
             other => other,
         };
         match time {
-            None => self.failures.push(format!("{name}: still running after {DEADLINE:?}")),
+            None => self
+                .failures
+                .push(format!("{name}: still running after {DEADLINE:?}")),
             Some(t) if t > LIMIT => self.failures.push(format!("{name}: {t:?}")),
             Some(t) if t > self.slowest.0 => self.slowest = (t, name),
             Some(_) => {}
@@ -75,9 +92,20 @@ impl Sweep {
 
 #[test]
 fn every_accepted_parameter_set_is_fast() {
-    let mut sweep = Sweep { cases: 0, slowest: (Duration::ZERO, String::new()), failures: Vec::new() };
+    let mut sweep = Sweep {
+        cases: 0,
+        slowest: (Duration::ZERO, String::new()),
+        failures: Vec::new(),
+    };
     let losses = ["l2", "l1", "ci", "ci=0.99", "gamma=0.3"];
-    let choices = ["laplace", "staircase", "truncated_laplace", "uniform", "gaussian", "auto"];
+    let choices = [
+        "laplace",
+        "staircase",
+        "truncated_laplace",
+        "uniform",
+        "gaussian",
+        "auto",
+    ];
     for &e in &EPSILONS {
         for loss in losses {
             for choice in choices {
@@ -92,13 +120,17 @@ fn every_accepted_parameter_set_is_fast() {
                         }
                     }
                     for shape in shapes {
-                        let name = format!("plan {choice} ε={e:e} δ={delta:e} loss={loss} {shape:?}");
+                        let name =
+                            format!("plan {choice} ε={e:e} δ={delta:e} loss={loss} {shape:?}");
                         sweep.run(name, move || {
-                            let (Ok(choice), Ok(loss), Ok(eps)) = (Choice::parse(choice), Loss::parse(loss), Epsilon::new(e))
+                            let (Ok(choice), Ok(loss), Ok(eps)) =
+                                (Choice::parse(choice), Loss::parse(loss), Epsilon::new(e))
                             else {
                                 return;
                             };
-                            if let Ok(plan) = Plan::new(choice, eps, Delta::new(delta).unwrap(), loss, shape) {
+                            if let Ok(plan) =
+                                Plan::new(choice, eps, Delta::new(delta).unwrap(), loss, shape)
+                            {
                                 let _ = plan.accuracy(confidence_of(loss));
                                 let _ = plan.calibration.release(&plan.noise, &mut rng(), 0);
                             }
@@ -113,8 +145,15 @@ fn every_accepted_parameter_set_is_fast() {
         for d in [1usize, 2, 4, 8, 16] {
             for spread in [false, true] {
                 for &base in &[1e-10, 1.0, 1e10] {
-                    let sens: Vec<f64> =
-                        (0..d).map(|j| if spread { base * 10f64.powf(6.0 * j as f64 / d as f64) } else { base }).collect();
+                    let sens: Vec<f64> = (0..d)
+                        .map(|j| {
+                            if spread {
+                                base * 10f64.powf(6.0 * j as f64 / d as f64)
+                            } else {
+                                base
+                            }
+                        })
+                        .collect();
                     let name = format!("box ε={e:e} d={d} sensitivities={sens:?}");
                     sweep.run(name, move || {
                         let Ok(eps) = Epsilon::new(e) else { return };
@@ -133,8 +172,12 @@ fn every_accepted_parameter_set_is_fast() {
             let name = format!("l1 staircase ε={e:e} sensitivity={s:e}");
             sweep.run(name, move || {
                 let Ok(eps) = Epsilon::new(e) else { return };
-                let Ok(lattice) = Lattice::for_noise(s / e, s) else { return };
-                let Ok(steps) = lattice.steps_ceil(s) else { return };
+                let Ok(lattice) = Lattice::for_noise(s / e, s) else {
+                    return;
+                };
+                let Ok(steps) = lattice.steps_ceil(s) else {
+                    return;
+                };
                 if let Ok(noise) = L1Staircase::new(eps, steps + 1, l1_staircase_gamma(e)) {
                     let _ = noise.sample(&mut rng());
                 }
@@ -145,10 +188,19 @@ fn every_accepted_parameter_set_is_fast() {
     for &e in &EPSILONS {
         sweep.run(format!("count ε={e:e}"), move || {
             let eps = Epsilon::new(e).unwrap();
-            let plan = Plan::new(Choice::Auto, eps, Delta::ZERO, Loss::Variance, Shape::Count).unwrap();
+            let plan =
+                Plan::new(Choice::Auto, eps, Delta::ZERO, Loss::Variance, Shape::Count).unwrap();
             let _ = Calibration::COUNT.release_integer(&plan.noise, &mut rng(), 0);
         });
     }
-    println!("sweep: {} cases, slowest accepted {:?}: {}", sweep.cases, sweep.slowest.0, sweep.slowest.1);
-    assert!(sweep.failures.is_empty(), "{} slow or hanging cases:\n{}", sweep.failures.len(), sweep.failures.join("\n"));
+    println!(
+        "sweep: {} cases, slowest accepted {:?}: {}",
+        sweep.cases, sweep.slowest.0, sweep.slowest.1
+    );
+    assert!(
+        sweep.failures.is_empty(),
+        "{} slow or hanging cases:\n{}",
+        sweep.failures.len(),
+        sweep.failures.join("\n")
+    );
 }

@@ -36,7 +36,9 @@ impl Check<'_> {
         // SAFETY: the caller's contract; casts follow the node tags and the functions' signatures.
         unsafe {
             let mut rows: f64 = 0.0;
-            for function in list_items::<pg_sys::RangeTblFunction>((*(plan as *mut pg_sys::FunctionScan)).functions) {
+            for function in list_items::<pg_sys::RangeTblFunction>(
+                (*(plan as *mut pg_sys::FunctionScan)).functions,
+            ) {
                 let expr = (*function).funcexpr;
                 let refused = || {
                     refuse(
@@ -50,7 +52,13 @@ impl Check<'_> {
                 let call = expr as *mut pg_sys::FuncExpr;
                 let args: Vec<*mut pg_sys::Const> = list_items::<pg_sys::Node>((*call).args)
                     .into_iter()
-                    .map(|a| if (*a).type_ == pg_sys::NodeTag::T_Const { a.cast() } else { std::ptr::null_mut() })
+                    .map(|a| {
+                        if (*a).type_ == pg_sys::NodeTag::T_Const {
+                            a.cast()
+                        } else {
+                            std::ptr::null_mut()
+                        }
+                    })
                     .collect();
                 if args.iter().any(|a| a.is_null() || (**a).constisnull) {
                     return Err(refused());
@@ -58,23 +66,43 @@ impl Check<'_> {
                 let funcid = u32::from((*call).funcid);
                 let int = |c: *mut pg_sys::Const, wide: bool| -> i128 {
                     let d = (*c).constvalue.value() as u64;
-                    if wide { d as i64 as i128 } else { d as u32 as i32 as i128 }
+                    if wide {
+                        d as i64 as i128
+                    } else {
+                        d as u32 as i32 as i128
+                    }
                 };
                 let n = match funcid {
-                    pg_sys::F_GENERATE_SERIES_INT4_INT4 | pg_sys::F_GENERATE_SERIES_INT8_INT8
-                    | pg_sys::F_GENERATE_SERIES_INT4_INT4_INT4 | pg_sys::F_GENERATE_SERIES_INT8_INT8_INT8 => {
-                        let wide = matches!(funcid, pg_sys::F_GENERATE_SERIES_INT8_INT8 | pg_sys::F_GENERATE_SERIES_INT8_INT8_INT8);
+                    pg_sys::F_GENERATE_SERIES_INT4_INT4
+                    | pg_sys::F_GENERATE_SERIES_INT8_INT8
+                    | pg_sys::F_GENERATE_SERIES_INT4_INT4_INT4
+                    | pg_sys::F_GENERATE_SERIES_INT8_INT8_INT8 => {
+                        let wide = matches!(
+                            funcid,
+                            pg_sys::F_GENERATE_SERIES_INT8_INT8
+                                | pg_sys::F_GENERATE_SERIES_INT8_INT8_INT8
+                        );
                         let (start, stop) = (int(args[0], wide), int(args[1], wide));
-                        let step = if args.len() == 3 { int(args[2], wide) } else { 1 };
+                        let step = if args.len() == 3 {
+                            int(args[2], wide)
+                        } else {
+                            1
+                        };
                         if step == 0 {
                             return Err(refused());
                         }
                         ((stop - start) / step + 1).max(0) as f64
                     }
                     pg_sys::F_UNNEST_ANYARRAY => {
-                        let array = pg_sys::pg_detoast_datum((*args[0]).constvalue.cast_mut_ptr()) as *mut pg_sys::ArrayType;
-                        pg_sys::ArrayGetNItems((*array).ndim, array.cast::<u8>().add(std::mem::size_of::<pg_sys::ArrayType>()).cast())
-                            as f64
+                        let array = pg_sys::pg_detoast_datum((*args[0]).constvalue.cast_mut_ptr())
+                            as *mut pg_sys::ArrayType;
+                        pg_sys::ArrayGetNItems(
+                            (*array).ndim,
+                            array
+                                .cast::<u8>()
+                                .add(std::mem::size_of::<pg_sys::ArrayType>())
+                                .cast(),
+                        ) as f64
                     }
                     _ => return Err(refused()),
                 };
@@ -105,7 +133,10 @@ impl Check<'_> {
         let columns: Vec<i16> = if opaque {
             vec![0]
         } else {
-            read.iter().filter(|(index, _)| *index == rtindex as i32).map(|(_, column)| *column).collect()
+            read.iter()
+                .filter(|(index, _)| *index == rtindex as i32)
+                .map(|(_, column)| *column)
+                .collect()
         };
         drop(read);
         1.0 + (table_width(relid, &columns) / BYTES_PER_ROW).floor()
@@ -126,15 +157,22 @@ impl Check<'_> {
         // SAFETY: the caller's contract; casts follow the node tags.
         unsafe {
             use pg_sys::NodeTag::*;
-            let below: Vec<f64> = children(plan).into_iter().map(|c| self.public_rows(c)).collect();
+            let below: Vec<f64> = children(plan)
+                .into_iter()
+                .map(|c| self.public_rows(c))
+                .collect();
             match (*plan).type_ {
                 T_FunctionScan => self.series_rows(plan).unwrap_or(f64::INFINITY),
-                T_ValuesScan => list_items::<pg_sys::Node>((*(plan as *mut pg_sys::ValuesScan)).values_lists).len() as f64,
+                T_ValuesScan => {
+                    list_items::<pg_sys::Node>((*(plan as *mut pg_sys::ValuesScan)).values_lists)
+                        .len() as f64
+                }
                 T_Result if below.is_empty() => 1.0,
                 // A scan does work for its pages (dead rows too) and for the
                 // visible rows it returns, each worth one more for every 128 bytes
                 // read of it; an index scan for its index's pages too.
-                T_SeqScan | T_IndexScan | T_IndexOnlyScan | T_BitmapHeapScan | T_TidScan | T_TidRangeScan => {
+                T_SeqScan | T_IndexScan | T_IndexOnlyScan | T_BitmapHeapScan | T_TidScan
+                | T_TidRangeScan => {
                     let rtindex = (*(plan as *mut pg_sys::Scan)).scanrelid;
                     let index = match (*plan).type_ {
                         T_IndexScan => pages((*(plan as *mut pg_sys::IndexScan)).indexid),
@@ -142,7 +180,11 @@ impl Check<'_> {
                         _ => below.iter().sum(),
                     };
                     self.scanned(plan)
-                        .map(|relid| table_rows(relid) * self.width_factor(relid, rtindex) + pages(relid) + index)
+                        .map(|relid| {
+                            table_rows(relid) * self.width_factor(relid, rtindex)
+                                + pages(relid)
+                                + index
+                        })
                         .unwrap_or(f64::INFINITY)
                 }
                 T_Append | T_MergeAppend => below.iter().sum(),
@@ -171,9 +213,15 @@ fn pages(relid: pg_sys::Oid) -> f64 {
 
 /// The rows of a public table, counted as the analyst (who may read it).
 fn table_rows(relid: pg_sys::Oid) -> f64 {
-    let Some(table) = qualified_name(relid) else { return f64::INFINITY };
+    let Some(table) = qualified_name(relid) else {
+        return f64::INFINITY;
+    };
     let query = format!("SELECT pg_catalog.count(*) FROM ONLY {table}");
-    super::super::catalog::without_jit(|| Spi::get_one::<i64>(&query)).ok().flatten().map(|n| n as f64).unwrap_or(f64::INFINITY)
+    super::super::catalog::without_jit(|| Spi::get_one::<i64>(&query))
+        .ok()
+        .flatten()
+        .map(|n| n as f64)
+        .unwrap_or(f64::INFINITY)
 }
 
 /// The widest a row of a public table is in the variable-length columns
@@ -181,7 +229,9 @@ fn table_rows(relid: pg_sys::Oid) -> f64 {
 /// `octet_length` of text and bytea reads the stored length without
 /// decompressing; other types are measured as text.
 fn table_width(relid: pg_sys::Oid, columns: &[i16]) -> f64 {
-    let Some(table) = qualified_name(relid) else { return f64::INFINITY };
+    let Some(table) = qualified_name(relid) else {
+        return f64::INFINITY;
+    };
     let whole = columns.contains(&0);
     let mut parts = Vec::new();
     // SAFETY: catalog lookups by OID and column number inside the caller's transaction; null names are tested.
@@ -215,8 +265,14 @@ fn table_width(relid: pg_sys::Oid, columns: &[i16]) -> f64 {
     if parts.is_empty() {
         return 0.0;
     }
-    let query = format!("SELECT pg_catalog.max({}) FROM ONLY {table}", parts.join(" OPERATOR(pg_catalog.+) "));
-    super::super::catalog::without_jit(|| Spi::get_one::<i64>(&query)).ok().flatten().map_or(0.0, |n| n as f64)
+    let query = format!(
+        "SELECT pg_catalog.max({}) FROM ONLY {table}",
+        parts.join(" OPERATOR(pg_catalog.+) ")
+    );
+    super::super::catalog::without_jit(|| Spi::get_one::<i64>(&query))
+        .ok()
+        .flatten()
+        .map_or(0.0, |n| n as f64)
 }
 
 fn quote(name: &str) -> String {
@@ -232,7 +288,8 @@ fn qualified_name(relid: pg_sys::Oid) -> Option<String> {
         if name.is_null() || schema.is_null() {
             return None;
         }
-        let text = |p: *mut std::ffi::c_char| std::ffi::CStr::from_ptr(p).to_string_lossy().into_owned();
+        let text =
+            |p: *mut std::ffi::c_char| std::ffi::CStr::from_ptr(p).to_string_lossy().into_owned();
         Some(format!("{}.{}", quote(&text(schema)), quote(&text(name))))
     }
 }

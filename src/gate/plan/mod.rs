@@ -79,7 +79,11 @@ struct Check<'a> {
 ///
 /// # Safety
 /// `stmt` is a live PlannedStmt, inside a transaction.
-pub(super) unsafe fn check(stmt: *mut pg_sys::PlannedStmt, params: pg_sys::ParamListInfo, protected: &Protected) -> Result<f64, Refusal> {
+pub(super) unsafe fn check(
+    stmt: *mut pg_sys::PlannedStmt,
+    params: pg_sys::ParamListInfo,
+    protected: &Protected,
+) -> Result<f64, Refusal> {
     // SAFETY: the caller's contract: every node reached below is a live node of the plan.
     unsafe {
         let nodes = crate::parameters::plan_nodes(stmt);
@@ -98,7 +102,9 @@ pub(super) unsafe fn check(stmt: *mut pg_sys::PlannedStmt, params: pg_sys::Param
         };
         for &plan in &nodes {
             if (*plan).type_ == pg_sys::NodeTag::T_NestLoop {
-                for param in list_items::<pg_sys::NestLoopParam>((*(plan as *mut pg_sys::NestLoop)).nestParams) {
+                for param in list_items::<pg_sys::NestLoopParam>(
+                    (*(plan as *mut pg_sys::NestLoop)).nestParams,
+                ) {
                     check.nestloop_params.insert((*param).paramno);
                 }
             }
@@ -111,7 +117,10 @@ pub(super) unsafe fn check(stmt: *mut pg_sys::PlannedStmt, params: pg_sys::Param
             }
         }
         check.visit((*stmt).planTree, false)?;
-        for (i, sub) in list_items::<pg_sys::Plan>((*stmt).subplans).into_iter().enumerate() {
+        for (i, sub) in list_items::<pg_sys::Plan>((*stmt).subplans)
+            .into_iter()
+            .enumerate()
+        {
             check.visit(sub, !init.contains(&(i as i32 + 1)))?;
         }
         let mut reads = false;
@@ -171,7 +180,10 @@ unsafe fn statistics(node: *mut pg_sys::Node) -> Checked {
     /// # Safety
     /// Called by `expression_tree_walker` with live nodes and a `*mut Option<String>`.
     #[pg_guard]
-    unsafe extern "C-unwind" fn find(node: *mut pg_sys::Node, context: *mut std::ffi::c_void) -> bool {
+    unsafe extern "C-unwind" fn find(
+        node: *mut pg_sys::Node,
+        context: *mut std::ffi::c_void,
+    ) -> bool {
         // SAFETY: the caller's contract; casts follow the node tags.
         unsafe {
             if node.is_null() {
@@ -240,21 +252,38 @@ unsafe fn expressions(plan: *mut pg_sys::Plan) -> Vec<*mut pg_sys::Node> {
             T_Result => out.push((*(plan as *mut pg_sys::Result)).resconstantqual),
             T_IndexScan => {
                 let scan = plan as *mut pg_sys::IndexScan;
-                out.extend([(*scan).indexqual, (*scan).indexqualorig, (*scan).indexorderby, (*scan).indexorderbyorig].map(|l| l.cast()));
+                out.extend(
+                    [
+                        (*scan).indexqual,
+                        (*scan).indexqualorig,
+                        (*scan).indexorderby,
+                        (*scan).indexorderbyorig,
+                    ]
+                    .map(|l| l.cast()),
+                );
             }
             T_IndexOnlyScan => {
                 let scan = plan as *mut pg_sys::IndexOnlyScan;
-                out.extend([(*scan).indexqual, (*scan).recheckqual, (*scan).indexorderby].map(|l| l.cast()));
+                out.extend(
+                    [(*scan).indexqual, (*scan).recheckqual, (*scan).indexorderby]
+                        .map(|l| l.cast()),
+                );
             }
             T_BitmapIndexScan => {
                 let scan = plan as *mut pg_sys::BitmapIndexScan;
                 out.extend([(*scan).indexqual, (*scan).indexqualorig].map(|l| l.cast()));
             }
-            T_BitmapHeapScan => out.push((*(plan as *mut pg_sys::BitmapHeapScan)).bitmapqualorig.cast()),
+            T_BitmapHeapScan => out.push(
+                (*(plan as *mut pg_sys::BitmapHeapScan))
+                    .bitmapqualorig
+                    .cast(),
+            ),
             T_TidScan => out.push((*(plan as *mut pg_sys::TidScan)).tidquals.cast()),
             T_TidRangeScan => out.push((*(plan as *mut pg_sys::TidRangeScan)).tidrangequals.cast()),
             T_FunctionScan => {
-                for function in list_items::<pg_sys::RangeTblFunction>((*(plan as *mut pg_sys::FunctionScan)).functions) {
+                for function in list_items::<pg_sys::RangeTblFunction>(
+                    (*(plan as *mut pg_sys::FunctionScan)).functions,
+                ) {
                     out.push((*function).funcexpr);
                 }
             }
@@ -262,7 +291,9 @@ unsafe fn expressions(plan: *mut pg_sys::Plan) -> Vec<*mut pg_sys::Node> {
             T_NestLoop | T_MergeJoin | T_HashJoin => {
                 out.push((*(plan as *mut pg_sys::Join)).joinqual.cast());
                 match (*plan).type_ {
-                    T_MergeJoin => out.push((*(plan as *mut pg_sys::MergeJoin)).mergeclauses.cast()),
+                    T_MergeJoin => {
+                        out.push((*(plan as *mut pg_sys::MergeJoin)).mergeclauses.cast())
+                    }
                     T_HashJoin => {
                         let join = plan as *mut pg_sys::HashJoin;
                         out.extend([(*join).hashclauses, (*join).hashkeys].map(|l| l.cast()));
@@ -274,7 +305,11 @@ unsafe fn expressions(plan: *mut pg_sys::Plan) -> Vec<*mut pg_sys::Node> {
             T_Memoize => out.push((*(plan as *mut pg_sys::Memoize)).param_exprs.cast()),
             T_WindowAgg => {
                 let window = plan as *mut pg_sys::WindowAgg;
-                out.extend([(*window).startOffset, (*window).endOffset, (*window).runCondition.cast()]);
+                out.extend([
+                    (*window).startOffset,
+                    (*window).endOffset,
+                    (*window).runCondition.cast(),
+                ]);
             }
             T_Limit => {
                 let limit = plan as *mut pg_sys::Limit;
@@ -298,12 +333,22 @@ unsafe fn children(plan: *mut pg_sys::Plan) -> Vec<*mut pg_sys::Plan> {
         use pg_sys::NodeTag::*;
         let mut out = vec![(*plan).lefttree, (*plan).righttree];
         match (*plan).type_ {
-            T_Append => out.extend(list_items::<pg_sys::Plan>((*(plan as *mut pg_sys::Append)).appendplans)),
-            T_MergeAppend => out.extend(list_items::<pg_sys::Plan>((*(plan as *mut pg_sys::MergeAppend)).mergeplans)),
+            T_Append => out.extend(list_items::<pg_sys::Plan>(
+                (*(plan as *mut pg_sys::Append)).appendplans,
+            )),
+            T_MergeAppend => out.extend(list_items::<pg_sys::Plan>(
+                (*(plan as *mut pg_sys::MergeAppend)).mergeplans,
+            )),
             T_SubqueryScan => out.push((*(plan as *mut pg_sys::SubqueryScan)).subplan),
-            T_BitmapAnd => out.extend(list_items::<pg_sys::Plan>((*(plan as *mut pg_sys::BitmapAnd)).bitmapplans)),
-            T_BitmapOr => out.extend(list_items::<pg_sys::Plan>((*(plan as *mut pg_sys::BitmapOr)).bitmapplans)),
-            T_CustomScan => out.extend(list_items::<pg_sys::Plan>((*(plan as *mut pg_sys::CustomScan)).custom_plans)),
+            T_BitmapAnd => out.extend(list_items::<pg_sys::Plan>(
+                (*(plan as *mut pg_sys::BitmapAnd)).bitmapplans,
+            )),
+            T_BitmapOr => out.extend(list_items::<pg_sys::Plan>(
+                (*(plan as *mut pg_sys::BitmapOr)).bitmapplans,
+            )),
+            T_CustomScan => out.extend(list_items::<pg_sys::Plan>(
+                (*(plan as *mut pg_sys::CustomScan)).custom_plans,
+            )),
             _ => {}
         }
         out.retain(|p| !p.is_null());
@@ -328,8 +373,15 @@ impl Check<'_> {
             use pg_sys::NodeTag::*;
             let scans = matches!(
                 (*plan).type_,
-                T_SeqScan | T_SampleScan | T_IndexScan | T_IndexOnlyScan | T_BitmapHeapScan | T_TidScan | T_TidRangeScan
-                    | T_ForeignScan | T_CustomScan
+                T_SeqScan
+                    | T_SampleScan
+                    | T_IndexScan
+                    | T_IndexOnlyScan
+                    | T_BitmapHeapScan
+                    | T_TidScan
+                    | T_TidRangeScan
+                    | T_ForeignScan
+                    | T_CustomScan
             );
             if !scans {
                 return None;
@@ -345,7 +397,8 @@ impl Check<'_> {
     /// As `scanned`.
     unsafe fn protected_scan(&self, plan: *mut pg_sys::Plan) -> bool {
         // SAFETY: the caller's contract.
-        unsafe { self.scanned(plan) }.is_some_and(|relid| self.protected.tables.contains_key(&relid))
+        unsafe { self.scanned(plan) }
+            .is_some_and(|relid| self.protected.tables.contains_key(&relid))
     }
 
     /// Whether `plan` finalizes a dpnoise aggregate.
@@ -362,7 +415,10 @@ impl Check<'_> {
             for list in [(*plan).targetlist, (*plan).qual] {
                 super::bounding::collect_aggregates(list.cast(), &mut found);
             }
-            found.iter().any(|a| (**a).aggsplit & pg_sys::AGGSPLITOP_SKIPFINAL == 0 && self.own_function((**a).aggfnoid))
+            found.iter().any(|a| {
+                (**a).aggsplit & pg_sys::AGGSPLITOP_SKIPFINAL == 0
+                    && self.own_function((**a).aggfnoid)
+            })
         }
     }
 
@@ -385,7 +441,11 @@ impl Check<'_> {
             if self.consumer(plan) {
                 return self.consume(plan, rescanned);
             }
-            let inner = if (*plan).type_ == pg_sys::NodeTag::T_NestLoop { (*plan).righttree } else { std::ptr::null_mut() };
+            let inner = if (*plan).type_ == pg_sys::NodeTag::T_NestLoop {
+                (*plan).righttree
+            } else {
+                std::ptr::null_mut()
+            };
             for child in children(plan) {
                 self.visit(child, rescanned || child == inner)?;
             }
@@ -418,11 +478,15 @@ impl Check<'_> {
             // aggregates' arguments on every input row. Its other outputs
             // only on the groups it releases.
             let total = Total { check: self };
-            total.expr((*agg).qual.cast()).map_err(|r| at(r, pg_sys::NodeTag::T_Agg))?;
+            total
+                .expr((*agg).qual.cast())
+                .map_err(|r| at(r, pg_sys::NodeTag::T_Agg))?;
             let mut found = Vec::new();
             super::bounding::collect_aggregates((*agg).targetlist.cast(), &mut found);
             for aggref in found {
-                total.expr(aggref.cast()).map_err(|r| at(r, pg_sys::NodeTag::T_Agg))?;
+                total
+                    .expr(aggref.cast())
+                    .map_err(|r| at(r, pg_sys::NodeTag::T_Agg))?;
             }
             // After every expression is seen: which public columns they read.
             let joins = std::mem::take(&mut self.public_joins);
@@ -455,7 +519,9 @@ impl Check<'_> {
     /// `plan` is a live node of `self.stmt`.
     unsafe fn reads_protected(&self, plan: *mut pg_sys::Plan) -> bool {
         // SAFETY: the caller's contract.
-        unsafe { self.protected_scan(plan) || children(plan).into_iter().any(|c| self.reads_protected(c)) }
+        unsafe {
+            self.protected_scan(plan) || children(plan).into_iter().any(|c| self.reads_protected(c))
+        }
     }
 
     /// Checks one node of a consumer's input and what is below it.
@@ -477,10 +543,11 @@ impl Check<'_> {
             }
             let marked = protected || inputs.iter().any(|(_, i)| i.marked);
             let admitted = match kind {
-                T_Result | T_SeqScan | T_IndexScan | T_IndexOnlyScan | T_BitmapIndexScan | T_BitmapHeapScan | T_BitmapAnd
-                | T_BitmapOr | T_TidScan | T_TidRangeScan | T_SubqueryScan | T_ValuesScan | T_Append | T_MergeAppend
-                | T_NestLoop | T_MergeJoin | T_HashJoin | T_Hash | T_Material | T_Memoize | T_Sort | T_IncrementalSort
-                | T_Group | T_Agg | T_WindowAgg | T_Unique | T_SetOp => true,
+                T_Result | T_SeqScan | T_IndexScan | T_IndexOnlyScan | T_BitmapIndexScan
+                | T_BitmapHeapScan | T_BitmapAnd | T_BitmapOr | T_TidScan | T_TidRangeScan
+                | T_SubqueryScan | T_ValuesScan | T_Append | T_MergeAppend | T_NestLoop
+                | T_MergeJoin | T_HashJoin | T_Hash | T_Material | T_Memoize | T_Sort
+                | T_IncrementalSort | T_Group | T_Agg | T_WindowAgg | T_Unique | T_SetOp => true,
                 T_Gather | T_GatherMerge if marked => true,
                 T_FunctionScan => {
                     self.series(plan)?;
@@ -527,7 +594,10 @@ impl Check<'_> {
             if marked && matches!(kind, T_NestLoop | T_MergeJoin | T_HashJoin) {
                 for (child, input) in &inputs {
                     if !input.marked {
-                        if kind == T_HashJoin && *child == (*plan).righttree && !(*plan).lefttree.is_null() {
+                        if kind == T_HashJoin
+                            && *child == (*plan).righttree
+                            && !(*plan).lefttree.is_null()
+                        {
                             (*(*plan).lefttree).startup_cost = f64::INFINITY;
                         }
                         self.public_joins.push(*child);

@@ -48,7 +48,10 @@ impl Total<'_, '_> {
                 "Use only stable or immutable LEAKPROOF functions in a query over protected rows, its public side included.",
             ));
         }
-        if leakproof || protected.allowed.contains(&funcid) || super::super::substitute::proven_total(funcid) {
+        if leakproof
+            || protected.allowed.contains(&funcid)
+            || super::super::substitute::proven_total(funcid)
+        {
             return Ok(());
         }
         Err(refuse(
@@ -79,12 +82,22 @@ impl Total<'_, '_> {
                 let collated = collation(node)?;
                 self.check.steps.set(self.check.steps.get() + collated);
             }
-            if !matches!((*node).type_, T_List | T_TargetEntry | T_Var | T_Const | T_Param | T_CaseTestExpr | T_RelabelType) {
+            if !matches!(
+                (*node).type_,
+                T_List | T_TargetEntry | T_Var | T_Const | T_Param | T_CaseTestExpr | T_RelabelType
+            ) {
                 self.check.steps.set(self.check.steps.get() + 1);
             }
             if matches!(
                 (*node).type_,
-                T_FuncExpr | T_OpExpr | T_DistinctExpr | T_NullIfExpr | T_ScalarArrayOpExpr | T_MinMaxExpr | T_Aggref | T_WindowFunc
+                T_FuncExpr
+                    | T_OpExpr
+                    | T_DistinctExpr
+                    | T_NullIfExpr
+                    | T_ScalarArrayOpExpr
+                    | T_MinMaxExpr
+                    | T_Aggref
+                    | T_WindowFunc
             ) {
                 self.note_reads(node);
             }
@@ -194,7 +207,10 @@ impl Total<'_, '_> {
         /// # Safety
         /// Called by `expression_tree_walker` with live nodes and the Reads.
         #[pg_guard]
-        unsafe extern "C-unwind" fn find(node: *mut pg_sys::Node, context: *mut std::ffi::c_void) -> bool {
+        unsafe extern "C-unwind" fn find(
+            node: *mut pg_sys::Node,
+            context: *mut std::ffi::c_void,
+        ) -> bool {
             // SAFETY: the caller's contract; casts follow the node tags.
             unsafe {
                 if node.is_null() {
@@ -208,14 +224,17 @@ impl Total<'_, '_> {
                             reads.read.insert(((*var).varno, (*var).varattno));
                         }
                         if (*var).varnosyn > 0 {
-                            reads.read.insert(((*var).varnosyn as i32, (*var).varattnosyn));
+                            reads
+                                .read
+                                .insert(((*var).varnosyn as i32, (*var).varattnosyn));
                         }
                         return false;
                     }
                     pg_sys::NodeTag::T_Const => {
                         let constant = node as *mut pg_sys::Const;
                         if (*constant).constlen == -1 && !(*constant).constisnull {
-                            reads.bytes += pg_sys::toast_raw_datum_size((*constant).constvalue) as f64;
+                            reads.bytes +=
+                                pg_sys::toast_raw_datum_size((*constant).constvalue) as f64;
                         }
                         return false;
                     }
@@ -224,7 +243,10 @@ impl Total<'_, '_> {
                         return false;
                     }
                     // Counted once, as its own call (the calls around it see its bound).
-                    pg_sys::NodeTag::T_FuncExpr if node == reads.root && (*(node as *mut pg_sys::FuncExpr)).funcid == reads.capped => {
+                    pg_sys::NodeTag::T_FuncExpr
+                        if node == reads.root
+                            && (*(node as *mut pg_sys::FuncExpr)).funcid == reads.capped =>
+                    {
                         reads.bytes += CAPPED_STEPS * BYTES_PER_STEP;
                     }
                     _ => {}
@@ -233,8 +255,20 @@ impl Total<'_, '_> {
             }
         }
         let mut read = self.check.read.borrow_mut();
-        let capped = self.check.protected.forms.get("dp_total_capped").copied().unwrap_or(pg_sys::InvalidOid);
-        let mut reads = Reads { read: &mut read, params: self.check.params, bytes: 0.0, capped, root: node };
+        let capped = self
+            .check
+            .protected
+            .forms
+            .get("dp_total_capped")
+            .copied()
+            .unwrap_or(pg_sys::InvalidOid);
+        let mut reads = Reads {
+            read: &mut read,
+            params: self.check.params,
+            bytes: 0.0,
+            capped,
+            root: node,
+        };
         // SAFETY: the caller's contract; the walk only reads the tree.
         unsafe { find(node, (&raw mut reads).cast()) };
         let steps = (reads.bytes / BYTES_PER_STEP).floor() as u64;
@@ -259,7 +293,10 @@ impl Total<'_, '_> {
 unsafe fn parameter_size(params: pg_sys::ParamListInfo, param: *mut pg_sys::Param) -> f64 {
     // SAFETY: the caller's contract; a parameter is fetched as the executor fetches it.
     unsafe {
-        if params.is_null() || (*param).paramkind != pg_sys::ParamKind::PARAM_EXTERN || pg_sys::get_typlen((*param).paramtype) != -1 {
+        if params.is_null()
+            || (*param).paramkind != pg_sys::ParamKind::PARAM_EXTERN
+            || pg_sys::get_typlen((*param).paramtype) != -1
+        {
             return 0.0;
         }
         let id = (*param).paramid;
@@ -291,7 +328,9 @@ unsafe fn array_length(op: *mut pg_sys::ScalarArrayOpExpr) -> Checked {
     // SAFETY: the caller's contract; casts follow the node tags; a constant array is detoasted to read its dimensions.
     unsafe {
         let args = list_items::<pg_sys::Node>((*op).args);
-        let Some(&array) = args.get(1) else { return Ok(()) };
+        let Some(&array) = args.get(1) else {
+            return Ok(());
+        };
         let length = match (*array).type_ {
             pg_sys::NodeTag::T_Const if (*(array as *mut pg_sys::Const)).constisnull => 0,
             pg_sys::NodeTag::T_Const => {
@@ -341,7 +380,9 @@ unsafe fn collation(node: *mut pg_sys::Node) -> Result<u64, Refusal> {
         warm(result);
         let args: Vec<*mut pg_sys::Node> = match (*node).type_ {
             T_FuncExpr => list_items((*(node as *mut pg_sys::FuncExpr)).args),
-            T_OpExpr | T_DistinctExpr | T_NullIfExpr => list_items((*(node as *mut pg_sys::OpExpr)).args),
+            T_OpExpr | T_DistinctExpr | T_NullIfExpr => {
+                list_items((*(node as *mut pg_sys::OpExpr)).args)
+            }
             T_ScalarArrayOpExpr => list_items((*(node as *mut pg_sys::ScalarArrayOpExpr)).args),
             T_MinMaxExpr => list_items((*(node as *mut pg_sys::MinMaxExpr)).args),
             T_WindowFunc => list_items((*(node as *mut pg_sys::WindowFunc)).args),
@@ -353,7 +394,10 @@ unsafe fn collation(node: *mut pg_sys::Node) -> Result<u64, Refusal> {
         };
         let input = pg_sys::exprInputCollation(node);
         if input == pg_sys::InvalidOid {
-            if args.iter().any(|a| pg_sys::type_is_collatable(pg_sys::exprType(*a))) {
+            if args
+                .iter()
+                .any(|a| pg_sys::type_is_collatable(pg_sys::exprType(*a)))
+            {
                 return Err(indeterminate());
             }
         } else if !pg_sys::get_collation_isdeterministic(input) {
@@ -366,7 +410,10 @@ unsafe fn collation(node: *mut pg_sys::Node) -> Result<u64, Refusal> {
         // Ordering under a locale (ICU, or libc other than C) goes through
         // the collation's own comparison: ten times a byte comparison and
         // more (an attack's 120-byte Hangul strings took 2.4 µs each).
-        if input != pg_sys::InvalidOid && input != pg_sys::C_COLLATION_OID && input != crate::versions::POSIX_COLLATION_OID {
+        if input != pg_sys::InvalidOid
+            && input != pg_sys::C_COLLATION_OID
+            && input != crate::versions::POSIX_COLLATION_OID
+        {
             return Ok(COLLATED_STEPS);
         }
         Ok(0)
@@ -405,8 +452,12 @@ unsafe fn clamped_cast(call: *mut pg_sys::FuncExpr) -> Option<*mut pg_sys::Node>
         if !to_int8 && funcid != pg_sys::F_FLOAT8_NUMERIC {
             return None;
         }
-        let [arg] = list_items::<pg_sys::Node>((*call).args)[..] else { return None };
-        let minmax = |node: *mut pg_sys::Node, op: pg_sys::MinMaxOp::Type| -> Option<(*mut pg_sys::Node, *mut pg_sys::Const)> {
+        let [arg] = list_items::<pg_sys::Node>((*call).args)[..] else {
+            return None;
+        };
+        let minmax = |node: *mut pg_sys::Node,
+                      op: pg_sys::MinMaxOp::Type|
+         -> Option<(*mut pg_sys::Node, *mut pg_sys::Const)> {
             if (*node).type_ != pg_sys::NodeTag::T_MinMaxExpr {
                 return None;
             }
@@ -414,7 +465,9 @@ unsafe fn clamped_cast(call: *mut pg_sys::FuncExpr) -> Option<*mut pg_sys::Node>
             if (*expr).op != op || (*expr).minmaxtype != pg_sys::NUMERICOID {
                 return None;
             }
-            let [a, b] = list_items::<pg_sys::Node>((*expr).args)[..] else { return None };
+            let [a, b] = list_items::<pg_sys::Node>((*expr).args)[..] else {
+                return None;
+            };
             if (*b).type_ == pg_sys::NodeTag::T_Const {
                 Some((a, b.cast()))
             } else if (*a).type_ == pg_sys::NodeTag::T_Const {
@@ -429,8 +482,13 @@ unsafe fn clamped_cast(call: *mut pg_sys::FuncExpr) -> Option<*mut pg_sys::Node>
             if (*c).constisnull {
                 return false;
             }
-            let text = pg_sys::OidOutputFunctionCall(pg_sys::Oid::from(pg_sys::F_NUMERIC_OUT), (*c).constvalue);
-            let text = std::ffi::CStr::from_ptr(text).to_string_lossy().into_owned();
+            let text = pg_sys::OidOutputFunctionCall(
+                pg_sys::Oid::from(pg_sys::F_NUMERIC_OUT),
+                (*c).constvalue,
+            );
+            let text = std::ffi::CStr::from_ptr(text)
+                .to_string_lossy()
+                .into_owned();
             if to_int8 {
                 text.parse::<i64>().is_ok()
             } else {
@@ -447,7 +505,9 @@ fn expression_name(tag: pg_sys::NodeTag) -> String {
     match tag {
         T_CoerceViaIO => "a conversion through text".into(),
         T_ArrayCoerceExpr => "an array conversion".into(),
-        T_ConvertRowtypeExpr | T_RowExpr | T_RowCompareExpr | T_FieldSelect | T_FieldStore => "a row operation".into(),
+        T_ConvertRowtypeExpr | T_RowExpr | T_RowCompareExpr | T_FieldSelect | T_FieldStore => {
+            "a row operation".into()
+        }
         T_SubscriptingRef | T_ArrayExpr => "an array operation".into(),
         T_NextValueExpr => "a sequence".into(),
         _ => format!("an expression (node {})", tag as u32),
