@@ -103,6 +103,8 @@ class Server:
             conf.write(f"listen_addresses = '127.0.0.1'\nport = {self.port}\n"
                        f"unix_socket_directories = '{self.dir}'\n"
                        "shared_preload_libraries = 'dpnoise'\n")
+            if os.environ.get("DPNOISE_E2E_LIBDIR"):
+                conf.write(f"dynamic_library_path = '{os.environ['DPNOISE_E2E_LIBDIR']}:$libdir'\n")
         log = os.path.join(self.dir, "server.log")
         try:
             as_postgres(f"{PG_BIN}/pg_ctl", "-D", self.dir, "-l", log, "-w", "start",
