@@ -3,10 +3,17 @@
 
 Usage: tests/e2e/plans.py [PORT]   (default 54335; run as root)
 
-Starts a throwaway PostgreSQL 15 server (as tests/e2e/analyst.py does) and,
-as an analyst role, runs under each of the 64 combinations of
-enable_hashjoin, enable_mergejoin, enable_nestloop, enable_material,
-enable_hashagg and enable_sort:
+Starts a throwaway PostgreSQL 15 server (as tests/e2e/analyst.py does;
+DPNOISE_E2E_LIBDIR=dir loads dir's dpnoise.so) and, as an analyst role, runs
+under 192 plans: each of the 64 combinations of enable_hashjoin,
+enable_mergejoin, enable_nestloop, enable_material, enable_hashagg and
+enable_sort, in each of three scan regimes: sequential (index, index-only and
+bitmap scans off), index (sequential and bitmap scans off) and bitmap
+(sequential, index and index-only scans off). The tables have indexes on the
+columns the queries filter, group and join on, and are vacuumed, so each
+regime has its scans to use; the superuser's EXPLAIN of the queries (an
+analyst may not EXPLAIN) checks that each regime reads the protected tables
+with its own scans.
 
 - admitted queries (aggregates, GROUP BY, listed keys, per-person bounding,
   joins on the privacy unit and with public tables): each is admitted with
@@ -29,6 +36,27 @@ from analyst import Server, psycopg  # noqa: E402  (the same throwaway server)
 
 ANALYST = "e2e_plans"
 FLAGS = ["enable_hashjoin", "enable_mergejoin", "enable_nestloop", "enable_material", "enable_hashagg", "enable_sort"]
+# The scan regimes: each turns off the scans the others use.
+SCANS = {
+    "seq": {"enable_seqscan": "on", "enable_indexscan": "off", "enable_indexonlyscan": "off", "enable_bitmapscan": "off"},
+    "index": {"enable_seqscan": "off", "enable_indexscan": "on", "enable_indexonlyscan": "on", "enable_bitmapscan": "off"},
+    "bitmap": {"enable_seqscan": "off", "enable_indexscan": "off", "enable_indexonlyscan": "off", "enable_bitmapscan": "on"},
+}
+# The 192 plans: each scan regime with each of the 64 join/agg combinations.
+PLANS = [(regime, values) for regime in SCANS for values in itertools.product(["on", "off"], repeat=len(FLAGS))]
+
+
+def settings(plan):
+    """One statement that sets every planner setting of `plan`."""
+    regime, values = plan
+    pairs = list(zip(FLAGS, values)) + list(SCANS[regime].items())
+    return "; ".join(f"SET {flag} = {value}" for flag, value in pairs)
+
+
+def plan_name(plan):
+    regime, values = plan
+    return f"scan={regime}," + ",".join(f"{f[7:]}={v}" for f, v in zip(FLAGS, values))
+
 
 SETUP = f"""
 CREATE EXTENSION dpnoise;
@@ -38,14 +66,14 @@ INSERT INTO pw_staff SELECT i, (ARRAY['north', 'south', 'east'])[1 + i % 3], 100
 FROM generate_series(1, 600) i;
 CREATE TABLE pw_visits (person_id int, month int, site text, amount float8);
 INSERT INTO pw_visits SELECT i % 300, 1 + i % 12, 's' || (i % 4), i % 100 FROM generate_series(1, 3000) i;
-CREATE INDEX ON pw_visits (person_id);
+CREATE INDEX ON pw_staff (age); CREATE INDEX ON pw_staff (region); CREATE INDEX ON pw_staff (salary);
+CREATE INDEX ON pw_visits (person_id); CREATE INDEX ON pw_visits (month); CREATE INDEX ON pw_visits (site);
 -- Public: regions, persons' labels (one row a person, indexed), a sequence.
 CREATE TABLE pw_regions (region text PRIMARY KEY);
 INSERT INTO pw_regions VALUES ('north'), ('south'), ('east'), ('west');
 CREATE TABLE pw_people (person_id int PRIMARY KEY, label text);
 INSERT INTO pw_people SELECT i, 'l' || (i % 5) FROM generate_series(1, 300) i;
 CREATE SEQUENCE pw_seq;
-ANALYZE;
 GRANT SELECT ON pw_regions, pw_people TO {ANALYST};
 GRANT USAGE, SELECT ON SEQUENCE pw_seq TO {ANALYST};
 SELECT dp_protect('pw_staff', 'person_id'), dp_protect('pw_visits', 'person_id', 2);
@@ -115,14 +143,48 @@ def charges(an):
     return an.execute("SELECT count(*), coalesce(sum(epsilon), 0) FROM dp_my_ledger").fetchone()
 
 
+def scan_nodes(plan_json):
+    """(node type, relation) of every scan in an EXPLAIN (FORMAT JSON) plan."""
+    found, stack = set(), [plan_json[0]["Plan"]]
+    while stack:
+        node = stack.pop()
+        if "Relation Name" in node:
+            found.add((node["Node Type"], node["Relation Name"]))
+        stack.extend(node.get("Plans", []))
+    return found
+
+
+def scans_reached(su, label, queries, protected):
+    """Whether each scan regime's plans (the superuser's EXPLAIN: an analyst may not
+    EXPLAIN) read the protected tables with the scans it leaves on, and only those."""
+    wanted = {"seq": {"Seq Scan"}, "index": {"Index Scan", "Index Only Scan"}, "bitmap": {"Bitmap Heap Scan"}}
+    for regime in SCANS:
+        su.execute(settings((regime, ["on"] * len(FLAGS))))
+        seen = {}
+        for sql in queries:
+            try:
+                nodes = scan_nodes(su.execute(f"EXPLAIN (COSTS OFF, FORMAT JSON) {sql}").fetchone()[0])
+            except psycopg.Error as e:
+                seen[f"error {e.sqlstate}"] = seen.get(f"error {e.sqlstate}", 0) + 1
+                continue
+            for node, relation in nodes:
+                if relation in protected:
+                    seen[node] = seen.get(node, 0) + 1
+        others = {n for n in seen if n not in ("Seq Scan", "Index Scan", "Index Only Scan", "Bitmap Heap Scan")}
+        check(f"scan regime {regime} reaches its scans ({label})",
+              wanted[regime] <= set(seen) and not others
+              and (regime != "seq" or set(seen) == {"Seq Scan"}),
+              ", ".join(f"{n}: {c}" for n, c in sorted(seen.items())))
+    su.execute("RESET ALL")
+
+
 def walk(an):
     outcomes = {name: {} for name, _ in ADMITTED}
     bad_admitted, leaks = [], []
     probe_outcomes = {name: set() for name, _ in PROBES}
-    for values in itertools.product(["on", "off"], repeat=len(FLAGS)):
-        for flag, value in zip(FLAGS, values):
-            an.execute(f"SET {flag} = {value}")
-        combo = ",".join(f"{f[7:]}={v}" for f, v in zip(FLAGS, values))
+    for plan in PLANS:
+        an.execute(settings(plan))
+        combo = plan_name(plan)
         for name, sql in ADMITTED:
             before = charges(an)
             outcome, _ = run(an, sql)
@@ -145,13 +207,13 @@ def walk(an):
                 leaks.append(f"{name} [{combo}]: holds {seen[0]} / fails {seen[1]}")
     for name, _ in ADMITTED:
         summary = ", ".join(f"{k}: {v}" for k, v in sorted(outcomes[name].items()))
-        check(f"admitted query under 64 plans: {name}", "answered" in outcomes[name]
+        check(f"admitted query under {len(PLANS)} plans: {name}", "answered" in outcomes[name]
               and all(k in ("answered", "error ZB003") for k in outcomes[name]), summary)
     check("admitted queries: every run answered or refused with ZB003, refusals charge nothing", not bad_admitted,
           "; ".join(bad_admitted[:5]))
     for name, _ in PROBES:
         mine = [leak for leak in leaks if leak.startswith(name + " ")]
-        check(f"probe under 64 plans, condition true and false look alike: {name}", not mine,
+        check(f"probe under {len(PLANS)} plans, condition true and false look alike: {name}", not mine,
               "; ".join(mine[:3]) if mine else "outcomes " + ", ".join(sorted(probe_outcomes[name])))
 
 
@@ -169,8 +231,12 @@ def main():
         server.start()
         with server.connect("postgres") as su:
             su.execute(SETUP)
+            su.execute("VACUUM ANALYZE")  # the visibility map, for index-only scans
             with server.connect(ANALYST) as an:
                 check("analyst session", an.execute("SHOW dpnoise.analyst").fetchone()[0] == "on")
+                scans_reached(su, "admitted queries and probes",
+                              [sql for _, sql in ADMITTED] + [sql.format(c=HOLDS) for _, sql in PROBES],
+                              {"pw_staff", "pw_visits"})
                 walk(an)
     except Exception as e:
         check("server, set-up and walk", False, f"{type(e).__name__}: {e}")
