@@ -166,6 +166,65 @@ enum Call {
     Redrawn(*mut pg_sys::FuncExpr),
 }
 
+/// Refuses a constant data argument that its function would refuse: a
+/// per-row function's float8 that is not finite, a float8[] with a NULL or
+/// non-finite element (the analyst's own text: shown).
+///
+/// # Safety
+/// `expr` is a live expression node.
+unsafe fn refuse_constant_data(function: &Function, expr: *mut pg_sys::Expr) {
+    use pgrx::FromDatum;
+    // SAFETY: the caller's contract; a Const's value is of its consttype, read only when not null.
+    unsafe {
+        if (*expr).type_ != pg_sys::NodeTag::T_Const {
+            return;
+        }
+        let constant = expr as *mut pg_sys::Const;
+        if (*constant).constisnull {
+            return;
+        }
+        let value = (*constant).constvalue;
+        match (*constant).consttype {
+            pg_sys::FLOAT8OID if function.kind == Kind::PerRow => {
+                let x = f64::from_datum(value, false).unwrap_or(0.0);
+                if !x.is_finite() {
+                    crate::errors::raise(dpnoise_core::Error::invalid(
+                        "value",
+                        "a finite number",
+                        sql_float(x),
+                    ));
+                }
+            }
+            pg_sys::FLOAT8ARRAYOID if function.cost == functions::Cost::Multi => {
+                for x in Vec::<Option<f64>>::from_datum(value, false).unwrap_or_default() {
+                    match x {
+                        None => crate::errors::raise(dpnoise_core::Error::invalid(
+                            "values",
+                            "free of NULL elements",
+                            "NULL",
+                        )),
+                        Some(x) if !x.is_finite() => crate::errors::raise(
+                            dpnoise_core::Error::invalid("values", "finite numbers", sql_float(x)),
+                        ),
+                        Some(_) => {}
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// A float8 as PostgreSQL prints it (Infinity, -Infinity, NaN).
+fn sql_float(x: f64) -> String {
+    match x {
+        x if x.is_nan() => "NaN".to_owned(),
+        x if x == f64::INFINITY => "Infinity".to_owned(),
+        x if x == f64::NEG_INFINITY => "-Infinity".to_owned(),
+        x => x.to_string(),
+    }
+}
+
 /// The cost of every release in the plan, each checked as its function
 /// will check it.
 ///
@@ -217,10 +276,14 @@ unsafe fn releases(
                         let Some(function) = functions::releasing((*aggref).aggfnoid) else {
                             continue;
                         };
+                        // The aggregate's own arguments: an ORDER BY inside it adds
+                        // its sort expressions as junk entries, which are not (they
+                        // have no type in aggargtypes).
                         let args = list_items::<pg_sys::TargetEntry>(
                             crate::aggref::plan_arguments(plan, aggref, function.name),
                         )
                         .into_iter()
+                        .filter(|&e| !(*e).resjunk)
                         .map(|e| (*e).expr)
                         .collect();
                         let Some(mut cost) = checked(function, &types, args, params, site) else {
@@ -314,6 +377,20 @@ unsafe fn collect_calls(node: *mut pg_sys::Node, into: &mut Vec<Call>) {
             let into = &mut *(context as *mut Vec<Call>);
             match (*node).type_ {
                 pg_sys::NodeTag::T_Aggref => into.push(Call::Aggregate(node.cast())),
+                pg_sys::NodeTag::T_WindowFunc => {
+                    // Refused by the aggregate as it runs (fmgr::refuse_window),
+                    // which would be after the charge: refused here, before it.
+                    if let Some(function) =
+                        functions::releasing((*(node as *mut pg_sys::WindowFunc)).winfnoid)
+                    {
+                        pgrx::ereport!(
+                            ERROR,
+                            pgrx::PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
+                            format!("{} cannot be used as a window function", function.name),
+                            "Overlapping window frames would release the same individuals many times."
+                        );
+                    }
+                }
                 pg_sys::NodeTag::T_FuncExpr
                     if functions::is_per_row((*(node as *mut pg_sys::FuncExpr)).funcid) =>
                 {
@@ -382,6 +459,12 @@ unsafe fn checked(
             let value = pg_sys::ExecEvalExprSwitchContext(state, context, &mut isnull);
             (!isnull).then_some(value)
         };
+        // Data written as a constant is checked as the function will check
+        // it, so that it is refused before the charge (a value read from a
+        // row is known only as the statement runs: refused after).
+        for &expr in args.iter().take(first) {
+            refuse_constant_data(function, expr);
+        }
         let mut values: Vec<Option<pg_sys::Datum>> = Vec::new();
         let mut totals: Vec<Option<pg_sys::Datum>> = Vec::new();
         // k: the most groups a person's share is spread over (1: not shared).

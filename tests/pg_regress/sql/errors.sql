@@ -34,3 +34,14 @@ FROM t WHERE false;
 -- Bounds from a prepared statement's parameters are fine.
 PREPARE q(float8, float8) AS SELECT dp_sum_laplace(x, $1, 0, $2) IS NOT NULL AS released FROM t WHERE false;
 EXECUTE q(0.5, 10);
+-- Refused before the charge (the ledger does not move): data written as a
+-- constant that the function refuses, a dpnoise aggregate as a window
+-- function beside a plain one.
+SELECT count(*) AS charges FROM dpnoise.ledger \gset
+SELECT outcome($$SELECT dp_laplace('-Infinity'::float8, 1.0, 1.0)$$);
+SELECT outcome('SELECT dp_sum_multi(ARRAY[NULL::float8, 1], 1.0, ARRAY[10, 10])');
+SELECT outcome('SELECT dp_count(1.0), dp_count(1.0) OVER () FROM t');
+SELECT count(*) - :charges AS new_charges FROM dpnoise.ledger;
+-- An ORDER BY inside a dpnoise aggregate sorts its rows; its arguments are
+-- still its own (the sort key is not read as one).
+SELECT dp_count(0.1 ORDER BY 1) IS NOT NULL AS released FROM generate_series(1, 3);
