@@ -999,6 +999,10 @@ class Gen:
         return sql, self.params, mode
 
 
+def one_line(e):
+    return " ".join(str(e).split())
+
+
 def finish(sql, drawn):
     """The SQL for psycopg (%s placeholders), its parameters, and the SQL as a person reads it ($n).
 
@@ -1101,8 +1105,8 @@ class Run:
         except psycopg.Error as e:
             if self.an.closed or e.sqlstate is None and isinstance(e, psycopg.OperationalError):
                 self.crashes += 1
-                self.outcome("connection lost", str(e).strip(), shown)
-                self.fail(index, f"connection lost (backend crash?): {str(e).strip()}", shown, params)
+                self.outcome("connection lost", one_line(e), shown)
+                self.fail(index, f"connection lost (backend crash?): {one_line(e)}", shown, params)
                 self.connect()
                 return
             state = e.sqlstate or "client"
@@ -1156,9 +1160,15 @@ class Run:
             sql, drawn, mode = Gen(random.Random(self.seed * 1000003 + i)).statement()
             try:
                 self.run_one(i, sql, drawn, mode)
-            except psycopg.Error as e:  # the ledger or a reconnect failed
+            except psycopg.Error as e:  # the fuzzer's own query (the ledger's) failed
                 _, params, shown = finish(sql, drawn)
-                self.fail(i, f"the fuzzer's own query failed: {type(e).__name__}: {e}", shown, params)
+                if self.an.closed:
+                    self.crashes += 1
+                    self.outcome("connection lost", one_line(e), shown)
+                    what = f"connection lost (backend crash?) around this statement: {one_line(e)}"
+                else:
+                    what = f"the fuzzer's own query failed: {type(e).__name__}: {e}"
+                self.fail(i, what, shown, params)
                 self.connect()
             if (i + 1) % 1000 == 0:
                 print(f"  {i + 1} statements, {time.time() - t0:.0f} s, {self.outcomes.get('answered', [0])[0]} "
