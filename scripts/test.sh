@@ -63,6 +63,8 @@ echo "== analyst end to end: psycopg (BI shapes), DP audit of admitted SQL, ampl
 /usr/bin/python3 tests/e2e/analyst.py "$((PORT + 15))"
 echo "== thirty analyst questions: each answered within its noise or refused (ZB003) before any charge"
 /usr/bin/python3 tests/e2e/questions.py "$((PORT + 17))"
+echo "== fuzzer: 10 000 seeded analyst statements, no internal error, no charge for a refusal"
+/usr/bin/python3 tests/e2e/fuzz.py "$((PORT + 19))"
 echo "== plan walk: admitted queries and probes under all 64 forced plans, as an analyst"
 /usr/bin/python3 tests/e2e/plans.py "$((PORT + 16))"
 echo "== Citus: coordinator and two workers (builds Citus the first time)"
@@ -70,4 +72,4 @@ stop_server "$DATA"
 bash scripts/citus.sh
 echo "== PostgreSQL 16 and 18: SQL regression suite, upgrades, analyst end to end"
 bash scripts/versions_test.sh 16 18
-echo "suites: 17 passed, 0 failed"
+echo "suites: 18 passed, 0 failed"
