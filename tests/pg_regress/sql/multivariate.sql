@@ -70,7 +70,9 @@ SELECT outcome($$SELECT * FROM dp_accuracy_multi(1, ARRAY[1, 10], ARRAY[0.1, 11]
 SELECT count(*) AS charged_by_refusals FROM dpnoise.ledger WHERE id > :last;
 -- Values that cannot be released (a length other than the sensitivities',
 -- NULL, NaN) are found as the data is read, after each statement paid its
--- planned charge: charged, so that no charge depends on the data.
+-- planned charge: charged, so that no charge depends on the data. A NULL
+-- or NaN element written as a constant is the analyst's text, refused
+-- before the charge: 3 of these 5 are charged.
 SELECT max(id) AS last FROM dpnoise.ledger \gset
 SELECT outcome($$SELECT dp_noise_box(ARRAY[0, 0], 1, ARRAY[1, 10, 3])$$);
 SELECT outcome($$SELECT dp_noise_box(ARRAY[0, NULL], 1, ARRAY[1, 10])$$);
