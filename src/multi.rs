@@ -180,9 +180,9 @@ fn sum_plan(epsilon: f64, bounds: &[f64]) -> BoxPlan {
 /// The arrays in `values` are live.
 pub(crate) unsafe fn checked_cost(name: &str, values: &[Option<pg_sys::Datum>]) -> (f64, f64) {
     let arg = |i: usize| values.get(i).copied().flatten();
-    // SAFETY: the caller's contract: arrays are live float8[] datums.
     let array = |i: usize| {
         arg(i)
+            // SAFETY: the caller's contract: arrays are live float8[] datums.
             .map(|d| unsafe { <Vec<Option<f64>> as FromDatum>::from_datum(d, false) })
             .flatten()
     };

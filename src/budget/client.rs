@@ -268,10 +268,10 @@ fn fill(
     slot.mechanism.set(request.mechanism);
     // SAFETY: debug_query_string is this backend's current statement text (or null), valid while it runs.
     let statement = unsafe { pg_sys::debug_query_string };
-    // SAFETY: a non-null debug_query_string is a NUL-terminated string.
     let statement = if statement.is_null() {
         ""
     } else {
+        // SAFETY: a non-null debug_query_string is a NUL-terminated string.
         unsafe { std::ffi::CStr::from_ptr(statement) }
             .to_str()
             .unwrap_or("")

@@ -263,8 +263,8 @@ impl Mailbox {
 
     /// The request slot of PGPROC number `index`.
     pub fn slot(&self, index: usize) -> Option<SlotRef> {
-        // SAFETY: the slots follow the header, slot_count of them (see size()).
         (index < self.slot_count()).then(|| SlotRef {
+            // SAFETY: the slots follow the header, slot_count of them (see size()).
             slot: unsafe { (self.header.add(1) as *mut Slot).add(index) },
         })
     }
