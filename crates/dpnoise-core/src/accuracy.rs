@@ -71,6 +71,23 @@ impl StepLaw {
         (2.0 * self.cumulative(h) - self.weight_at_zero()) / self.total()
     }
 
+    /// P(X ≥ m), in closed form (no cancellation for small tails): for
+    /// m = K·D + j ≥ 0 it is b^K·((r − j)⁺ + b·(D − max(j, r))) plus every
+    /// later block, b^(K+1)·(r + b(D − r))/(1 − b), over the normaliser;
+    /// below 0 by symmetry.
+    pub fn tail(&self, m: i128) -> f64 {
+        if m <= 0 {
+            return 1.0 - self.tail(1 - m);
+        }
+        let (d, r, b) = (self.period, self.inner, self.b());
+        let m = m as f64;
+        let k = (m / d).floor();
+        let j = m - k * d;
+        let bk = (-self.decay * k).exp();
+        let this_block = (r - j).max(0.0) + b * (d - j.max(r));
+        (bk * this_block + bk * b * self.block_weight() / self.one_minus_b()) / self.total()
+    }
+
     /// P(X = n), for tests.
     pub fn pmf(&self, n: i128) -> f64 {
         let m = n.unsigned_abs() as f64;

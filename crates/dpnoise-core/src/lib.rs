@@ -57,6 +57,7 @@ pub mod refine;
 pub mod sampler;
 pub mod selection;
 pub mod staircase;
+pub mod threshold;
 
 pub use accuracy::{Accuracy, Law, StepLaw};
 pub use calibration::{Calibration, Shape};

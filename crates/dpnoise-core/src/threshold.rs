@@ -1,0 +1,329 @@
+//! Thresholded counts: one noise for partition selection and the count.
+//!
+//! A group whose key comes from the data is shown when its noisy count
+//! c + N reaches a threshold τ, and the count shown is that same c + N
+//! (the thresholding of Korolova, Kenthapadi, Mishra & Ntoulas, WWW 2009,
+//! and of Wilson et al., "Differentially private SQL with bounded user
+//! contribution", PoPETs 2020). N is the count's own pure noise on the unit
+//! lattice (the geometric, or the discrete staircase) at its per-group
+//! share ε/k, for a person in up to k groups who adds at most one to each
+//! count. The count then spends the whole ε; selection adds only δ.
+//!
+//! Why it is (ε, δ)-DP. Take two tables that differ in one person.
+//! - A group present in both (counts c and c + 1): what is shown ("not
+//!   shown", or c + N ≥ τ) is a function of c + N, a pure ε/k release.
+//! - A group the person alone makes (count 1 in one table, no group in the
+//!   other): the other table never shows it; this one shows it with
+//!   probability P(N ≥ τ − 1), which τ keeps ≤ δ/k.
+//!
+//! Over the person's k groups, by composition: (ε, k · δ/k) = (ε, δ).
+//! τ is the least integer with P(N ≥ τ − 1) ≤ δ/k, the tail computed in
+//! closed form from the law (`StepLaw::tail`) and rounded up by a relative
+//! 1e-9, far beyond the float error of that closed form.
+
+use crate::accuracy::{Law, StepLaw};
+use crate::calibration::Calibration;
+use crate::noise::LatticeNoise;
+use crate::plan::Plan;
+use crate::Error;
+
+/// The relative margin a computed tail is rounded up by.
+const TAIL_MARGIN: f64 = 1e-9;
+
+/// The threshold of one thresholded count.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CountThreshold {
+    law: StepLaw,
+    /// τ: a noisy count is shown from here.
+    threshold: i64,
+}
+
+impl CountThreshold {
+    /// The threshold for a count released with `plan` (a pure noise on the
+    /// unit lattice: its per-group share when the count is spread over
+    /// `groups` groups), shown at `delta` for the k groups together.
+    pub fn new(plan: &Plan, groups: u32, delta: f64) -> Result<CountThreshold, Error> {
+        let law = match plan.noise.law() {
+            Law::Step(law) if plan.calibration == Calibration::COUNT => law,
+            _ => {
+                return Err(Error::invalid(
+                    "mechanism",
+                    "a pure mechanism of a count (laplace, staircase or auto without delta) to threshold",
+                    plan.mechanism.name(),
+                ))
+            }
+        };
+        if !(delta.is_finite() && delta > 0.0 && delta < 1.0) {
+            return Err(Error::invalid(
+                "selection delta",
+                "a number in (0, 1) (with delta = 0 group keys must be public)",
+                delta,
+            ));
+        }
+        let per_group = crate::rational::share(delta, groups.max(1));
+        let passes = |m: i128| law.tail(m) * (1.0 + TAIL_MARGIN) <= per_group;
+        // The least m ≥ 0 with P(N ≥ m) ≤ δ/k: doubling, then bisection.
+        let limit: i128 = 1 << 62;
+        let mut hi: i128 = 1;
+        while !passes(hi) {
+            crate::interrupt::check();
+            hi *= 2;
+            if hi > limit {
+                return Err(Error::invalid(
+                    "epsilon",
+                    "large enough for a thresholded count to show a group (raise epsilon or delta, or lower max_groups_contributed)",
+                    plan.mechanism.name(),
+                ));
+            }
+        }
+        let mut lo: i128 = 0; // P(N ≥ 0) ≥ 1/2 > δ/k: fails
+        while hi - lo > 1 {
+            let mid = lo + (hi - lo) / 2;
+            if passes(mid) {
+                hi = mid;
+            } else {
+                lo = mid;
+            }
+        }
+        Ok(CountThreshold {
+            law,
+            threshold: (hi + 1) as i64,
+        })
+    }
+
+    /// τ: the smallest noisy count shown.
+    pub fn threshold(&self) -> i64 {
+        self.threshold
+    }
+
+    /// Whether a released noisy count is shown.
+    pub fn shown(&self, noisy: i64) -> bool {
+        noisy >= self.threshold
+    }
+
+    /// P(shown) for a true count of `count`.
+    pub fn keep_probability(&self, count: u64) -> f64 {
+        self.law
+            .tail(i128::from(self.threshold) - count.min(i64::MAX as u64) as i128)
+    }
+
+    /// The smallest true count shown with probability at least `p`.
+    pub fn count_kept_at(&self, p: f64) -> u64 {
+        let (mut lo, mut hi) = (0u64, 1u64);
+        while self.keep_probability(hi) < p {
+            lo = hi;
+            hi = hi.saturating_mul(2);
+            if hi == u64::MAX {
+                return hi;
+            }
+        }
+        while hi - lo > 1 {
+            let mid = lo + (hi - lo) / 2;
+            if self.keep_probability(mid) >= p {
+                hi = mid;
+            } else {
+                lo = mid;
+            }
+        }
+        hi
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::calibration::Shape;
+    use crate::params::{Choice, Delta, Mechanism};
+    use crate::rational::Epsilon;
+    use crate::staircase::Loss;
+
+    fn plan(mechanism: Mechanism, epsilon: f64, groups: u32) -> Plan {
+        Plan::shared(
+            Choice::Fixed(mechanism),
+            Epsilon::new(epsilon).unwrap(),
+            Delta::ZERO,
+            Loss::Variance,
+            Shape::Count,
+            groups,
+        )
+        .unwrap()
+    }
+
+    fn law(plan: &Plan) -> StepLaw {
+        match plan.noise.law() {
+            Law::Step(l) => l,
+            _ => unreachable!(),
+        }
+    }
+
+    /// The exact (ε, δ) of one group's output ("not shown", or a shown
+    /// value v ≥ τ) between true counts `a` and `b` (None: no group, never
+    /// shown): Σ max(0, P_a(o) − e^ε·P_b(o)) over the outputs, the law's
+    /// pmf summed term by term (not the closed-form tail under test).
+    fn hockey_stick(law: &StepLaw, tau: i64, epsilon: f64, a: Option<i64>, b: Option<i64>) -> f64 {
+        let span = (60.0 / law.decay * law.period.max(1.0)).ceil() as i64 + 10;
+        let top = tau + a.unwrap_or(0).max(b.unwrap_or(0)) + span;
+        let p = |c: Option<i64>, v: i64| c.map_or(0.0, |c| law.pmf(i128::from(v - c)));
+        let e = epsilon.exp();
+        let (mut excess, mut shown_a, mut shown_b) = (0.0, 0.0, 0.0);
+        for v in tau..=top {
+            let (pa, pb) = (p(a, v), p(b, v));
+            shown_a += pa;
+            shown_b += pb;
+            excess += (pa - e * pb).max(0.0);
+        }
+        excess + ((1.0 - shown_a) - e * (1.0 - shown_b)).max(0.0)
+    }
+
+    /// Every (mechanism, ε, k, δ): the singleton group's δ is within δ/k
+    /// and a group of both tables costs nothing beyond ε/k, in both
+    /// directions; one step lower, the threshold fails (negative control).
+    #[test]
+    fn the_threshold_gives_epsilon_delta_exactly_and_one_less_does_not() {
+        for mechanism in [Mechanism::Laplace, Mechanism::Staircase] {
+            for (epsilon, groups, delta) in [
+                (1.0, 1, 1e-5),
+                (0.5, 4, 1e-6),
+                (3.0, 2, 1e-3),
+                (0.1, 1, 1e-5),
+            ] {
+                let plan = plan(mechanism, epsilon, groups);
+                let t = CountThreshold::new(&plan, groups, delta).unwrap();
+                let law = law(&plan);
+                let per_group = delta / f64::from(groups);
+                let eps_g = law.decay * law.period.max(1.0);
+                let tau = t.threshold();
+                // A group only the person makes.
+                let alone = hockey_stick(&law, tau, eps_g, Some(1), None);
+                assert!(alone <= per_group, "{mechanism:?} {epsilon} {groups}: {alone} > {per_group}");
+                let back = hockey_stick(&law, tau, eps_g, None, Some(1));
+                assert!(back <= per_group, "{mechanism:?} {epsilon}: {back}");
+                // Groups of both tables, around the threshold.
+                for c in 0..(tau + 5) {
+                    for (a, b) in [(c + 1, c), (c, c + 1)] {
+                        let d = hockey_stick(&law, tau, eps_g * (1.0 + 1e-9), Some(a), Some(b));
+                        assert!(d <= 1e-12, "{mechanism:?} ε {epsilon} c {c}: {d}");
+                    }
+                }
+                // One lower: the singleton's δ is over δ/k.
+                let lower = hockey_stick(&law, tau - 1, eps_g, Some(1), None);
+                assert!(lower > per_group, "{mechanism:?} {epsilon}: τ − 1 should fail");
+            }
+        }
+    }
+
+    #[test]
+    fn closed_form_tail_matches_the_pmf() {
+        for mechanism in [Mechanism::Laplace, Mechanism::Staircase] {
+            let law = law(&plan(mechanism, 0.7, 1));
+            for m in [-30i128, -1, 0, 1, 2, 7, 40] {
+                let direct: f64 = (m..m + 4000).map(|n| law.pmf(n)).sum();
+                assert!((law.tail(m) - direct).abs() <= 1e-12 * direct.max(1e-300) + 1e-15, "{m}");
+            }
+        }
+    }
+
+    #[test]
+    fn the_threshold_is_what_the_laplace_formula_gives() {
+        // Geometric at ε: P(N ≥ m) = b^m / (1 + b), b = e^(−ε).
+        let (epsilon, delta) = (1.0f64, 1e-5f64);
+        let t = CountThreshold::new(&plan(Mechanism::Laplace, epsilon, 1), 1, delta).unwrap();
+        let b = (-epsilon).exp();
+        let m = ((delta * (1.0 + b)).ln() / b.ln()).ceil() as i64;
+        assert_eq!(t.threshold(), m + 1);
+        assert!(t.keep_probability(t.threshold() as u64) >= 0.5);
+        assert_eq!(t.count_kept_at(0.5), t.threshold() as u64);
+    }
+
+    #[test]
+    fn refuses_what_it_cannot_threshold() {
+        let gaussian = Plan::shared(
+            Choice::Fixed(Mechanism::Gaussian),
+            Epsilon::new(1.0).unwrap(),
+            Delta::new(1e-5).unwrap(),
+            Loss::Variance,
+            Shape::Count,
+            1,
+        )
+        .unwrap();
+        assert!(CountThreshold::new(&gaussian, 1, 1e-5).is_err());
+        assert!(CountThreshold::new(&plan(Mechanism::Laplace, 1.0, 1), 1, 0.0).is_err());
+    }
+}
+
+/// Sampled audits of the thresholded count with the real sampler: the
+/// singleton group's chance of being shown, and the (ε, δ) audit between
+/// neighbouring counts, against a threshold one lower as the negative
+/// control.
+#[cfg(all(test, feature = "audit"))]
+mod audit_tests {
+    use super::*;
+    use crate::audit::delta_audit;
+    use crate::calibration::Shape;
+    use crate::entropy::{BitPool, Entropy};
+    use crate::params::{Choice, Delta, Mechanism};
+    use crate::rational::Epsilon;
+    use crate::staircase::Loss;
+    use rand_chacha::ChaCha20Rng;
+    use rand_core::SeedableRng;
+
+    fn rng(seed: u64) -> BitPool<ChaCha20Rng> {
+        BitPool::new(ChaCha20Rng::seed_from_u64(seed))
+    }
+
+    /// −1 for "not shown" (and for no group), else the shown count.
+    fn output(plan: &Plan, tau: i64, rng: &mut impl Entropy, count: Option<i64>) -> i128 {
+        count
+            .map(|c| plan.release_integer(rng, i128::from(c)).unwrap())
+            .filter(|&v| v >= tau)
+            .map_or(-1, i128::from)
+    }
+
+    #[test]
+    fn sampled_singleton_and_neighbours_pass_and_one_lower_fails() {
+        // A large δ, so that a sample sees it: ε = 1, δ = 0.02, k = 1. With
+        // n = 400 000 draws the audit's margin (5 standard errors of a
+        // probability near 0.02) is about 0.0016; τ − 1 shows the singleton
+        // with probability e·0.02 ≈ 0.05, far beyond it.
+        let (epsilon, delta) = (1.0, 0.02);
+        let plan = Plan::shared(
+            Choice::Fixed(Mechanism::Laplace),
+            Epsilon::new(epsilon).unwrap(),
+            Delta::ZERO,
+            Loss::Variance,
+            Shape::Count,
+            1,
+        )
+        .unwrap();
+        let tau = CountThreshold::new(&plan, 1, delta).unwrap().threshold();
+        let n = 400_000;
+        for (t, should_pass) in [(tau, true), (tau - 1, false)] {
+            let (mut r1, mut r2) = (rng(1), rng(2));
+            let report = delta_audit(
+                n,
+                1,
+                epsilon,
+                5.0,
+                || output(&plan, t, &mut r1, Some(1)),
+                || output(&plan, t, &mut r2, None),
+            );
+            assert_eq!(report.within(delta), should_pass, "threshold {t} (τ = {tau}): {report:?}");
+        }
+        // Neighbouring counts around τ, both orders: pure ε (δ = 0 beyond
+        // the sampling margin).
+        for c in [tau - 2, tau, tau + 3] {
+            for (a, b) in [(c + 1, c), (c, c + 1)] {
+                let (mut r1, mut r2) = (rng(a as u64 * 7 + 3), rng(b as u64 * 7 + 5));
+                let report = delta_audit(
+                    n,
+                    1,
+                    epsilon,
+                    5.0,
+                    || output(&plan, tau, &mut r1, Some(a)),
+                    || output(&plan, tau, &mut r2, Some(b)),
+                );
+                assert!(report.within(0.0), "{a} against {b}: {report:?}");
+            }
+        }
+    }
+}
