@@ -247,6 +247,7 @@ unsafe fn releases(
             for list in [(*plan).targetlist, (*plan).qual] {
                 collect_calls(list.cast(), &mut found);
             }
+            refuse_unpaired_selection(&found);
             for call in found {
                 let cost = match call {
                     Call::Aggregate(aggref) => {
@@ -332,6 +333,68 @@ unsafe fn releases(
             }
         }
         costs
+    }
+}
+
+/// Refuses, before anything is charged, a dp_count_selected whose node
+/// holds no dp_count of the same ε and mechanism for it to read (a call
+/// written by hand: the gate writes one only beside its count).
+///
+/// # Safety
+/// `found` are the live calls of one plan node.
+unsafe fn refuse_unpaired_selection(found: &[Call]) {
+    // SAFETY: the caller's contract; an Aggref's args are TargetEntries.
+    unsafe {
+        let aggregates: Vec<(
+            &'static functions::Function,
+            Vec<*mut pg_sys::Node>,
+            Vec<pg_sys::Oid>,
+        )> = found
+            .iter()
+            .filter_map(|call| match call {
+                Call::Aggregate(aggref) => {
+                    let function = functions::releasing((**aggref).aggfnoid)?;
+                    let args = list_items::<pg_sys::TargetEntry>((**aggref).args)
+                        .into_iter()
+                        .filter(|&e| !(*e).resjunk)
+                        .map(|e| (*e).expr.cast())
+                        .collect();
+                    Some((function, args, oid_list((**aggref).aggargtypes)))
+                }
+                _ => None,
+            })
+            .collect();
+        for (function, args, _) in &aggregates {
+            if function.name != "dp_count_selected" || args.len() != 3 {
+                continue;
+            }
+            let paired = aggregates.iter().any(|(count, count_args, types)| {
+                if count.name != "dp_count" {
+                    return false;
+                }
+                let first = count.first_parameter(types);
+                let mechanism_matches = match count_args.len() - first {
+                    1 => {
+                        let m = args[1];
+                        (*m).type_ == pg_sys::NodeTag::T_Const
+                            && !(*(m as *mut pg_sys::Const)).constisnull
+                            && pgrx::text_to_rust_str_unchecked(
+                                (*(m as *mut pg_sys::Const)).constvalue.cast_mut_ptr(),
+                            ) == "laplace"
+                    }
+                    2 => pg_sys::equal(count_args[first + 1].cast(), args[1].cast()),
+                    _ => false,
+                };
+                mechanism_matches && pg_sys::equal(count_args[first].cast(), args[0].cast())
+            });
+            if !paired {
+                crate::errors::raise_sqlstate(
+                    "0A000",
+                    "dp_count_selected reads the dp_count of the same epsilon and mechanism released beside it in the same query level, and there is none".to_string(),
+                    Some("The analyst gate writes it; in your own HAVING use dp_partition_selected(epsilon, delta).".to_string()),
+                );
+            }
+        }
     }
 }
 
@@ -544,6 +607,7 @@ unsafe fn cost(
                 crate::sum::checked_cost(function.name, integer, values, groups)?
             }
             functions::Cost::Selection => selection_cost(values),
+            functions::Cost::CountSelection => crate::count::selection_cost(values, groups),
             functions::Cost::Value => crate::row_noise::checked_cost(function.name, values),
             // dp_merge_count(partial, ε, δ, mechanism) is dp_count's (ε, δ, mechanism) form.
             functions::Cost::MergeCount => crate::count::checked_cost(true, values, groups),

@@ -10,6 +10,7 @@ use crate::aggref::{
 use crate::errors::OrRaise;
 use crate::fmgr::{arg_datum, arg_is_null, i64_datum, refuse_window, v1_function};
 use crate::release::{site_plan, Release};
+use dpnoise_core::plan::Plan;
 use dpnoise_core::{Choice, Delta, Epsilon, Loss, Mechanism, Request, Shape};
 use pgrx::pg_sys;
 
@@ -37,7 +38,8 @@ v1_function!(
 /// Over a person's k groups (the gate's `dp_share`, read from the call
 /// at `budget`: the indices of ε and δ) the plan takes the whole (ε, δ)
 /// and k. Geometric noise is the discrete staircase for sensitivity 1
-/// (see the README).
+/// (see the README). The noisy count is left for a thresholded count's
+/// selection in the same group (`selection::count_released`).
 ///
 /// # Safety
 /// `fcinfo` is the live call of one of dp_count's final functions.
@@ -50,8 +52,41 @@ unsafe fn release(
 ) -> pg_sys::Datum {
     // SAFETY: argument 0 of a final function is the int8 state (SQL: STYPE = bigint, INITCOND 0), never NULL.
     let count = unsafe { arg_datum(fcinfo, 0) }.value() as i64;
-    let requested = f64_parameter(epsilon, "epsilon");
     // SAFETY: fcinfo is the live final call (this function's contract).
+    let (key, plan, _, requested) = unsafe { count_plan(fcinfo, epsilon, delta, choice, budget) };
+    // SAFETY: as above.
+    let released = unsafe {
+        crate::release::release(
+            fcinfo,
+            "dp_count",
+            plan,
+            (requested, delta),
+            count as i128,
+            Release::Integer,
+        )
+    };
+    // SAFETY: as above.
+    unsafe { crate::selection::count_released(fcinfo, key, released.value() as i64) };
+    released
+}
+
+/// A count call's plan (kept per call site), its cache key, the groups k
+/// it is shared over and ε as written. Over a person's k groups (the
+/// gate's `dp_share`, read from the call at `budget`: the indices of ε and
+/// δ) the plan takes the whole (ε, δ) and k.
+///
+/// # Safety
+/// `fcinfo` is the live final call of a dpnoise aggregate whose arguments
+/// at `budget` are ε (and δ); the plan is not held past the call.
+pub(crate) unsafe fn count_plan<'a>(
+    fcinfo: pg_sys::FunctionCallInfo,
+    epsilon: Option<pg_sys::Datum>,
+    delta: f64,
+    choice: Choice,
+    budget: &[usize],
+) -> ([u64; 5], &'a Plan, u32, f64) {
+    let requested = f64_parameter(epsilon, "epsilon");
+    // SAFETY: the caller's contract.
     let shared = unsafe {
         match *budget {
             [e] => shared_totals(fcinfo, [e], "dp_count")
@@ -69,23 +104,13 @@ unsafe fn release(
         total.to_bits() ^ u64::from(groups),
         total_delta.to_bits(),
     ];
-    // SAFETY: fcinfo is the live final call (this function's contract).
+    // SAFETY: the caller's contract.
     let plan = unsafe { site_plan(fcinfo, key, || request(total, total_delta, choice, groups)) };
-    // SAFETY: as above.
-    unsafe {
-        crate::release::release(
-            fcinfo,
-            "dp_count",
-            plan,
-            (requested, delta),
-            count as i128,
-            Release::Integer,
-        )
-    }
+    (key, plan, groups, requested)
 }
 
 /// A count's request; every check that can refuse its parameters runs here.
-fn request(epsilon: f64, delta: f64, choice: Choice, groups: u32) -> Request {
+pub(crate) fn request(epsilon: f64, delta: f64, choice: Choice, groups: u32) -> Request {
     Request {
         choice,
         epsilon: Epsilon::new(epsilon).or_raise(),
@@ -135,8 +160,25 @@ pub(crate) unsafe fn checked_cost(
     (epsilon, delta)
 }
 
+/// Checks dp_count_selected(ε, mechanism, δ) as its final function will
+/// (its count's plan over `groups` groups, the threshold at δ) and returns
+/// what it pays, (0, δ): its ε is its count's.
+///
+/// # Safety
+/// The mechanism text in `args` is live.
+pub(crate) unsafe fn selection_cost(args: &[Option<pg_sys::Datum>], groups: u32) -> (f64, f64) {
+    let arg = |i: usize| args.get(i).copied().flatten();
+    let epsilon = f64_parameter(arg(0), "epsilon");
+    // SAFETY: the caller's contract.
+    let choice = Choice::parse(&unsafe { text_parameter(arg(1), "mechanism") }).or_raise();
+    let delta = f64_parameter(arg(2), "delta");
+    let plan = crate::plans::plan(request(epsilon, 0.0, choice, groups));
+    dpnoise_core::threshold::CountThreshold::new(&plan, groups, delta).or_raise();
+    (0.0, delta)
+}
+
 /// A cache key for a mechanism choice.
-fn choice_key(choice: Choice) -> u64 {
+pub(crate) fn choice_key(choice: Choice) -> u64 {
     match choice {
         Choice::Auto => 1,
         Choice::Fixed(m) => 2 + m as u64,

@@ -25,6 +25,8 @@ pub enum Cost {
     Count,
     Sum,
     Selection,
+    /// dp_count_selected: δ only, its ε is its count's.
+    CountSelection,
     /// dp_laplace, dp_staircase, dp_noise.
     Value,
     /// dp_noise_box, dp_noise_l1_staircase, dp_sum_multi.
@@ -112,7 +114,7 @@ pub fn for_analysts() -> Vec<&'static str> {
 }
 
 /// Every releasing function of the extension.
-pub static FUNCTIONS: [Function; 22] = [
+pub static FUNCTIONS: [Function; 23] = [
     function("dp_count", Kind::Aggregate, 0, Cost::Count, true),
     function("dp_sum", Kind::Aggregate, 1, Cost::Sum, true),
     function("dp_avg", Kind::Aggregate, 1, Cost::Sum, true),
@@ -125,6 +127,16 @@ pub static FUNCTIONS: [Function; 22] = [
         Cost::Selection,
         true,
     ),
+    // Written by the gate, never by an analyst (it reads its count's release).
+    Function {
+        name: "dp_count_selected",
+        kind: Kind::Aggregate,
+        first: 0,
+        cost: Cost::CountSelection,
+        splits: true,
+        analysts: false,
+        bounded: true,
+    },
     function("dp_sum_multi", Kind::Aggregate, 1, Cost::Multi, false),
     function("dp_laplace", Kind::PerRow, 1, Cost::Value, false),
     function("dp_staircase", Kind::PerRow, 1, Cost::Value, false),

@@ -92,6 +92,15 @@ pub fn selection_delta() -> f64 {
     SELECTION_DELTA.get()
 }
 
+/// `dpnoise.thresholded_counts`: whether an analyst's GROUP BY that shows a
+/// pure-ε dp_count selects its groups by that count's own noise (on), or
+/// by a separate selection at dpnoise.selection_epsilon (off).
+static THRESHOLDED_COUNTS: GucSetting<bool> = GucSetting::<bool>::new(true);
+
+pub fn thresholded_counts() -> bool {
+    THRESHOLDED_COUNTS.get()
+}
+
 /// `dpnoise.max_epsilon_per_query`: the most one analyst's statement may
 /// spend (0: no limit). Superusers set it, per role.
 static MAX_EPSILON_PER_QUERY: GucSetting<f64> = GucSetting::<f64>::new(0.0);
@@ -283,6 +292,17 @@ pub fn init() {
     // SAFETY: as for dpnoise.seed below: the hooks are #[pg_guard] and have the int GUC assign
     // hook's signature; the settings are statics.
     unsafe {
+        GucRegistry::define_bool_guc_with_hooks(
+            c"dpnoise.thresholded_counts",
+            c"Selects the groups of an analyst's GROUP BY by the noisy dp_count it shows, where it shows one without delta.",
+            c"On: the count spends the whole epsilon and selection adds dpnoise.selection_delta only. Off: a separate selection at dpnoise.selection_epsilon and dpnoise.selection_delta. Only superusers can change it.",
+            &THRESHOLDED_COUNTS,
+            GucContext::Suset,
+            GucFlags::default(),
+            None,
+            Some(assign_thresholded_counts),
+            None,
+        );
         GucRegistry::define_int_guc_with_hooks(
             c"dpnoise.max_groups_contributed",
             c"How many groups of one query a person may contribute to, at most (0: the protected tables' setting).",
@@ -459,6 +479,13 @@ unsafe extern "C-unwind" fn assign_role_max_groups(newval: i32, _extra: *mut std
 #[pgrx::pg_guard]
 unsafe extern "C-unwind" fn assign_selection_epsilon(newval: f64, _extra: *mut std::ffi::c_void) {
     replan_on_change(newval.to_bits() != SELECTION_EPSILON.get().to_bits());
+}
+
+/// # Safety
+/// As `assign_max_groups`, for a bool setting.
+#[pgrx::pg_guard]
+unsafe extern "C-unwind" fn assign_thresholded_counts(newval: bool, _extra: *mut std::ffi::c_void) {
+    replan_on_change(newval != THRESHOLDED_COUNTS.get());
 }
 
 /// # Safety

@@ -2,11 +2,21 @@
 //! from the data may be shown (`dpnoise_core::selection`). The gate adds it
 //! to every analyst's GROUP BY over protected rows; a curator can write it
 //! in HAVING. Its state is the row count, like dp_count's.
+//!
+//! `dp_count_selected(epsilon, mechanism, delta)`: the same question
+//! answered by the level's own noisy count (`dpnoise_core::threshold`):
+//! the group is shown when the count released beside it reaches a
+//! threshold, so that the count spends the whole ε and selection only δ.
+//! The gate writes it instead of dp_partition_selected where the level
+//! shows a pure-ε dp_count.
 
-use crate::aggref::{aggregate_arguments, f64_parameter};
+use crate::aggref::{aggregate_arguments, f64_parameter, shared_totals, text_parameter};
 use crate::errors::OrRaise;
 use crate::fmgr::{arg_datum, refuse_window, v1_function};
+use dpnoise_core::plan::Plan;
 use dpnoise_core::selection::PartitionSelection;
+use dpnoise_core::threshold::CountThreshold;
+use dpnoise_core::Choice;
 use std::cell::RefCell;
 use std::rc::Rc;
 
@@ -85,4 +95,120 @@ unsafe fn selected(fcinfo: pgrx::pg_sys::FunctionCallInfo, first: usize) -> pgrx
         });
         pgrx::pg_sys::Datum::from(kept)
     }
+}
+
+thread_local! {
+    /// The latest noisy count of each count call in each Agg: (the Agg's
+    /// state, the count's plan key, the count). A group's aggregates are
+    /// finalized before its HAVING is read, the target list's first
+    /// (PostgreSQL numbers them so: prepagg.c), so the count the gate
+    /// thresholds has always just written its group's value here when
+    /// dp_count_selected, in that HAVING, reads it.
+    static RELEASED: RefCell<Vec<(usize, [u64; 5], i64)>> = const { RefCell::new(Vec::new()) };
+    /// The last threshold, by the count's plan key, k and δ.
+    static THRESHOLD: RefCell<Option<([u64; 7], CountThreshold)>> = const { RefCell::new(None) };
+}
+
+/// Notes a count's release in its group (`count::release`), for a
+/// thresholded count's selection in the same Agg.
+///
+/// # Safety
+/// `fcinfo` is a live final call.
+pub unsafe fn count_released(fcinfo: pgrx::pg_sys::FunctionCallInfo, key: [u64; 5], value: i64) {
+    // SAFETY: the caller's contract: context is null or a live node.
+    let agg = unsafe {
+        let context = (*fcinfo).context;
+        if context.is_null() || (*context).type_ != pgrx::pg_sys::NodeTag::T_AggState {
+            return;
+        }
+        context as usize
+    };
+    RELEASED.with(|r| {
+        let mut r = r.borrow_mut();
+        if let Some(entry) = r.iter_mut().find(|e| e.0 == agg && e.1 == key) {
+            entry.2 = value;
+            return;
+        }
+        if r.len() >= 64 {
+            r.remove(0);
+        }
+        r.push((agg, key, value));
+    });
+}
+
+// dp_count_selected(epsilon, mechanism, delta): whether the group's count,
+// released by the dp_count of the same (epsilon, mechanism) in the level's
+// output, reached the threshold that (epsilon, delta) and k give
+// (dpnoise_core::threshold). The gate writes it in HAVING in place of
+// dp_partition_selected when the level shows such a count; it pays delta.
+v1_function!(
+    pg_finfo_dp_count_selected_final,
+    dp_count_selected_final,
+    |fcinfo| { count_selected(fcinfo) }
+);
+
+/// The release of dp_count_selected.
+///
+/// # Safety
+/// `fcinfo` is a live final call of dp_count_selected.
+unsafe fn count_selected(fcinfo: pgrx::pg_sys::FunctionCallInfo) -> pgrx::pg_sys::Datum {
+    // SAFETY: the caller's contract; every parameter is checked before anything is paid.
+    unsafe {
+        refuse_window(fcinfo, "dp_count_selected");
+        let [epsilon, mechanism, delta] =
+            aggregate_arguments(fcinfo, [0, 1, 2], "dp_count_selected");
+        let choice = Choice::parse(&text_parameter(mechanism, "mechanism")).or_raise();
+        let written = f64_parameter(delta, "delta");
+        let (key, plan, groups, _) = crate::count::count_plan(fcinfo, epsilon, 0.0, choice, &[0]);
+        let total = shared_totals(fcinfo, [2], "dp_count_selected")
+            .map_or(written, |(_, [d])| f64_parameter(d, "delta"));
+        let threshold = count_threshold(key, plan, groups, total);
+        let agg = (*fcinfo).context as usize;
+        let noisy = RELEASED
+            .with(|r| {
+                r.borrow()
+                    .iter()
+                    .find(|e| e.0 == agg && e.1 == key)
+                    .map(|e| e.2)
+            })
+            .unwrap_or_else(|| {
+                crate::errors::raise_sqlstate(
+                    "0A000",
+                    "dp_count_selected reads the dp_count of the same epsilon and mechanism released beside it in the same query level, and there is none".to_string(),
+                    Some("The analyst gate writes it; in your own HAVING use dp_partition_selected(epsilon, delta).".to_string()),
+                )
+            });
+        crate::release::pay(
+            fcinfo,
+            "dp_count_selected",
+            "thresholded count",
+            (0.0, written),
+        );
+        pgrx::pg_sys::Datum::from(threshold.shown(noisy))
+    }
+}
+
+/// The threshold of a count planned with `plan` (its cache `key`) over
+/// `groups` groups at `delta` in all, built once per parameter set.
+pub fn count_threshold(key: [u64; 5], plan: &Plan, groups: u32, delta: f64) -> CountThreshold {
+    let full = [
+        key[0],
+        key[1],
+        key[2],
+        key[3],
+        key[4],
+        u64::from(groups),
+        delta.to_bits(),
+    ];
+    if let Some(found) = THRESHOLD.with(|t| {
+        t.borrow()
+            .as_ref()
+            .filter(|(k, _)| *k == full)
+            .map(|(_, t)| *t)
+    }) {
+        return found;
+    }
+    let built = CountThreshold::new(plan, groups, delta).or_raise();
+    THRESHOLD.with(|t| *t.borrow_mut() = Some((full, built)));
+    built
 }

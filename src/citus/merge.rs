@@ -72,9 +72,24 @@ pub(super) unsafe fn plan_split(
             a.cast::<pg_sys::Node>()
         };
         let value = || pg_sys::copyObjectImpl((*entries[0]).expr.cast()).cast::<pg_sys::Node>();
-        if name == "dp_partition_selected" {
-            let epsilon = crate::aggref::f64_parameter(values[0], "epsilon");
-            let delta = crate::aggref::f64_parameter(values[1], "delta");
+        // The gate's thresholded count (dp_count_selected) reads its count's
+        // noise in the same Agg, which the split moves to the merge's level
+        // as dp_merge_count: Citus levels keep the separate selection, at
+        // dpnoise.selection_epsilon and the δ the gate wrote (shared over
+        // the person's groups as that δ is).
+        if name == "dp_partition_selected" || name == "dp_count_selected" {
+            let counted = name == "dp_count_selected";
+            let (epsilon, delta) = if counted {
+                (
+                    crate::gucs::selection_epsilon(),
+                    crate::aggref::f64_parameter(values[2], "delta"),
+                )
+            } else {
+                (
+                    crate::aggref::f64_parameter(values[0], "epsilon"),
+                    crate::aggref::f64_parameter(values[1], "delta"),
+                )
+            };
             crate::selection::selection(epsilon, delta);
             let count = aggregate(
                 lookup("pg_catalog", "count", &[]),
@@ -91,7 +106,11 @@ pub(super) unsafe fn plan_split(
                     &[pg_sys::INT8OID, pg_sys::FLOAT8OID, pg_sys::FLOAT8OID],
                 ),
                 result: pg_sys::BOOLOID,
-                constants: vec![budget(0, epsilon), budget(1, delta)],
+                constants: if counted {
+                    vec![shared_like(shares[2], epsilon), budget(2, delta)]
+                } else {
+                    vec![budget(0, epsilon), budget(1, delta)]
+                },
                 null_count: false,
             };
         }
@@ -322,5 +341,27 @@ unsafe fn fold(expr: *mut pg_sys::Node, name: &str) -> *mut pg_sys::Const {
         }
         let total = f64::from_bits((*total).constvalue.value() as u64);
         float8_const(dpnoise_core::rational::share(total, parts as u32)).cast()
+    }
+}
+
+/// `value` shared over a person's groups as `share` (the gate's
+/// dp_share(total, k) call, if any) shares its own total: a copy of the
+/// call with `value` as its total; the constant where nothing is shared.
+///
+/// # Safety
+/// `share` is None or a live dp_share call; the copy is palloc'd in the
+/// current memory context.
+unsafe fn shared_like(share: Option<*mut pg_sys::Node>, value: f64) -> *mut pg_sys::Node {
+    let Some(share) = share else {
+        return float8_const(value);
+    };
+    // SAFETY: the caller's contract; a dp_share call is a FuncExpr of two arguments.
+    unsafe {
+        let copy = pg_sys::copyObjectImpl(share.cast()) as *mut pg_sys::FuncExpr;
+        let args = (*copy).args;
+        *(*args).elements = pg_sys::ListCell {
+            ptr_value: float8_const(value).cast(),
+        };
+        copy.cast()
     }
 }

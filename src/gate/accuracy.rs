@@ -15,7 +15,10 @@ use pgrx::prelude::*;
 /// the bounds in force for this session. For a GROUP BY on keys from the
 /// data, the smallest number of persons a group needs to be shown with
 /// even odds, and to be always shown, at `dpnoise.selection_epsilon` and
-/// `dpnoise.selection_delta`. With δ > 0 (and a mechanism, else `'auto'`),
+/// `dpnoise.selection_delta`; for a count without δ, which selects its
+/// groups by its own noise (`dpnoise.thresholded_counts`), at the count's
+/// ε and the selection's δ, "always" meaning with probability at least
+/// 1 − δ. With δ > 0 (and a mechanism, else `'auto'`),
 /// the (ε, δ) release's: a Gaussian over k groups is calibrated to the L2
 /// sensitivity across them. Draws nothing and spends nothing. PARALLEL
 /// RESTRICTED: it reads the protected tables' settings as the gate does.
@@ -115,7 +118,7 @@ fn dp_query_accuracy(
     });
     let accuracy = plan.accuracy(confidence);
     // With dpnoise.selection_delta = 0 keys from the data are refused: only listed keys.
-    let (even, always) = if grouped && crate::gucs::selection_delta() > 0.0 {
+    let separate = if grouped && crate::gucs::selection_delta() > 0.0 {
         let selection = PartitionSelection::new(
             crate::gucs::selection_epsilon(),
             crate::gucs::selection_delta(),
@@ -124,12 +127,36 @@ fn dp_query_accuracy(
         .or_raise();
         let even =
             (1..=selection.always_kept_from()).find(|&n| selection.keep_probability(n) >= 0.5);
-        (
-            even.map(|n| n as i64),
-            Some(selection.always_kept_from() as i64),
-        )
+        Some((
+            even.unwrap_or(selection.always_kept_from()),
+            selection.always_kept_from(),
+        ))
     } else {
-        (None, None)
+        None
+    };
+    // A count without δ selects its groups by its own noise where that
+    // shows a group with even odds from no more persons (the gate's rule,
+    // `partitions::select_partitions`): "always" is then with probability
+    // at least 1 − dpnoise.selection_delta.
+    let thresholded = separate
+        .filter(|_| shape == Shape::Count && crate::gucs::thresholded_counts())
+        .and_then(|(even, _)| {
+            dpnoise_core::threshold::CountThreshold::new(
+                &plan,
+                k as u32,
+                crate::gucs::selection_delta(),
+            )
+            .ok()
+            .filter(|t| t.count_kept_at(0.5) <= even)
+        });
+    let figure = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+    let (even, always) = match (thresholded, separate) {
+        (Some(t), _) => (
+            Some(figure(t.count_kept_at(0.5))),
+            Some(figure(t.count_kept_at(1.0 - crate::gucs::selection_delta()))),
+        ),
+        (None, Some((even, always))) => (Some(figure(even)), Some(figure(always))),
+        (None, None) => (None, None),
     };
     TableIterator::once((
         k,

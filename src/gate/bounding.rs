@@ -102,6 +102,7 @@ fn budget_arguments(name: &str, nargs: usize, first: usize) -> Vec<usize> {
         "dp_count" if nargs == 3 => vec![0, 1],
         "dp_count" => vec![0],
         "dp_partition_selected" => vec![0, 1],
+        "dp_count_selected" => vec![0, 2],
         "dp_sum" if nargs >= 5 => vec![1, 4],
         _ => vec![1],
     }

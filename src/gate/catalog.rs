@@ -20,8 +20,10 @@ pub(super) struct Protected {
     pub(super) allowed: HashSet<pg_sys::Oid>,
     /// dpnoise.protected and dpnoise.allowed_functions.
     pub(super) own: [pg_sys::Oid; 2],
-    /// dp_partition_selected(float8, float8), dp_share(float8, int4).
+    /// dp_partition_selected(float8, float8), dp_count_selected(float8,
+    /// text, float8), dp_share(float8, int4).
     pub(super) selection: pg_sys::Oid,
+    pub(super) count_selection: pg_sys::Oid,
     pub(super) share: pg_sys::Oid,
     /// The seed of the per-person choice of groups (`per_person`): derived
     /// from the release key, so that the choice is the server's own and
@@ -239,6 +241,7 @@ fn load() -> Option<std::rc::Rc<Protected>> {
                     .unwrap_or(pg_sys::InvalidOid))
             };
             let selection = function("dp_partition_selected", 2)?;
+            let count_selection = function("dp_count_selected", 3)?;
             let share = function("dp_share", 2)?;
             let key = client
                 .select(KEY_QUERY, Some(1), &[])?
@@ -263,6 +266,7 @@ fn load() -> Option<std::rc::Rc<Protected>> {
                 allowed,
                 own: [protected_table, allowed_table],
                 selection,
+                count_selection,
                 share,
                 seed,
                 windows,

@@ -321,7 +321,18 @@ unsafe fn check_level(query: *mut pg_sys::Query, walk: &Walk) -> Result<bool, Re
             keys::canonical(query, &walk.protected.forms)?;
         }
         if grouped && listed.is_none() {
-            select_partitions(query, walk.protected.selection)?;
+            // k as the bounding will set it (a table of one row per person: 1).
+            let groups = if bounded {
+                max_groups(persons.iter().map(|(_, t)| t.max_groups).min().unwrap_or(1))
+            } else {
+                1
+            };
+            select_partitions(
+                query,
+                walk.protected.selection,
+                walk.protected.count_selection,
+                groups.max(1) as u32,
+            )?;
         }
         // Vouched for: the analyst needs no SELECT privilege on the tables.
         for (leaf, _) in &persons {

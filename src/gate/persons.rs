@@ -165,7 +165,12 @@ pub(super) unsafe fn check(
         }
         if grouped {
             super::keys::canonical(query, &walk.protected.forms)?;
-            super::select_partitions(query, walk.protected.selection)?;
+            super::select_partitions(
+                query,
+                walk.protected.selection,
+                walk.protected.count_selection,
+                1,
+            )?;
         }
         Ok(false)
     }

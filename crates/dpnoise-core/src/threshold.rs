@@ -195,7 +195,10 @@ mod tests {
                 let tau = t.threshold();
                 // A group only the person makes.
                 let alone = hockey_stick(&law, tau, eps_g, Some(1), None);
-                assert!(alone <= per_group, "{mechanism:?} {epsilon} {groups}: {alone} > {per_group}");
+                assert!(
+                    alone <= per_group,
+                    "{mechanism:?} {epsilon} {groups}: {alone} > {per_group}"
+                );
                 let back = hockey_stick(&law, tau, eps_g, None, Some(1));
                 assert!(back <= per_group, "{mechanism:?} {epsilon}: {back}");
                 // Groups of both tables, around the threshold.
@@ -207,7 +210,10 @@ mod tests {
                 }
                 // One lower: the singleton's δ is over δ/k.
                 let lower = hockey_stick(&law, tau - 1, eps_g, Some(1), None);
-                assert!(lower > per_group, "{mechanism:?} {epsilon}: τ − 1 should fail");
+                assert!(
+                    lower > per_group,
+                    "{mechanism:?} {epsilon}: τ − 1 should fail"
+                );
             }
         }
     }
@@ -218,7 +224,10 @@ mod tests {
             let law = law(&plan(mechanism, 0.7, 1));
             for m in [-30i128, -1, 0, 1, 2, 7, 40] {
                 let direct: f64 = (m..m + 4000).map(|n| law.pmf(n)).sum();
-                assert!((law.tail(m) - direct).abs() <= 1e-12 * direct.max(1e-300) + 1e-15, "{m}");
+                assert!(
+                    (law.tail(m) - direct).abs() <= 1e-12 * direct.max(1e-300) + 1e-15,
+                    "{m}"
+                );
             }
         }
     }
@@ -307,7 +316,11 @@ mod audit_tests {
                 || output(&plan, t, &mut r1, Some(1)),
                 || output(&plan, t, &mut r2, None),
             );
-            assert_eq!(report.within(delta), should_pass, "threshold {t} (τ = {tau}): {report:?}");
+            assert_eq!(
+                report.within(delta),
+                should_pass,
+                "threshold {t} (τ = {tau}): {report:?}"
+            );
         }
         // Neighbouring counts around τ, both orders: pure ε (δ = 0 beyond
         // the sampling margin).

@@ -179,7 +179,7 @@ BEGIN
 END $$;
 \c - dp_gate_analyst
 \set VERBOSITY terse
-SELECT outcome('SELECT region, dp_count(1.0), dp_count(1.0) FROM staff GROUP BY region');
+SELECT outcome('SELECT region, dp_count(1.0), dp_count(1.25) FROM staff GROUP BY region');
 SELECT dp_count(1.0) IS NOT NULL AS under_the_cap FROM staff;
 SELECT outcome('SET dpnoise.max_epsilon_per_query = 100');
 -- The cap holds for the whole top-level statement (issue 44, item 5): a
