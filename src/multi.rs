@@ -35,6 +35,9 @@ fn finite_array(name: &'static str, items: Option<Vec<Option<f64>>>) -> Vec<f64>
                 errors::raise(Error::invalid_data(name, "finite numbers"))
             }
             Some(x) => errors::raise(Error::invalid(name, "finite numbers", x)),
+            None if name == "values" => {
+                errors::raise(Error::invalid_data(name, "free of NULL elements"))
+            }
             None => errors::raise(Error::invalid(name, "free of NULL elements", "NULL")),
         })
         .collect()
