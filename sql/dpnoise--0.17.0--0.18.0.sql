@@ -11,3 +11,52 @@ CREATE AGGREGATE dp_count_selected(epsilon double precision, mechanism text, del
 );
 COMMENT ON AGGREGATE dp_count_selected(double precision, text, double precision) IS
     'Whether this group may be shown: true when the dp_count(epsilon, mechanism) released beside it in the same level reached the threshold set from epsilon, delta and the groups a person may add to. The analyst gate writes it in HAVING; it pays delta only.';
+
+-- Runs last: what holds for every aggregate of the extension, derived from
+-- the catalog rather than listed by hand.
+
+-- Every support function of our aggregates (the extension's own: int8pl is
+-- PostgreSQL's) loses EXECUTE for PUBLIC: a role that could build its own
+-- aggregate from them (say, the sum transition with the serialize function
+-- as final) would read exact answers. And CREATE AGGREGATE records every
+-- aggregate as IMMUTABLE: one whose final function draws noise is marked
+-- VOLATILE, so the planner never treats two calls as one.
+DO $$
+DECLARE
+    f regprocedure;
+BEGIN
+    FOR f IN
+        SELECT DISTINCT s.fn::regprocedure
+        FROM pg_catalog.pg_aggregate a,
+             LATERAL (VALUES (a.aggtransfn), (a.aggfinalfn), (a.aggcombinefn), (a.aggserialfn), (a.aggdeserialfn)) s(fn)
+        JOIN pg_catalog.pg_depend d ON d.objid = s.fn AND d.classid = 'pg_catalog.pg_proc'::regclass AND d.deptype = 'e'
+        JOIN pg_catalog.pg_extension x ON x.oid = d.refobjid AND x.extname = 'dpnoise'
+    LOOP
+        EXECUTE pg_catalog.format('REVOKE EXECUTE ON FUNCTION %s FROM PUBLIC', f);
+    END LOOP;
+    UPDATE pg_catalog.pg_proc p SET provolatile = 'v'
+    FROM pg_catalog.pg_aggregate a
+    JOIN pg_catalog.pg_proc final ON final.oid = a.aggfinalfn
+    JOIN pg_catalog.pg_depend d ON d.objid = a.aggfnoid AND d.classid = 'pg_catalog.pg_proc'::regclass AND d.deptype = 'e'
+    JOIN pg_catalog.pg_extension x ON x.oid = d.refobjid AND x.extname = 'dpnoise'
+    WHERE p.oid = a.aggfnoid AND final.provolatile = 'v';
+END $$;
+
+-- Support functions: named after the aggregates they serve, from the catalog.
+DO $$
+DECLARE
+    f record;
+BEGIN
+    FOR f IN
+        SELECT s.fn, string_agg(DISTINCT a.aggfnoid::regproc::text, ', ') AS aggregates, min(s.role) AS role
+        FROM pg_catalog.pg_aggregate a,
+             LATERAL (VALUES (a.aggtransfn, 'transition'), (a.aggfinalfn, 'final'), (a.aggcombinefn, 'combine'),
+                             (a.aggserialfn, 'serialize'), (a.aggdeserialfn, 'deserialize')) s(fn, role)
+        JOIN pg_catalog.pg_depend d ON d.objid = s.fn AND d.classid = 'pg_catalog.pg_proc'::regclass AND d.deptype = 'e'
+        JOIN pg_catalog.pg_extension x ON x.oid = d.refobjid AND x.extname = 'dpnoise'
+        GROUP BY s.fn
+    LOOP
+        EXECUTE format('COMMENT ON FUNCTION %s IS %L', f.fn::regprocedure,
+                       format('Support function (%s) of %s; not for direct use (revoked from PUBLIC).', f.role, f.aggregates));
+    END LOOP;
+END $$;
