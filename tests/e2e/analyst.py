@@ -66,6 +66,19 @@ AUDIT_EPSILON = 1.0  # what the statement's dp_count spends in all (0.5 in each 
 # The key-set audit (section 2, second part): draws per table.
 KEY_AUDIT_N = 4000
 RARE = 50  # persons in the rare group of k (49 in k_prime)
+
+
+def count_threshold(epsilon, delta):
+    """tau of a thresholded count (crates/dpnoise-core/src/threshold.rs):
+    the least integer with P(N >= tau - 1) <= delta, N the two-sided
+    geometric at epsilon, P(N >= m) = b^m / (1 + b), b = e^-epsilon."""
+    b = math.exp(-epsilon)
+    return math.ceil(math.log(delta * (1 + b)) / math.log(b)) + 1
+
+
+# The count's epsilon 1 and the selection's delta over a person's 2 groups.
+TAU = count_threshold(1.0 / 2, 1e-6 / 2)
+RARE_T = TAU  # persons in the rare group of kt: shown about 62 % of the time (TAU - 1 in kt_prime: 38 %)
 # The attacks (section 3).
 ATTACK_RUNS = 400
 ATTACK_EPSILON = 1.0
@@ -164,9 +177,17 @@ INSERT INTO k SELECT p, 'rare' FROM generate_series(1, 49) p, generate_series(1,
 INSERT INTO k SELECT p, 'common' FROM generate_series(100, 399) p, generate_series(1, 2);
 INSERT INTO k SELECT 0, r FROM unnest(ARRAY['rare', 'common']) r, generate_series(1, 3);
 CREATE TABLE k_prime AS SELECT * FROM k WHERE person_id <> 0;
+-- The same for the thresholded count: a rare group of {RARE_T} persons
+-- (its threshold tau at epsilon 1 over 2 groups), {RARE_T - 1} without person 0.
+CREATE TABLE kt (person_id int, region text);
+INSERT INTO kt SELECT p, 'rare' FROM generate_series(1, {RARE_T - 1}) p, generate_series(1, 2);
+INSERT INTO kt SELECT p, 'common' FROM generate_series(100, 399) p, generate_series(1, 2);
+INSERT INTO kt SELECT 0, r FROM unnest(ARRAY['rare', 'common']) r, generate_series(1, 3);
+CREATE TABLE kt_prime AS SELECT * FROM kt WHERE person_id <> 0;
 SELECT dp_protect('members', 'person_id', 2), dp_protect('trips', 'person_id', 2),
        dp_protect('d', 'person_id', 2), dp_protect('d_prime', 'person_id', 2),
-       dp_protect('k', 'person_id', 2), dp_protect('k_prime', 'person_id', 2);
+       dp_protect('k', 'person_id', 2), dp_protect('k_prime', 'person_id', 2),
+       dp_protect('kt', 'person_id', 2), dp_protect('kt_prime', 'person_id', 2);
 SELECT dp_analyst('{ANALYST}');
 SELECT dp_budget_grant('{ANALYST}', 1e9, 1);
 -- The attacks (section 3) test bounding against copies, among them a
@@ -423,7 +444,8 @@ def audit(su, an):
         out[tbl].append(s)  # a group partition selection dropped counts as 0
         missing += 3 - groups
     charges = ledger.new()
-    per_stmt = Decimal(repr(AUDIT_EPSILON)) + SELECTION_EPSILON
+    # The count selects its own groups (a thresholded count): no selection ε.
+    per_stmt = Decimal(repr(AUDIT_EPSILON))
     charge_ok = (len(charges) == 2 * AUDIT_N
                  and all(r[2] == per_stmt and r[3] == SELECTION_DELTA for r in charges))
     check("audit statements each charged once", charge_ok,
@@ -435,7 +457,7 @@ def audit(su, an):
     check("DP audit of the released sum over 3 regions, D vs D'", bins >= 12 and excess <= AUDIT_EPSILON,
           f"N={AUDIT_N} each, bin width {AUDIT_BIN_WIDTH}, min count {AUDIT_MIN_COUNT}, z={AUDIT_Z}: "
           f"bins audited {bins}, max loss {max_loss:.3f}, max excess {excess:.3f} (at {worst_bin}) "
-          f"<= epsilon {AUDIT_EPSILON} (statement charged {per_stmt}: + selection); "
+          f"<= epsilon {AUDIT_EPSILON} (statement charged {per_stmt}, selection delta only); "
           f"groups missing {missing}")
 
     # The law of the outputs: each region's count is the number of persons
@@ -479,44 +501,80 @@ def keep_probabilities(epsilon, delta, n):
 
 
 def key_audit(su, an):
-    """The released set of keys: whether the rare group is shown, and its
-    noisy count when it is, on k and k_prime (person 0, with rows in both
-    groups, left out); audited as one output per statement."""
+    """The released set of keys under the separate selection (the DBA turns
+    the thresholded count off for the analyst): whether the rare group of k
+    is shown, and its noisy count when it is."""
+    su.execute(f"ALTER ROLE {ANALYST} SET dpnoise.thresholded_counts = off")
+    try:
+        with psycopg.connect(host="127.0.0.1", port=an.info.port, user=ANALYST, dbname="postgres",
+                             autocommit=True) as separate:
+            # Each of a person's 2 groups spends half of the selection's (ε, δ).
+            pi = keep_probabilities(float(SELECTION_EPSILON) / 2, float(SELECTION_DELTA) / 2, RARE)
+            released_keys(separate, ("k", "k_prime"), RARE, {"k": pi[RARE - 1], "k_prime": pi[RARE - 2]},
+                          Decimal(repr(AUDIT_EPSILON)) + SELECTION_EPSILON, "optimal partition selection")
+    finally:
+        su.execute(f"ALTER ROLE {ANALYST} RESET dpnoise.thresholded_counts")
+
+
+def threshold_key_audit(su, an):
+    """The released set of keys when the count selects its own groups: the
+    rare group of kt (RARE_T persons) is shown when its noisy count reaches
+    tau, and the count shown is that noisy count; audited as key_audit."""
+    b = math.exp(-AUDIT_EPSILON / 2)
+    tail = lambda m: b ** m / (1 + b) if m >= 1 else 1 - b ** (1 - m) / (1 + b)  # P(N >= m)
+    accuracy = an.execute("SELECT selection_even_odds FROM dp_query_accuracy('count', %s, ARRAY['kt'])",
+                          (AUDIT_EPSILON,)).fetchone()[0]
+    check("dp_query_accuracy reports the thresholded count's tau", accuracy == TAU, f"{accuracy} (tau {TAU})")
+    released_keys(an, ("kt", "kt_prime"), RARE_T, {"kt": tail(TAU - RARE_T), "kt_prime": tail(TAU - RARE_T + 1)},
+                  Decimal(repr(AUDIT_EPSILON)), "the thresholded count", floor=TAU, min_bins=5)
+    key_audit_negative_control()
+
+
+def released_keys(an, tables, rare, expected, per_stmt, rule, floor=None, min_bins=8):
+    """Whether the rare group is shown, and its noisy count when it is, on
+    two neighbouring tables (person 0, with rows in both groups, left out);
+    audited as one output per statement. `floor`: the least count shown;
+    `min_bins`: the bins the audit must see (a thresholded count's shown
+    values start at tau and thin out geometrically: about 7 of them hold 30
+    draws of each table at N = 4000)."""
     ledger = Ledger(an)
-    an.execute("CREATE TEMP TABLE rk (tbl text, i int, rare bigint, shown int)")
+    an.execute("CREATE TEMP TABLE IF NOT EXISTS rk (tbl text, i int, rare bigint, shown int)")
+    an.execute("TRUNCATE pg_temp.rk")
     t0 = time.time()
-    for tbl in ("k", "k_prime"):
+    for tbl in tables:
         an.execute(f"""DO $$ BEGIN FOR i IN 1..{KEY_AUDIT_N} LOOP
             INSERT INTO pg_temp.rk SELECT '{tbl}', i, max(c) FILTER (WHERE region = 'rare'), count(*)
             FROM (SELECT region, dp_count({AUDIT_EPSILON!r}) AS c FROM {tbl} GROUP BY region) s;
         END LOOP; END $$""")
     secs = time.time() - t0
-    out = {"k": [], "k_prime": []}
+    out = {t: [] for t in tables}
     common_missing = 0
-    for tbl, rare, shown in an.execute("SELECT tbl, rare, shown FROM pg_temp.rk ORDER BY tbl, i"):
-        out[tbl].append(-1000 if rare is None else rare)  # absent: a bin of its own
-        common_missing += (shown - (0 if rare is None else 1)) != 1
+    for tbl, rare_count, shown in an.execute("SELECT tbl, rare, shown FROM pg_temp.rk ORDER BY tbl, i"):
+        out[tbl].append(-1000 if rare_count is None else rare_count)  # absent: a bin of its own
+        common_missing += (shown - (0 if rare_count is None else 1)) != 1
     charges = ledger.new()
-    per_stmt = Decimal(repr(AUDIT_EPSILON)) + SELECTION_EPSILON
-    check("key audit statements each charged once",
+    check(f"key audit statements ({rule}) each charged once",
           len(charges) == 2 * KEY_AUDIT_N and all(r[2] == per_stmt and r[3] == SELECTION_DELTA for r in charges),
-          f"{len(charges)} ledger rows for {2 * KEY_AUDIT_N} statements ({secs:.1f} s)")
-
-    # Each of a person's 2 groups spends half of the selection's (ε, δ).
-    pi = keep_probabilities(float(SELECTION_EPSILON) / 2, float(SELECTION_DELTA) / 2, RARE)
+          f"{len(charges)} ledger rows for {2 * KEY_AUDIT_N} statements, each epsilon {per_stmt} ({secs:.1f} s)")
     rates = {tbl: sum(x != -1000 for x in out[tbl]) / KEY_AUDIT_N for tbl in out}
-    expected = {"k": pi[RARE - 1], "k_prime": pi[RARE - 2]}
     law_ok = all(abs(rates[t] - expected[t]) < 5 * math.sqrt(expected[t] * (1 - expected[t]) / KEY_AUDIT_N)
                  for t in out)
-    check("the rare key is shown as often as optimal partition selection says", law_ok and common_missing == 0,
-          f"shown on k {rates['k']:.3f} (pi({RARE}) = {expected['k']:.3f}), on k_prime {rates['k_prime']:.3f} "
-          f"(pi({RARE - 1}) = {expected['k_prime']:.3f}); common group missing {common_missing} times")
-
-    bins, max_loss, excess, worst_bin = privacy_loss_audit(out["k"], out["k_prime"], 1, AUDIT_MIN_COUNT, AUDIT_Z)
-    check("DP audit of the released key set and count, k vs k'", bins >= 8 and excess <= float(per_stmt),
+    a, b = tables
+    check(f"the rare key is shown as often as {rule} says", law_ok and common_missing == 0,
+          f"shown on {a} {rates[a]:.3f} (expected {expected[a]:.3f}, {rare} persons), on {b} {rates[b]:.3f} "
+          f"(expected {expected[b]:.3f}); common group missing {common_missing} times")
+    if floor is not None:
+        low = sum(1 for t in out for x in out[t] if x != -1000 and x < floor)
+        check(f"no count below tau = {floor} is shown", low == 0, f"{low} shown below")
+    bins, max_loss, excess, worst_bin = privacy_loss_audit(out[a], out[b], 1, AUDIT_MIN_COUNT, AUDIT_Z)
+    check(f"DP audit of the released key set and count ({rule}), {a} vs {b}",
+          bins >= min_bins and excess <= float(per_stmt),
           f"N={KEY_AUDIT_N} each: bins audited {bins}, max loss {max_loss:.3f}, max excess {excess:.3f} "
           f"(at {worst_bin}; -1000 = not shown) <= charged epsilon {per_stmt}")
 
+
+def key_audit_negative_control():
+    per_stmt = Decimal(repr(AUDIT_EPSILON))
     # Negative control: keys shown by a threshold on a count with too little
     # noise (a person's group count plus geometric noise at ε = 3, kept from
     # the true size of the rare group): the audit must flag it.
@@ -615,7 +673,7 @@ def main():
             su.execute(SETUP)
             with server.connect(ANALYST) as an:
                 check("analyst session", an.execute("SHOW dpnoise.analyst").fetchone()[0] == "on")
-                for section in (bi_tools, audit, key_audit, attacks):
+                for section in (bi_tools, audit, key_audit, threshold_key_audit, attacks):
                     try:
                         section(su, an)
                     except Exception as e:  # a section that breaks is a failed check

@@ -72,14 +72,21 @@ def main(port):
     back = conn.execute(query).fetchone()[0]
     check("and at k = 4 again after SET back", abs(back - 4 * PERSONS) < 20, str(back))
 
-    # The selection's ε is charged on top of the count's 600.
-    conn.execute(query).fetchone()
-    before = last_charge()
-    conn.execute("SET dpnoise.selection_epsilon = 0.25")
-    conn.execute(query).fetchone()
-    after = last_charge()
     # Each statement pays for its run time too (dpnoise.timing_epsilon, timing_delta).
     t_eps, t_delta = (float(conn.execute(f"SELECT current_setting('dpnoise.timing_{x}')").fetchone()[0]) for x in ("epsilon", "delta"))
+    # The count selects its groups by its own noise: no selection ε. A sum
+    # pays the separate selection's ε on top of its own 600.
+    conn.execute(query).fetchone()
+    counted = last_charge()
+    check("a count that selects its groups by its own noise pays no selection epsilon",
+          abs(counted - 600 - t_eps) < 1e-9, str(counted))
+    sum_query = "SELECT count(*)::float8 FROM (SELECT site, dp_sum(1.0, 600.0, 0, 1) AS n FROM prepared_visits GROUP BY site) x"
+    for _ in range(3):
+        conn.execute(sum_query).fetchone()
+    before = last_charge()
+    conn.execute("SET dpnoise.selection_epsilon = 0.25")
+    conn.execute(sum_query).fetchone()
+    after = last_charge()
     check("after SET dpnoise.selection_epsilon = 0.25 the prepared statement is charged it",
           abs(before - 600.5 - t_eps) < 1e-9 and abs(after - 600.25 - t_eps) < 1e-9, f"{before} then {after}")
     conn.execute("SET dpnoise.selection_delta = 1e-3")
