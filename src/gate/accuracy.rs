@@ -153,7 +153,9 @@ fn dp_query_accuracy(
     let (even, always) = match (thresholded, separate) {
         (Some(t), _) => (
             Some(figure(t.count_kept_at(0.5))),
-            Some(figure(t.count_kept_at(1.0 - crate::gucs::selection_delta()))),
+            Some(figure(
+                t.count_kept_at(1.0 - crate::gucs::selection_delta()),
+            )),
         ),
         (None, Some((even, always))) => (Some(figure(even)), Some(figure(always))),
         (None, None) => (None, None),
