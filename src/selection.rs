@@ -98,42 +98,8 @@ unsafe fn selected(fcinfo: pgrx::pg_sys::FunctionCallInfo, first: usize) -> pgrx
 }
 
 thread_local! {
-    /// The latest noisy count of each count call in each Agg: (the Agg's
-    /// state, the count's plan key, the count). A group's aggregates are
-    /// finalized before its HAVING is read, the target list's first
-    /// (PostgreSQL numbers them so: prepagg.c), so the count the gate
-    /// thresholds has always just written its group's value here when
-    /// dp_count_selected, in that HAVING, reads it.
-    static RELEASED: RefCell<Vec<(usize, [u64; 5], i64)>> = const { RefCell::new(Vec::new()) };
     /// The last threshold, by the count's plan key, k and δ.
     static THRESHOLD: RefCell<Option<([u64; 7], CountThreshold)>> = const { RefCell::new(None) };
-}
-
-/// Notes a count's release in its group (`count::release`), for a
-/// thresholded count's selection in the same Agg.
-///
-/// # Safety
-/// `fcinfo` is a live final call.
-pub unsafe fn count_released(fcinfo: pgrx::pg_sys::FunctionCallInfo, key: [u64; 5], value: i64) {
-    // SAFETY: the caller's contract: context is null or a live node.
-    let agg = unsafe {
-        let context = (*fcinfo).context;
-        if context.is_null() || (*context).type_ != pgrx::pg_sys::NodeTag::T_AggState {
-            return;
-        }
-        context as usize
-    };
-    RELEASED.with(|r| {
-        let mut r = r.borrow_mut();
-        if let Some(entry) = r.iter_mut().find(|e| e.0 == agg && e.1 == key) {
-            entry.2 = value;
-            return;
-        }
-        if r.len() >= 64 {
-            r.remove(0);
-        }
-        r.push((agg, key, value));
-    });
 }
 
 // dp_count_selected(epsilon, mechanism, delta): whether the group's count,
@@ -164,13 +130,7 @@ unsafe fn count_selected(fcinfo: pgrx::pg_sys::FunctionCallInfo) -> pgrx::pg_sys
             .map_or(written, |(_, [d])| f64_parameter(d, "delta"));
         let threshold = count_threshold(key, plan, groups, total);
         let agg = (*fcinfo).context as usize;
-        let noisy = RELEASED
-            .with(|r| {
-                r.borrow()
-                    .iter()
-                    .find(|e| e.0 == agg && e.1 == key)
-                    .map(|e| e.2)
-            })
+        let noisy = crate::count::released(agg, key)
             .unwrap_or_else(|| {
                 crate::errors::raise_sqlstate(
                     "0A000",
