@@ -30,6 +30,21 @@ the same optimal rule (PipelineDP's truncated geometric, dpnoise's
 dp_partition_selected) at (ε_s/k, δ_s/k) per site. PipelineDP's naive
 accountant is given the totals and weights that make these its shares, and
 the bench checks the shares it computed.
+
+Counts with private keys at equal totals (--counts alone, or after the
+rest): each side spends (ε, δ) = (1, 1e-5) per query in all. dpnoise's
+dp_count(1.0) selects its groups by its own noise (a thresholded count:
+ε to the count, δ to the threshold), beside its separate selection
+(dp_count(0.5) and dp_partition_selected at (0.5, 1e-5)), against
+PipelineDP's privacy-id count with its truncated-geometric selection (its
+accountant splits ε in halves, δ to the selection) and with its
+post-aggregation thresholding (Laplace thresholding: ε to the count, δ to
+the threshold). The run time's own release is off for the analyst
+(dpnoise.timing_epsilon = 0) and the ledger is checked to hold (1, 1e-5) a
+statement. Error is reported against the truth and against the bounded
+expectation (each person's chance to count in a site, min(1, k / their
+sites), summed: noise and the choice of sites, without bounding's bias),
+over the (site, run) pairs both sides kept.
 """
 import argparse
 import math
@@ -44,6 +59,7 @@ EPS = 1.0
 DELTA = 1e-5
 SEL_EPS = 1.0
 SEL_DELTA = 1e-5
+TOTAL_EPS, TOTAL_DELTA = 1.0, 1e-5  # the equal-total count comparison
 LOWER, UPPER = 0.0, 100.0
 PERSONS = 20_000
 SITES = 200
@@ -126,7 +142,8 @@ def load(port, runs):
         ANALYZE visits;
         SELECT dp_protect('visits', 'person_id', 10);
         SELECT dp_analyst('{ANALYST}');
-        SELECT dp_budget_grant('{ANALYST}', 1e9, 1);""")
+        SELECT dp_budget_grant('{ANALYST}', 1e9, 1);
+        ALTER ROLE {ANALYST} IN DATABASE {DB} SET dpnoise.timing_epsilon = 0;""")
     return len(lines)
 
 
@@ -229,6 +246,134 @@ def pipeline_dp_run(task):
             (("sum", m, k, r), {site: t.sum for site, t in result})]
 
 
+def bounded_expectation(rows, k):
+    """Per site: the expected persons counted once each person keeps k of
+    their sites, chosen uniformly (min(1, k / sites) each)."""
+    sites = {}
+    for person, site, *_ in rows:
+        sites.setdefault(person, set()).add(site)
+    expected = {}
+    for chosen in sites.values():
+        for site in chosen:
+            expected[site] = expected.get(site, 0.0) + min(1.0, k / len(chosen))
+    return expected
+
+
+def dpnoise_counts(port, k, runs):
+    """dp_count at the equal total, R runs each: the thresholded count
+    (dp_count(1.0)) and the separate selection (dp_count(0.5) plus
+    selection at 0.5); each statement's ledger row checked."""
+    half = TOTAL_EPS / 2
+    script = [f"SET dpnoise.max_groups_contributed = {k};", f"SET dpnoise.selection_delta = {TOTAL_DELTA};",
+              f"SET dpnoise.selection_epsilon = {half};"]
+    for route, eps in (("thresholded", TOTAL_EPS), ("separate", half)):
+        for r in range(runs):
+            script.append(f"\\echo @run {route} {r}")
+            script.append(f"SELECT site, dp_count({eps}) FROM visits WHERE run = {r} GROUP BY site;")
+            script.append(f"\\echo @charge {route} {r}")
+            script.append("SELECT epsilon, delta FROM dp_my_ledger ORDER BY id DESC LIMIT 1;")
+    answers, key = {}, None
+    for line in psql(port, DB, "\n".join(script), user=ANALYST):
+        if line.startswith("@"):
+            key = line.split()
+            if key[0] == "@run":
+                answers[(key[1], int(key[2]))] = {}
+        elif key[0] == "@charge":
+            eps, delta = (float(x) for x in line.split("|"))
+            if abs(eps - TOTAL_EPS) > 1e-9 or abs(delta - TOTAL_DELTA) > 1e-15:
+                raise SystemExit(f"dpnoise's {key[1]} count was charged ({eps}, {delta}), "
+                                 f"not ({TOTAL_EPS}, {TOTAL_DELTA})")
+        else:
+            site, value = line.split("|")
+            answers[(key[1], int(key[2]))][int(site)] = float(value)
+    return answers
+
+
+def pipeline_dp_count_run(task):
+    """PipelineDP's privacy-id count at the equal total: its truncated-geometric
+    selection and a separate count, or its post-aggregation thresholding."""
+    import numpy as np
+    import pipeline_dp
+    variant, k, r = task
+    seed = int.from_bytes(os.urandom(8), "little")
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    accountant = pipeline_dp.NaiveBudgetAccountant(total_epsilon=TOTAL_EPS, total_delta=TOTAL_DELTA)
+    engine = pipeline_dp.DPEngine(accountant, pipeline_dp.LocalBackend())
+    extra = {}
+    if variant == "post":
+        extra = {"post_aggregation_thresholding": True,
+                 "partition_selection_strategy": pipeline_dp.PartitionSelectionStrategy.LAPLACE_THRESHOLDING}
+    params = pipeline_dp.AggregateParams(
+        metrics=[pipeline_dp.Metrics.PRIVACY_ID_COUNT], noise_kind=pipeline_dp.NoiseKind.LAPLACE,
+        max_partitions_contributed=k, max_contributions_per_partition=1, **extra)
+    extractors = pipeline_dp.DataExtractors(
+        privacy_id_extractor=lambda row: row[0], partition_extractor=lambda row: row[1],
+        value_extractor=lambda row: 0)
+    lazy = engine.aggregate(ROWS, params, extractors)
+    accountant.compute_budgets()
+    result = list(lazy)
+    return ((variant, k, r), {site: t.privacy_id_count for site, t in result})
+
+
+def counts_section(port, ks, runs, measured, jobs):
+    """Prints the equal-total comparison of counts with private keys."""
+    pool = multiprocessing.get_context("fork").Pool(jobs) if measured else None
+    pending = pool.map_async(pipeline_dp_count_run, [(v, k, r) for k in ks for v in ("truncated", "post")
+                                                     for r in range(runs)]) if measured else None
+    ours = {k: dpnoise_counts(port, k, runs) for k in ks}
+    theirs = dict(pending.get()) if measured else {}
+    if pool:
+        pool.close()
+        pool.join()
+    truth_all = {}
+    for person, site, *_ in ROWS:
+        truth_all[site] = truth_all.get(site, 0) + 1
+    print(f"\nCounts with private keys at equal totals: (ε, δ) = ({TOTAL_EPS}, {TOTAL_DELTA}) per query on "
+          f"each side, R = {runs}. RMSE over the (site, run) pairs both kept; 'noise' against the bounded "
+          "expectation, 'truth' against all persons")
+    head = (f"{'k':>2} {'dpnoise route':24} {'PipelineDP route':30} | {'kept dpn':>8} {'kept PDP':>8} | "
+            f"{'noise dpn':>9} {'noise PDP':>9} {'ratio':>6} | {'truth dpn':>9} {'truth PDP':>9}")
+    print(head)
+    print("-" * len(head))
+    names = {"thresholded": "thresholded dp_count(1)", "separate": "dp_count(.5) + select .5",
+             "truncated": "count .5 + trunc. geometric .5", "post": "post-aggregation thresholding"}
+    verdicts = []
+    for k in ks:
+        expect = bounded_expectation(ROWS, k)
+        for mine, other, target in (("thresholded", "truncated", 0.75), ("thresholded", "post", 1.0),
+                                    ("separate", "truncated", None)):
+            se = {"o": [0.0, 0.0], "t": [0.0, 0.0]}
+            n, kept_o, kept_t = 0, [], []
+            for r in range(runs):
+                a = ours[k][(mine, r)]
+                b = theirs.get((other, k, r))
+                kept_o.append(len(a))
+                if b is None:
+                    continue
+                kept_t.append(len(b))
+                for s in a.keys() & b.keys():
+                    se["o"][0] += (a[s] - expect[s]) ** 2
+                    se["t"][0] += (b[s] - expect[s]) ** 2
+                    se["o"][1] += (a[s] - truth_all[s]) ** 2
+                    se["t"][1] += (b[s] - truth_all[s]) ** 2
+                    n += 1
+            rm = {x: [math.sqrt(v / n) if n else None for v in se[x]] for x in se}
+            ko, kt = statistics.fmean(kept_o), (statistics.fmean(kept_t) if kept_t else None)
+            ratio = rm["o"][0] / rm["t"][0] if n else None
+            fmt = lambda x, w, p: f"{x:{w}.{p}f}" if x is not None else f"{'—':>{w}}"
+            print(f"{k:2} {names[mine]:24} {names[other]:30} | {fmt(ko, 8, 1)} {fmt(kt, 8, 1)} | "
+                  f"{fmt(rm['o'][0], 9, 2)} {fmt(rm['t'][0], 9, 2)} {fmt(ratio, 6, 3)} | "
+                  f"{fmt(rm['o'][1], 9, 2)} {fmt(rm['t'][1], 9, 2)}")
+            if target is not None and ratio is not None:
+                ok = ratio <= target and ko >= kt
+                verdicts.append(f"k = {k}, against {names[other]}: noise RMSE ratio {ratio:.3f} (target <= {target}), "
+                                f"groups kept {ko:.1f} against {kt:.1f}: {'PASS' if ok else 'MISS'}")
+    print("Targets (thresholded count):")
+    for v in verdicts or ["(PipelineDP not measured)"]:
+        print("  " + v)
+
+
 def phi(x):
     return 0.5 * math.erfc(-x / math.sqrt(2))
 
@@ -294,6 +439,7 @@ def main():
     ap.add_argument("--ks", default="1,4,10")
     ap.add_argument("--jobs", type=int, default=2, help="processes running PipelineDP")
     ap.add_argument("--venv", default=os.path.join(os.environ.get("TMPDIR", "/tmp"), "dpnoise-utility-venv"))
+    ap.add_argument("--counts", action="store_true", help="only the equal-total count comparison (k = 1, 4)")
     args = ap.parse_args()
     ks = [int(k) for k in args.ks.split(",")]
     measured = ensure_pipeline_dp(args.venv)
@@ -301,6 +447,9 @@ def main():
     rows = load(args.port, args.runs)
     true, combined = truths(args.port)
     ROWS.extend(combined)
+    if args.counts:
+        counts_section(args.port, [1, 4], args.runs, measured, args.jobs)
+        return
     pool = multiprocessing.get_context("fork").Pool(args.jobs) if measured else None
     pending = pool.map_async(pipeline_dp_run, [(qs, m, k, r) for k in ks for qs in ("count,sum", "avg")
                                                for m in MECHANISMS for r in range(args.runs)]) if measured else None
@@ -369,6 +518,7 @@ def main():
         print(f"  Gaussian sum at k = 10: dp_query_accuracy σ = {s_ours:.1f}, the L2-calibrated figure "
               f"(analytic Gaussian, Δ2 = 100·√10) {s_l2:.1f}: {100 * (s_ours / s_l2 - 1):+.1f}%; "
               f"measured RMSE {rm:.1f} ({100 * (rm / s_l2 - 1):+.1f}%)")
+    counts_section(args.port, [1, 4], args.runs, measured, args.jobs)
 
 
 if __name__ == "__main__":

@@ -144,7 +144,8 @@ unsafe fn count_selected(fcinfo: pgrx::pg_sys::FunctionCallInfo) -> pgrx::pg_sys
             "thresholded count",
             (0.0, written),
         );
-        pgrx::pg_sys::Datum::from(threshold.shown(noisy))
+        let shown = crate::repeat::with_release_rng(fcinfo, |rng| threshold.shown(rng, noisy));
+        pgrx::pg_sys::Datum::from(shown)
     }
 }
 

@@ -19,12 +19,19 @@
 //! Over the person's k groups, by composition: (ε, k · δ/k) = (ε, δ).
 //! τ is the least integer with P(N ≥ τ − 1) ≤ δ/k, the tail computed in
 //! closed form from the law (`StepLaw::tail`) and rounded up by a relative
-//! 1e-9, far beyond the float error of that closed form.
+//! 1e-9, far beyond the float error of that closed form. What δ/k leaves
+//! over is spent on the value just below: a noisy count of τ − 1 is shown
+//! with probability q = (δ/k − P(N ≥ τ − 1)) / P(N = τ − 2) (rounded down),
+//! so that the lone person's group is shown with probability exactly up to
+//! δ/k, not up to one lattice step less (a randomized threshold; the coin
+//! is a post-processing of c + N, so groups of both tables stay pure ε/k).
 
 use crate::accuracy::{Law, StepLaw};
 use crate::calibration::Calibration;
+use crate::entropy::Entropy;
 use crate::noise::LatticeNoise;
 use crate::plan::Plan;
+use crate::selection::bernoulli_dyadic;
 use crate::Error;
 
 /// The relative margin a computed tail is rounded up by.
@@ -36,6 +43,8 @@ pub struct CountThreshold {
     law: StepLaw,
     /// τ: a noisy count is shown from here.
     threshold: i64,
+    /// The probability that a noisy count of τ − 1 is shown.
+    below: f64,
 }
 
 impl CountThreshold {
@@ -85,10 +94,24 @@ impl CountThreshold {
                 lo = mid;
             }
         }
+        // δ/k − P(N ≥ τ − 1) is spent on τ − 1 (N = τ − 2 for the lone person).
+        let spent = law.tail(hi) * (1.0 + TAIL_MARGIN);
+        let at = law.pmf(hi - 1) * (1.0 + TAIL_MARGIN);
+        let below = if at > 0.0 {
+            ((per_group - spent) / at * (1.0 - TAIL_MARGIN)).clamp(0.0, 1.0)
+        } else {
+            0.0
+        };
         Ok(CountThreshold {
             law,
             threshold: (hi + 1) as i64,
+            below,
         })
+    }
+
+    /// The probability that a noisy count of exactly τ − 1 is shown.
+    pub fn below(&self) -> f64 {
+        self.below
     }
 
     /// τ: the smallest noisy count shown.
@@ -96,15 +119,17 @@ impl CountThreshold {
         self.threshold
     }
 
-    /// Whether a released noisy count is shown.
-    pub fn shown(&self, noisy: i64) -> bool {
+    /// Whether a released noisy count is shown: from τ, and τ − 1 with
+    /// probability `below` (an exact Bernoulli of that dyadic number).
+    pub fn shown<E: Entropy>(&self, rng: &mut E, noisy: i64) -> bool {
         noisy >= self.threshold
+            || (noisy == self.threshold - 1 && bernoulli_dyadic(rng, self.below))
     }
 
     /// P(shown) for a true count of `count`.
     pub fn keep_probability(&self, count: u64) -> f64 {
-        self.law
-            .tail(i128::from(self.threshold) - count.min(i64::MAX as u64) as i128)
+        let gap = i128::from(self.threshold) - count.min(i64::MAX as u64) as i128;
+        self.law.tail(gap) + self.below * self.law.pmf(gap - 1)
     }
 
     /// The smallest true count shown with probability at least `p`.
@@ -157,16 +182,26 @@ mod tests {
     }
 
     /// The exact (ε, δ) of one group's output ("not shown", or a shown
-    /// value v ≥ τ) between true counts `a` and `b` (None: no group, never
-    /// shown): Σ max(0, P_a(o) − e^ε·P_b(o)) over the outputs, the law's
-    /// pmf summed term by term (not the closed-form tail under test).
-    fn hockey_stick(law: &StepLaw, tau: i64, epsilon: f64, a: Option<i64>, b: Option<i64>) -> f64 {
+    /// value v ≥ τ − 1, τ − 1 with probability `below`) between true counts
+    /// `a` and `b` (None: no group, never shown): Σ max(0, P_a(o) − e^ε·P_b(o))
+    /// over the outputs, the law's pmf summed term by term (not the
+    /// closed-form tail under test).
+    fn hockey_stick(
+        law: &StepLaw,
+        (tau, below): (i64, f64),
+        epsilon: f64,
+        a: Option<i64>,
+        b: Option<i64>,
+    ) -> f64 {
         let span = (60.0 / law.decay * law.period.max(1.0)).ceil() as i64 + 10;
         let top = tau + a.unwrap_or(0).max(b.unwrap_or(0)) + span;
-        let p = |c: Option<i64>, v: i64| c.map_or(0.0, |c| law.pmf(i128::from(v - c)));
+        let p = |c: Option<i64>, v: i64| {
+            let weight = if v < tau { below } else { 1.0 };
+            c.map_or(0.0, |c| weight * law.pmf(i128::from(v - c)))
+        };
         let e = epsilon.exp();
         let (mut excess, mut shown_a, mut shown_b) = (0.0, 0.0, 0.0);
-        for v in tau..=top {
+        for v in (tau - 1)..=top {
             let (pa, pb) = (p(a, v), p(b, v));
             shown_a += pa;
             shown_b += pb;
@@ -192,28 +227,26 @@ mod tests {
                 let law = law(&plan);
                 let per_group = delta / f64::from(groups);
                 let eps_g = law.decay * law.period.max(1.0);
-                let tau = t.threshold();
-                // A group only the person makes.
-                let alone = hockey_stick(&law, tau, eps_g, Some(1), None);
-                assert!(
-                    alone <= per_group,
-                    "{mechanism:?} {epsilon} {groups}: {alone} > {per_group}"
-                );
-                let back = hockey_stick(&law, tau, eps_g, None, Some(1));
+                let rule = (t.threshold(), t.below());
+                let tau = rule.0;
+                // A group only the person makes: δ/k, spent almost whole.
+                let alone = hockey_stick(&law, rule, eps_g, Some(1), None);
+                assert!(alone <= per_group, "{mechanism:?} {epsilon} {groups}: {alone} > {per_group}");
+                assert!(alone >= per_group * (1.0 - 1e-6), "{mechanism:?} {epsilon}: δ left unspent: {alone}");
+                let back = hockey_stick(&law, rule, eps_g, None, Some(1));
                 assert!(back <= per_group, "{mechanism:?} {epsilon}: {back}");
                 // Groups of both tables, around the threshold.
                 for c in 0..(tau + 5) {
                     for (a, b) in [(c + 1, c), (c, c + 1)] {
-                        let d = hockey_stick(&law, tau, eps_g * (1.0 + 1e-9), Some(a), Some(b));
+                        let d = hockey_stick(&law, rule, eps_g * (1.0 + 1e-9), Some(a), Some(b));
                         assert!(d <= 1e-12, "{mechanism:?} ε {epsilon} c {c}: {d}");
                     }
                 }
-                // One lower: the singleton's δ is over δ/k.
-                let lower = hockey_stick(&law, tau - 1, eps_g, Some(1), None);
-                assert!(
-                    lower > per_group,
-                    "{mechanism:?} {epsilon}: τ − 1 should fail"
-                );
+                // Negative controls: τ − 1 shown always, or τ − 1 as the threshold.
+                for wrong in [(tau, 1.0), (tau - 1, t.below())] {
+                    let lower = hockey_stick(&law, wrong, eps_g, Some(1), None);
+                    assert!(lower > per_group, "{mechanism:?} {epsilon}: {wrong:?} should fail");
+                }
             }
         }
     }
@@ -240,8 +273,10 @@ mod tests {
         let b = (-epsilon).exp();
         let m = ((delta * (1.0 + b)).ln() / b.ln()).ceil() as i64;
         assert_eq!(t.threshold(), m + 1);
+        // What is left of δ shows τ − 1 with probability (δ − b^m/(1+b)) / P(N = m − 1).
+        let q = (delta - b.powi(m as i32) / (1.0 + b)) / ((1.0 - b) / (1.0 + b) * b.powi(m as i32 - 1));
+        assert!((t.below() - q).abs() < 1e-6, "{} against {q}", t.below());
         assert!(t.keep_probability(t.threshold() as u64) >= 0.5);
-        assert_eq!(t.count_kept_at(0.5), t.threshold() as u64);
     }
 
     #[test]
@@ -281,10 +316,10 @@ mod audit_tests {
     }
 
     /// −1 for "not shown" (and for no group), else the shown count.
-    fn output(plan: &Plan, tau: i64, rng: &mut impl Entropy, count: Option<i64>) -> i128 {
+    fn output(plan: &Plan, rule: &CountThreshold, rng: &mut impl Entropy, count: Option<i64>) -> i128 {
         count
             .map(|c| plan.release_integer(rng, i128::from(c)).unwrap())
-            .filter(|&v| v >= tau)
+            .filter(|&v| rule.shown(rng, v))
             .map_or(-1, i128::from)
     }
 
@@ -304,17 +339,24 @@ mod audit_tests {
             1,
         )
         .unwrap();
-        let tau = CountThreshold::new(&plan, 1, delta).unwrap().threshold();
+        let rule = CountThreshold::new(&plan, 1, delta).unwrap();
+        let tau = rule.threshold();
         let n = 400_000;
-        for (t, should_pass) in [(tau, true), (tau - 1, false)] {
+        // One lower: τ − 1 always shown (the rule's own q is below 1).
+        let lower = CountThreshold {
+            threshold: tau - 1,
+            ..rule
+        };
+        for (r, should_pass) in [(&rule, true), (&lower, false)] {
+            let t = r.threshold();
             let (mut r1, mut r2) = (rng(1), rng(2));
             let report = delta_audit(
                 n,
                 1,
                 epsilon,
                 5.0,
-                || output(&plan, t, &mut r1, Some(1)),
-                || output(&plan, t, &mut r2, None),
+                || output(&plan, r, &mut r1, Some(1)),
+                || output(&plan, r, &mut r2, None),
             );
             assert_eq!(
                 report.within(delta),
@@ -332,8 +374,8 @@ mod audit_tests {
                     1,
                     epsilon,
                     5.0,
-                    || output(&plan, tau, &mut r1, Some(a)),
-                    || output(&plan, tau, &mut r2, Some(b)),
+                    || output(&plan, &rule, &mut r1, Some(a)),
+                    || output(&plan, &rule, &mut r2, Some(b)),
                 );
                 assert!(report.within(0.0), "{a} against {b}: {report:?}");
             }

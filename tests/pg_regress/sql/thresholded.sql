@@ -1,8 +1,11 @@
 -- Thresholded counts (issue 45, item 1; src/selection.rs, dpnoise_core::threshold):
 -- where an analyst's GROUP BY shows a dp_count without delta, that count's
 -- own noisy value selects the groups: a group is shown when it reaches the
--- threshold tau, and the value shown is that same noisy count. The count
--- spends the whole epsilon; selection adds only dpnoise.selection_delta.
+-- threshold tau (tau - 1 with the probability the delta left over buys),
+-- and the value shown is that same noisy count. The count spends the whole
+-- epsilon; selection adds only dpnoise.selection_delta. Below, tau is
+-- dp_query_accuracy's even-odds figure (tau or tau - 1): no count under
+-- tau - 1 may show.
 DO $$ BEGIN
     CREATE ROLE dp_th_analyst LOGIN;
 EXCEPTION WHEN duplicate_object THEN NULL; END $$;
@@ -37,7 +40,7 @@ SELECT CASE WHEN current_setting('server_version_num')::int >= 160000
 -- time's 0.1 and 1e-7): no separate selection epsilon.
 SELECT count(*) > 0 AS shown FROM (SELECT site, dp_count(1.0) FROM th_visits GROUP BY site) s;
 SELECT * FROM th_spent();
--- 2. Every value shown is at least tau, under a hashed, a sorted and a
+-- 2. Every value shown is at least tau - 1, under a hashed, a sorted and a
 -- parallel plan, 20 times each: the selection read the count's own noise.
 -- (A separate selection shows groups of 10 to 20 persons with noisy counts
 -- below tau: see 4.) 'big' is always shown, and groups of 15 to 20
@@ -60,7 +63,7 @@ DO $$ BEGIN FOR i IN 1 .. 20 LOOP
 END LOOP; END $$;
 RESET parallel_setup_cost; RESET parallel_tuple_cost; RESET min_parallel_table_scan_size;
 SET :force_parallel = off;
-SELECT plan, bool_and(n >= :tau) AS all_at_least_tau, count(*) FILTER (WHERE site = 'big') AS big_shown,
+SELECT plan, bool_and(n >= :tau - 1) AS all_at_least_tau, count(*) FILTER (WHERE site = 'big') AS big_shown,
        count(*) FILTER (WHERE site LIKE 'c%') > 0 AS small_shown
 FROM th_seen GROUP BY plan ORDER BY plan;
 -- 3. The value form and a named pure mechanism select the same way; a
@@ -95,7 +98,7 @@ CREATE TEMP TABLE th_off (n bigint);
 DO $$ BEGIN FOR i IN 1 .. 20 LOOP
     INSERT INTO th_off SELECT c FROM (SELECT site, dp_count(1.0) AS c FROM th_visits GROUP BY site) s;
 END LOOP; END $$;
-SELECT bool_and(n >= :tau) AS all_at_least_tau FROM th_off;
+SELECT bool_and(n >= :tau - 1) AS all_at_least_tau FROM th_off;
 SELECT * FROM th_spent();
 \c - postgres
 ALTER ROLE dp_th_analyst RESET dpnoise.thresholded_counts;
@@ -104,5 +107,5 @@ ALTER ROLE dp_th_analyst RESET dpnoise.thresholded_counts;
 SELECT count(*) AS charges FROM dpnoise.ledger \gset
 SELECT outcome('SELECT dp_count_selected(1.0, ''laplace'', 1e-6) FROM th_visits');
 SELECT count(*) - :charges AS new_charges FROM dpnoise.ledger;
-SELECT count(*) > 0 AS shown, bool_and(c >= :tau) AS all_at_least_tau
+SELECT count(*) > 0 AS shown, bool_and(c >= :tau - 1) AS all_at_least_tau
 FROM (SELECT site, dp_count(1.0) AS c FROM th_visits GROUP BY site HAVING dp_count_selected(1.0, 'laplace', 1e-6)) s;
