@@ -40,6 +40,7 @@ pub mod approximate;
 pub mod audit;
 pub mod bounding;
 pub mod calibration;
+pub mod convolution;
 pub mod entropy;
 pub mod exp_neg;
 pub mod interrupt;
