@@ -223,19 +223,40 @@ fn settle(request: &Charge, answer: Answer) {
     } = answer;
     match outcome {
         Outcome::Granted => {}
-        Outcome::Refused => raise_sqlstate(
-            BUDGET_EXHAUSTED,
-            format!(
-                "dpnoise: privacy budget exhausted: {} asks epsilon = {}, delta = {}{}; remaining epsilon = {}, delta = {}",
-                request.mechanism,
-                dpnoise_core::rational::decimal(request.epsilon),
-                dpnoise_core::rational::decimal(request.delta),
-                if request.releases == 1 { String::new() } else { format!(" for each of {} releases", request.releases) },
-                remaining_epsilon,
-                remaining_delta
-            ),
-            Some("Nothing was released. A DBA grants budget with dp_budget_grant(role, epsilon, delta).".into()),
-        ),
+        Outcome::Refused => {
+            // Which limit ran out: the remainders are the ledger's numerics.
+            let left = |text: &str| text.trim().parse::<f64>().unwrap_or(f64::INFINITY);
+            let times = request.releases.max(1) as f64;
+            let short_epsilon = left(&remaining_epsilon) < request.epsilon * times;
+            let short_delta = left(&remaining_delta) < request.delta * times;
+            let (what, hint) = match (short_epsilon, short_delta) {
+                (false, true) => (
+                    "its delta ran out",
+                    "Nothing was released. Group keys from protected data (and Gaussian or truncated Laplace noise)                      spend delta (dpnoise.selection_delta for a GROUP BY): a DBA grants it with                      dp_budget_grant(role, epsilon, delta); keys listed from a public table need none.",
+                ),
+                (true, false) => (
+                    "its epsilon ran out",
+                    "Nothing was released. Lower the epsilon asked, or a DBA grants more with dp_budget_grant(role, epsilon, delta).",
+                ),
+                _ => (
+                    "its epsilon and delta ran out",
+                    "Nothing was released. A DBA grants budget with dp_budget_grant(role, epsilon, delta).",
+                ),
+            };
+            raise_sqlstate(
+                BUDGET_EXHAUSTED,
+                format!(
+                    "dpnoise: privacy budget exhausted ({what}): {} asks epsilon = {}, delta = {}{}; remaining epsilon = {}, delta = {}",
+                    request.mechanism,
+                    dpnoise_core::rational::decimal(request.epsilon),
+                    dpnoise_core::rational::decimal(request.delta),
+                    if request.releases == 1 { String::new() } else { format!(" for each of {} releases", request.releases) },
+                    remaining_epsilon,
+                    remaining_delta
+                ),
+                Some(hint.into()),
+            )
+        }
         Outcome::Failed => unavailable(&message),
     }
 }

@@ -336,3 +336,12 @@ SELECT outcome('SELECT dp_budget_changed()') AS superuser_may_call;
 SET ROLE ahead_a;
 SELECT outcome('SELECT dp_budget_changed()') AS others_may_not;
 RESET ROLE;
+-- Which limit ran out (issue 49): a budget granted without delta refuses a
+-- release that spends delta, and says that delta ran out, not epsilon.
+CREATE ROLE budget_no_delta;
+GRANT SELECT ON t TO budget_no_delta;
+SELECT dp_budget_grant('budget_no_delta', 10, 0);
+SET ROLE budget_no_delta;
+SELECT outcome('SELECT dp_count(1.0, 1e-6, ''gaussian'') FROM t');
+SELECT outcome('SELECT dp_count(20.0) FROM t');
+RESET ROLE;
