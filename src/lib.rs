@@ -28,6 +28,7 @@ mod fmgr;
 mod functions;
 mod gate;
 mod gucs;
+mod hints;
 mod hooks;
 mod moments;
 mod multi;
@@ -79,6 +80,7 @@ pub extern "C-unwind" fn _PG_init() {
     repeat::init_store();
     gate::init();
     hooks::init();
+    hints::init();
 }
 
 #[cfg(any(test, feature = "pg_test"))]

@@ -47,3 +47,13 @@ FROM (SELECT person_id, count(*) AS n FROM mistake_visits GROUP BY person_id) p;
 SET dpnoise.max_groups_contributed = 1;
 SELECT sum(c) AS persons FROM (SELECT person_id % 2 AS half, dp_count(1000.0) AS c FROM mistake_visits GROUP BY 1) s;
 \c - postgres
+-- A call PostgreSQL cannot resolve (a missing bound, a missing epsilon)
+-- gets the function's forms and an example as its hint (src/hints.rs);
+-- nothing ran, nothing was charged.
+\set VERBOSITY default
+SELECT count(*) AS charges FROM dpnoise.ledger \gset
+SELECT dp_sum(x, 1.0) FROM t;
+SELECT dp_count() FROM t;
+SELECT dp_median(x, 1.0, 0) FROM t;
+SELECT lower(1);
+SELECT count(*) - :charges AS new_charges FROM dpnoise.ledger;
