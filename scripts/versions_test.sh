@@ -8,7 +8,10 @@
 # failing major fails the run.
 #
 # Usage: versions_test.sh [MAJOR ...]   (default: 16 18)
-# Ports: DPNOISE_VERSIONS_PORT (default 54350) and the next two, per major.
+# Ports: DPNOISE_VERSIONS_PORT (default 54350) and the next two for the
+# first major, the three after those for the second, and so on: no major
+# starts a server on a port the one before it just stopped (CI once found
+# 54352 still in use when 18's quickstart started after 16's).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BASE=${DPNOISE_VERSIONS_PORT:-54350}
@@ -16,11 +19,12 @@ majors=("$@")
 [ ${#majors[@]} -gt 0 ] || majors=(16 18)
 
 passed=0
+index=0
 for major in "${majors[@]}"; do
   (
     export PG=$major
     . scripts/lib.sh
-    port=$BASE
+    port=$((BASE + 3 * index))
     data=${TMPDIR:-/tmp}/dpnoise-test-pg$PG-$port
     echo "== PostgreSQL $PG: build and install into $("$PG_CONFIG" --bindir)/.."
     start=$SECONDS
@@ -41,5 +45,6 @@ for major in "${majors[@]}"; do
     bash scripts/run_twice.sh "$((port + 2))"
   )
   passed=$((passed + 1))
+  index=$((index + 1))
 done
 echo "versions: ${majors[*]} passed"
