@@ -102,6 +102,10 @@ PG_RUNTIME_FILES = {
     "regexp.c", "rowtypes.c", "ruleutils.c", "timestamp.c", "tsvector_op.c", "uuid.c", "varbit.c",
     "varchar.c", "varlena.c", "windowfuncs.c", "xid8funcs.c", "xml.c",
 }
+# A name looked up as the statement runs (text read as regclass inside a function:
+# dp_query_accuracy's tables, seed 520715059) fails there, after the charge of the
+# releases before it; the parser's own lookups fail in parse_*.c, before any charge.
+PG_RUNTIME_LOOKUPS = {"namespace.c", "regproc.c"}
 
 SETUP = f"""
 CREATE EXTENSION dpnoise;
@@ -1152,6 +1156,7 @@ class Run:
             from_a_row = state == "22023" and message.endswith(DATA_NOT_SHOWN)
             must = (state in MUST_NOT_CHARGE or state.startswith("42")) and not (
                 state in ("22023", "0A000") and e.diag.source_file in PG_RUNTIME_FILES) and not from_a_row \
+                and not (state.startswith("42") and e.diag.source_file in PG_RUNTIME_LOOKUPS) \
                 and mode != "twice"
             self.ledger = self.ledger_now()
             if self.ledger != before:
