@@ -45,6 +45,19 @@ statement. Error is reported against the truth and against the bounded
 expectation (each person's chance to count in a site, min(1, k / their
 sites), summed: noise and the choice of sites, without bounding's bias),
 over the (site, run) pairs both sides kept.
+
+Medians per site over several rows per person (--medians alone, or after
+the rest; issue 45 item 2): dpnoise's dp_median(amount, 1, 0, 100) over
+the raw rows (each person adds their own median in each of their k sites)
+against PipelineDP's PERCENTILE(50) over the same raw rows
+(max_contributions_per_partition = 1: one of a person's rows per site,
+sampled), both with private selection at (1, 1e-5). RMSE against each
+site's median of rows (percentile_cont, as the superuser), over the
+(site, run) pairs both kept. Where the environment also holds Tumult
+Analytics (tmlt.analytics 0.21, with PySpark and Java: pip install it into
+--venv), its median joins, at fewer runs (--tumult-runs, default 10: about
+a minute a run): get_groups at (1, 1e-5) over MaxRowsPerID(k) for the
+keys, then MaxGroupsPerID(k), MaxRowsPerGroupPerID(1) and median at ε = 1.
 """
 import argparse
 import math
@@ -146,6 +159,135 @@ def load(port, runs):
         ALTER ROLE {ANALYST} IN DATABASE {DB} SET dpnoise.timing_epsilon = 0;""")
     return len(lines)
 
+
+def raw_rows(port):
+    """The rows as they are (person, site, amount), for the medians."""
+    return [(int(p), int(s_), float(a)) for p, s_, a in
+            (line.split("|") for line in psql(port, DB, "SELECT person_id, site, amount FROM visits_data"))]
+
+
+def dpnoise_medians(port, k, runs):
+    """dp_median per site, R runs (run r over copy r), each statement's ledger row checked."""
+    script = [f"SET dpnoise.max_groups_contributed = {k};", f"SET dpnoise.selection_epsilon = {SEL_EPS};",
+              f"SET dpnoise.selection_delta = {SEL_DELTA};"]
+    for r in range(runs):
+        script.append(f"\\echo @run {r}")
+        script.append(f"SELECT site, dp_median(amount, {EPS}, {LOWER}, {UPPER}) FROM visits WHERE run = {r} GROUP BY site;")
+        script.append("\\echo @charge")
+        script.append("SELECT epsilon, delta FROM dp_my_ledger ORDER BY id DESC LIMIT 1;")
+    answers, key = {}, None
+    for line in psql(port, DB, "\n".join(script), user=ANALYST):
+        if line.startswith("@"):
+            key = line.split()
+            if key[0] == "@run":
+                answers[int(key[1])] = {}
+        elif key[0] == "@charge":
+            eps, delta = (float(x) for x in line.split("|"))
+            if abs(eps - (EPS + SEL_EPS)) > 1e-9 or abs(delta - SEL_DELTA) > 1e-15:
+                raise SystemExit(f"dpnoise's median was charged ({eps}, {delta})")
+        else:
+            site, value = line.split("|")
+            answers[int(key[1])][int(site)] = float(value)
+    return answers
+
+
+RAW = []
+
+
+def pipeline_dp_median_run(task):
+    """PipelineDP's PERCENTILE(50) per site over the raw rows, at ε = 1 for
+    the median and (1, 1e-5) for its selection (the accountant's shares checked)."""
+    import numpy as np
+    import pipeline_dp
+    k, r = task
+    seed = int.from_bytes(os.urandom(8), "little")
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    accountant = pipeline_dp.NaiveBudgetAccountant(total_epsilon=EPS + SEL_EPS, total_delta=SEL_DELTA)
+    engine = pipeline_dp.DPEngine(accountant, pipeline_dp.LocalBackend())
+    params = pipeline_dp.AggregateParams(
+        metrics=[pipeline_dp.Metrics.PERCENTILE(50)], noise_kind=pipeline_dp.NoiseKind.LAPLACE,
+        max_partitions_contributed=k, max_contributions_per_partition=1, min_value=LOWER, max_value=UPPER)
+    extractors = pipeline_dp.DataExtractors(
+        privacy_id_extractor=lambda row: row[0], partition_extractor=lambda row: row[1],
+        value_extractor=lambda row: row[2])
+    lazy = engine.aggregate(RAW, params, extractors)
+    accountant.compute_budgets()
+    result = list(lazy)
+    shares = sorted((round(x.mechanism_spec.eps, 12), round(x.mechanism_spec.delta, 18)) for x in accountant._mechanisms)
+    if shares != sorted([(EPS, 0.0), (SEL_EPS, SEL_DELTA)]):
+        raise RuntimeError(f"PipelineDP's budget shares {shares}")
+    return ((k, r), {site: t.percentile_50 for site, t in result})
+
+
+def tumult_medians(ks, runs):
+    """Tumult Analytics' per-site medians, R runs per k; None if it is not installed."""
+    try:
+        import tmlt.analytics as ta
+        from pyspark.sql import SparkSession
+    except ImportError:
+        return None
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    spark = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
+             .config("spark.driver.memory", "4g").getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    frame = spark.createDataFrame([(p, s_, a) for p, s_, a in RAW], schema=["person_id", "site", "amount"]).cache()
+    out = {}
+    for k in ks:
+        for r in range(runs):
+            session = ta.Session.from_dataframe(
+                privacy_budget=ta.ApproxDPBudget(EPS + SEL_EPS, SEL_DELTA), source_id="visits", dataframe=frame,
+                protected_change=ta.AddRowsWithID("person_id"))
+            keys = session.evaluate(ta.QueryBuilder("visits").enforce(ta.MaxRowsPerID(k)).get_groups(["site"]),
+                                    ta.ApproxDPBudget(SEL_EPS, SEL_DELTA))
+            query = (ta.QueryBuilder("visits").enforce(ta.MaxGroupsPerID("site", k))
+                     .enforce(ta.MaxRowsPerGroupPerID("site", 1))
+                     .groupby(ta.KeySet.from_dataframe(keys)).median("amount", LOWER, UPPER))
+            answer = session.evaluate(query, ta.ApproxDPBudget(EPS, 0)).toPandas()
+            out[(k, r)] = {int(row.site): float(row.amount_median) for row in answer.itertuples()}
+    spark.stop()
+    return out
+
+
+def medians_section(port, ks, runs, measured, jobs, tumult_runs=10):
+    """Prints the per-site median comparison over several rows per person."""
+    RAW.extend(raw_rows(port))
+    pool = multiprocessing.get_context("fork").Pool(jobs) if measured else None
+    pending = pool.map_async(pipeline_dp_median_run, [(k, r) for k in ks for r in range(runs)]) if measured else None
+    ours = {k: dpnoise_medians(port, k, runs) for k in ks}
+    theirs = dict(pending.get()) if measured else {}
+    if pool:
+        pool.close()
+        pool.join()
+    truth = {int(s_): float(m) for s_, m in (line.split("|") for line in psql(
+        port, DB, "SELECT site, percentile_cont(0.5) WITHIN GROUP (ORDER BY amount) FROM visits_data GROUP BY site"))}
+    tumult = tumult_medians(ks, tumult_runs)
+    print(f"\nMedians per site over several rows per person: ε = {EPS} per median, selection ({SEL_EPS}, {SEL_DELTA}) "
+          f"on each side, R = {runs} (Tumult: {tumult_runs if tumult else 'not installed'}); RMSE against each "
+          "site's median of rows, over the (site, run) pairs both sides kept (dpnoise's first runs against Tumult's)")
+    head = f"{'k':>2} {'against':10} | {'kept dpn':>8} {'kept them':>9} | {'RMSE dpn':>9} {'RMSE them':>9} {'ratio':>6}"
+    print(head)
+    print("-" * len(head))
+    fmt = lambda x, w, p: f"{x:{w}.{p}f}" if x is not None else f"{'—':>{w}}"
+    for k in ks:
+        for name, other, n_runs in (("PipelineDP", theirs, runs), ("Tumult", tumult or {}, tumult_runs)):
+            se_o = se_t = 0.0
+            n, kept_o, kept_t = 0, [], []
+            for r in range(n_runs):
+                a, b = ours[k][r], other.get((k, r))
+                kept_o.append(len(a))
+                if b is None:
+                    continue
+                kept_t.append(len(b))
+                for s_ in a.keys() & b.keys():
+                    se_o += (a[s_] - truth[s_]) ** 2
+                    se_t += (b[s_] - truth[s_]) ** 2
+                    n += 1
+            rm_o = math.sqrt(se_o / n) if n else None
+            rm_t = math.sqrt(se_t / n) if n else None
+            kt = statistics.fmean(kept_t) if kept_t else None
+            print(f"{k:2} {name:10} | {fmt(statistics.fmean(kept_o), 8, 1)} {fmt(kt, 9, 1)} | {fmt(rm_o, 9, 2)} "
+                  f"{fmt(rm_t, 9, 2)} {fmt(rm_o / rm_t if n else None, 6, 3)}")
 
 def truths(port):
     """Per site, as the superuser: persons, the sum of each person's total
@@ -457,6 +599,8 @@ def main():
     ap.add_argument("--jobs", type=int, default=2, help="processes running PipelineDP")
     ap.add_argument("--venv", default=os.path.join(os.environ.get("TMPDIR", "/tmp"), "dpnoise-utility-venv"))
     ap.add_argument("--counts", action="store_true", help="only the equal-total count comparison (k = 1, 4)")
+    ap.add_argument("--medians", action="store_true", help="only the per-site medians over several rows per person (k = 1, 4)")
+    ap.add_argument("--tumult-runs", type=int, default=10, help="runs of Tumult Analytics' median, where installed")
     args = ap.parse_args()
     ks = [int(k) for k in args.ks.split(",")]
     measured = ensure_pipeline_dp(args.venv)
@@ -466,6 +610,9 @@ def main():
     ROWS.extend(combined)
     if args.counts:
         counts_section(args.port, [1, 4], args.runs, measured, args.jobs)
+        return
+    if args.medians:
+        medians_section(args.port, [1, 4], args.runs, measured, args.jobs, args.tumult_runs)
         return
     pool = multiprocessing.get_context("fork").Pool(args.jobs) if measured else None
     pending = pool.map_async(pipeline_dp_run, [(qs, m, k, r) for k in ks for qs in ("count,sum", "avg")
@@ -536,6 +683,7 @@ def main():
               f"(analytic Gaussian, Δ2 = 100·√10) {s_l2:.1f}: {100 * (s_ours / s_l2 - 1):+.1f}%; "
               f"measured RMSE {rm:.1f} ({100 * (rm / s_l2 - 1):+.1f}%)")
     counts_section(args.port, [1, 4], args.runs, measured, args.jobs)
+    medians_section(args.port, [1, 4], args.runs, measured, args.jobs, args.tumult_runs)
 
 
 if __name__ == "__main__":

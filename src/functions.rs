@@ -90,9 +90,10 @@ const fn function(
     }
 }
 
-/// An aggregate the gate admits over tables of one row per person only:
-/// no per-person combine in the bounding rewrite, no Citus split.
-const fn one_row_per_person(name: &'static str, cost: Cost) -> Function {
+/// An aggregate the gate admits, over several rows per person too (the
+/// bounding rewrite reads one value of each person: their own quantile,
+/// or one of their rows), that the Citus split does not divide.
+const fn unsplit(name: &'static str, cost: Cost) -> Function {
     Function {
         name,
         kind: Kind::Aggregate,
@@ -100,7 +101,7 @@ const fn one_row_per_person(name: &'static str, cost: Cost) -> Function {
         cost,
         splits: false,
         analysts: true,
-        bounded: false,
+        bounded: true,
     }
 }
 
@@ -153,12 +154,12 @@ pub static FUNCTIONS: [Function; 23] = [
         false,
     ),
     function("dp_merge_sum", Kind::Merge, 2, Cost::MergeSum, false),
-    one_row_per_person("dp_var", Cost::Moments),
-    one_row_per_person("dp_stddev", Cost::Moments),
-    one_row_per_person("dp_quantile", Cost::Quantile),
-    one_row_per_person("dp_median", Cost::Quantile),
-    one_row_per_person("dp_min", Cost::Quantile),
-    one_row_per_person("dp_max", Cost::Quantile),
+    unsplit("dp_var", Cost::Moments),
+    unsplit("dp_stddev", Cost::Moments),
+    unsplit("dp_quantile", Cost::Quantile),
+    unsplit("dp_median", Cost::Quantile),
+    unsplit("dp_min", Cost::Quantile),
+    unsplit("dp_max", Cost::Quantile),
 ];
 
 /// The releasing function named `name`.

@@ -65,7 +65,12 @@ const SIGNATURES: [(&str, &str); 12] = [
 /// names one of dpnoise's functions.
 fn hint_for(message: &str) -> Option<String> {
     let rest = message.strip_prefix("function ")?;
-    let name = rest.split('(').next()?.rsplit('.').next()?.trim_matches('"');
+    let name = rest
+        .split('(')
+        .next()?
+        .rsplit('.')
+        .next()?
+        .trim_matches('"');
     SIGNATURES
         .iter()
         .find(|(n, _)| *n == name)

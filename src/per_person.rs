@@ -333,3 +333,105 @@ unsafe fn float_run(fcinfo: pg_sys::FunctionCallInfo) -> Option<(f64, u64)> {
         (count > 0).then(|| (sum.map_or(first, |s| s.value()), count))
     }
 }
+
+/// Runs longer than this are not held in memory: their order statistic is
+/// found by bisection, one more read of the run per step (at most 64).
+const HELD: usize = 8192;
+
+/// The order key of a float8: integers in the order of `f64::total_cmp`.
+fn order_key(x: f64) -> u64 {
+    let bits = x.to_bits();
+    if bits >> 63 == 1 {
+        !bits
+    } else {
+        bits | 1 << 63
+    }
+}
+
+/// The value with order key `key` (`order_key`'s inverse).
+fn from_order_key(key: u64) -> f64 {
+    f64::from_bits(if key >> 63 == 1 {
+        key & !(1 << 63)
+    } else {
+        !key
+    })
+}
+
+/// On the first row of a kept run with non-NULL float8 values: the value
+/// of rank `rank(n)` (from 0) among the run's n values in ascending
+/// order. The same value whatever order the run's rows come in.
+///
+/// # Safety
+/// As `kept_run_start`, argument 2 being float8.
+unsafe fn run_ranked(fcinfo: pg_sys::FunctionCallInfo, rank: impl Fn(u64) -> u64) -> Option<f64> {
+    // SAFETY: the caller's contract.
+    unsafe {
+        if !kept_run_start(fcinfo) {
+            return None;
+        }
+        let (mut held, mut n) = (Vec::new(), 0u64);
+        run_values(fcinfo, |value, null| {
+            if !null {
+                n += 1;
+                if held.len() < HELD {
+                    held.push(order_key(f64::from_bits(value.value() as u64)));
+                }
+            }
+        });
+        if n == 0 {
+            return None;
+        }
+        let j = rank(n).min(n - 1);
+        if n as usize == held.len() {
+            return Some(from_order_key(*held.select_nth_unstable(j as usize).1));
+        }
+        // The least key with more than j values at or below it.
+        let (mut low, mut high) = (0u64, u64::MAX);
+        while low < high {
+            let middle = low + (high - low) / 2;
+            let mut at_most = 0u64;
+            run_values(fcinfo, |value, null| {
+                if !null && order_key(f64::from_bits(value.value() as u64)) <= middle {
+                    at_most += 1;
+                }
+            });
+            if at_most > j {
+                high = middle;
+            } else {
+                low = middle + 1;
+            }
+        }
+        Some(from_order_key(low))
+    }
+}
+
+// dp_bound_quantile(key int8, k int4, value float8, p float8) → float8: the
+// person's own p-quantile in the group (the nearest rank), so that a
+// quantile over persons reads one value per person.
+v1_function!(pg_finfo_dp_bound_quantile, dp_bound_quantile, |fcinfo| {
+    let mut null = false;
+    let winobj = (*fcinfo).context.cast::<c_void>();
+    let p = f64::from_bits(WinGetFuncArgCurrent(winobj, 3, &mut null).value() as u64);
+    let p = if null || p.is_nan() {
+        0.5
+    } else {
+        p.clamp(0.0, 1.0)
+    };
+    match run_ranked(fcinfo, |n| dpnoise_core::bounding::nearest_rank(p, n)) {
+        Some(x) => f64_datum(x),
+        None => return_null(fcinfo),
+    }
+});
+
+// dp_bound_row(key int8, k int4, value float8) → float8: one of the person's
+// values in the group, at a rank drawn from the group's choice key (each
+// of the person's rows equally likely; the same one every run).
+v1_function!(pg_finfo_dp_bound_row, dp_bound_row, |fcinfo| {
+    let mut null = false;
+    let winobj = (*fcinfo).context.cast::<c_void>();
+    let key = WinGetFuncArgCurrent(winobj, 0, &mut null).value() as u64;
+    match run_ranked(fcinfo, |n| dpnoise_core::bounding::drawn_rank(key, n)) {
+        Some(x) => f64_datum(x),
+        None => return_null(fcinfo),
+    }
+});

@@ -28,3 +28,11 @@ CREATE FUNCTION dp_bound_avg(key bigint, k integer, value double precision) RETU
     AS 'MODULE_PATHNAME', 'dp_bound_avg_float8' LANGUAGE C WINDOW IMMUTABLE PARALLEL SAFE;
 COMMENT ON FUNCTION dp_bound_avg(bigint, integer, double precision) IS
     'As dp_bound_kept, the person''s average of the group''s non-NULL values (NULL if none).';
+CREATE FUNCTION dp_bound_quantile(key bigint, k integer, value double precision, p double precision) RETURNS double precision
+    AS 'MODULE_PATHNAME', 'dp_bound_quantile' LANGUAGE C WINDOW IMMUTABLE PARALLEL SAFE;
+COMMENT ON FUNCTION dp_bound_quantile(bigint, integer, double precision, double precision) IS
+    'As dp_bound_kept, the person''s own p-quantile (nearest rank) of the group''s non-NULL values (NULL if none).';
+CREATE FUNCTION dp_bound_row(key bigint, k integer, value double precision) RETURNS double precision
+    AS 'MODULE_PATHNAME', 'dp_bound_row' LANGUAGE C WINDOW IMMUTABLE PARALLEL SAFE;
+COMMENT ON FUNCTION dp_bound_row(bigint, integer, double precision) IS
+    'As dp_bound_kept, one of the person''s non-NULL values in the group, at a rank drawn from the key (NULL if none).';

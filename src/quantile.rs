@@ -64,6 +64,12 @@ impl Kind {
     }
 }
 
+/// The p that dp_median, dp_min and dp_max fix (None: dp_quantile, or
+/// not a quantile), for the bounding rewrite.
+pub(crate) fn fixed_p(name: &str) -> Option<f64> {
+    Kind::named(name).and_then(Kind::fixed_p)
+}
+
 /// The state: the call's parameters and the values' offsets.
 #[repr(C)]
 #[derive(Clone, Copy)]

@@ -83,6 +83,11 @@ enum Combine {
     SumInteger,
     /// dp_avg: the person's average.
     Average,
+    /// dp_quantile, dp_median, dp_min, dp_max: the person's own quantile
+    /// at the aggregate's p (nearest rank).
+    Quantile(f64),
+    /// dp_var, dp_stddev: one of the person's rows, drawn by the choice key.
+    Row,
 }
 
 /// One dpnoise aggregate of the level: where its rewritten arguments come from.
@@ -188,6 +193,24 @@ pub(super) unsafe fn bound(
                 let combine = match name.as_str() {
                     "dp_count" => Combine::Present,
                     "dp_avg" => Combine::Average,
+                    "dp_var" | "dp_stddev" => Combine::Row,
+                    "dp_quantile" | "dp_median" | "dp_min" | "dp_max" => {
+                        let p = crate::quantile::fixed_p(&name).or_else(|| {
+                            arguments
+                                .get(4)
+                                .and_then(|e| super::partitions::folded((**e).expr.cast()))
+                                .map(|d| f64::from_bits(d.value() as u64))
+                        });
+                        match p {
+                            Some(p) if (0.0..=1.0).contains(&p) => Combine::Quantile(p),
+                            _ => {
+                                return Err(refuse(
+                                    "dp_quantile's p is not a constant between 0 and 1",
+                                    "Write p as a number, for example dp_quantile(x, 1.0, 0, 100, 0.9): each person's rows are summarised by their own quantile at that p.",
+                                ))
+                            }
+                        }
+                    }
                     _ if types[0] == pg_sys::INT8OID => Combine::SumInteger,
                     _ => Combine::SumFloat,
                 };
@@ -543,12 +566,18 @@ unsafe fn per_person_sql(
         let mut outer: Vec<String> = (1..=1 + key_count).map(|i| format!("b.c{i}")).collect();
         for (j, (_, combine)) in values.iter().enumerate() {
             let c = format!("p.c{}", 2 + key_count + j);
-            let function = match combine {
-                Combine::Present => "dp_bound_present",
-                Combine::SumFloat | Combine::SumInteger => "dp_bound_sum",
-                Combine::Average => "dp_bound_avg",
+            let call = |function: &str| format!("{s}.{function}({choice}, {k}, {c}");
+            let call = match combine {
+                Combine::Present => call("dp_bound_present"),
+                Combine::SumFloat | Combine::SumInteger => call("dp_bound_sum"),
+                Combine::Average => call("dp_bound_avg"),
+                Combine::Row => call("dp_bound_row"),
+                // p exactly: float8in reads the shortest repr back to the same double.
+                Combine::Quantile(p) => {
+                    format!("{}, '{p:?}'::pg_catalog.float8", call("dp_bound_quantile"))
+                }
             };
-            inner.push(format!("{s}.{function}({choice}, {k}, {c}) OVER w AS v{j}"));
+            inner.push(format!("{call}) OVER w AS v{j}"));
             outer.push(format!("b.v{j}"));
         }
         if listed {
@@ -567,7 +596,9 @@ unsafe fn per_person_sql(
             own.extend((1..=key_count).map(|i| format!("k.c{i}")));
             own.extend(values.iter().map(|(_, combine)| match combine {
                 Combine::Present | Combine::SumInteger => "NULL::pg_catalog.int8".to_string(),
-                Combine::SumFloat | Combine::Average => "NULL::pg_catalog.float8".to_string(),
+                Combine::SumFloat | Combine::Average | Combine::Quantile(_) | Combine::Row => {
+                    "NULL::pg_catalog.float8".to_string()
+                }
             }));
             own.push("NULL::pg_catalog.bool".to_string());
             text = format!(

@@ -92,12 +92,17 @@ impl Leakproof<'_> {
                     if (*aggref).agglevelsup != 0 || !admitted {
                         // count, sum, ... per person: in a subquery in FROM grouped by the unit.
                         let per_person = total_aggregate(aggref).is_ok();
+                        let instead = dpnoise_form(aggref);
                         return Err(refuse(
                             &format!(
                                 "only these dpnoise aggregates may summarise protected rows: {}",
                                 crate::functions::for_analysts().join(", ")
                             ),
-                            if per_person { PER_PERSON } else { SHAPE },
+                            match &instead {
+                                Some(form) => form,
+                                None if per_person => PER_PERSON,
+                                None => SHAPE,
+                            },
                         ));
                     }
                     if !(*aggref).aggdistinct.is_null() || !(*aggref).aggorder.is_null() {
@@ -319,4 +324,40 @@ pub(super) unsafe fn total_aggregate(aggref: *mut pg_sys::Aggref) -> Checked {
             "Use count, sum, avg, min, max, bool_and or bool_or of numbers, dates or text (sum of real: cast to float8 or numeric).",
         ))
     }
+}
+
+/// The dpnoise aggregate that answers what a refused built-in aggregate
+/// asks, as a hint naming both (None: no such aggregate).
+///
+/// # Safety
+/// `aggref` is a live Aggref; inside a transaction.
+unsafe fn dpnoise_form(aggref: *mut pg_sys::Aggref) -> Option<String> {
+    // SAFETY: the caller's contract; get_func_name returns null or a palloc'd C string.
+    let name = unsafe {
+        let name = pg_sys::get_func_name((*aggref).aggfnoid);
+        if name.is_null()
+            || pg_sys::get_func_namespace((*aggref).aggfnoid)
+                != pg_sys::Oid::from(pg_sys::PG_CATALOG_NAMESPACE)
+        {
+            return None;
+        }
+        std::ffi::CStr::from_ptr(name)
+            .to_string_lossy()
+            .into_owned()
+    };
+    // SAFETY: as above.
+    let star = unsafe { (*aggref).aggstar };
+    let form = match name.as_str() {
+        "count" if star => "dp_count(epsilon) (rows on a table of one row per person, persons otherwise), for example dp_count(1.0)",
+        "count" => "dp_count(value, epsilon) (persons with a non-NULL value; count(DISTINCT <the privacy unit>) is dp_count(epsilon)), for example dp_count(amount, 1.0)",
+        "sum" => "dp_sum(value, epsilon, lower, upper) (each person's sum clamped to [lower, upper]), for example dp_sum(amount, 1.0, 0, 100)",
+        "avg" => "dp_avg(value, epsilon, lower, upper), for example dp_avg(amount, 1.0, 0, 100)",
+        "min" => "dp_min(value, epsilon, lower, upper) (a private low percentile, not the exact least value), for example dp_min(amount, 1.0, 0, 100)",
+        "max" => "dp_max(value, epsilon, lower, upper) (a private high percentile, not the exact greatest value), for example dp_max(amount, 1.0, 0, 100)",
+        "stddev" | "stddev_pop" | "stddev_samp" => "dp_stddev(value, epsilon, lower, upper), for example dp_stddev(amount, 1.0, 0, 100)",
+        "variance" | "var_pop" | "var_samp" => "dp_var(value, epsilon, lower, upper), for example dp_var(amount, 1.0, 0, 100)",
+        "percentile_cont" | "percentile_disc" => "dp_quantile(value, epsilon, lower, upper, p) (dp_median at p = 0.5), for example dp_quantile(amount, 1.0, 0, 100, 0.5)",
+        _ => return None,
+    };
+    Some(format!("Instead of {name}, write {form}."))
 }

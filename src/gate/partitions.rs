@@ -140,16 +140,7 @@ unsafe fn threshold_shows_more(
 ) -> bool {
     // SAFETY: the caller's contract; the casts follow the tags.
     unsafe {
-        // Folded as the planner will (1.0 is a numeric cast to float8).
-        let constant = |n: *mut pg_sys::Node| {
-            let n = pg_sys::eval_const_expressions(
-                std::ptr::null_mut(),
-                pg_sys::copyObjectImpl(n.cast()).cast(),
-            );
-            ((*n).type_ == pg_sys::NodeTag::T_Const && !(*(n as *mut pg_sys::Const)).constisnull)
-                .then(|| (*(n as *mut pg_sys::Const)).constvalue)
-        };
-        let (Some(e), Some(m)) = (constant(count_epsilon), constant(mechanism)) else {
+        let (Some(e), Some(m)) = (folded(count_epsilon), folded(mechanism)) else {
             return false;
         };
         let count_epsilon = f64::from_bits(e.value() as u64);
@@ -185,6 +176,23 @@ unsafe fn threshold_shows_more(
             .find(|&n| separate.keep_probability(n) >= 0.5)
             .unwrap_or(separate.always_kept_from());
         threshold.count_kept_at(0.5) <= even
+    }
+}
+
+/// The value of `expression` folded as the planner will (1.0 is a
+/// numeric cast to float8), if it folds to a non-NULL constant.
+///
+/// # Safety
+/// `expression` is a live expression; inside a transaction.
+pub(super) unsafe fn folded(expression: *mut pg_sys::Node) -> Option<pg_sys::Datum> {
+    // SAFETY: the caller's contract; the copy is folded, the cast follows its tag.
+    unsafe {
+        let n = pg_sys::eval_const_expressions(
+            std::ptr::null_mut(),
+            pg_sys::copyObjectImpl(expression.cast()).cast(),
+        );
+        ((*n).type_ == pg_sys::NodeTag::T_Const && !(*(n as *mut pg_sys::Const)).constisnull)
+            .then(|| (*(n as *mut pg_sys::Const)).constvalue)
     }
 }
 

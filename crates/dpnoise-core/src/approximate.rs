@@ -456,7 +456,11 @@ pub fn joint_discrete_gaussian_delta(variance: f64, steps: u128, groups: u32, ep
     let h = ((12.0 * sigma * kf.sqrt()).ceil() as i64).min(reach * k as i64);
     let n = ((2 * h + 1) as usize).max(pmf.len()).next_power_of_two();
     // One group is read as it is, without a transform: no rounding to cover.
-    let error = if k > 1 { crate::convolution::error_bound(n, k) } else { 0.0 };
+    let error = if k > 1 {
+        crate::convolution::error_bound(n, k)
+    } else {
+        0.0
+    };
     let folded = crate::convolution::circular_self_convolution(&pmf, k, n);
     let mut delta = 0.0;
     for s in -h..=h {

@@ -218,13 +218,88 @@ impl IntegerSum {
     }
 }
 
+/// The rank (from 0) of a person's own p-quantile among their n values in
+/// a group, in ascending order: the nearest rank to p·(n − 1), halves up.
+/// A quantile over several rows per person reads this one value of each
+/// person (their median for p = ½, about their least and greatest at the
+/// ends), so a person moves the group's ranks by at most one.
+pub fn nearest_rank(p: f64, n: u64) -> u64 {
+    if n == 0 {
+        return 0;
+    }
+    let p = if p.is_nan() { 0.5 } else { p.clamp(0.0, 1.0) };
+    ((p * (n - 1) as f64 + 0.5).floor() as u64).min(n - 1)
+}
+
+/// A rank (from 0) among a person's n values in a group, drawn from the
+/// group's choice key: each rank equally likely (to within n·2^-64) for a
+/// key that behaves as random, so the value at it is one of the person's
+/// rows taken uniformly, and the same one for the same rows. A variance
+/// over several rows per person reads this one row of each person.
+pub fn drawn_rank(key: u64, n: u64) -> u64 {
+    if n == 0 {
+        return 0;
+    }
+    // SplitMix64's finaliser of the key and n: a new word for each n.
+    let mut z = key ^ n.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^= z >> 31;
+    ((z as u128 * n as u128) >> 64) as u64
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::audit::chi_square;
+    use crate::audit::{chi_square, histogram};
     use rand_chacha::rand_core::{RngCore, SeedableRng};
     use rand_chacha::ChaCha20Rng;
     use std::collections::HashMap;
+
+    #[test]
+    fn nearest_rank_is_the_median_and_the_ends() {
+        assert_eq!(nearest_rank(0.5, 1), 0);
+        assert_eq!(nearest_rank(0.5, 3), 1);
+        assert_eq!(nearest_rank(0.5, 4), 2);
+        assert_eq!(nearest_rank(0.01, 8), 0);
+        assert_eq!(nearest_rank(0.99, 8), 7);
+        assert_eq!(nearest_rank(1.0, 5), 4);
+        assert_eq!(nearest_rank(0.0, 5), 0);
+        assert_eq!(nearest_rank(f64::NAN, 5), 2);
+        assert_eq!(nearest_rank(0.5, 0), 0);
+    }
+
+    #[test]
+    fn drawn_rank_is_uniform() {
+        // Over many keys, each of n ranks is drawn about equally often: a
+        // chi-square test at a 1e-6 false-alarm rate; a rank rule that
+        // favours rank 0 (a negative control) fails it.
+        let mut rng = ChaCha20Rng::seed_from_u64(45);
+        for n in [2u64, 3, 7, 8] {
+            let draws = 40_000usize;
+            let counts = histogram(draws, || drawn_rank(rng.next_u64(), n) as i128);
+            // The control: rank 0 twice as likely as each other rank.
+            let biased = histogram(draws, || {
+                let b = rng.next_u64() % (n + 1);
+                b.saturating_sub(1) as i128
+            });
+            let uniform = |r: i128| {
+                if (0..n as i128).contains(&r) {
+                    1.0 / n as f64
+                } else {
+                    0.0
+                }
+            };
+            assert!(
+                chi_square(&counts, uniform, 0, n as i128 - 1, 1e-6).passes(),
+                "n = {n}"
+            );
+            assert!(
+                !chi_square(&biased, uniform, 0, n as i128 - 1, 1e-6).passes(),
+                "control, n = {n}"
+            );
+        }
+    }
 
     #[test]
     fn siphash_reference_vector() {

@@ -139,7 +139,10 @@ mod tests {
                 .zip(&slow)
                 .map(|(a, b)| (a - b).abs())
                 .fold(0.0, f64::max);
-            assert!(worst <= bound, "width {width}, k {k}: off by {worst:e} > {bound:e}");
+            assert!(
+                worst <= bound,
+                "width {width}, k {k}: off by {worst:e} > {bound:e}"
+            );
             assert!((fast.iter().sum::<f64>() - 1.0).abs() < 1e-9);
         }
     }
@@ -157,7 +160,10 @@ mod tests {
 
     #[test]
     fn one_copy_is_the_law_itself() {
-        assert_eq!(self_convolution(&[0.25, 0.5, 0.25], 1), vec![0.25, 0.5, 0.25]);
+        assert_eq!(
+            self_convolution(&[0.25, 0.5, 0.25], 1),
+            vec![0.25, 0.5, 0.25]
+        );
         let two = self_convolution(&[0.5, 0.5], 2);
         assert!((two[0] - 0.25).abs() < 1e-15 && (two[1] - 0.5).abs() < 1e-15);
     }

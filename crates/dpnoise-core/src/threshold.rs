@@ -231,8 +231,14 @@ mod tests {
                 let tau = rule.0;
                 // A group only the person makes: δ/k, spent almost whole.
                 let alone = hockey_stick(&law, rule, eps_g, Some(1), None);
-                assert!(alone <= per_group, "{mechanism:?} {epsilon} {groups}: {alone} > {per_group}");
-                assert!(alone >= per_group * (1.0 - 1e-6), "{mechanism:?} {epsilon}: δ left unspent: {alone}");
+                assert!(
+                    alone <= per_group,
+                    "{mechanism:?} {epsilon} {groups}: {alone} > {per_group}"
+                );
+                assert!(
+                    alone >= per_group * (1.0 - 1e-6),
+                    "{mechanism:?} {epsilon}: δ left unspent: {alone}"
+                );
                 let back = hockey_stick(&law, rule, eps_g, None, Some(1));
                 assert!(back <= per_group, "{mechanism:?} {epsilon}: {back}");
                 // Groups of both tables, around the threshold.
@@ -245,7 +251,10 @@ mod tests {
                 // Negative controls: τ − 1 shown always, or τ − 1 as the threshold.
                 for wrong in [(tau, 1.0), (tau - 1, t.below())] {
                     let lower = hockey_stick(&law, wrong, eps_g, Some(1), None);
-                    assert!(lower > per_group, "{mechanism:?} {epsilon}: {wrong:?} should fail");
+                    assert!(
+                        lower > per_group,
+                        "{mechanism:?} {epsilon}: {wrong:?} should fail"
+                    );
                 }
             }
         }
@@ -274,7 +283,8 @@ mod tests {
         let m = ((delta * (1.0 + b)).ln() / b.ln()).ceil() as i64;
         assert_eq!(t.threshold(), m + 1);
         // What is left of δ shows τ − 1 with probability (δ − b^m/(1+b)) / P(N = m − 1).
-        let q = (delta - b.powi(m as i32) / (1.0 + b)) / ((1.0 - b) / (1.0 + b) * b.powi(m as i32 - 1));
+        let q =
+            (delta - b.powi(m as i32) / (1.0 + b)) / ((1.0 - b) / (1.0 + b) * b.powi(m as i32 - 1));
         assert!((t.below() - q).abs() < 1e-6, "{} against {q}", t.below());
         assert!(t.keep_probability(t.threshold() as u64) >= 0.5);
     }
@@ -316,7 +326,12 @@ mod audit_tests {
     }
 
     /// −1 for "not shown" (and for no group), else the shown count.
-    fn output(plan: &Plan, rule: &CountThreshold, rng: &mut impl Entropy, count: Option<i64>) -> i128 {
+    fn output(
+        plan: &Plan,
+        rule: &CountThreshold,
+        rng: &mut impl Entropy,
+        count: Option<i64>,
+    ) -> i128 {
         count
             .map(|c| plan.release_integer(rng, i128::from(c)).unwrap())
             .filter(|&v| rule.shown(rng, v))

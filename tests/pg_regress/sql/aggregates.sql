@@ -83,18 +83,33 @@ SELECT units, epsilon_split, round(mean_abs_error::numeric, 4) AS mean_abs, roun
 FROM dp_aggregate_accuracy('quantile', 1, 0, 100, 1000);
 SELECT outcome($$SELECT * FROM dp_aggregate_accuracy('max', 1, 0, 100, 1000)$$);
 SELECT outcome($$SELECT * FROM dp_query_accuracy('avg', 1, ARRAY['t'])$$);
--- Analysts: admitted over a table of one row per person; refused, before
--- any charge, where the gate bounds a person's rows (several per person).
+-- Analysts: admitted over a table of one row per person, and where the
+-- gate bounds a person's rows (several per person, issue 45 item 2): each
+-- person adds one value to a group, their own quantile at the aggregate's
+-- p (dp_median: their median), or for dp_var and dp_stddev one of their
+-- rows drawn by the choice key. 200 persons with 10 stays each (0 to 14
+-- nights, nearly all distinct: the exponential mechanism's answer among
+-- tied values is another matter), and one person with 2000 stays of 100
+-- nights, who moves the median and the variance of the rows far, and
+-- those of persons by little.
 DO $$ BEGIN
     CREATE ROLE dp_aggs_analyst LOGIN;
 EXCEPTION WHEN duplicate_object THEN NULL; END $$;
 CREATE TABLE members (person_id int PRIMARY KEY, age float8);
 INSERT INTO members SELECT i, 20 + i % 50 FROM generate_series(1, 2000) i;
 CREATE TABLE stays (person_id int, nights float8);
-INSERT INTO stays SELECT i % 200, i % 14 FROM generate_series(1, 2000) i;
+INSERT INTO stays SELECT i % 200, (i * 7919) % 1400 / 100.0 FROM generate_series(1, 2000) i;
+INSERT INTO stays SELECT 9999, 100 FROM generate_series(1, 2000);
 SELECT dp_protect('members', 'person_id'), dp_protect('stays', 'person_id');
 SELECT dp_analyst('dp_aggs_analyst');
-SELECT dp_budget_grant('dp_aggs_analyst', 100, 1);
+SELECT dp_budget_grant('dp_aggs_analyst', 1000, 1);
+-- The truths: over rows, and over each person's own median.
+SELECT percentile_disc(0.5) WITHIN GROUP (ORDER BY nights) AS row_median,
+       var_pop(nights) AS row_variance FROM stays \gset
+SELECT percentile_disc(0.5) WITHIN GROUP (ORDER BY m) AS person_median
+FROM (SELECT percentile_disc(0.5) WITHIN GROUP (ORDER BY nights) m FROM stays GROUP BY person_id) p \gset
+SELECT :row_median - :person_median >= 3 AS one_person_moves_the_row_median,
+       :row_variance > 1000 AS one_person_moves_the_row_variance;
 \c - dp_aggs_analyst
 \set VERBOSITY terse
 SELECT dp_median(age, 1, 0, 100) BETWEEN 0 AND 100 AS median_admitted,
@@ -102,8 +117,24 @@ SELECT dp_median(age, 1, 0, 100) BETWEEN 0 AND 100 AS median_admitted,
        dp_avg(age, 1, 0, 100) BETWEEN 0 AND 100 AS avg_admitted
 FROM members;
 SELECT epsilon_spent AS before FROM dp_my_budget \gset
-SELECT outcome('SELECT dp_median(nights, 1, 0, 14) FROM stays');
-SELECT outcome('SELECT dp_stddev(nights, 1, 0, 14) FROM stays');
+-- At ε = 50 the noise is small: the answers are those of persons, the
+-- heavy person one value among 201 (a rewrite that let every row in
+-- gives about 14 and 2000).
+SELECT abs(dp_median(nights, 50, 0, 100) - :person_median) <= 1.5 AS median_of_persons,
+       dp_var(nights, 50, 0, 100) < 200 AS variance_of_persons,
+       dp_stddev(nights, 50, 0, 100) < sqrt(200) AS stddev_of_persons,
+       dp_max(nights, 50, 0, 100) < 20 AS max_of_persons,
+       dp_min(nights, 50, 0, 100) <= 1.5 AS min_of_persons,
+       dp_quantile(nights, 50, 0, 100, 0.9) < 20 AS quantile_of_persons
+FROM stays;
+SELECT epsilon_spent - :before AS charged FROM dp_my_budget;
+-- Grouped: a person adds to at most k groups (k = 1 here), each spending its share.
+SELECT count(*) <= 2 AS groups_shown, bool_and(m BETWEEN 0 AND 100) AS in_bounds
+FROM (SELECT person_id % 2 AS g, dp_median(nights, 5, 0, 100) AS m FROM stays GROUP BY person_id % 2) q;
+-- Refused before any charge: p that is not a constant in [0, 1].
+SELECT epsilon_spent AS before FROM dp_my_budget \gset
+SELECT outcome('SELECT dp_quantile(nights, 1, 0, 14, 1.5) FROM stays');
+SELECT outcome('SELECT dp_quantile(nights, 1, 0, 14, (SELECT 0.5)) FROM stays');
 SELECT epsilon_spent - :before AS charged_for_refusals FROM dp_my_budget;
 SELECT dp_avg(nights, 1, 0, 14) BETWEEN 0 AND 14 AS bounded_avg_admitted FROM stays;
 \c - postgres

@@ -36,7 +36,23 @@ SELECT outcome('SELECT person_id, site, dp_count(1.0) FROM mistake_visits GROUP 
 SELECT outcome('SELECT person_id::bigint, dp_count(1.0) FROM mistake_visits GROUP BY 1');
 SELECT outcome('SELECT person_id, dp_sum(v.amount, 1.0, 0, 100) FROM mistake_visits v JOIN mistake_persons p USING (person_id) GROUP BY person_id');
 SELECT outcome('SELECT p.person_id, dp_count(1.0) FROM mistake_visits v JOIN mistake_persons p USING (person_id) GROUP BY p.person_id');
+-- A built-in aggregate over protected rows is refused (ZB003) with, as
+-- its hint, the dpnoise aggregate that answers the same question.
+\set VERBOSITY default
+SELECT count(*) FROM mistake_visits;
+SELECT site, sum(amount) FROM mistake_visits GROUP BY site;
+SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY amount) FROM mistake_visits;
+SELECT stddev(amount), max(amount) FROM mistake_visits;
+SELECT avg(age) FROM mistake_persons;
+\set VERBOSITY terse
 SELECT count(*) AS charged_for_refusals FROM dp_my_ledger WHERE id > :seen;
+-- The suggested forms, as written, answer over several rows per person
+-- too (issue 45 item 2: a person's own median, one of their rows).
+SELECT dp_median(amount, 1000, 0, 100) BETWEEN 0 AND 100 AS median,
+       dp_stddev(amount, 1000, 0, 100) BETWEEN 0 AND 50 AS stddev,
+       dp_max(amount, 1000, 0, 100) BETWEEN 0 AND 100 AS max,
+       dp_quantile(amount, 1000, 0, 100, 0.5) BETWEEN 0 AND 100 AS quantile
+FROM mistake_visits;
 
 -- What the refusal suggests answers per-person questions: at epsilon
 -- 1000 the noise is almost surely 0.
