@@ -110,6 +110,20 @@ SELECT percentile_disc(0.5) WITHIN GROUP (ORDER BY m) AS person_median
 FROM (SELECT percentile_disc(0.5) WITHIN GROUP (ORDER BY nights) m FROM stays GROUP BY person_id) p \gset
 SELECT :row_median - :person_median >= 3 AS one_person_moves_the_row_median,
        :row_variance > 1000 AS one_person_moves_the_row_variance;
+-- The per-person step itself: a person's own quantile by nearest rank,
+-- from values held in memory (101 rows) and by bisection over the run
+-- (10 001 rows, past the 8 192 held), in any order of the rows; and one
+-- of their rows, the same whatever the order.
+SELECT n, p, max(q) AS own_quantile, count(q) AS rows_carrying_it
+FROM (SELECT n, p, dp_bound_quantile(0, 1, v, p) OVER (PARTITION BY n, p ORDER BY 0) AS q
+      FROM (SELECT n, p::float8, ((i * 7919) % n)::float8 AS v FROM (VALUES (101), (10001)) s(n),
+            (VALUES (0.0), (0.5), (0.99), (1.0)) t(p), generate_series(0, n - 1) i) r) w
+GROUP BY n, p ORDER BY n, p;
+SELECT count(DISTINCT q) AS one_row_whatever_the_order, bool_and(q BETWEEN 0 AND 10000 AND q = floor(q)) AS one_of_the_values
+FROM (SELECT o, max(q) AS q
+      FROM (SELECT o, dp_bound_row(42, 1, v) OVER (PARTITION BY o ORDER BY 0) AS q
+            FROM (SELECT o, ((i * 7919) % 10001)::float8 AS v FROM generate_series(1, 3) o, generate_series(0, 10000) i
+                  ORDER BY o, md5((i * o)::text)) r) w GROUP BY o) x;
 \c - dp_aggs_analyst
 \set VERBOSITY terse
 SELECT dp_median(age, 1, 0, 100) BETWEEN 0 AND 100 AS median_admitted,
