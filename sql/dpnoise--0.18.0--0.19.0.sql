@@ -8,3 +8,69 @@ CREATE FUNCTION dp_bound_row(key bigint, k integer, value double precision) RETU
     AS 'MODULE_PATHNAME', 'dp_bound_row' LANGUAGE C WINDOW IMMUTABLE PARALLEL SAFE;
 COMMENT ON FUNCTION dp_bound_row(bigint, integer, double precision) IS
     'As dp_bound_kept, one of the person''s non-NULL values in the group, at a rank drawn from the key (NULL if none).';
+
+-- A bounded level without GROUP BY keys combines each person's rows by the person (src/person_sum.rs).
+CREATE FUNCTION dp_person_sum_step(internal, double precision) RETURNS internal
+    AS 'MODULE_PATHNAME', 'dp_person_sum_step' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+CREATE FUNCTION dp_person_sum_final(internal) RETURNS double precision
+    AS 'MODULE_PATHNAME', 'dp_person_sum_final' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+CREATE FUNCTION dp_person_avg_final(internal) RETURNS double precision
+    AS 'MODULE_PATHNAME', 'dp_person_avg_final' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+CREATE AGGREGATE dp_person_sum(value double precision) (
+    SFUNC = dp_person_sum_step, STYPE = internal, SSPACE = 40,
+    FINALFUNC = dp_person_sum_final, PARALLEL = SAFE
+);
+CREATE AGGREGATE dp_person_avg(value double precision) (
+    SFUNC = dp_person_sum_step, STYPE = internal, SSPACE = 40,
+    FINALFUNC = dp_person_avg_final, PARALLEL = SAFE
+);
+COMMENT ON AGGREGATE dp_person_sum(double precision) IS
+    'The exact sum of the non-NULL values, rounded once (the same in any order of the rows); written by the analyst gate to combine a person''s rows. Not a release.';
+COMMENT ON AGGREGATE dp_person_avg(double precision) IS
+    'The exact sum of the non-NULL values, rounded once, over their count; written by the analyst gate to combine a person''s rows. Not a release.';
+-- finalize.sql's blocks, as a fresh install runs them: revocations, volatility, support comments.
+-- Every support function of our aggregates (the extension's own: int8pl is
+-- PostgreSQL's) loses EXECUTE for PUBLIC: a role that could build its own
+-- aggregate from them (say, the sum transition with the serialize function
+-- as final) would read exact answers. And CREATE AGGREGATE records every
+-- aggregate as IMMUTABLE: one whose final function draws noise is marked
+-- VOLATILE, so the planner never treats two calls as one.
+DO $$
+DECLARE
+    f regprocedure;
+BEGIN
+    FOR f IN
+        SELECT DISTINCT s.fn::regprocedure
+        FROM pg_catalog.pg_aggregate a,
+             LATERAL (VALUES (a.aggtransfn), (a.aggfinalfn), (a.aggcombinefn), (a.aggserialfn), (a.aggdeserialfn)) s(fn)
+        JOIN pg_catalog.pg_depend d ON d.objid = s.fn AND d.classid = 'pg_catalog.pg_proc'::regclass AND d.deptype = 'e'
+        JOIN pg_catalog.pg_extension x ON x.oid = d.refobjid AND x.extname = 'dpnoise'
+    LOOP
+        EXECUTE pg_catalog.format('REVOKE EXECUTE ON FUNCTION %s FROM PUBLIC', f);
+    END LOOP;
+    UPDATE pg_catalog.pg_proc p SET provolatile = 'v'
+    FROM pg_catalog.pg_aggregate a
+    JOIN pg_catalog.pg_proc final ON final.oid = a.aggfinalfn
+    JOIN pg_catalog.pg_depend d ON d.objid = a.aggfnoid AND d.classid = 'pg_catalog.pg_proc'::regclass AND d.deptype = 'e'
+    JOIN pg_catalog.pg_extension x ON x.oid = d.refobjid AND x.extname = 'dpnoise'
+    WHERE p.oid = a.aggfnoid AND final.provolatile = 'v';
+END $$;
+
+-- Support functions: named after the aggregates they serve, from the catalog.
+DO $$
+DECLARE
+    f record;
+BEGIN
+    FOR f IN
+        SELECT s.fn, string_agg(DISTINCT a.aggfnoid::regproc::text, ', ') AS aggregates, min(s.role) AS role
+        FROM pg_catalog.pg_aggregate a,
+             LATERAL (VALUES (a.aggtransfn, 'transition'), (a.aggfinalfn, 'final'), (a.aggcombinefn, 'combine'),
+                             (a.aggserialfn, 'serialize'), (a.aggdeserialfn, 'deserialize')) s(fn, role)
+        JOIN pg_catalog.pg_depend d ON d.objid = s.fn AND d.classid = 'pg_catalog.pg_proc'::regclass AND d.deptype = 'e'
+        JOIN pg_catalog.pg_extension x ON x.oid = d.refobjid AND x.extname = 'dpnoise'
+        GROUP BY s.fn
+    LOOP
+        EXECUTE format('COMMENT ON FUNCTION %s IS %L', f.fn::regprocedure,
+                       format('Support function (%s) of %s; not for direct use (revoked from PUBLIC).', f.role, f.aggregates));
+    END LOOP;
+END $$;

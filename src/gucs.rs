@@ -101,6 +101,16 @@ pub fn thresholded_counts() -> bool {
     THRESHOLDED_COUNTS.get()
 }
 
+/// `dpnoise.bounding_by_person`: whether the gate bounds a level without
+/// GROUP BY keys by aggregating each person's rows by the person (on), or
+/// by the window over person and choice key that grouped levels use (off:
+/// for tests and benchmarks to compare the two).
+static BOUNDING_BY_PERSON: GucSetting<bool> = GucSetting::<bool>::new(true);
+
+pub fn bounding_by_person() -> bool {
+    BOUNDING_BY_PERSON.get()
+}
+
 /// `dpnoise.max_epsilon_per_query`: the most one analyst's statement may
 /// spend (0: no limit). Superusers set it, per role.
 static MAX_EPSILON_PER_QUERY: GucSetting<f64> = GucSetting::<f64>::new(0.0);
@@ -303,6 +313,17 @@ pub fn init() {
             Some(assign_thresholded_counts),
             None,
         );
+        GucRegistry::define_bool_guc_with_hooks(
+            c"dpnoise.bounding_by_person",
+            c"Bounds an analyst's level without GROUP BY keys by aggregating each person's rows by the person.",
+            c"Off: the window over person and choice key that grouped levels use (the same answers, slower). Only superusers can change it.",
+            &BOUNDING_BY_PERSON,
+            GucContext::Suset,
+            GucFlags::default(),
+            None,
+            Some(assign_bounding_by_person),
+            None,
+        );
         GucRegistry::define_int_guc_with_hooks(
             c"dpnoise.max_groups_contributed",
             c"How many groups of one query a person may contribute to, at most (0: the protected tables' setting).",
@@ -486,6 +507,13 @@ unsafe extern "C-unwind" fn assign_selection_epsilon(newval: f64, _extra: *mut s
 #[pgrx::pg_guard]
 unsafe extern "C-unwind" fn assign_thresholded_counts(newval: bool, _extra: *mut std::ffi::c_void) {
     replan_on_change(newval != THRESHOLDED_COUNTS.get());
+}
+
+/// # Safety
+/// As `assign_selection_epsilon`.
+#[pgrx::pg_guard]
+unsafe extern "C-unwind" fn assign_bounding_by_person(newval: bool, _extra: *mut std::ffi::c_void) {
+    replan_on_change(newval != BOUNDING_BY_PERSON.get());
 }
 
 /// # Safety

@@ -35,6 +35,7 @@ mod multi;
 mod output;
 mod parameters;
 mod per_person;
+mod person_sum;
 mod pg_list;
 mod plans;
 mod quantile;

@@ -683,18 +683,30 @@ unsafe fn repeatable(aggref: *mut pg_sys::Aggref) -> bool {
 
 /// Whether a subquery's aggregate gives the same result whatever the order
 /// of its rows: PostgreSQL's count, min, max, boolean and bit aggregates,
-/// and sums and averages of integers and numerics (exact); not floating
-/// sums, whose rounding follows the order, nor array or string aggregates.
+/// and sums and averages of integers and numerics (exact); dpnoise's exact
+/// per-person sums; not floating sums, whose rounding follows the order,
+/// nor array or string aggregates.
 ///
 /// # Safety
 /// `aggref` is a live Aggref; inside a transaction.
 unsafe fn order_free(aggref: *mut pg_sys::Aggref) -> bool {
     // SAFETY: the caller's contract; a syscache lookup by OID.
     unsafe {
-        if u32::from((*aggref).aggfnoid) >= pg_sys::FirstNormalObjectId
-            || (*aggref).aggkind != b'n' as std::ffi::c_char
-        {
+        if (*aggref).aggkind != b'n' as std::ffi::c_char {
             return false;
+        }
+        if u32::from((*aggref).aggfnoid) >= pg_sys::FirstNormalObjectId {
+            // dpnoise's per-person exact sums (the gate's grouped bounding).
+            let extension = crate::extensions::oid(crate::extensions::Extension::Dpnoise);
+            let name = pg_sys::get_func_name((*aggref).aggfnoid);
+            return extension != pg_sys::InvalidOid
+                && pg_sys::getExtensionOfObject(pg_sys::ProcedureRelationId, (*aggref).aggfnoid)
+                    == extension
+                && !name.is_null()
+                && matches!(
+                    std::ffi::CStr::from_ptr(name).to_bytes(),
+                    b"dp_person_sum" | b"dp_person_avg"
+                );
         }
         let name = pg_sys::get_func_name((*aggref).aggfnoid);
         if name.is_null() {

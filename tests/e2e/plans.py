@@ -29,8 +29,8 @@ As an analyst role:
 
 Release identities, over tables tracked with dp_track: an identified
 release's answer is meant to be a function of its identity, so it must be
-the same under every plan. Each of 13 identified shapes (GROUP BY one and two
-keys, bounded sums over several rows per person, a per-person subquery, a
+the same under every plan. Each of 14 identified shapes (GROUP BY one and two
+keys, bounded sums over several rows per person, with and without keys, a per-person subquery, a
 join on the unit, HAVING, ORDER BY ... LIMIT above the release, a count(*)
 over it as a BI tool sends; as a role without the gate: listed keys, a
 public join, a subquery's UNION of texts, EXCEPT ALL of integers, INTERSECT
@@ -152,6 +152,11 @@ IDENTIFIED = [
      "SELECT month, dp_count(1000), dp_sum(amount % 3, 1000, 0, 5) FROM id_visits WHERE site > 's0' GROUP BY month",
      "SELECT month, count(*), sum(least(s, 5)) FROM (SELECT person_id, month, sum(amount % 3) AS s FROM id_visits "
      "WHERE site > 's0' GROUP BY person_id, month) x GROUP BY month"),
+    ("all rows, several rows per person (bounded by person)", ANALYST,
+     "SELECT dp_count(1000), dp_sum(amount % 3, 1000, 0, 5), dp_sum((amount % 4)::float8, 1000, 0, 5) FROM id_visits "
+     "WHERE site > 's0'",
+     "SELECT count(*), sum(least(s, 5)), sum(least(f, 5)) FROM (SELECT person_id, sum(amount % 3) AS s, "
+     "sum(amount % 4) AS f FROM id_visits WHERE site > 's0' GROUP BY person_id) x"),
     ("per-person subquery", ANALYST,
      "SELECT dp_count(1000), dp_sum(n, 1000, 0, 5) FROM (SELECT person_id, count(*) AS n FROM id_visits "
      "WHERE month > 6 GROUP BY person_id) p",
@@ -218,6 +223,8 @@ ADMITTED = [
     ("listed keys, series", "SELECT m, dp_count(0.5) FROM generate_series(1, 12) m LEFT JOIN pw_visits v ON v.month = m "
                             "GROUP BY m"),
     ("bounding", "SELECT site, dp_count(1.0), dp_sum(amount, 1.0, 0, 100) FROM pw_visits GROUP BY site"),
+    ("bounded total", "SELECT dp_count(1.0), dp_sum(amount, 1.0, 0, 100), dp_avg(amount, 1.0, 0, 100) "
+                      "FROM pw_visits WHERE month > 3"),
     ("join on the unit", "SELECT dp_sum(v.amount, 1.0, 0, 100) FROM pw_visits v JOIN pw_staff s "
                          "ON s.person_id = v.person_id WHERE s.age > 30"),
     ("public join", "SELECT dp_count(1.0) FROM pw_staff s JOIN pw_people p ON p.person_id = s.person_id "

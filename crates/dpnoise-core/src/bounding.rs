@@ -61,7 +61,7 @@ const LIMBS: usize = 34;
 /// The exact sum of doubles, kept as one two's complement integer in units
 /// of 2^-1074, with the infinities and NaN apart. Adding is exact and
 /// commutative, so the sum is the same in any order of the values.
-#[derive(Clone)]
+#[derive(Clone, Copy)]
 pub struct ExactSum {
     limbs: [u64; LIMBS],
     nan: bool,
@@ -113,6 +113,35 @@ impl ExactSum {
             self.add_at(limb, parts);
         } else {
             self.subtract_at(limb, parts);
+        }
+    }
+
+    /// Adds m·2^e exactly (e ≥ −1074, the least exponent of a double's
+    /// last bit: `ShortSum` hands its integer over this way).
+    pub fn add_scaled(&mut self, m: i128, e: i32) {
+        if m == 0 {
+            return;
+        }
+        let shift = (e + 1074) as u32;
+        let (limb, offset) = ((shift / 64) as usize, shift % 64);
+        let magnitude = m.unsigned_abs();
+        // magnitude·2^offset in three limbs.
+        let low = magnitude << offset;
+        let high = if offset == 0 {
+            0
+        } else {
+            magnitude >> (128 - offset)
+        };
+        let parts = [low as u64, (low >> 64) as u64, high as u64];
+        for (i, part) in parts.into_iter().enumerate() {
+            if limb + i >= LIMBS || part == 0 {
+                continue;
+            }
+            if m > 0 {
+                self.add_at(limb + i, [part, 0]);
+            } else {
+                self.subtract_at(limb + i, [part, 0]);
+            }
         }
     }
 
@@ -204,6 +233,97 @@ impl ExactSum {
     }
 }
 
+/// The exact sum of doubles as one integer m·2^e while it fits in 128 bits
+/// (a person's few values of similar size always do), else an `ExactSum`:
+/// a small state for aggregating each person's rows, whose `value` is the
+/// `ExactSum`'s of the same values, bit for bit.
+#[derive(Clone, Copy)]
+pub struct ShortSum {
+    /// m as two words (low, high): the state lives in memory PostgreSQL
+    /// aligns to 8 bytes, not i128's 16.
+    m: [u64; 2],
+    /// The exponent of m's last bit; i32::MAX while no finite value came.
+    e: i32,
+    /// Whether the sum outgrew m (or met a NaN or an infinity): then `long`.
+    long: bool,
+}
+
+impl Default for ShortSum {
+    fn default() -> Self {
+        ShortSum {
+            m: [0, 0],
+            e: i32::MAX,
+            long: false,
+        }
+    }
+}
+
+impl ShortSum {
+    /// Adds x; false when the sum no longer fits (the caller moves it to
+    /// an `ExactSum` with `into_exact` and adds x there).
+    pub fn add(&mut self, x: f64) -> bool {
+        if self.long || !x.is_finite() {
+            self.long = true;
+            return false;
+        }
+        let bits = x.to_bits();
+        let exponent = ((bits >> 52) & 0x7ff) as i32;
+        let fraction = (bits & ((1 << 52) - 1)) as i128;
+        let (mantissa, e) = if exponent == 0 {
+            (fraction, -1074)
+        } else {
+            (fraction | 1 << 52, exponent - 1075)
+        };
+        if mantissa == 0 {
+            return true;
+        }
+        let signed = if x < 0.0 { -mantissa } else { mantissa };
+        if self.e == i32::MAX {
+            (self.m, self.e) = (words(signed), e);
+            return true;
+        }
+        let m = join_words(self.m);
+        // Both at the smaller exponent, if the shift keeps them in 126 bits.
+        let (low, shift_m, shift_x) = if e < self.e {
+            (e, (self.e - e) as u32, 0)
+        } else {
+            (self.e, 0, (e - self.e) as u32)
+        };
+        let fits = |v: i128, shift: u32| shift < 126 && (v.unsigned_abs() >> (126 - shift)) == 0;
+        if !fits(m, shift_m) || !fits(signed, shift_x) {
+            self.long = true;
+            return false;
+        }
+        match (m << shift_m).checked_add(signed << shift_x) {
+            Some(m) => {
+                (self.m, self.e) = (words(m), low);
+                true
+            }
+            None => {
+                self.long = true;
+                false
+            }
+        }
+    }
+
+    /// The same sum as an `ExactSum`.
+    pub fn into_exact(self) -> ExactSum {
+        let mut sum = ExactSum::default();
+        if self.e != i32::MAX {
+            sum.add_scaled(join_words(self.m), self.e);
+        }
+        sum
+    }
+}
+
+fn words(x: i128) -> [u64; 2] {
+    [x as u64, (x >> 64) as u64]
+}
+
+fn join_words(w: [u64; 2]) -> i128 {
+    ((w[1] as i128) << 64) | w[0] as i128
+}
+
 /// The exact sum of 64-bit integers, saturated to their range at the end.
 #[derive(Clone, Copy, Default)]
 pub struct IntegerSum(i128);
@@ -255,6 +375,58 @@ mod tests {
     use rand_chacha::rand_core::{RngCore, SeedableRng};
     use rand_chacha::ChaCha20Rng;
     use std::collections::HashMap;
+
+    #[test]
+    fn short_sum_is_the_exact_sum() {
+        // Random doubles of every size, in runs of a few: the short sum
+        // (moved to the exact one when it outgrows 128 bits) gives the
+        // same bits as the exact sum.
+        let mut rng = ChaCha20Rng::seed_from_u64(47);
+        let mut moved = 0;
+        for round in 0..5000 {
+            let n = 1 + (rng.next_u64() % 12) as usize;
+            let values: Vec<f64> = (0..n)
+                .map(|_| {
+                    let r = rng.next_u64();
+                    match round % 3 {
+                        // Similar sizes, as a person's amounts.
+                        0 => (r % 100_000) as f64 / 7.0 - 5000.0,
+                        // Any finite double.
+                        1 => {
+                            let x = f64::from_bits(r);
+                            if x.is_finite() {
+                                x
+                            } else {
+                                1.5
+                            }
+                        }
+                        // Subnormals and tiny values beside ordinary ones.
+                        _ => f64::from_bits(r % (1 << 60)) * if r & 1 == 0 { 1.0 } else { -1.0 },
+                    }
+                })
+                .collect();
+            let mut exact = ExactSum::default();
+            values.iter().for_each(|&x| exact.add(x));
+            let mut short = ShortSum::default();
+            let mut long: Option<ExactSum> = None;
+            for &x in &values {
+                match &mut long {
+                    Some(l) => l.add(x),
+                    None => {
+                        if !short.add(x) {
+                            let mut l = short.into_exact();
+                            l.add(x);
+                            long = Some(l);
+                            moved += 1;
+                        }
+                    }
+                }
+            }
+            let got = long.unwrap_or_else(|| short.into_exact()).value();
+            assert_eq!(got.to_bits(), exact.value().to_bits(), "{values:?}");
+        }
+        assert!(moved > 100, "the long path was taken {moved} times");
+    }
 
     #[test]
     fn nearest_rank_is_the_median_and_the_ends() {
