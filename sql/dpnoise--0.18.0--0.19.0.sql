@@ -28,6 +28,22 @@ COMMENT ON AGGREGATE dp_person_sum(double precision) IS
     'The exact sum of the non-NULL values, rounded once (the same in any order of the rows); written by the analyst gate to combine a person''s rows. Not a release.';
 COMMENT ON AGGREGATE dp_person_avg(double precision) IS
     'The exact sum of the non-NULL values, rounded once, over their count; written by the analyst gate to combine a person''s rows. Not a release.';
+
+-- Total forms (src/total/dates.rs): date ± integer, which the gate writes in place of the built-ins
+-- (they raise "date out of range" near the ends of the calendar).
+CREATE FUNCTION dp_total_date_pli(date, integer) RETURNS date
+    AS 'MODULE_PATHNAME', 'dp_total_date_pli' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
+CREATE FUNCTION dp_total_integer_pl_date(integer, date) RETURNS date
+    AS 'MODULE_PATHNAME', 'dp_total_integer_pl_date' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
+CREATE FUNCTION dp_total_date_mii(date, integer) RETURNS date
+    AS 'MODULE_PATHNAME', 'dp_total_date_mii' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
+COMMENT ON FUNCTION dp_total_date_pli(date, integer) IS
+    'Total form of date_pli(date,integer): NULL where it raises an error; the analyst gate writes it in place of the built-in (docs/analysts.md).';
+COMMENT ON FUNCTION dp_total_integer_pl_date(integer, date) IS
+    'Total form of integer_pl_date(integer,date): NULL where it raises an error; the analyst gate writes it in place of the built-in (docs/analysts.md).';
+COMMENT ON FUNCTION dp_total_date_mii(date, integer) IS
+    'Total form of date_mii(date,integer): NULL where it raises an error; the analyst gate writes it in place of the built-in (docs/analysts.md).';
+
 -- finalize.sql's blocks, as a fresh install runs them: revocations, volatility, support comments.
 -- Every support function of our aggregates (the extension's own: int8pl is
 -- PostgreSQL's) loses EXECUTE for PUBLIC: a role that could build its own

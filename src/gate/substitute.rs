@@ -100,12 +100,60 @@ pub(super) const SUBSTITUTES: &[(u32, &str)] = &[
     (3846, "dp_total_make_date"),
     (2049, "dp_total_timestamp_to_char"), // to_char(timestamp, text)
     (1770, "dp_total_timestamptz_to_char"), // to_char(timestamptz, text); dates arrive cast
+    // date ± integer.
+    (1141, "dp_total_date_pli"),
+    (2550, "dp_total_integer_pl_date"),
+    (1142, "dp_total_date_mii"),
 ];
 
 /// Built-in functions that return for every input (NaN, the infinities,
 /// the ends of each range included) though not marked LEAKPROOF, admitted
 /// on protected rows as they are.
 const PROVEN_TOTAL: &[u32] = &[
+    // the comparisons across date, timestamp and timestamptz: since
+    // PostgreSQL 13 an out-of-range conversion compares as ±infinity.
+    2344, // date_cmp_timestamp
+    2357, // date_cmp_timestamptz
+    2340, // date_eq_timestamp
+    2353, // date_eq_timestamptz
+    2342, // date_ge_timestamp
+    2355, // date_ge_timestamptz
+    2341, // date_gt_timestamp
+    2354, // date_gt_timestamptz
+    2339, // date_le_timestamp
+    2352, // date_le_timestamptz
+    2338, // date_lt_timestamp
+    2351, // date_lt_timestamptz
+    2343, // date_ne_timestamp
+    2356, // date_ne_timestamptz
+    2370, // timestamp_cmp_date
+    2526, // timestamp_cmp_timestamptz
+    2366, // timestamp_eq_date
+    2522, // timestamp_eq_timestamptz
+    2368, // timestamp_ge_date
+    2524, // timestamp_ge_timestamptz
+    2367, // timestamp_gt_date
+    2523, // timestamp_gt_timestamptz
+    2365, // timestamp_le_date
+    2521, // timestamp_le_timestamptz
+    2364, // timestamp_lt_date
+    2520, // timestamp_lt_timestamptz
+    2369, // timestamp_ne_date
+    2525, // timestamp_ne_timestamptz
+    2383, // timestamptz_cmp_date
+    2533, // timestamptz_cmp_timestamp
+    2379, // timestamptz_eq_date
+    2529, // timestamptz_eq_timestamp
+    2381, // timestamptz_ge_date
+    2531, // timestamptz_ge_timestamp
+    2380, // timestamptz_gt_date
+    2530, // timestamptz_gt_timestamp
+    2378, // timestamptz_le_date
+    2528, // timestamptz_le_timestamp
+    2377, // timestamptz_lt_date
+    2527, // timestamptz_lt_timestamp
+    2382, // timestamptz_ne_date
+    2532, // timestamptz_ne_timestamp
     // numeric comparisons: NaN sorts above every number, ±Infinity at the ends.
     pg_sys::F_NUMERIC_EQ,
     pg_sys::F_NUMERIC_NE,

@@ -1,5 +1,6 @@
 //! Total forms of the date and timestamp functions: date_trunc,
-//! date_part and extract, date to timestamp, make_date, to_char.
+//! date_part and extract, date to timestamp, make_date, to_char, date ±
+//! integer.
 
 use super::{int, text_arg, text_bytes};
 use crate::fmgr::{arg_datum, i64_datum, return_null, v1_function};
@@ -303,4 +304,60 @@ to_char_function!(
     pg_finfo_dp_total_timestamptz_to_char,
     dp_total_timestamptz_to_char,
     timestamptz_to_char
+);
+
+// date + integer, integer + date, date - integer: NULL where the day is not
+// a usable date (PostgreSQL raises "date out of range"); ±infinity stays.
+macro_rules! date_days {
+    ($finfo:ident, $name:ident, $builtin:ident, $date:expr, $days:expr, $sign:expr) => {
+        v1_function!($finfo, $name, |fcinfo| {
+            // SAFETY: STRICT, declared with a date and an integer at the given places; the
+            // built-in is called with the same arguments once its day is a usable date.
+            unsafe {
+                let d = int(fcinfo, $date) as i32;
+                let days = int(fcinfo, $days);
+                let moved = d == i32::MIN
+                    || d == i32::MAX
+                    || i32::try_from(i64::from(d) + $sign * days).is_ok_and(|r| {
+                        r != i32::MIN && r != i32::MAX && date_usable(r) && date_usable(d)
+                    });
+                if !moved {
+                    return return_null(fcinfo);
+                }
+                pg_sys::$builtin(fcinfo)
+            }
+        });
+    };
+}
+
+date_days!(
+    pg_finfo_dp_total_date_pli,
+    dp_total_date_pli,
+    date_pli,
+    0,
+    1,
+    1
+);
+date_days!(
+    pg_finfo_dp_total_date_mii,
+    dp_total_date_mii,
+    date_mii,
+    0,
+    1,
+    -1
+);
+
+// integer + date: PostgreSQL's is SQL, date + integer with the operands swapped.
+v1_function!(
+    pg_finfo_dp_total_integer_pl_date,
+    dp_total_integer_pl_date,
+    |fcinfo| {
+        // SAFETY: STRICT, declared (integer, date): the two arguments are swapped in place and
+        // dp_total_date_pli's body runs with them, as (date, integer).
+        unsafe {
+            let args = (*fcinfo).args.as_mut_ptr();
+            std::ptr::swap(args, args.add(1));
+            dp_total_date_pli(fcinfo)
+        }
+    }
 );

@@ -261,3 +261,17 @@ CREATE FUNCTION dp_total_capped(anyelement) RETURNS anyelement
     AS 'MODULE_PATHNAME', 'dp_total_capped' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
 COMMENT ON FUNCTION dp_total_capped(anyelement) IS
     'A variable-length value as it is, or NULL over 1 KB: the analyst gate passes protected text columns through it where a function reads them (docs/analysts.md).';
+
+-- date ± integer (0.19.0).
+CREATE FUNCTION dp_total_date_pli(date, integer) RETURNS date
+    AS 'MODULE_PATHNAME', 'dp_total_date_pli' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
+CREATE FUNCTION dp_total_integer_pl_date(integer, date) RETURNS date
+    AS 'MODULE_PATHNAME', 'dp_total_integer_pl_date' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
+CREATE FUNCTION dp_total_date_mii(date, integer) RETURNS date
+    AS 'MODULE_PATHNAME', 'dp_total_date_mii' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
+COMMENT ON FUNCTION dp_total_date_pli(date, integer) IS
+    'Total form of date_pli(date,integer): NULL where it raises an error; the analyst gate writes it in place of the built-in (docs/analysts.md).';
+COMMENT ON FUNCTION dp_total_integer_pl_date(integer, date) IS
+    'Total form of integer_pl_date(integer,date): NULL where it raises an error; the analyst gate writes it in place of the built-in (docs/analysts.md).';
+COMMENT ON FUNCTION dp_total_date_mii(date, integer) IS
+    'Total form of date_mii(date,integer): NULL where it raises an error; the analyst gate writes it in place of the built-in (docs/analysts.md).';

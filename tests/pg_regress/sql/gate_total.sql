@@ -26,7 +26,7 @@ SELECT count(*) FROM (SELECT dp_allow_function(f::regprocedure) FROM unnest(ARRA
   'timestamptz(date)', 'date_part(text,timestamp)', 'make_date(int,int,int)',
   'width_bucket(float8,float8,float8,int)', 'substr(text,int,int)', 'extract(text,date)', 'int4mi(int,int)',
   'int4pl(int,int)', 'float8mi(float8,float8)', 'numeric_sub(numeric,numeric)', 'numeric_mul(numeric,numeric)',
-  'date_trunc(text,timestamptz)']) f) s;
+  'date_trunc(text,timestamptz)', 'date_pli(date,int)', 'date_lt_timestamp(date,timestamp)']) f) s;
 \c - dp_total_analyst
 \set VERBOSITY terse
 
@@ -94,6 +94,22 @@ SELECT dp_count(1.0) > 0 AS ok FROM tv WHERE site LIKE 's1%' AND lower(site) = '
 SELECT dp_count(1.0) > 0 AS ok FROM tv WHERE num > 3 AND n > 2.5 AND amount > num AND big::int > 0 AND amount::int > 0
   AND round(num) > 1 AND abs(n - 3) > 5 AND greatest(n, 5) > 6 AND coalesce(num, 0) < 100 AND -n < 0 AND n % 7 = 1;
 SELECT dp_count(1.0) > 0 AS ok FROM tv WHERE make_date(2024, n % 12 + 1, 1) > date '2024-03-01' AND date_part('dow', ts) = 1;
+-- date ± integer (through its total forms) and comparisons across date,
+-- timestamp and timestamptz (total as they are), as an analyst writes
+-- them (issue 49).
+SELECT dp_count(1.0) > 0 AS ok FROM tv WHERE d + 30 > date '2024-03-01' AND d - 7 < date '2030-01-01'
+  AND 1 + d > date '2024-01-01' AND d < timestamp '2024-06-01 12:00' AND d >= timestamptz '2024-01-01 00:00+00'
+  AND ts < date '2030-01-01' AND date_trunc('month', ts) = date '2024-01-01';
+SELECT date_trunc('month', ts) = date '2024-01-01' AS january, dp_count(1.0) > 0 AS ok FROM tv GROUP BY 1 ORDER BY 1;
+SELECT d1, n, dp_total_date_pli(d1, n) AS plus, dp_total_integer_pl_date(n, d1) AS plus_swapped,
+       dp_total_date_mii(d1, n) AS minus
+FROM unnest('{2024-02-28,infinity,-infinity,5874897-12-31,4713-01-01 BC}'::date[]) d1,
+     unnest('{1,-1,2147483647}'::int[]) n ORDER BY 1, 2;
+-- The comparisons across the three types are admitted as they are: a
+-- date beyond the timestamps compares as +infinity, never raises.
+SELECT date '5874897-12-31' > timestamp '294276-12-31' AS beyond_timestamps,
+       date '4713-01-01 BC' < timestamptz '2024-01-01 00:00+00' AS before_timestamps,
+       timestamp '2024-01-01' < timestamptz 'infinity' AS before_infinity;
 -- HAVING on a noisy answer with a numeric literal (numeric_gt is total).
 SELECT dp_count(1.0) > 0 AS ok FROM tv HAVING dp_count(1.0) > 100.5;
 SELECT site, dp_count(1.0) > 0 AS ok FROM tv GROUP BY site HAVING dp_count(1.0) > 0.5 ORDER BY 1 LIMIT 2;
@@ -147,7 +163,9 @@ CREATE TEMP TABLE attacks AS SELECT * FROM (VALUES
   ('unit from a protected value', 'date_part(site, ts) > 0'), ('make_date of a protected month', 'make_date(2024, n + 8, 1) > ''2000-01-01'''),
   ('width_bucket of NaN', 'width_bucket(w, 0, 100, 10) > 0'), ('negative substring length', 'substr(site, 1, 5 - n - 1) = ''x'''),
   ('extract unit from a protected value', 'pg_catalog.extract(site, d) > 0'),
-  ('to_char at the end of the calendar', 'to_char(d, ''YYYY'') = ''x'''), ('to_char format from a protected value', 'to_char(ts, site) = ''x''')) a(name, sql);
+  ('to_char at the end of the calendar', 'to_char(d, ''YYYY'') = ''x'''), ('to_char format from a protected value', 'to_char(ts, site) = ''x'''),
+  ('date plus a day at the end of the calendar', 'd + 1 > ''2000-01-01'''),
+  ('date compared with a timestamp', 'd < timestamp ''2024-06-01''')) a(name, sql);
 SELECT name, outcome('SELECT dp_count(2^(-30)) FROM tv WHERE person_id = 1 AND ' || sql) FROM attacks ORDER BY 1;
 \c - postgres
 UPDATE tv SET n = 1, amount = 1.5, num = 1 / 7.0, site = 'day', d = '2024-01-02', w = 1 WHERE person_id = 1;
@@ -161,7 +179,9 @@ CREATE TEMP TABLE attacks AS SELECT * FROM (VALUES
   ('unit from a protected value', 'date_part(site, ts) > 0'), ('make_date of a protected month', 'make_date(2024, n + 8, 1) > ''2000-01-01'''),
   ('width_bucket of NaN', 'width_bucket(w, 0, 100, 10) > 0'), ('negative substring length', 'substr(site, 1, 5 - n - 1) = ''x'''),
   ('extract unit from a protected value', 'pg_catalog.extract(site, d) > 0'),
-  ('to_char at the end of the calendar', 'to_char(d, ''YYYY'') = ''x'''), ('to_char format from a protected value', 'to_char(ts, site) = ''x''')) a(name, sql);
+  ('to_char at the end of the calendar', 'to_char(d, ''YYYY'') = ''x'''), ('to_char format from a protected value', 'to_char(ts, site) = ''x'''),
+  ('date plus a day at the end of the calendar', 'd + 1 > ''2000-01-01'''),
+  ('date compared with a timestamp', 'd < timestamp ''2024-06-01''')) a(name, sql);
 SELECT name, outcome('SELECT dp_count(2^(-30)) FROM tv WHERE person_id = 1 AND ' || sql) FROM attacks ORDER BY 1;
 \c - postgres
 SELECT count(*) FROM (SELECT dp_allow_function(f::regprocedure, false) FROM unnest(ARRAY[
@@ -170,7 +190,7 @@ SELECT count(*) FROM (SELECT dp_allow_function(f::regprocedure, false) FROM unne
   'timestamptz(date)', 'date_part(text,timestamp)', 'make_date(int,int,int)',
   'width_bucket(float8,float8,float8,int)', 'substr(text,int,int)', 'extract(text,date)', 'int4mi(int,int)',
   'int4pl(int,int)', 'float8mi(float8,float8)', 'numeric_sub(numeric,numeric)', 'numeric_mul(numeric,numeric)',
-  'date_trunc(text,timestamptz)']) f) s;
+  'date_trunc(text,timestamptz)', 'date_pli(date,int)', 'date_lt_timestamp(date,timestamp)']) f) s;
 SELECT dp_unprotect('tv'), dp_unprotect('tl');
 DROP TABLE tv, months, tl;
 -- Numeric operands longer than 64 digits give NULL, like an overflow
