@@ -153,7 +153,7 @@ impl Leakproof<'_> {
                 }
                 T_BoolExpr | T_NullTest | T_BooleanTest | T_RelabelType | T_CaseExpr | T_CaseWhen | T_CoalesceExpr
                 | T_List => self.children(node),
-                T_SubLink => Err(refuse("subqueries cannot be mixed with protected rows at the same query level", SHAPE)),
+                T_SubLink => Err(refuse("subqueries cannot be mixed with protected rows at the same query level", super::SUBQUERY)),
                 _ => Err(refuse(
                     "an expression on protected columns that can fail on some values (a cast, a domain, an array or row operation)",
                     "Use only LEAKPROOF operators and functions on protected columns.",

@@ -170,6 +170,11 @@ fn raise(refusal: Refusal) -> ! {
     )
 }
 
+/// The hint for a subquery among protected rows.
+const SUBQUERY: &str = "Join a public table instead of IN or EXISTS over it (FROM visits v JOIN sites s ON s.site = v.site), \
+                        and compare with a constant or a query parameter ($1) where a value would come from a subquery \
+                        over protected rows (ask it first, as its own dpnoise query).";
+
 const SHAPE: &str = "Write SELECT dp_count(epsilon), dp_sum(column, epsilon, lower, upper), ... FROM protected_table \
                      WHERE <conditions on its columns>; wrap it in a subquery or CTE to post-process the answers.";
 
@@ -279,6 +284,13 @@ unsafe fn check_level(query: *mut pg_sys::Query, walk: &Walk) -> Result<bool, Re
         let bounded = from.leaves.len() > 1 || !persons[0].1.one_row || listed.is_some();
         let grouped = !(*query).groupClause.is_null();
         if !(*query).hasAggs && !grouped {
+            // dp_count(…) OVER (…) parses as a window function, not an aggregate.
+            if (*query).hasWindowFuncs {
+                return Err(refuse(
+                    "a dpnoise aggregate (or any aggregate) used as a window function (OVER) releases the same persons once per row",
+                    "Drop OVER and group instead: SELECT site, dp_count(1.0) FROM visits GROUP BY site.",
+                ));
+            }
             return Err(refuse(
                 "rows of a protected table cannot be read, only dpnoise aggregates of them",
                 SHAPE,
@@ -406,7 +418,7 @@ unsafe fn plain(query: *mut pg_sys::Query) -> Checked {
         {
             return Err(refuse(
                 "subqueries cannot be mixed with protected rows at the same query level",
-                SHAPE,
+                SUBQUERY,
             ));
         }
         if !(*query).setOperations.is_null() {
@@ -451,7 +463,7 @@ unsafe fn protected_from<'a>(
                 if !(*rte).tablesample.is_null() {
                     return Err(refuse(
                         "TABLESAMPLE picks protected rows by their place on disk",
-                        SHAPE,
+                        "Drop TABLESAMPLE: the aggregates read every row anyway; to look at part of the table, filter on its columns (WHERE person_id % 10 = 0).",
                     ));
                 }
                 if table.unit == 0 {

@@ -44,6 +44,20 @@ SELECT site, sum(amount) FROM mistake_visits GROUP BY site;
 SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY amount) FROM mistake_visits;
 SELECT stddev(amount), max(amount) FROM mistake_visits;
 SELECT avg(age) FROM mistake_persons;
+-- More natural mistakes (issue 49, item 3): each refusal names what was
+-- written and, as its hint, the form that answers the same question.
+SELECT * FROM mistake_visits LIMIT 5;
+SELECT site FROM mistake_visits WHERE amount > 50;
+SELECT dp_count(1.0) OVER () FROM mistake_visits;
+SELECT dp_count(1.0) FROM mistake_visits WHERE site ~ '^s1';
+SELECT dp_count(1.0) FROM mistake_visits WHERE amount > (SELECT avg(amount) FROM mistake_visits);
+SELECT dp_count(1.0) FILTER (WHERE amount > 3) FROM mistake_visits;
+SELECT dp_sum(amount, 1.0, 0, 100) FROM mistake_visits TABLESAMPLE SYSTEM (10);
+SELECT site, dp_count(1.0) FROM mistake_visits GROUP BY ROLLUP (site);
+SELECT count(*) FROM mistake_visits a JOIN mistake_visits b USING (person_id);
+SELECT dp_sum(amount, 1.0, 100, 0) FROM mistake_visits;
+SELECT dp_count(1.0, 'gaussian') FROM mistake_visits;
+SELECT dp_quantile(amount, 1.0, 0, 100, amount / 100) FROM mistake_visits;
 \set VERBOSITY terse
 SELECT count(*) AS charged_for_refusals FROM dp_my_ledger WHERE id > :seen;
 -- The suggested forms, as written, answer over several rows per person
