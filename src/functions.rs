@@ -105,6 +105,20 @@ const fn unsplit(name: &'static str, cost: Cost) -> Function {
     }
 }
 
+/// The p that dp_median, dp_min and dp_max fix (None: dp_quantile, which
+/// reads it, or not a quantile). dp_min and dp_max are the quantiles at
+/// 0.01 and 0.99 (docs: the exact extremes have no useful ε-DP release:
+/// the exponential mechanism at p = 0 or 1 spreads over the whole gap to
+/// the bound). Read by the aggregates and by the gate's bounding rewrite.
+pub fn fixed_p(name: &str) -> Option<f64> {
+    match name {
+        "dp_median" => Some(0.5),
+        "dp_min" => Some(0.01),
+        "dp_max" => Some(0.99),
+        _ => None,
+    }
+}
+
 /// The names of the aggregates the analyst gate admits, for its messages.
 pub fn for_analysts() -> Vec<&'static str> {
     FUNCTIONS

@@ -31,12 +31,6 @@ enum Kind {
     Max,
 }
 
-/// dp_min and dp_max are the quantiles at these p (docs: the exact
-/// extremes have no useful ε-DP release: the exponential mechanism at
-/// p = 0 or 1 spreads over the whole gap to the bound).
-const MIN_P: f64 = 0.01;
-const MAX_P: f64 = 0.99;
-
 impl Kind {
     fn named(name: &str) -> Option<Kind> {
         [Kind::Quantile, Kind::Median, Kind::Min, Kind::Max]
@@ -55,19 +49,8 @@ impl Kind {
 
     /// The fixed p, or None when the call passes it (argument 4).
     fn fixed_p(self) -> Option<f64> {
-        match self {
-            Kind::Quantile => None,
-            Kind::Median => Some(0.5),
-            Kind::Min => Some(MIN_P),
-            Kind::Max => Some(MAX_P),
-        }
+        crate::functions::fixed_p(self.name())
     }
-}
-
-/// The p that dp_median, dp_min and dp_max fix (None: dp_quantile, or
-/// not a quantile), for the bounding rewrite.
-pub(crate) fn fixed_p(name: &str) -> Option<f64> {
-    Kind::named(name).and_then(Kind::fixed_p)
 }
 
 /// The state: the call's parameters and the values' offsets.

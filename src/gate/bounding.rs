@@ -210,7 +210,7 @@ pub(super) unsafe fn bound(
                     "dp_avg" => Combine::Average,
                     "dp_var" | "dp_stddev" => Combine::Row,
                     "dp_quantile" | "dp_median" | "dp_min" | "dp_max" => {
-                        let p = crate::quantile::fixed_p(&name).or_else(|| {
+                        let p = crate::functions::fixed_p(&name).or_else(|| {
                             arguments
                                 .get(4)
                                 .and_then(|e| super::partitions::folded((**e).expr.cast()))
