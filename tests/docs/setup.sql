@@ -38,9 +38,13 @@ SELECT i, (ARRAY['north', 'south', 'east', 'west'])[1 + i % 4],
        i % 2, i % 11
 FROM generate_series(1, 1000) i;
 
--- Several rows per person: 3000 visits of 1000 people over twelve months.
-CREATE TABLE visits (person_id int NOT NULL, month int NOT NULL);
-INSERT INTO visits SELECT 1 + i % 1000, 1 + i % 12 FROM generate_series(0, 2999) i;
+-- Several rows per person: 3000 visits of 1000 people over twelve months
+-- of 2024, each at one of five sites, with an amount.
+CREATE TABLE visits (person_id int NOT NULL, month int NOT NULL, visit_date date NOT NULL,
+                     site text NOT NULL, amount float8 NOT NULL);
+INSERT INTO visits SELECT 1 + i % 1000, 1 + i % 12, make_date(2024, 1 + i % 12, 1 + i % 28),
+                          's' || (i % 5), (i * 37) % 400 / 4.0
+FROM generate_series(0, 2999) i;
 
 -- Public: the regions, by country.
 CREATE TABLE regions (region text PRIMARY KEY, country text NOT NULL);
