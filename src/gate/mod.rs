@@ -182,6 +182,8 @@ const SHAPE: &str = "Write SELECT dp_count(epsilon), dp_sum(column, epsilon, low
 struct Walk {
     protected: std::rc::Rc<Protected>,
     explaining: bool,
+    /// The statement's top level (a level below it is a subquery or CTE).
+    top: *mut pg_sys::Query,
     /// The first refusal; the walk stops there.
     refused: Option<Refusal>,
 }
@@ -204,6 +206,7 @@ pub unsafe extern "C-unwind" fn check_query(query: *mut pg_sys::Query) {
     let mut walk = Walk {
         protected,
         explaining: EXPLAINING.with(|e| e.get()),
+        top: query,
         refused: None,
     };
     // SAFETY: the caller's contract; the walker gets `walk` back as its context.
@@ -289,6 +292,16 @@ unsafe fn check_level(query: *mut pg_sys::Query, walk: &Walk) -> Result<bool, Re
                 return Err(refuse(
                     "a dpnoise aggregate (or any aggregate) used as a window function (OVER) releases the same persons once per row",
                     "Drop OVER and group instead: SELECT site, dp_count(1.0) FROM visits GROUP BY site.",
+                ));
+            }
+            // A CTE or subquery of raw rows, aggregated above: its
+            // conditions belong in the aggregating level.
+            if !std::ptr::eq(query, walk.top) {
+                return Err(refuse(
+                    "a CTE or subquery passes protected rows up without aggregating them",
+                    "Put its conditions in the WHERE of the query that aggregates: SELECT dp_count(1.0) FROM visits WHERE amount > 10. \
+                     A CTE or subquery may read protected rows only grouped by the privacy unit (one row per person, \
+                     aggregated above) or as dpnoise aggregates (post-processed above).",
                 ));
             }
             return Err(refuse(

@@ -17,7 +17,9 @@ analyst role e2e_analyst through psycopg 3:
 2. An empirical privacy-loss audit on neighbouring tables D and D' (D' is D
    without one person who has rows in all three groups), with a negative
    control (the same data without per-person bounding) that must fail it;
-   and one of the released key set (whether a rare group is shown by
+   the same for dp_median over several rows per person (a person's own
+   median, one value each), whose control is the median of all rows; and
+   one of the released key set (whether a rare group is shown by
    partition selection, and its count), with a negative control (keys
    thresholded with too little noise).
 3. Amplification attacks (self-joins on the privacy unit, a public table
@@ -63,6 +65,14 @@ AUDIT_BIN_WIDTH = 1
 AUDIT_MIN_COUNT = 30
 AUDIT_Z = 4.0  # the Rust tests use 5 with N = 10^6 and min count 2000
 AUDIT_EPSILON = 1.0  # what the statement's dp_count spends in all (0.5 in each of a person's 2 groups)
+# The median audit (section 2): draws per table, and the bins it must audit.
+# At N = 3000 the correct law gave 8 bins of 0.1 with >= 30 draws on both
+# sides (worst excess 0.30); the unbounded control none in common (its
+# median moves by 12 ranks). At 5000, 8 again (worst excess 0.44): the law
+# sits on about 8 such bins, and 5 is the floor.
+MEDIAN_N = 5000
+MEDIAN_EPSILON = 1.0
+MEDIAN_MIN_BINS = 5
 # The key-set audit (section 2, second part): draws per table.
 KEY_AUDIT_N = 4000
 RARE = 50  # persons in the rare group of k (49 in k_prime)
@@ -196,6 +206,14 @@ INSERT INTO kt SELECT p, 'rare' FROM generate_series(1, {RARE_T - 1}) p, generat
 INSERT INTO kt SELECT p, 'common' FROM generate_series(100, 399) p, generate_series(1, 2);
 INSERT INTO kt SELECT 0, r FROM unnest(ARRAY['rare', 'common']) r, generate_series(1, 3);
 CREATE TABLE kt_prime AS SELECT * FROM kt WHERE person_id <> 0;
+-- The median audit (issue 45, item 2): 200 persons with 3 rows each at
+-- nearly distinct values in [0, 60), and person 0 with 24 rows at 59.99,
+-- who moves the median of rows by 12 ranks and a median of persons by one.
+CREATE TABLE dm (person_id int, x float8);
+INSERT INTO dm SELECT p, ((p * 7919 + j * 104729) % 6000) / 100.0 FROM generate_series(1, 200) p, generate_series(1, 3) j;
+INSERT INTO dm SELECT 0, 59.99 FROM generate_series(1, 24);
+CREATE TABLE dm_prime AS SELECT * FROM dm WHERE person_id <> 0;
+SELECT dp_protect('dm', 'person_id', 2), dp_protect('dm_prime', 'person_id', 2);
 SELECT dp_protect('members', 'person_id', 2), dp_protect('trips', 'person_id', 2),
        dp_protect('d', 'person_id', 2), dp_protect('d_prime', 'person_id', 2),
        dp_protect('k', 'person_id', 2), dp_protect('k_prime', 'person_id', 2),
@@ -500,6 +518,47 @@ def audit(su, an):
           f"{'FAIL as it must' if nex > AUDIT_EPSILON else 'PASSED (audit too weak)'}")
 
 
+def median_outputs(conn, table, n):
+    """n releases of dp_median over `table` (1/10 units, as integers), collected server-side."""
+    conn.execute("CREATE TEMP TABLE IF NOT EXISTS mr (tbl text, i int, m float8)")
+    conn.execute(f"""DO $$ BEGIN FOR i IN 1..{n} LOOP
+        INSERT INTO pg_temp.mr SELECT '{table}', i, dp_median(x, {MEDIAN_EPSILON!r}, 0, 60) FROM {table};
+    END LOOP; END $$""")
+    rows = conn.execute("SELECT m FROM pg_temp.mr WHERE tbl = %s ORDER BY i", (table,)).fetchall()
+    conn.execute("DELETE FROM pg_temp.mr WHERE tbl = %s", (table,))
+    return [math.floor(10 * r[0]) for r in rows]
+
+
+def median_audit(su, an):
+    """The median over several rows per person (each person's own median,
+    one value each), audited on D vs D' as the count is; the negative
+    control runs the same aggregate as the superuser, whom the gate does
+    not bound: every row counts, and the audit must fail (too few bins in
+    common, or a loss beyond epsilon)."""
+    ledger = Ledger(an)
+    t0 = time.time()
+    out = {t: median_outputs(an, t, MEDIAN_N) for t in ("dm", "dm_prime")}
+    secs = time.time() - t0
+    charges = ledger.new()
+    per_stmt = Decimal(repr(MEDIAN_EPSILON))
+    check("median audit statements each charged once",
+          len(charges) == 2 * MEDIAN_N and all(r[2] == per_stmt for r in charges),
+          f"{len(charges)} ledger rows for {2 * MEDIAN_N} statements ({secs:.1f} s)")
+    bins, max_loss, excess, worst = privacy_loss_audit(out["dm"], out["dm_prime"], 1, AUDIT_MIN_COUNT, AUDIT_Z)
+    check("DP audit of dp_median over several rows per person, D vs D'",
+          bins >= MEDIAN_MIN_BINS and excess <= MEDIAN_EPSILON,
+          f"N={MEDIAN_N} each, bins of 0.1, min count {AUDIT_MIN_COUNT}, z={AUDIT_Z}: bins audited {bins} "
+          f"(at least {MEDIAN_MIN_BINS}), max loss {max_loss:.3f}, max excess {excess:.3f} (at {worst}) "
+          f"<= epsilon {MEDIAN_EPSILON}")
+    su.execute("SELECT dp_budget_grant('postgres', 1e9, 1)")
+    raw = {t: median_outputs(su, t, MEDIAN_N) for t in ("dm", "dm_prime")}
+    nb, nml, nex, _ = privacy_loss_audit(raw["dm"], raw["dm_prime"], 1, AUDIT_MIN_COUNT, AUDIT_Z)
+    fails = nb < MEDIAN_MIN_BINS or nex > MEDIAN_EPSILON
+    check("negative control (the median of rows, unbounded) FAILS the audit", fails,
+          f"bins audited {nb}, max loss {nml:.3f}, max excess {nex:.3f}: "
+          f"{'FAIL as it must' if fails else 'PASSED (audit too weak)'}")
+
+
 def keep_probabilities(epsilon, delta, n):
     """π(1..n) of the optimal partition selection (Desfontaines et al. 2022,
     Theorem 1), as crates/dpnoise-core/src/selection.rs builds it (without
@@ -687,7 +746,7 @@ def main():
             su.execute(SETUP)
             with server.connect(ANALYST) as an:
                 check("analyst session", an.execute("SHOW dpnoise.analyst").fetchone()[0] == "on")
-                for section in (bi_tools, audit, key_audit, threshold_key_audit, attacks):
+                for section in (bi_tools, audit, median_audit, key_audit, threshold_key_audit, attacks):
                     try:
                         section(su, an)
                     except Exception as e:  # a section that breaks is a failed check

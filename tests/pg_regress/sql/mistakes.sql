@@ -58,6 +58,8 @@ SELECT count(*) FROM mistake_visits a JOIN mistake_visits b USING (person_id);
 SELECT dp_sum(amount, 1.0, 100, 0) FROM mistake_visits;
 SELECT dp_count(1.0, 'gaussian') FROM mistake_visits;
 SELECT dp_quantile(amount, 1.0, 0, 100, amount / 100) FROM mistake_visits;
+WITH big AS (SELECT * FROM mistake_visits WHERE amount > 10) SELECT dp_count(1.0) FROM big;
+SELECT dp_count(1.0) FROM (SELECT person_id, site FROM mistake_visits WHERE amount > 10) v;
 \set VERBOSITY terse
 SELECT count(*) AS charged_for_refusals FROM dp_my_ledger WHERE id > :seen;
 -- The suggested forms, as written, answer over several rows per person
