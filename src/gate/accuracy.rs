@@ -9,6 +9,12 @@ use dpnoise_core::selection::PartitionSelection;
 use dpnoise_core::{Bounds, Choice, Delta, Epsilon, Loss, Mechanism, Request, Shape};
 use pgrx::prelude::*;
 
+pgrx::extension_sql_file!(
+    "split.sql",
+    name = "split_sql",
+    requires = [dp_query_accuracy, dp_aggregate_accuracy]
+);
+
 /// The expected error of one dpnoise aggregate (`'count'` as dp_count(ε),
 /// `'sum'` as dp_sum(value, ε, lower, upper)) in a query over `tables`
 /// (its FROM list: protected tables and public ones), grouped or not, with
