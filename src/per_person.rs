@@ -412,11 +412,8 @@ v1_function!(pg_finfo_dp_bound_quantile, dp_bound_quantile, |fcinfo| {
     let mut null = false;
     let winobj = (*fcinfo).context.cast::<c_void>();
     let p = f64::from_bits(WinGetFuncArgCurrent(winobj, 3, &mut null).value() as u64);
-    let p = if null || p.is_nan() {
-        0.5
-    } else {
-        p.clamp(0.0, 1.0)
-    };
+    // nearest_rank clamps p to [0, 1] and reads NaN as ½; NULL likewise.
+    let p = if null { f64::NAN } else { p };
     match run_ranked(fcinfo, |n| dpnoise_core::bounding::nearest_rank(p, n)) {
         Some(x) => f64_datum(x),
         None => return_null(fcinfo),
