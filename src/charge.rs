@@ -336,9 +336,11 @@ unsafe fn releases(
     }
 }
 
-/// Refuses, before anything is charged, a dp_count_selected whose node
-/// holds no dp_count of the same ε and mechanism for it to read (a call
-/// written by hand: the gate writes one only beside its count).
+/// Refuses, before anything is charged, a dp_count_selected (or
+/// dp_sum_selected) whose node holds no dp_count of the same ε and
+/// mechanism (no float8 dp_sum of the same ε, bounds, mechanism and loss,
+/// at δ = 0) for it to read (a call written by hand: the gate writes one
+/// only beside its release).
 ///
 /// # Safety
 /// `found` are the live calls of one plan node.
@@ -364,33 +366,67 @@ unsafe fn refuse_unpaired_selection(found: &[Call]) {
                 _ => None,
             })
             .collect();
+        let text_is = |m: *mut pg_sys::Node, text: &str| {
+            (*m).type_ == pg_sys::NodeTag::T_Const
+                && !(*(m as *mut pg_sys::Const)).constisnull
+                && pgrx::text_to_rust_str_unchecked(
+                    (*(m as *mut pg_sys::Const)).constvalue.cast_mut_ptr(),
+                ) == text
+        };
+        let zero = |d: *mut pg_sys::Node| {
+            (*d).type_ == pg_sys::NodeTag::T_Const
+                && !(*(d as *mut pg_sys::Const)).constisnull
+                && (*(d as *mut pg_sys::Const)).constvalue.value() as u64 == 0
+        };
+        // The argument `at` of a release, or the default it plans with.
+        let same = |of: &[*mut pg_sys::Node], at: usize, written: *mut pg_sys::Node, default| {
+            of.get(at).map_or_else(
+                || text_is(written, default),
+                |&a| pg_sys::equal(a.cast(), written.cast()),
+            )
+        };
         for (function, args, _) in &aggregates {
-            if function.name != "dp_count_selected" || args.len() != 3 {
-                continue;
-            }
-            let paired = aggregates.iter().any(|(count, count_args, types)| {
-                if count.name != "dp_count" {
-                    return false;
-                }
-                let first = count.first_parameter(types);
-                let mechanism_matches = match count_args.len() - first {
-                    1 => {
-                        let m = args[1];
-                        (*m).type_ == pg_sys::NodeTag::T_Const
-                            && !(*(m as *mut pg_sys::Const)).constisnull
-                            && pgrx::text_to_rust_str_unchecked(
-                                (*(m as *mut pg_sys::Const)).constvalue.cast_mut_ptr(),
-                            ) == "laplace"
+            let counted = match (function.name, args.len()) {
+                ("dp_count_selected", 3) => true,
+                ("dp_sum_selected", 6) => false,
+                _ => continue,
+            };
+            let paired = aggregates.iter().any(|(release, release_args, types)| {
+                if counted {
+                    if release.name != "dp_count" {
+                        return false;
                     }
-                    2 => pg_sys::equal(count_args[first + 1].cast(), args[1].cast()),
-                    _ => false,
-                };
-                mechanism_matches && pg_sys::equal(count_args[first].cast(), args[0].cast())
+                    let first = release.first_parameter(types);
+                    let mechanism_matches = match release_args.len() - first {
+                        1 => text_is(args[1], "laplace"),
+                        2 => pg_sys::equal(release_args[first + 1].cast(), args[1].cast()),
+                        _ => false,
+                    };
+                    return mechanism_matches
+                        && pg_sys::equal(release_args[first].cast(), args[0].cast());
+                }
+                release.name == "dp_sum"
+                    && types.first() == Some(&pg_sys::FLOAT8OID)
+                    && (1..4).all(|i| pg_sys::equal(release_args[i].cast(), args[i - 1].cast()))
+                    && release_args.get(4).is_none_or(|&d| zero(d))
+                    && same(release_args, 5, args[3], "auto")
+                    && same(release_args, 6, args[4], "l2")
             });
             if !paired {
+                let (name, release) = if counted {
+                    (
+                        "dp_count_selected",
+                        "dp_count of the same epsilon and mechanism",
+                    )
+                } else {
+                    (
+                        "dp_sum_selected",
+                        "dp_sum of the same epsilon, bounds, mechanism and loss",
+                    )
+                };
                 crate::errors::raise_sqlstate(
                     "0A000",
-                    "dp_count_selected reads the dp_count of the same epsilon and mechanism released beside it in the same query level, and there is none".to_string(),
+                    format!("{name} reads the {release} released beside it in the same query level, and there is none"),
                     Some("The analyst gate writes it; in your own HAVING use dp_partition_selected(epsilon, delta).".to_string()),
                 );
             }
@@ -608,6 +644,7 @@ unsafe fn cost(
             }
             functions::Cost::Selection => selection_cost(values),
             functions::Cost::CountSelection => crate::count::selection_cost(values, groups),
+            functions::Cost::SumSelection => crate::sum::selection_cost(values, groups),
             functions::Cost::Value => crate::row_noise::checked_cost(function.name, values),
             // dp_merge_count(partial, ε, δ, mechanism) is dp_count's (ε, δ, mechanism) form.
             functions::Cost::MergeCount => crate::count::checked_cost(true, values, groups),

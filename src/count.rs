@@ -13,7 +13,6 @@ use crate::release::{site_plan, Release};
 use dpnoise_core::plan::Plan;
 use dpnoise_core::{Choice, Delta, Epsilon, Loss, Mechanism, Request, Shape};
 use pgrx::pg_sys;
-use std::cell::RefCell;
 
 pgrx::extension_sql_file!("count.sql", name = "count_sql");
 
@@ -40,7 +39,7 @@ v1_function!(
 /// at `budget`: the indices of ε and δ) the plan takes the whole (ε, δ)
 /// and k. Geometric noise is the discrete staircase for sensitivity 1
 /// (see the README). The noisy count is left for a thresholded count's
-/// selection in the same group (`count_released`).
+/// selection in the same group (`release::note_released`).
 ///
 /// # Safety
 /// `fcinfo` is the live call of one of dp_count's final functions.
@@ -67,7 +66,7 @@ unsafe fn release(
         )
     };
     // SAFETY: as above.
-    unsafe { count_released(fcinfo, key, released.value() as i64) };
+    unsafe { crate::release::note_released(fcinfo, key, i128::from(released.value() as i64)) };
     released
 }
 
@@ -267,51 +266,3 @@ v1_function!(
         )
     }
 );
-
-thread_local! {
-    /// The latest noisy count of each count call in each Agg: (the Agg's
-    /// state, the count's plan key, the count). A group's aggregates are
-    /// finalized before its HAVING is read, the target list's first
-    /// (PostgreSQL numbers them so: prepagg.c), so the count the gate
-    /// thresholds has always just written its group's value here when
-    /// dp_count_selected, in that HAVING, reads it.
-    static RELEASED: RefCell<Vec<(usize, [u64; 5], i64)>> = const { RefCell::new(Vec::new()) };
-}
-
-/// Notes a count's release in its group (`count::release`), for a
-/// thresholded count's selection in the same Agg.
-///
-/// # Safety
-/// `fcinfo` is a live final call.
-pub unsafe fn count_released(fcinfo: pgrx::pg_sys::FunctionCallInfo, key: [u64; 5], value: i64) {
-    // SAFETY: the caller's contract: context is null or a live node.
-    let agg = unsafe {
-        let context = (*fcinfo).context;
-        if context.is_null() || (*context).type_ != pgrx::pg_sys::NodeTag::T_AggState {
-            return;
-        }
-        context as usize
-    };
-    RELEASED.with(|r| {
-        let mut r = r.borrow_mut();
-        if let Some(entry) = r.iter_mut().find(|e| e.0 == agg && e.1 == key) {
-            entry.2 = value;
-            return;
-        }
-        if r.len() >= 64 {
-            r.remove(0);
-        }
-        r.push((agg, key, value));
-    });
-}
-
-/// The noisy count a dp_count of plan `key` released last in the Agg whose
-/// state is at `agg` (`count_released`), if any.
-pub fn released(agg: usize, key: [u64; 5]) -> Option<i64> {
-    RELEASED.with(|r| {
-        r.borrow()
-            .iter()
-            .find(|e| e.0 == agg && e.1 == key)
-            .map(|e| e.2)
-    })
-}

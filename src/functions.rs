@@ -27,6 +27,8 @@ pub enum Cost {
     Selection,
     /// dp_count_selected: δ only, its ε is its count's.
     CountSelection,
+    /// dp_sum_selected: δ only, its ε is its sum's.
+    SumSelection,
     /// dp_laplace, dp_staircase, dp_noise.
     Value,
     /// dp_noise_box, dp_noise_l1_staircase, dp_sum_multi.
@@ -129,7 +131,7 @@ pub fn for_analysts() -> Vec<&'static str> {
 }
 
 /// Every releasing function of the extension.
-pub static FUNCTIONS: [Function; 23] = [
+pub static FUNCTIONS: [Function; 24] = [
     function("dp_count", Kind::Aggregate, 0, Cost::Count, true),
     function("dp_sum", Kind::Aggregate, 1, Cost::Sum, true),
     function("dp_avg", Kind::Aggregate, 1, Cost::Sum, true),
@@ -148,6 +150,16 @@ pub static FUNCTIONS: [Function; 23] = [
         kind: Kind::Aggregate,
         first: 0,
         cost: Cost::CountSelection,
+        splits: true,
+        analysts: false,
+        bounded: true,
+    },
+    // The same, beside a float8 dp_sum (a row count written dp_sum(1.0, …)).
+    Function {
+        name: "dp_sum_selected",
+        kind: Kind::Aggregate,
+        first: 0,
+        cost: Cost::SumSelection,
         splits: true,
         analysts: false,
         bounded: true,

@@ -8,7 +8,8 @@
 //! the group is shown when the count released beside it reaches a
 //! threshold, so that the count spends the whole ε and selection only δ.
 //! The gate writes it instead of dp_partition_selected where the level
-//! shows a pure-ε dp_count.
+//! shows a pure-ε dp_count. `dp_sum_selected` does the same with a float8
+//! dp_sum of a constant value (a row count written `dp_sum(1.0, …)`).
 
 use crate::aggref::{aggregate_arguments, f64_parameter, shared_totals, text_parameter};
 use crate::errors::OrRaise;
@@ -130,7 +131,7 @@ unsafe fn count_selected(fcinfo: pgrx::pg_sys::FunctionCallInfo) -> pgrx::pg_sys
             .map_or(written, |(_, [d])| f64_parameter(d, "delta"));
         let threshold = count_threshold(key, plan, groups, total);
         let agg = (*fcinfo).context as usize;
-        let noisy = crate::count::released(agg, key)
+        let noisy = crate::release::noted(agg, key)
             .unwrap_or_else(|| {
                 crate::errors::raise_sqlstate(
                     "0A000",
@@ -144,7 +145,51 @@ unsafe fn count_selected(fcinfo: pgrx::pg_sys::FunctionCallInfo) -> pgrx::pg_sys
             "thresholded count",
             (0.0, written),
         );
-        let shown = crate::repeat::with_release_rng(fcinfo, |rng| threshold.shown(rng, noisy));
+        let shown =
+            crate::repeat::with_release_rng(fcinfo, |rng| threshold.shown_steps(rng, noisy));
+        pgrx::pg_sys::Datum::from(shown)
+    }
+}
+
+// dp_sum_selected(epsilon, lower, upper, mechanism, loss, delta): the same
+// for the float8 dp_sum(value, epsilon, lower, upper) of those parameters
+// released beside it (a row count written dp_sum(1.0, ...)): the group is
+// shown when that sum's noisy lattice steps reach the threshold, one
+// person's largest value above the count's (dpnoise_core::threshold).
+v1_function!(
+    pg_finfo_dp_sum_selected_final,
+    dp_sum_selected_final,
+    |fcinfo| { sum_selected(fcinfo) }
+);
+
+/// The release of dp_sum_selected.
+///
+/// # Safety
+/// `fcinfo` is a live final call of dp_sum_selected.
+unsafe fn sum_selected(fcinfo: pgrx::pg_sys::FunctionCallInfo) -> pgrx::pg_sys::Datum {
+    const NAME: &str = "dp_sum_selected";
+    // SAFETY: the caller's contract; every parameter is checked before anything is paid.
+    unsafe {
+        refuse_window(fcinfo, NAME);
+        let args = aggregate_arguments(fcinfo, [0, 1, 2, 3, 4, 5], NAME);
+        let shared =
+            shared_totals(fcinfo, [0], NAME).map(|(k, [e])| (k, f64_parameter(e, "epsilon")));
+        let (key, plan, groups) = crate::sum::thresholded(|i| args[i], shared);
+        let written = f64_parameter(args[5], "delta");
+        let total =
+            shared_totals(fcinfo, [5], NAME).map_or(written, |(_, [d])| f64_parameter(d, "delta"));
+        let threshold = count_threshold(key, &plan, groups, total);
+        let agg = (*fcinfo).context as usize;
+        let noisy = crate::release::noted(agg, key).unwrap_or_else(|| {
+            crate::errors::raise_sqlstate(
+                "0A000",
+                "dp_sum_selected reads the dp_sum of the same epsilon, bounds, mechanism and loss released beside it in the same query level, and there is none".to_string(),
+                Some("The analyst gate writes it; in your own HAVING use dp_partition_selected(epsilon, delta).".to_string()),
+            )
+        });
+        crate::release::pay(fcinfo, NAME, "thresholded sum", (0.0, written));
+        let shown =
+            crate::repeat::with_release_rng(fcinfo, |rng| threshold.shown_steps(rng, noisy));
         pgrx::pg_sys::Datum::from(shown)
     }
 }

@@ -125,7 +125,7 @@ trait SumValue: Copy {
         plan: &Plan,
         paid: (f64, f64),
         sum: i128,
-    ) -> pg_sys::Datum;
+    ) -> (pg_sys::Datum, i128);
 }
 
 impl SumValue for f64 {
@@ -173,9 +173,9 @@ impl SumValue for f64 {
         plan: &Plan,
         paid: (f64, f64),
         sum: i128,
-    ) -> pg_sys::Datum {
+    ) -> (pg_sys::Datum, i128) {
         // SAFETY: the caller's contract.
-        unsafe { crate::release::release(fcinfo, aggregate, plan, paid, sum, Release::Float) }
+        unsafe { crate::release::release_steps(fcinfo, aggregate, plan, paid, sum, Release::Float) }
     }
 }
 
@@ -217,9 +217,11 @@ impl SumValue for i64 {
         plan: &Plan,
         paid: (f64, f64),
         sum: i128,
-    ) -> pg_sys::Datum {
+    ) -> (pg_sys::Datum, i128) {
         // SAFETY: the caller's contract.
-        unsafe { crate::release::release(fcinfo, aggregate, plan, paid, sum, Release::Integer) }
+        unsafe {
+            crate::release::release_steps(fcinfo, aggregate, plan, paid, sum, Release::Integer)
+        }
     }
 }
 
@@ -250,6 +252,9 @@ struct SumCall {
     /// Raw bits of (ε, lower, upper): what every row must repeat.
     params: [u64; 3],
     plan: SumPlan,
+    /// What its noisy steps are noted under for a thresholded selection
+    /// (`Written::note_key`).
+    note: [u64; 5],
 }
 
 /// A call's privacy parameters as written.
@@ -265,18 +270,37 @@ struct Written<T> {
     shared: Option<(u32, f64, f64)>,
 }
 
+/// What tells a noted sum's key from a noted count's (`release::note_released`).
+const NOTE_SALT: u64 = 0x5355_4d5f_4e4f_5445;
+
 impl<T: SumValue> Written<T> {
     /// The call-site cache key of these parameters (`salt` tells apart the
     /// aggregates that share a cache: dp_merge_sum's kinds).
     fn key(&self, salt: u64) -> [u64; 5] {
         let fingerprint = |t: &Option<String>| t.as_deref().map_or(0, text_fingerprint);
+        self.key_of(fingerprint(&self.mechanism), fingerprint(&self.loss), salt)
+    }
+
+    /// The key a dp_sum's noisy steps are noted under for its thresholded
+    /// selection (`dp_sum_selected`): its parameters, with the mechanism and
+    /// loss it plans with ('auto' and 'l2' where it names none), so that a
+    /// selection naming them finds the sum that does not.
+    fn note_key(&self) -> [u64; 5] {
+        self.key_of(
+            text_fingerprint(self.mechanism.as_deref().unwrap_or("auto")),
+            text_fingerprint(self.loss.as_deref().unwrap_or("l2")),
+            NOTE_SALT,
+        )
+    }
+
+    fn key_of(&self, mechanism: u64, loss: u64, salt: u64) -> [u64; 5] {
         [
             self.epsilon.to_bits(),
             self.lower.bits(),
             self.upper.bits(),
             self.delta.to_bits(),
-            fingerprint(&self.mechanism).rotate_left(32)
-                ^ fingerprint(&self.loss)
+            mechanism.rotate_left(32)
+                ^ loss
                 ^ salt
                 ^ self.shared.map_or(0, |(k, e, d)| {
                     (u64::from(k) << 40) ^ e.to_bits().rotate_left(7) ^ d.to_bits().rotate_left(19)
@@ -408,6 +432,51 @@ fn checked_written<T: SumValue>(kind: Kind, mut w: Written<T>, groups: u32) -> (
     (w.epsilon, w.delta)
 }
 
+/// The float8 dp_sum a `dp_sum_selected(ε, lower, upper, mechanism, loss,
+/// δ)` call thresholds, from the call's first five arguments (`arg(i)`)
+/// and the groups its ε is shared over (`shared`: k and the whole ε):
+/// that sum at δ = 0, its note key, its plan and k.
+///
+/// # Safety
+/// The texts `arg` returns are live.
+pub(crate) unsafe fn thresholded(
+    arg: impl Fn(usize) -> Option<pg_sys::Datum>,
+    shared: Option<(u32, f64)>,
+) -> ([u64; 5], Plan, u32) {
+    // SAFETY: the caller's contract.
+    let text = |i: usize, name: &str| Some(unsafe { text_parameter(arg(i), name) });
+    let w = Written::<f64> {
+        epsilon: f64_parameter(arg(0), "epsilon"),
+        lower: f64_parameter(arg(1), "lower"),
+        upper: f64_parameter(arg(2), "upper"),
+        delta: 0.0,
+        mechanism: text(3, "mechanism"),
+        loss: text(4, "loss"),
+        shared: shared.map(|(k, epsilon)| (k, epsilon, 0.0)),
+    };
+    let SumPlan::Single(plan) = plan_written(Kind::Sum, &w) else {
+        unreachable!("dp_sum plans one release")
+    };
+    (w.note_key(), plan, shared.map_or(1, |(k, _)| k))
+}
+
+/// Checks a `dp_sum_selected(ε, lower, upper, mechanism, loss, δ)` call's
+/// evaluated arguments as its final function will, over `groups` groups
+/// (its ε then the whole the groups share), and returns what it pays:
+/// (0, δ), its ε being its sum's.
+///
+/// # Safety
+/// The texts in `args` are live.
+pub(crate) unsafe fn selection_cost(args: &[Option<pg_sys::Datum>], groups: u32) -> (f64, f64) {
+    let arg = |i: usize| args.get(i).copied().flatten();
+    let shared = (groups > 1).then(|| (groups, f64_parameter(arg(0), "epsilon")));
+    // SAFETY: the caller's contract.
+    let (_, plan, k) = unsafe { thresholded(arg, shared) };
+    let delta = f64_parameter(arg(5), "delta");
+    dpnoise_core::threshold::CountThreshold::new(&plan, k, delta).or_raise();
+    (0.0, delta)
+}
+
 /// The arguments of `kind`'s call, planned (once per call site and parameter set).
 ///
 /// # Safety
@@ -428,6 +497,7 @@ unsafe fn sum_call<T: SumValue>(fcinfo: pg_sys::FunctionCallInfo, kind: Kind) ->
             delta: w.delta,
             params: [w.epsilon.to_bits(), w.lower.bits(), w.upper.bits()],
             plan,
+            note: w.note_key(),
         }
     }
 }
@@ -578,7 +648,12 @@ unsafe fn release_state<T: SumValue>(
         };
         match call.plan {
             SumPlan::Single(plan) => {
-                T::release(fcinfo, aggregate, &plan, (call.epsilon, call.delta), sum)
+                let (released, steps) =
+                    T::release(fcinfo, aggregate, &plan, (call.epsilon, call.delta), sum);
+                if kind == Kind::Sum {
+                    crate::release::note_released(fcinfo, call.note, steps);
+                }
+                released
             }
             SumPlan::Average(average) => {
                 crate::release::pay(
@@ -787,6 +862,7 @@ unsafe fn merged_call<T: SumValue>(fcinfo: pg_sys::FunctionCallInfo) -> (Kind, i
             delta: w.delta,
             params: [w.epsilon.to_bits(), w.lower.bits(), w.upper.bits()],
             plan,
+            note: w.note_key(),
         };
         (kind, k, call)
     }

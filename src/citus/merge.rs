@@ -74,15 +74,20 @@ pub(super) unsafe fn plan_split(
         let value = || pg_sys::copyObjectImpl((*entries[0]).expr.cast()).cast::<pg_sys::Node>();
         // The gate's thresholded count (dp_count_selected) reads its count's
         // noise in the same Agg, which the split moves to the merge's level
-        // as dp_merge_count: Citus levels keep the separate selection, at
-        // dpnoise.selection_epsilon and the δ the gate wrote (shared over
-        // the person's groups as that δ is).
-        if name == "dp_partition_selected" || name == "dp_count_selected" {
-            let counted = name == "dp_count_selected";
-            let (epsilon, delta) = if counted {
+        // as dp_merge_count (dp_sum_selected likewise its sum's): Citus
+        // levels keep the separate selection, at dpnoise.selection_epsilon
+        // and the δ the gate wrote (shared over the person's groups as that
+        // δ is).
+        let thresholded = match name {
+            "dp_count_selected" => Some(2),
+            "dp_sum_selected" => Some(5),
+            _ => None,
+        };
+        if name == "dp_partition_selected" || thresholded.is_some() {
+            let (epsilon, delta) = if let Some(at) = thresholded {
                 (
                     crate::gucs::selection_epsilon(),
-                    crate::aggref::f64_parameter(values[2], "delta"),
+                    crate::aggref::f64_parameter(values[at], "delta"),
                 )
             } else {
                 (
@@ -106,8 +111,8 @@ pub(super) unsafe fn plan_split(
                     &[pg_sys::INT8OID, pg_sys::FLOAT8OID, pg_sys::FLOAT8OID],
                 ),
                 result: pg_sys::BOOLOID,
-                constants: if counted {
-                    vec![shared_like(shares[2], epsilon), budget(2, delta)]
+                constants: if let Some(at) = thresholded {
+                    vec![shared_like(shares[at], epsilon), budget(at, delta)]
                 } else {
                     vec![budget(0, epsilon), budget(1, delta)]
                 },

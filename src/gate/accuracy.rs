@@ -16,7 +16,8 @@ pgrx::extension_sql_file!(
 );
 
 /// The expected error of one dpnoise aggregate (`'count'` as dp_count(ε),
-/// `'sum'` as dp_sum(value, ε, lower, upper)) in a query over `tables`
+/// `'sum'` as dp_sum(value, ε, lower, upper), `'rows'` as the row count
+/// dp_sum(1.0, ε, lower, upper)) in a query over `tables`
 /// (its FROM list: protected tables and public ones), grouped or not, with
 /// the bounds in force for this session. For a GROUP BY on keys from the
 /// data, the smallest number of persons a group needs to be shown with
@@ -24,7 +25,8 @@ pgrx::extension_sql_file!(
 /// `dpnoise.selection_delta`; for a count without δ, which selects its
 /// groups by its own noise (`dpnoise.thresholded_counts`), at the count's
 /// ε and the selection's δ, "always" meaning with probability at least
-/// 1 − δ. With δ > 0 (and a mechanism, else `'auto'`),
+/// 1 − δ (a row count likewise, where its threshold shows as many groups,
+/// counting each person at one row). With δ > 0 (and a mechanism, else `'auto'`),
 /// the (ε, δ) release's: a Gaussian over k groups is calibrated to the L2
 /// sensitivity across them. Draws nothing and spends nothing. PARALLEL
 /// RESTRICTED: it reads the protected tables' settings as the gate does.
@@ -58,21 +60,27 @@ fn dp_query_accuracy(
     let grouped = grouped.unwrap_or_else(|| null_parameter("grouped"));
     let confidence = confidence.unwrap_or_else(|| null_parameter("confidence"));
     let delta = delta.unwrap_or_else(|| null_parameter("delta"));
+    // A row count written dp_sum(1.0, ε, lower, upper): each person adds
+    // at least 1 clamped to the bounds, which its own noise can select by.
+    let mut least = None;
     let shape = match aggregate {
         "count" => Shape::Count,
-        "sum" => {
+        "sum" | "rows" => {
             let (Some(lower), Some(upper)) = (lower, upper) else {
                 raise_sqlstate(
                     "22023",
-                    "dp_query_accuracy: 'sum' needs lower and upper, the bounds dp_sum clamps to".to_string(),
+                    format!("dp_query_accuracy: '{aggregate}' needs lower and upper, the bounds dp_sum clamps to"),
                     None,
                 )
             };
+            if aggregate == "rows" {
+                least = Some(1f64.clamp(lower.min(upper), upper.max(lower)));
+            }
             Shape::Sum(Bounds::new(lower, upper).or_raise())
         }
         other => raise_sqlstate(
             "22023",
-            format!("dp_query_accuracy: aggregate must be 'count' or 'sum', not '{other}'"),
+            format!("dp_query_accuracy: aggregate must be 'count', 'sum' or 'rows', not '{other}'"),
             Some("dp_aggregate_accuracy gives the error of dp_avg, dp_var and the quantiles for a group of n persons.".to_string()),
         ),
     };
@@ -124,46 +132,50 @@ fn dp_query_accuracy(
     });
     let accuracy = plan.accuracy(confidence);
     // With dpnoise.selection_delta = 0 keys from the data are refused: only listed keys.
-    let separate = if grouped && crate::gucs::selection_delta() > 0.0 {
-        let selection = PartitionSelection::new(
-            crate::gucs::selection_epsilon(),
-            crate::gucs::selection_delta(),
-            k as u32,
-        )
-        .or_raise();
-        let even =
-            (1..=selection.always_kept_from()).find(|&n| selection.keep_probability(n) >= 0.5);
-        Some((
-            even.unwrap_or(selection.always_kept_from()),
-            selection.always_kept_from(),
-        ))
-    } else {
-        None
+    let selection_delta = crate::gucs::selection_delta();
+    let separate = (grouped && selection_delta > 0.0).then(|| {
+        PartitionSelection::new(crate::gucs::selection_epsilon(), selection_delta, k as u32)
+            .or_raise()
+    });
+    // A count without δ (a row count 'rows' likewise) selects its groups
+    // by its own noise where that shows a group with even odds from no
+    // more persons (the gate's rule, `partitions::select_partitions`):
+    // "always" is then with probability at least 1 − dpnoise.selection_delta.
+    let each = match (shape, least) {
+        (Shape::Count, _) => Some(1),
+        (_, Some(v)) => plan
+            .calibration
+            .lattice
+            .round(v)
+            .ok()
+            .filter(|&s| s > 0)
+            .map(|s| s as u128),
+        _ => None,
     };
-    // A count without δ selects its groups by its own noise where that
-    // shows a group with even odds from no more persons (the gate's rule,
-    // `partitions::select_partitions`): "always" is then with probability
-    // at least 1 − dpnoise.selection_delta.
     let thresholded = separate
-        .filter(|_| shape == Shape::Count && crate::gucs::thresholded_counts())
-        .and_then(|(even, _)| {
-            dpnoise_core::threshold::CountThreshold::new(
+        .as_ref()
+        .filter(|_| delta == 0.0 && crate::gucs::thresholded_counts())
+        .zip(each)
+        .and_then(|(separate, each)| {
+            dpnoise_core::threshold::CountThreshold::if_better(
                 &plan,
                 k as u32,
-                crate::gucs::selection_delta(),
+                selection_delta,
+                separate,
+                each,
             )
-            .ok()
-            .filter(|t| t.count_kept_at(0.5) <= even)
+            .map(|t| (t, each))
         });
     let figure = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
     let (even, always) = match (thresholded, separate) {
-        (Some(t), _) => (
-            Some(figure(t.count_kept_at(0.5))),
-            Some(figure(
-                t.count_kept_at(1.0 - crate::gucs::selection_delta()),
-            )),
+        (Some((t, each)), _) => (
+            Some(figure(t.persons_kept_at(0.5, each))),
+            Some(figure(t.persons_kept_at(1.0 - selection_delta, each))),
         ),
-        (None, Some((even, always))) => (Some(figure(even)), Some(figure(always))),
+        (None, Some(s)) => (
+            Some(figure(s.even_odds())),
+            Some(figure(s.always_kept_from())),
+        ),
         (None, None) => (None, None),
     };
     TableIterator::once((

@@ -123,6 +123,7 @@ fn budget_arguments(name: &str, nargs: usize, first: usize) -> Vec<usize> {
         "dp_count" => vec![0],
         "dp_partition_selected" => vec![0, 1],
         "dp_count_selected" => vec![0, 2],
+        "dp_sum_selected" => vec![0, 5],
         "dp_sum" if nargs >= 5 => vec![1, 4],
         _ => vec![1],
     }

@@ -21,9 +21,11 @@ pub(super) struct Protected {
     /// dpnoise.protected and dpnoise.allowed_functions.
     pub(super) own: [pg_sys::Oid; 2],
     /// dp_partition_selected(float8, float8), dp_count_selected(float8,
-    /// text, float8), dp_share(float8, int4).
+    /// text, float8), dp_sum_selected(float8, float8, float8, text, text,
+    /// float8), dp_share(float8, int4).
     pub(super) selection: pg_sys::Oid,
     pub(super) count_selection: pg_sys::Oid,
+    pub(super) sum_selection: pg_sys::Oid,
     pub(super) share: pg_sys::Oid,
     /// The seed of the per-person choice of groups (`per_person`): derived
     /// from the release key, so that the choice is the server's own and
@@ -242,6 +244,7 @@ fn load() -> Option<std::rc::Rc<Protected>> {
             };
             let selection = function("dp_partition_selected", 2)?;
             let count_selection = function("dp_count_selected", 3)?;
+            let sum_selection = function("dp_sum_selected", 6)?;
             let share = function("dp_share", 2)?;
             let key = client
                 .select(KEY_QUERY, Some(1), &[])?
@@ -267,6 +270,7 @@ fn load() -> Option<std::rc::Rc<Protected>> {
                 own: [protected_table, allowed_table],
                 selection,
                 count_selection,
+                sum_selection,
                 share,
                 seed,
                 windows,

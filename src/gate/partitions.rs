@@ -17,21 +17,23 @@ use pgrx::pg_sys;
 /// mechanism, selection δ)`, `dpnoise_core::threshold`): the count then
 /// spends the whole ε and selection only δ, and at least as many groups
 /// are shown. A count of a tiny ε keeps the separate selection, which
-/// shows its groups at the selection's ε.
+/// shows its groups at the selection's ε. A row count written as a float8
+/// dp_sum of a positive constant (`dp_sum(1.0, ε, 0, U)`) is thresholded
+/// the same way (`dp_sum_selected`) where, each person counted at their
+/// least contribution, it shows as many groups.
 ///
 /// # Safety
 /// `query` is a live Query with a GROUP BY, before planning.
 pub(super) unsafe fn select_partitions(
     query: *mut pg_sys::Query,
-    selection: pg_sys::Oid,
-    count_selection: pg_sys::Oid,
+    protected: &super::catalog::Protected,
     groups: u32,
 ) -> Checked {
     let (epsilon, delta) = (
         crate::gucs::selection_epsilon(),
         crate::gucs::selection_delta(),
     );
-    if delta <= 0.0 || selection == pg_sys::InvalidOid {
+    if delta <= 0.0 || protected.selection == pg_sys::InvalidOid {
         return Err(refuse(
             "group keys from protected data need private partition selection, which needs dpnoise.selection_delta > 0",
             "SET dpnoise.selection_delta to a small positive number (such as 1e-6).",
@@ -51,18 +53,23 @@ pub(super) unsafe fn select_partitions(
             )
             .cast()
         };
-        if let Some((count_epsilon, mechanism)) = thresholded_count(query).filter(|(e, m)| {
-            count_selection != pg_sys::InvalidOid
-                && crate::gucs::thresholded_counts()
-                && threshold_shows_more(*e, *m, groups, epsilon, delta)
-        }) {
-            let args = [
-                (count_epsilon, pg_sys::FLOAT8OID),
-                (mechanism, pg_sys::TEXTOID),
-                (constant(delta), pg_sys::FLOAT8OID),
-            ];
-            let selected = aggregate(count_selection, pg_sys::BOOLOID, &args);
-            // Its mechanism is text (compared with nothing, but typed so).
+        let chosen = if crate::gucs::thresholded_counts() {
+            thresholded(query).filter(|t| {
+                t.selection(protected) != pg_sys::InvalidOid && t.shows_more(groups, epsilon, delta)
+            })
+        } else {
+            None
+        };
+        if let Some(release) = chosen {
+            let mut args: Vec<(*mut pg_sys::Node, pg_sys::Oid)> = release
+                .parameters
+                .iter()
+                .zip(release.types())
+                .map(|(&n, &t)| (n, t))
+                .collect();
+            args.push((constant(delta), pg_sys::FLOAT8OID));
+            let selected = aggregate(release.selection(protected), pg_sys::BOOLOID, &args);
+            // Its texts are compared with nothing, but typed so.
             (*selected).inputcollid = pg_sys::DEFAULT_COLLATION_OID;
             and_having(query, selected.cast());
             return Ok(());
@@ -71,25 +78,128 @@ pub(super) unsafe fn select_partitions(
             (constant(epsilon), pg_sys::FLOAT8OID),
             (constant(delta), pg_sys::FLOAT8OID),
         ];
-        and_having(query, aggregate(selection, pg_sys::BOOLOID, &args).cast());
+        and_having(
+            query,
+            aggregate(protected.selection, pg_sys::BOOLOID, &args).cast(),
+        );
     }
     Ok(())
 }
 
-/// The first dp_count of the level's output that takes no δ (dp_count(ε),
-/// dp_count(value, ε), dp_count(ε, mechanism)), without DISTINCT or ORDER
-/// BY: copies of its ε and mechanism expressions (the mechanism written as
-/// 'laplace' where the call names none). Its final function runs before
-/// the level's HAVING in each group (`selection::count_released`).
+/// A release of the level whose own noise can select its groups.
+struct Thresholded {
+    /// None: a dp_count. Some(v): a float8 dp_sum, each person adding at
+    /// least v > 0 to each of their groups (its constant value, clamped).
+    per_person: Option<f64>,
+    /// Copies of its parameters as the selection takes them: (ε, mechanism)
+    /// for a count, (ε, lower, upper, mechanism, loss) for a sum.
+    parameters: Vec<*mut pg_sys::Node>,
+}
+
+impl Thresholded {
+    fn types(&self) -> &'static [pg_sys::Oid] {
+        const F: pg_sys::Oid = pg_sys::FLOAT8OID;
+        const T: pg_sys::Oid = pg_sys::TEXTOID;
+        match self.per_person {
+            None => &[F, T],
+            Some(_) => &[F, F, F, T, T],
+        }
+    }
+
+    /// dp_count_selected or dp_sum_selected.
+    fn selection(&self, protected: &super::catalog::Protected) -> pg_sys::Oid {
+        match self.per_person {
+            None => protected.count_selection,
+            Some(_) => protected.sum_selection,
+        }
+    }
+
+    /// Whether this release, thresholded at `delta` over `groups` groups,
+    /// shows a group with even odds from no more persons than the
+    /// separate selection at (`epsilon`, `delta`) does (a sum: each person
+    /// adding their least value). Public parameters only; false where
+    /// either cannot be planned or a parameter is not a constant.
+    ///
+    /// # Safety
+    /// The parameters are live expressions.
+    unsafe fn shows_more(&self, groups: u32, epsilon: f64, delta: f64) -> bool {
+        // SAFETY: the caller's contract; the casts follow the types.
+        unsafe {
+            let mut values = Vec::new();
+            for &p in &self.parameters {
+                let Some(v) = folded(p) else {
+                    return false;
+                };
+                values.push(v);
+            }
+            let float = |i: usize| f64::from_bits(values[i].value() as u64);
+            let text = |i: usize| pgrx::text_to_rust_str_unchecked(values[i].cast_mut_ptr());
+            let (shape, mechanism, loss) = match self.per_person {
+                None => (dpnoise_core::Shape::Count, text(1), "l2"),
+                Some(_) => {
+                    let Ok(bounds) = dpnoise_core::Bounds::new(float(1), float(2)) else {
+                        return false;
+                    };
+                    (dpnoise_core::Shape::Sum(bounds), text(3), text(4))
+                }
+            };
+            let (Ok(choice), Ok(loss), Ok(e)) = (
+                dpnoise_core::Choice::parse(mechanism),
+                dpnoise_core::Loss::parse(loss),
+                dpnoise_core::Epsilon::new(float(0)),
+            ) else {
+                return false;
+            };
+            let request = dpnoise_core::Request {
+                choice,
+                epsilon: e,
+                delta: dpnoise_core::Delta::ZERO,
+                loss: if self.per_person.is_none() {
+                    dpnoise_core::Loss::Variance
+                } else {
+                    loss
+                },
+                shape,
+                groups,
+            };
+            let (Ok(plan), Ok(separate)) = (
+                request.plan(),
+                dpnoise_core::selection::PartitionSelection::new(epsilon, delta, groups),
+            ) else {
+                return false;
+            };
+            let each = match self.per_person {
+                None => 1,
+                Some(v) => match plan.calibration.lattice.round(v) {
+                    Ok(each) if each > 0 => each as u128,
+                    _ => return false,
+                },
+            };
+            dpnoise_core::threshold::CountThreshold::if_better(
+                &plan, groups, delta, &separate, each,
+            )
+            .is_some()
+        }
+    }
+}
+
+/// The first release of the level's output that can select its groups by
+/// its own noise (its final function runs before the level's HAVING in
+/// each group: `release::note_released`), without DISTINCT or ORDER BY: a
+/// dp_count that takes no δ (dp_count(ε), dp_count(value, ε), dp_count(ε,
+/// mechanism)), else a float8 dp_sum of a constant value whose least
+/// per-person contribution (the value clamped to its bounds) is positive
+/// and whose δ, if written, is 0 (a row count written dp_sum(1.0, ε, 0, U)).
+/// Defaults are written out: 'laplace' for a count, 'auto' and 'l2' for a
+/// sum.
 ///
 /// # Safety
 /// `query` is a live Query before planning; copies are palloc'd in the
 /// current memory context.
-unsafe fn thresholded_count(
-    query: *mut pg_sys::Query,
-) -> Option<(*mut pg_sys::Node, *mut pg_sys::Node)> {
+unsafe fn thresholded(query: *mut pg_sys::Query) -> Option<Thresholded> {
     // SAFETY: the caller's contract.
     unsafe {
+        let mut sum = None;
         for entry in crate::pg_list::list_items::<pg_sys::TargetEntry>((*query).targetList) {
             let expr = (*entry).expr;
             if (*entry).resjunk || (*expr).type_ != pg_sys::NodeTag::T_Aggref {
@@ -99,83 +209,63 @@ unsafe fn thresholded_count(
             let Some(function) = crate::functions::releasing((*aggref).aggfnoid) else {
                 continue;
             };
-            if function.name != "dp_count"
-                || !(*aggref).aggdistinct.is_null()
-                || !(*aggref).aggorder.is_null()
-            {
+            if !(*aggref).aggdistinct.is_null() || !(*aggref).aggorder.is_null() {
                 continue;
             }
             let types = aggregate_types(aggref);
-            let first = function.first_parameter(&types);
             let args: Vec<*mut pg_sys::Node> =
                 crate::pg_list::list_items::<pg_sys::TargetEntry>((*aggref).args)
                     .into_iter()
                     .map(|e| (*e).expr.cast())
                     .collect();
             let copy = |n: *mut pg_sys::Node| pg_sys::copyObjectImpl(n.cast()).cast();
-            let mechanism = match types.len() - first {
-                1 => text_constant("laplace"),
-                2 if types[first + 1] == pg_sys::TEXTOID => copy(args[first + 1]),
-                _ => continue,
-            };
-            return Some((copy(args[first]), mechanism));
+            match function.name {
+                "dp_count" => {
+                    let first = function.first_parameter(&types);
+                    let mechanism = match types.len() - first {
+                        1 => text_constant("laplace"),
+                        2 if types[first + 1] == pg_sys::TEXTOID => copy(args[first + 1]),
+                        _ => continue,
+                    };
+                    return Some(Thresholded {
+                        per_person: None,
+                        parameters: vec![copy(args[first]), mechanism],
+                    });
+                }
+                "dp_sum" if sum.is_none() && types.first() == Some(&pg_sys::FLOAT8OID) => {
+                    let float =
+                        |n: *mut pg_sys::Node| folded(n).map(|v| f64::from_bits(v.value() as u64));
+                    let (Some(value), Some(lower), Some(upper)) =
+                        (float(args[0]), float(args[2]), float(args[3]))
+                    else {
+                        continue;
+                    };
+                    let least = value.clamp(lower.min(upper), upper.max(lower));
+                    let zero_delta = args
+                        .get(4)
+                        .is_none_or(|&d| float(d).is_some_and(|d| d.to_bits() == 0));
+                    if !(least.is_finite() && least > 0.0 && zero_delta) {
+                        continue;
+                    }
+                    let text = |at: usize, default: &str| {
+                        args.get(at)
+                            .map_or_else(|| text_constant(default), |&a| copy(a))
+                    };
+                    sum = Some(Thresholded {
+                        per_person: Some(least),
+                        parameters: vec![
+                            copy(args[1]),
+                            copy(args[2]),
+                            copy(args[3]),
+                            text(5, "auto"),
+                            text(6, "l2"),
+                        ],
+                    });
+                }
+                _ => {}
+            }
         }
-        None
-    }
-}
-
-/// Whether the count of (ε, mechanism), both constants, thresholded at
-/// `delta` over `groups` groups, shows a group with even odds from no more
-/// persons than the separate selection at (`epsilon`, `delta`) does. Public
-/// parameters only; false where either cannot be planned.
-///
-/// # Safety
-/// `count_epsilon` and `mechanism` are live expressions.
-unsafe fn threshold_shows_more(
-    count_epsilon: *mut pg_sys::Node,
-    mechanism: *mut pg_sys::Node,
-    groups: u32,
-    epsilon: f64,
-    delta: f64,
-) -> bool {
-    // SAFETY: the caller's contract; the casts follow the tags.
-    unsafe {
-        let (Some(e), Some(m)) = (folded(count_epsilon), folded(mechanism)) else {
-            return false;
-        };
-        let count_epsilon = f64::from_bits(e.value() as u64);
-        let name = pgrx::text_to_rust_str_unchecked(m.cast_mut_ptr());
-        let Ok(choice) = dpnoise_core::Choice::parse(name) else {
-            return false;
-        };
-        let (Ok(e), Ok(d)) = (
-            dpnoise_core::Epsilon::new(count_epsilon),
-            dpnoise_core::Delta::new(0.0),
-        ) else {
-            return false;
-        };
-        let request = dpnoise_core::Request {
-            choice,
-            epsilon: e,
-            delta: d,
-            loss: dpnoise_core::Loss::Variance,
-            shape: dpnoise_core::Shape::Count,
-            groups,
-        };
-        let (Ok(plan), Ok(separate)) = (
-            request.plan(),
-            dpnoise_core::selection::PartitionSelection::new(epsilon, delta, groups),
-        ) else {
-            return false;
-        };
-        let Ok(threshold) = dpnoise_core::threshold::CountThreshold::new(&plan, groups, delta)
-        else {
-            return false;
-        };
-        let even = (1..=separate.always_kept_from())
-            .find(|&n| separate.keep_probability(n) >= 0.5)
-            .unwrap_or(separate.always_kept_from());
-        threshold.count_kept_at(0.5) <= even
+        sum
     }
 }
 

@@ -165,12 +165,7 @@ pub(super) unsafe fn check(
         }
         if grouped {
             super::keys::canonical(query, &walk.protected.forms)?;
-            super::select_partitions(
-                query,
-                walk.protected.selection,
-                walk.protected.count_selection,
-                1,
-            )?;
+            super::select_partitions(query, &walk.protected, 1)?;
         }
         Ok(false)
     }

@@ -245,6 +245,10 @@ def analysts(coord, workers, ports):
         ("SELECT dp_count(1.0) FROM staff", 1.0, lambda rows: abs(rows[0][0] - ROWS) <= 30),
         ("SELECT region, dp_count(1.0), dp_sum(salary, 1.0, 0, 100000) FROM staff GROUP BY region", 2.5,
          lambda rows: len(rows) == 4 and all(abs(r[1] - ROWS / 4) <= 30 for r in rows)),
+        # A row count written as a sum: on Citus the separate selection stays
+        # (its dp_sum_selected becomes the merge's), epsilon 1 + 0.5.
+        ("SELECT region, dp_sum(1.0, 1.0, 0, 1) FROM staff GROUP BY region", 1.5,
+         lambda rows: len(rows) == 4 and all(abs(r[1] - ROWS / 4) <= 30 for r in rows)),
         # Each person visits all 7 sites; k = 3 keeps 3 of them: 3000 in all
         # (7000 unbounded), each count's noise at epsilon 1/3.
         ("SELECT site, dp_count(1.0), dp_avg(minutes, 1.0, 0, 60) FROM visits GROUP BY site", 2.5,

@@ -368,6 +368,16 @@ def main(port):
     r2 = rows(an, aq)
     check("analyst: the same statement twice gives identical answers", r1 == r2, f"{r1} / {r2}")
     check("analyst: charged once", mid > charged and spent("rep_analyst") == mid, f"{charged} {mid} {spent('rep_analyst')}")
+    # A row count written dp_sum(1.0, ...) selects its groups by its own
+    # noise (dp_sum_selected): repeated, the same groups and values, free.
+    rq = "SELECT region, dp_sum(1.0, 1.0, 0, 1) AS n FROM people GROUP BY region"
+    charged = spent("rep_analyst")
+    r1 = rows(an, rq)
+    mid = spent("rep_analyst")
+    r2 = rows(an, rq)
+    check("analyst: a thresholded row count twice gives identical answers", r1 == r2 and len(r1) == 2, f"{r1} / {r2}")
+    check("analyst: a thresholded row count is charged once", mid > charged and spent("rep_analyst") == mid,
+          f"{charged} {mid} {spent('rep_analyst')}")
     # The difference attack as an analyst: one person added between two releases.
     exact = []
     sq = "SELECT dp_sum(income, 0.5, 0, 50000) FROM people"

@@ -120,6 +120,14 @@ impl PartitionSelection {
         self.table.len() as u64
     }
 
+    /// The smallest number of persons whose group is kept with
+    /// probability at least 1/2.
+    pub fn even_odds(&self) -> u64 {
+        (1..=self.always_kept_from())
+            .find(|&n| self.keep_probability(n) >= 0.5)
+            .unwrap_or(self.always_kept_from())
+    }
+
     /// Draws whether a group of `persons` persons is kept: a Bernoulli of
     /// the exact dyadic π(n).
     pub fn keep<E: Entropy>(&self, rng: &mut E, persons: u64) -> bool {

@@ -1,4 +1,5 @@
-//! Thresholded counts: one noise for partition selection and the count.
+//! Thresholded counts and sums: one noise for partition selection and the
+//! released value.
 //!
 //! A group whose key comes from the data is shown when its noisy count
 //! c + N reaches a threshold τ, and the count shown is that same c + N
@@ -25,9 +26,16 @@
 //! so that the lone person's group is shown with probability exactly up to
 //! δ/k, not up to one lattice step less (a randomized threshold; the coin
 //! is a post-processing of c + N, so groups of both tables stay pure ε/k).
+//!
+//! A sum (a row count written `dp_sum(1.0, ε, 0, U)`, for one) is
+//! thresholded the same way on its lattice: one person moves it by at most
+//! D steps (the plan's sensitivity in steps, the larger rounded bound), so
+//! the group the person alone makes holds at most D steps, and τ is D
+//! above the least m with P(N ≥ m) ≤ δ/k. A lone value v < D is shown with
+//! P(N ≥ τ − v) + q·P(N = τ − 1 − v), which falls as τ − v grows: at most
+//! δ/k. With D = 1 this is the count's rule.
 
 use crate::accuracy::{Law, StepLaw};
-use crate::calibration::Calibration;
 use crate::entropy::Entropy;
 use crate::noise::LatticeNoise;
 use crate::plan::Plan;
@@ -37,27 +45,27 @@ use crate::Error;
 /// The relative margin a computed tail is rounded up by.
 const TAIL_MARGIN: f64 = 1e-9;
 
-/// The threshold of one thresholded count.
+/// The threshold of one thresholded count or sum, in its lattice steps.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct CountThreshold {
     law: StepLaw,
-    /// τ: a noisy count is shown from here.
-    threshold: i64,
-    /// The probability that a noisy count of τ − 1 is shown.
+    /// τ: a noisy value of this many steps or more is shown.
+    threshold: i128,
+    /// The probability that a noisy value of τ − 1 steps is shown.
     below: f64,
 }
 
 impl CountThreshold {
-    /// The threshold for a count released with `plan` (a pure noise on the
-    /// unit lattice: its per-group share when the count is spread over
+    /// The threshold for a count or sum released with `plan` (a pure noise
+    /// on its lattice: its per-group share when the release is spread over
     /// `groups` groups), shown at `delta` for the k groups together.
     pub fn new(plan: &Plan, groups: u32, delta: f64) -> Result<CountThreshold, Error> {
         let law = match plan.noise.law() {
-            Law::Step(law) if plan.calibration == Calibration::COUNT => law,
+            Law::Step(law) => law,
             _ => {
                 return Err(Error::invalid(
                     "mechanism",
-                    "a pure mechanism of a count (laplace, staircase or auto without delta) to threshold",
+                    "a pure mechanism (laplace, staircase or auto without delta) to threshold",
                     plan.mechanism.name(),
                 ))
             }
@@ -94,7 +102,7 @@ impl CountThreshold {
                 lo = mid;
             }
         }
-        // δ/k − P(N ≥ τ − 1) is spent on τ − 1 (N = τ − 2 for the lone person).
+        // δ/k − P(N ≥ m) is spent on τ − 1 (N = m − 1 for the lone person at D).
         let spent = law.tail(hi) * (1.0 + TAIL_MARGIN);
         let at = law.pmf(hi - 1) * (1.0 + TAIL_MARGIN);
         let below = if at > 0.0 {
@@ -102,37 +110,70 @@ impl CountThreshold {
         } else {
             0.0
         };
+        let lone = plan.calibration.steps.min(1 << 100) as i128;
         Ok(CountThreshold {
             law,
-            threshold: (hi + 1) as i64,
+            threshold: hi + lone,
             below,
         })
     }
 
-    /// The probability that a noisy count of exactly τ − 1 is shown.
+    /// The probability that a noisy value of exactly τ − 1 steps is shown.
     pub fn below(&self) -> f64 {
         self.below
     }
 
-    /// τ: the smallest noisy count shown.
+    /// τ: the smallest noisy count shown (for a sum: in lattice steps).
     pub fn threshold(&self) -> i64 {
         self.threshold
+            .clamp(i128::from(i64::MIN), i128::from(i64::MAX)) as i64
     }
 
     /// Whether a released noisy count is shown: from τ, and τ − 1 with
     /// probability `below` (an exact Bernoulli of that dyadic number).
     pub fn shown<E: Entropy>(&self, rng: &mut E, noisy: i64) -> bool {
+        self.shown_steps(rng, i128::from(noisy))
+    }
+
+    /// `shown` for a noisy value of `noisy` lattice steps (a sum's).
+    pub fn shown_steps<E: Entropy>(&self, rng: &mut E, noisy: i128) -> bool {
         noisy >= self.threshold
             || (noisy == self.threshold - 1 && bernoulli_dyadic(rng, self.below))
     }
 
-    /// P(shown) for a true count of `count`.
+    /// P(shown) for a true count (a sum: lattice steps) of `count`.
     pub fn keep_probability(&self, count: u64) -> f64 {
-        let gap = i128::from(self.threshold) - count.min(i64::MAX as u64) as i128;
+        let gap = self.threshold - count.min(i64::MAX as u64) as i128;
         self.law.tail(gap) + self.below * self.law.pmf(gap - 1)
     }
 
-    /// The smallest true count shown with probability at least `p`.
+    /// The smallest number of persons, each adding `each` lattice steps
+    /// (1 for a count), whose group is shown with probability at least `p`.
+    pub fn persons_kept_at(&self, p: f64, each: u128) -> u64 {
+        let steps = u128::from(self.count_kept_at(p));
+        steps.div_ceil(each.max(1)).min(u128::from(u64::MAX)) as u64
+    }
+
+    /// The threshold of `plan` over `groups` groups at `delta`, where it
+    /// shows a group with even odds from no more persons, each adding at
+    /// least `each` steps, than `separate` (the separate selection at the
+    /// same δ) does: then one noise serves both and at least as many groups
+    /// are shown. None where the separate selection shows more, or `plan`
+    /// cannot be thresholded. Public parameters only.
+    pub fn if_better(
+        plan: &Plan,
+        groups: u32,
+        delta: f64,
+        separate: &crate::selection::PartitionSelection,
+        each: u128,
+    ) -> Option<CountThreshold> {
+        CountThreshold::new(plan, groups, delta)
+            .ok()
+            .filter(|t| t.persons_kept_at(0.5, each) <= separate.even_odds())
+    }
+
+    /// The smallest true count (a sum: lattice steps) shown with
+    /// probability at least `p`.
     pub fn count_kept_at(&self, p: f64) -> u64 {
         let (mut lo, mut hi) = (0u64, 1u64);
         while self.keep_probability(hi) < p {
@@ -260,6 +301,64 @@ mod tests {
         }
     }
 
+    /// A sum: the lone person's group holds any value up to D steps (its
+    /// larger rounded bound), and is shown within δ/k whatever that value
+    /// (exactly δ/k at D); groups of both tables, whose values differ by
+    /// up to D steps, cost nothing beyond ε/k. One step lower fails.
+    #[test]
+    fn a_sum_threshold_covers_every_lone_value_and_one_less_does_not() {
+        use crate::params::IntegerBounds;
+        for mechanism in [Mechanism::Laplace, Mechanism::Staircase] {
+            for (lower, upper, epsilon, groups, delta) in [
+                (0i64, 3i64, 1.0, 1, 1e-5),
+                (-2, 3, 0.5, 2, 1e-3),
+                (0, 1, 2.0, 1, 1e-4),
+                (1, 4, 1.0, 3, 1e-5),
+            ] {
+                let plan = Plan::shared(
+                    Choice::Fixed(mechanism),
+                    Epsilon::new(epsilon).unwrap(),
+                    Delta::ZERO,
+                    Loss::Variance,
+                    Shape::SumInteger(IntegerBounds::new(lower, upper).unwrap()),
+                    groups,
+                )
+                .unwrap();
+                assert_eq!(plan.calibration.lattice.k, 0, "an integer lattice");
+                let d = plan.calibration.steps as i64;
+                assert_eq!(d, lower.abs().max(upper.abs()));
+                let t = CountThreshold::new(&plan, groups, delta).unwrap();
+                let law = law(&plan);
+                let per_group = delta / f64::from(groups);
+                let eps_g = crate::rational::share(epsilon, groups) * (1.0 + 1e-9);
+                let rule = (t.threshold(), t.below());
+                for v in lower..=upper {
+                    let alone = hockey_stick(&law, rule, eps_g, Some(v), None);
+                    assert!(
+                        alone <= per_group,
+                        "{mechanism:?} lone {v}: {alone} > {per_group}"
+                    );
+                    if v == d {
+                        assert!(alone >= per_group * (1.0 - 1e-6), "{mechanism:?}: {alone}");
+                    }
+                }
+                let tau = rule.0;
+                for c in (tau - 2 * d - 2)..(tau + 3) {
+                    for step in 1..=d {
+                        for (a, b) in [(c + step, c), (c, c + step)] {
+                            let x = hockey_stick(&law, rule, eps_g, Some(a), Some(b));
+                            assert!(x <= 1e-12, "{mechanism:?} {a} {b}: {x}");
+                        }
+                    }
+                }
+                for wrong in [(tau, 1.0), (tau - 1, t.below())] {
+                    let alone = hockey_stick(&law, wrong, eps_g, Some(d), None);
+                    assert!(alone > per_group, "{mechanism:?} {wrong:?} should fail");
+                }
+            }
+        }
+    }
+
     #[test]
     fn closed_form_tail_matches_the_pmf() {
         for mechanism in [Mechanism::Laplace, Mechanism::Staircase] {
@@ -344,55 +443,60 @@ mod audit_tests {
         // n = 400 000 draws the audit's margin (5 standard errors of a
         // probability near 0.02) is about 0.0016; τ − 1 shows the singleton
         // with probability e·0.02 ≈ 0.05, far beyond it.
+        // A sum of values in [0, 3] (a row count of up to 3 rows a person)
+        // likewise, its lone person at the largest value.
         let (epsilon, delta) = (1.0, 0.02);
-        let plan = Plan::shared(
-            Choice::Fixed(Mechanism::Laplace),
-            Epsilon::new(epsilon).unwrap(),
-            Delta::ZERO,
-            Loss::Variance,
-            Shape::Count,
-            1,
-        )
-        .unwrap();
-        let rule = CountThreshold::new(&plan, 1, delta).unwrap();
-        let tau = rule.threshold();
-        let n = 400_000;
-        // One lower: τ − 1 always shown (the rule's own q is below 1).
-        let lower = CountThreshold {
-            threshold: tau - 1,
-            ..rule
-        };
-        for (r, should_pass) in [(&rule, true), (&lower, false)] {
-            let t = r.threshold();
-            let (mut r1, mut r2) = (rng(1), rng(2));
-            let report = delta_audit(
-                n,
+        let sum = Shape::SumInteger(crate::params::IntegerBounds::new(0, 3).unwrap());
+        for (shape, lone) in [(Shape::Count, 1i64), (sum, 3)] {
+            let plan = Plan::shared(
+                Choice::Fixed(Mechanism::Laplace),
+                Epsilon::new(epsilon).unwrap(),
+                Delta::ZERO,
+                Loss::Variance,
+                shape,
                 1,
-                epsilon,
-                5.0,
-                || output(&plan, r, &mut r1, Some(1)),
-                || output(&plan, r, &mut r2, None),
-            );
-            assert_eq!(
-                report.within(delta),
-                should_pass,
-                "threshold {t} (τ = {tau}): {report:?}"
-            );
-        }
-        // Neighbouring counts around τ, both orders: pure ε (δ = 0 beyond
-        // the sampling margin).
-        for c in [tau - 2, tau, tau + 3] {
-            for (a, b) in [(c + 1, c), (c, c + 1)] {
-                let (mut r1, mut r2) = (rng(a as u64 * 7 + 3), rng(b as u64 * 7 + 5));
+            )
+            .unwrap();
+            let rule = CountThreshold::new(&plan, 1, delta).unwrap();
+            let tau = rule.threshold();
+            let n = 400_000;
+            // One lower: τ − 1 always shown (the rule's own q is below 1).
+            let lower = CountThreshold {
+                threshold: i128::from(tau) - 1,
+                ..rule
+            };
+            for (r, should_pass) in [(&rule, true), (&lower, false)] {
+                let t = r.threshold();
+                let (mut r1, mut r2) = (rng(1), rng(2));
                 let report = delta_audit(
                     n,
                     1,
                     epsilon,
                     5.0,
-                    || output(&plan, &rule, &mut r1, Some(a)),
-                    || output(&plan, &rule, &mut r2, Some(b)),
+                    || output(&plan, r, &mut r1, Some(lone)),
+                    || output(&plan, r, &mut r2, None),
                 );
-                assert!(report.within(0.0), "{a} against {b}: {report:?}");
+                assert_eq!(
+                    report.within(delta),
+                    should_pass,
+                    "threshold {t} (τ = {tau}): {report:?}"
+                );
+            }
+            // Neighbouring counts around τ, both orders: pure ε (δ = 0 beyond
+            // the sampling margin).
+            for c in [tau - 2, tau, tau + 3] {
+                for (a, b) in [(c + lone, c), (c, c + lone)] {
+                    let (mut r1, mut r2) = (rng(a as u64 * 7 + 3), rng(b as u64 * 7 + 5));
+                    let report = delta_audit(
+                        n,
+                        1,
+                        epsilon,
+                        5.0,
+                        || output(&plan, &rule, &mut r1, Some(a)),
+                        || output(&plan, &rule, &mut r2, Some(b)),
+                    );
+                    assert!(report.within(0.0), "{a} against {b}: {report:?}");
+                }
             }
         }
     }

@@ -109,3 +109,68 @@ SELECT outcome('SELECT dp_count_selected(1.0, ''laplace'', 1e-6) FROM th_visits'
 SELECT count(*) - :charges AS new_charges FROM dpnoise.ledger;
 SELECT count(*) > 0 AS shown, bool_and(c >= :tau - 1) AS all_at_least_tau
 FROM (SELECT site, dp_count(1.0) AS c FROM th_visits GROUP BY site HAVING dp_count_selected(1.0, 'laplace', 1e-6)) s;
+-- 6. Row counts written dp_sum(1.0, epsilon, 0, U) (issue 45): a person
+-- adds at least 1 and at most U to each group, so the sum's own noise can
+-- select as the count's does, its threshold U above the count's rule on
+-- the sum's lattice. The gate does so where, each person counted at one
+-- row, that shows as many groups: at U = 1 (dp_query_accuracy's 'rows'
+-- gives the figures, as for a count), not at U = 3 on th_rows (two
+-- groups a person), which keeps the separate selection.
+SELECT selection_even_odds AS rows_tau, selection_always_kept FROM dp_query_accuracy('rows', 1.0, ARRAY['th_visits'], 0, 1);
+SELECT selection_even_odds AS rows_tau FROM dp_query_accuracy('rows', 1.0, ARRAY['th_visits'], 0, 1) \gset
+SELECT selection_even_odds, selection_always_kept FROM dp_query_accuracy('rows', 1.0, ARRAY['th_rows'], 0, 3);
+SELECT selection_even_odds, selection_always_kept FROM dp_query_accuracy('sum', 1.0, ARRAY['th_visits'], 0, 1);
+\c - dp_th_analyst
+\set VERBOSITY terse
+-- Pays epsilon 1 and the selection delta only; every value shown, under a
+-- hashed and a sorted plan, is at least rows_tau - 1.
+SELECT count(*) > 0 AS shown FROM (SELECT site, dp_sum(1.0, 1.0, 0, 1) FROM th_visits GROUP BY site) s;
+SELECT * FROM th_spent();
+CREATE TEMP TABLE th_rows_seen (plan text, site text, n float8);
+SET enable_hashagg = on; SET enable_sort = off;
+DO $$ BEGIN FOR i IN 1 .. 20 LOOP
+    INSERT INTO th_rows_seen SELECT 'hashed', site, c FROM (SELECT site, dp_sum(1.0, 1.0, 0, 1) AS c FROM th_visits GROUP BY site) s;
+END LOOP; END $$;
+SET enable_hashagg = off; SET enable_sort = on;
+DO $$ BEGIN FOR i IN 1 .. 20 LOOP
+    INSERT INTO th_rows_seen SELECT 'sorted', site, c FROM (SELECT site, dp_sum(1.0, 1.0, 0, 1, 0, 'laplace') AS c FROM th_visits GROUP BY site) s;
+END LOOP; END $$;
+RESET enable_hashagg; RESET enable_sort;
+SELECT plan, bool_and(n >= :rows_tau - 1) AS all_at_least_tau, count(*) FILTER (WHERE site = 'big') AS big_shown
+FROM th_rows_seen GROUP BY plan ORDER BY plan;
+-- Several rows per person: at U = 1 thresholded (epsilon 1 and delta 1e-6
+-- over both groups, with the run time's), at U = 3 the separate selection
+-- (its epsilon 0.5 too); the release must be a column of the level, not
+-- inside an expression (dp_sum(...) > 0 keeps the separate selection);
+-- a sum of a column, or with delta, keeps the separate selection.
+SELECT count(*) AS shown FROM (SELECT site, dp_sum(1.0, 1.0, 0, 1) FROM th_rows GROUP BY site) s;
+SELECT * FROM th_spent();
+SELECT count(*) AS shown FROM (SELECT site, dp_sum(1.0, 1.0, 0, 3) FROM th_rows GROUP BY site) s;
+SELECT * FROM th_spent();
+SELECT count(*) > 0 AS shown FROM (SELECT site, dp_sum(person_id, 1.0, 0, 1) FROM th_visits GROUP BY site) s;
+SELECT * FROM th_spent();
+SELECT count(*) > 0 AS shown FROM (SELECT site, dp_sum(1.0, 1.0, 0, 1, 1e-6) FROM th_visits GROUP BY site) s;
+SELECT * FROM th_spent();
+SELECT site, dp_sum(1.0, 1.0, 0, 1) > 0 AS shown FROM th_rows GROUP BY site ORDER BY site;
+SELECT * FROM th_spent();
+-- Off, the separate selection at epsilon 5 shows noisy row counts below
+-- rows_tau - 1: the check above fails without the thresholded sum.
+\c - postgres
+ALTER ROLE dp_th_analyst SET dpnoise.thresholded_counts = off;
+\c - dp_th_analyst
+SET dpnoise.selection_epsilon = 5;
+CREATE TEMP TABLE th_rows_off (n float8);
+DO $$ BEGIN FOR i IN 1 .. 20 LOOP
+    INSERT INTO th_rows_off SELECT c FROM (SELECT site, dp_sum(1.0, 1.0, 0, 1) AS c FROM th_visits GROUP BY site) s;
+END LOOP; END $$;
+SELECT bool_and(n >= :rows_tau - 1) AS all_at_least_tau FROM th_rows_off;
+\c - postgres
+ALTER ROLE dp_th_analyst RESET dpnoise.thresholded_counts;
+-- A curator's dp_sum_selected without its sum (or beside a sum of other
+-- bounds) is refused before any charge; beside its sum it selects.
+SELECT count(*) AS charges FROM dpnoise.ledger \gset
+SELECT outcome('SELECT dp_sum_selected(1.0, 0, 1, ''auto'', ''l2'', 1e-6) FROM th_visits');
+SELECT outcome('SELECT site, dp_sum(1.0, 1.0, 0, 2) FROM th_visits GROUP BY site HAVING dp_sum_selected(1.0, 0, 1, ''auto'', ''l2'', 1e-6)');
+SELECT count(*) - :charges AS new_charges FROM dpnoise.ledger;
+SELECT count(*) > 0 AS shown, bool_and(c >= :rows_tau - 1) AS all_at_least_tau
+FROM (SELECT site, dp_sum(1.0, 1.0, 0, 1) AS c FROM th_visits GROUP BY site HAVING dp_sum_selected(1.0, 0, 1, 'auto', 'l2', 1e-6)) s;
