@@ -97,8 +97,9 @@ def main(port):
     check("both charged the role's one budget", float(charges("cap_user")[1] - before[1]) == 0.6, str(charges("cap_user")))
 
     # An analyst: the statement's whole cost (dp_sum 1.0 and partition
-    # selection 0.5) against a cap of 1.2: refused before it runs, then a
-    # smaller one is admitted.
+    # selection 0.5: a sum of a column, which its own noise cannot select
+    # by) against a cap of 1.2: refused before it runs, then a smaller one
+    # is admitted.
     admin.execute("DROP TABLE IF EXISTS cap_people")
     admin.execute("CREATE TABLE cap_people (id int PRIMARY KEY, region text)")
     admin.execute("INSERT INTO cap_people SELECT i, 'r' || (i % 3) FROM generate_series(1, 300) i")
@@ -108,7 +109,7 @@ def main(port):
     admin.execute("ALTER ROLE cap_analyst SET dpnoise.max_epsilon_per_session = 1.2")
     analyst = connect(port, "cap_analyst")
     before = charges("cap_analyst")
-    e = attempt(analyst, "SELECT region, dp_sum(1.0, 1.0, 0, 1) FROM cap_people GROUP BY region")
+    e = attempt(analyst, "SELECT region, dp_sum(id, 1.0, 0, 1) FROM cap_people GROUP BY region")
     check("an analyst's statement over its cap is refused whole, charged nothing",
           e is not None and e.sqlstate == "ZB001" and charges("cap_analyst") == before, e.sqlstate if e else "released")
     e = attempt(analyst, "SELECT dp_count(1.0) FROM cap_people")
