@@ -75,12 +75,12 @@ def main(port):
     # Each statement pays for its run time too (dpnoise.timing_epsilon, timing_delta).
     t_eps, t_delta = (float(conn.execute(f"SELECT current_setting('dpnoise.timing_{x}')").fetchone()[0]) for x in ("epsilon", "delta"))
     # The count selects its groups by its own noise: no selection ε. A sum
-    # pays the separate selection's ε on top of its own 600.
+    # of a column pays the separate selection's ε on top of its own 600.
     conn.execute(query).fetchone()
     counted = last_charge()
     check("a count that selects its groups by its own noise pays no selection epsilon",
           abs(counted - 600 - t_eps) < 1e-9, str(counted))
-    sum_query = "SELECT count(*)::float8 FROM (SELECT site, dp_sum(1.0, 600.0, 0, 1) AS n FROM prepared_visits GROUP BY site) x"
+    sum_query = "SELECT count(*)::float8 FROM (SELECT site, dp_sum(person_id, 600.0, 0, 1) AS n FROM prepared_visits GROUP BY site) x"
     for _ in range(3):
         conn.execute(sum_query).fetchone()
     before = last_charge()
