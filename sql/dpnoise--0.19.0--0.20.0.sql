@@ -59,3 +59,321 @@ END $$;
 -- dp_query_accuracy takes 'rows', the row count dp_sum(1.0, epsilon, lower, upper).
 COMMENT ON FUNCTION dp_query_accuracy(text, double precision, text[], double precision, double precision, boolean, double precision, double precision, text) IS
     'The error of one aggregate (count, sum with its bounds, or rows: the row count dp_sum(1.0, epsilon, lower, upper)) in a query over these tables, with the contribution bounds the gate applies this session, and the persons a group needs for partition selection to show it; with delta > 0, of the (epsilon, delta) release (a Gaussian over a person''s k groups is calibrated to the L2 sensitivity across them). Spends and draws nothing.';
+
+
+-- 0.20.0 also: zero-concentrated DP accounting, chosen per budget (src/budget/accountant.rs).
+-- Existing budgets keep the additive accountant; a charge records its cost under both.
+CREATE  FUNCTION "dp_zcdp_epsilon"(
+	"rho" double precision, /* Option < f64 > */
+	"delta" double precision /* Option < f64 > */
+) RETURNS double precision /* f64 */
+IMMUTABLE PARALLEL SAFE
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'dp_zcdp_epsilon_wrapper';
+CREATE  FUNCTION "dp_zcdp_rho"(
+	"epsilon" double precision, /* Option < f64 > */
+	"delta" double precision /* Option < f64 > */
+) RETURNS double precision /* f64 */
+IMMUTABLE PARALLEL SAFE
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'dp_zcdp_rho_wrapper';
+ALTER TABLE dpnoise.budget
+    ADD COLUMN accountant text NOT NULL DEFAULT 'additive' CHECK (accountant IN ('additive', 'zcdp')),
+    ADD COLUMN rho numeric CHECK (rho >= 0),
+    ADD COLUMN rho_delta numeric CHECK (rho_delta >= 0),
+    ADD COLUMN conversion_delta numeric CHECK (conversion_delta >= 0);
+ALTER TABLE dpnoise.spent
+    ADD COLUMN rho numeric NOT NULL DEFAULT 0,
+    ADD COLUMN rho_delta numeric NOT NULL DEFAULT 0;
+ALTER TABLE dpnoise.ledger
+    ADD COLUMN rho numeric,
+    ADD COLUMN rho_delta numeric;
+DROP FUNCTION dpnoise.charge_batch(oid[], numeric[], numeric[], bigint[], text[], text[], integer[], timestamptz[], bytea[], boolean[]);
+CREATE FUNCTION dpnoise.charge_batch(
+    requesters oid[], epsilons numeric[], deltas numeric[], releases bigint[],
+    mechanisms text[], statements text[], pids integer[], starts timestamptz[], identities bytea[], repeats boolean[],
+    rhos numeric[] DEFAULT NULL, rho_deltas numeric[] DEFAULT NULL)
+RETURNS TABLE (granted boolean, remaining_epsilon numeric, remaining_delta numeric, is_free boolean, remaining_rho numeric)
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    -- Per distinct role of the batch (usually one): its accountant, what
+    -- it has left and what this batch charges it. A zCDP budget's left
+    -- delta is rho_delta's.
+    roles oid[] := '{}';
+    zcdp boolean[] := '{}';
+    left_epsilon numeric[] := '{}';
+    left_delta numeric[] := '{}';
+    left_rho numeric[] := '{}';
+    charged_epsilon numeric[] := '{}';
+    charged_delta numeric[] := '{}';
+    charged_rho numeric[] := '{}';
+    charged_rho_delta numeric[] := '{}';
+    capped boolean := false;
+    cap_epsilon numeric;
+    cap_delta numeric;
+    g boolean[] := '{}';
+    re numeric[] := '{}';
+    rd numeric[] := '{}';
+    rr numeric[] := '{}';
+    -- Each request's zCDP cost per release, as charged and recorded.
+    one_rhos numeric[] := '{}';
+    one_rho_deltas numeric[] := '{}';
+    cost_epsilon numeric;
+    cost_delta numeric;
+    cost_rho numeric;
+    cost_rho_delta numeric;
+    one_zcdp boolean;
+    one_epsilon numeric;
+    one_delta numeric;
+    one_rho numeric;
+    one_cap_epsilon numeric;
+    one_cap_delta numeric;
+    j integer;
+    -- Repeated releases (src/repeat): identities[i] holds the 32-byte
+    -- identities request i pays for once and for all. With repeats[i], the
+    -- request is granted free if all of them were paid before.
+    paid bytea[];
+    mine bytea[];
+    fr boolean[] := '{}';
+    ids bigint[] := '{}';
+    new_identities bytea[] := '{}';
+    new_ledger bigint[] := '{}';
+BEGIN
+    LOCK TABLE dpnoise.charge_lock IN EXCLUSIVE MODE;
+    -- Most requests carry no identity: then nothing is looked up (a call
+    -- of dpnoise.identities is parsed again at every execution).
+    IF cardinality(array_remove(identities, NULL)) > 0 THEN
+        SELECT coalesce(array_agg(p.identity), '{}') INTO paid FROM dpnoise.paid_releases p
+        WHERE p.identity = ANY (ARRAY(SELECT dpnoise.identities(b) FROM unnest(identities) b));
+    ELSE
+        paid := '{}';
+    END IF;
+    -- One index lookup per role: each statement here runs for every batch,
+    -- so each is kept to a plan that starts cheaply.
+    FOR i IN 1 .. cardinality(requesters) LOOP
+        CONTINUE WHEN requesters[i] = ANY (roles);
+        -- The global cap, if any, comes along (a batch without a role with
+        -- a budget grants nothing, so never needs it).
+        SELECT b.accountant = 'zcdp', b.epsilon - p.epsilon,
+               CASE WHEN b.accountant = 'zcdp' THEN b.rho_delta - p.rho_delta ELSE b.delta - p.delta END,
+               b.rho - p.rho, c.epsilon, c.delta
+        INTO one_zcdp, one_epsilon, one_delta, one_rho, one_cap_epsilon, one_cap_delta
+        FROM dpnoise.budget b JOIN dpnoise.spent p ON p.role = b.role
+        LEFT JOIN dpnoise.global_cap c ON true WHERE b.role = requesters[i];
+        IF one_cap_epsilon IS NOT NULL THEN
+            capped := true;
+            cap_epsilon := one_cap_epsilon;
+            cap_delta := one_cap_delta;
+        END IF;
+        roles := roles || requesters[i];
+        zcdp := zcdp || coalesce(one_zcdp, false);
+        left_epsilon := left_epsilon || one_epsilon;
+        left_delta := left_delta || one_delta;
+        left_rho := left_rho || one_rho;
+        charged_epsilon := charged_epsilon || 0::numeric;
+        charged_delta := charged_delta || 0::numeric;
+        charged_rho := charged_rho || 0::numeric;
+        charged_rho_delta := charged_rho_delta || 0::numeric;
+    END LOOP;
+    IF capped THEN
+        SELECT cap_epsilon - coalesce(sum(s.epsilon), 0), cap_delta - coalesce(sum(s.delta), 0)
+        INTO cap_epsilon, cap_delta FROM dpnoise.spent s;
+    END IF;
+    FOR i IN 1 .. cardinality(requesters) LOOP
+        j := array_position(roles, requesters[i]);
+        -- A request without a zCDP cost (a direct call; never from the
+        -- library) costs its epsilon squared over two and its delta.
+        one_rhos[i] := coalesce(rhos[i], epsilons[i] * epsilons[i] / 2);
+        one_rho_deltas[i] := coalesce(rho_deltas[i], deltas[i]);
+        IF identities[i] IS NULL THEN
+            mine := '{}';
+        ELSE
+            mine := ARRAY(SELECT dpnoise.identities(identities[i]));
+        END IF;
+        fr[i] := coalesce(repeats[i], false) AND cardinality(mine) > 0 AND mine <@ paid;
+        ids[i] := NULL;
+        rr[i] := CASE WHEN zcdp[j] THEN left_rho[j] END;
+        IF fr[i] THEN
+            -- Asked again: answered as before, by any role, and free.
+            g[i] := true;
+            re[i] := coalesce(CASE WHEN capped THEN least(left_epsilon[j], cap_epsilon) ELSE left_epsilon[j] END, 0);
+            rd[i] := coalesce(CASE WHEN capped AND NOT zcdp[j] THEN least(left_delta[j], cap_delta) ELSE left_delta[j] END, 0);
+            CONTINUE;
+        END IF;
+        IF left_epsilon[j] IS NULL THEN
+            -- No budget (never granted, or revoked).
+            g[i] := false; re[i] := 0; rd[i] := 0; rr[i] := NULL;
+            CONTINUE;
+        END IF;
+        cost_epsilon := epsilons[i] * releases[i];
+        cost_delta := deltas[i] * releases[i];
+        cost_rho := one_rhos[i] * releases[i];
+        cost_rho_delta := one_rho_deltas[i] * releases[i];
+        IF zcdp[j] THEN
+            g[i] := cost_rho <= left_rho[j] AND cost_rho_delta <= left_delta[j];
+        ELSE
+            g[i] := cost_epsilon <= left_epsilon[j] AND cost_delta <= left_delta[j];
+        END IF;
+        g[i] := g[i] AND (NOT capped OR (cost_epsilon <= cap_epsilon AND cost_delta <= cap_delta));
+        IF g[i] THEN
+            left_epsilon[j] := left_epsilon[j] - cost_epsilon;
+            left_rho[j] := left_rho[j] - cost_rho;
+            left_delta[j] := left_delta[j] - CASE WHEN zcdp[j] THEN cost_rho_delta ELSE cost_delta END;
+            charged_epsilon[j] := charged_epsilon[j] + cost_epsilon;
+            charged_delta[j] := charged_delta[j] + cost_delta;
+            charged_rho[j] := charged_rho[j] + cost_rho;
+            charged_rho_delta[j] := charged_rho_delta[j] + cost_rho_delta;
+            cap_epsilon := cap_epsilon - cost_epsilon;
+            cap_delta := cap_delta - cost_delta;
+            ids[i] := nextval('dpnoise.ledger_id_seq');
+            FOR k IN 1 .. cardinality(mine) LOOP
+                CONTINUE WHEN mine[k] = ANY (paid);
+                paid := paid || mine[k];
+                new_identities := new_identities || mine[k];
+                new_ledger := new_ledger || ids[i];
+            END LOOP;
+        END IF;
+        re[i] := CASE WHEN capped THEN least(left_epsilon[j], cap_epsilon) ELSE left_epsilon[j] END;
+        rd[i] := CASE WHEN capped AND NOT zcdp[j] THEN least(left_delta[j], cap_delta) ELSE left_delta[j] END;
+        rr[i] := CASE WHEN zcdp[j] THEN left_rho[j] END;
+    END LOOP;
+    -- One statement writes what was spent and the ledger rows (in request
+    -- order: unnest's ordinality) and answers.
+    RETURN QUERY
+    WITH spend AS (
+        UPDATE dpnoise.spent p SET epsilon = p.epsilon + c.e, delta = p.delta + c.d,
+                                   rho = p.rho + c.r, rho_delta = p.rho_delta + c.rd
+        FROM unnest(roles, charged_epsilon, charged_delta, charged_rho, charged_rho_delta) AS c(r0, e, d, r, rd)
+        WHERE p.role = c.r0 AND (c.e <> 0 OR c.d <> 0 OR c.r <> 0 OR c.rd <> 0)
+    ), charges AS (
+        INSERT INTO dpnoise.ledger (id, role, charged_at, statement, mechanism, epsilon, delta, releases, pid, session_start,
+                                    rho, rho_delta)
+        SELECT u.id, u.r, clock_timestamp(), u.s, u.m, u.e, u.d, u.n, u.p, u.t, u.rho, u.rd
+        FROM unnest(ids, requesters, statements, mechanisms, epsilons, deltas, releases, pids, starts, one_rhos, one_rho_deltas)
+             WITH ORDINALITY AS u(id, r, s, m, e, d, n, p, t, rho, rd, k)
+        WHERE u.id IS NOT NULL ORDER BY u.k
+    ), recorded AS (
+        INSERT INTO dpnoise.paid_releases (identity, ledger_id)
+        SELECT * FROM unnest(new_identities, new_ledger)
+    )
+    SELECT u.ok, u.e, u.d, u.free, u.r FROM unnest(g, re, rd, fr, rr) WITH ORDINALITY AS u(ok, e, d, free, r, k) ORDER BY u.k;
+END $$;
+CREATE OR REPLACE FUNCTION dp_budget_grant(role regrole, epsilon double precision, delta double precision DEFAULT 0)
+RETURNS void LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    r regrole := dpnoise.existing_role($1);
+    e numeric := dpnoise.amount('epsilon', $2, NULL);
+    d numeric := dpnoise.amount('delta', $3, 1);
+BEGIN
+    IF EXISTS (SELECT 1 FROM dpnoise.budget b WHERE b.role = r AND b.accountant <> 'additive') THEN
+        RAISE EXCEPTION 'role % has a zCDP budget: grant it more with dp_budget_grant_zcdp', r
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'To change its accountant, dp_budget_revoke(role) first: what it spent stays in the ledger.';
+    END IF;
+    INSERT INTO dpnoise.spent AS p (role) VALUES (r) ON CONFLICT DO NOTHING;
+    -- A new budget starts at what was already spent: it adds e to what remains.
+    INSERT INTO dpnoise.budget AS b (role, epsilon, delta)
+    SELECT r, p.epsilon + e, p.delta + d FROM dpnoise.spent p WHERE p.role = r
+    ON CONFLICT ON CONSTRAINT budget_pkey DO UPDATE SET epsilon = b.epsilon + e, delta = b.delta + d;
+    PERFORM @extschema@.dp_budget_changed();
+END $$;
+CREATE FUNCTION dp_budget_grant_zcdp(role regrole, epsilon double precision, delta double precision,
+                                     release_delta double precision DEFAULT NULL)
+RETURNS void LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    r regrole := dpnoise.existing_role($1);
+    e numeric := dpnoise.amount('epsilon', $2, NULL);
+    d numeric := dpnoise.amount('delta', $3, 1);
+    rd numeric := dpnoise.amount('release_delta', coalesce($4, $3 / 2), $3);
+    conversion numeric := d - rd;
+    granted numeric;
+BEGIN
+    IF e > 0 AND (conversion <= 0 OR conversion >= 1) THEN
+        RAISE EXCEPTION 'a zCDP budget of epsilon > 0 needs delta above release_delta (got delta %, release_delta %)', d, rd
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'The conversion from rho to (epsilon, delta) takes delta - release_delta: give a larger delta, or a smaller release_delta.';
+    END IF;
+    IF EXISTS (SELECT 1 FROM dpnoise.budget b WHERE b.role = r AND b.accountant <> 'zcdp') THEN
+        RAISE EXCEPTION 'role % has an additive budget: grant it more with dp_budget_grant', r
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'To change its accountant, dp_budget_revoke(role) first: what it spent stays in the ledger.';
+    END IF;
+    granted := CASE WHEN e = 0 THEN 0 ELSE @extschema@.dp_zcdp_rho(e::float8, conversion::float8)::text::numeric END;
+    INSERT INTO dpnoise.spent AS p (role) VALUES (r) ON CONFLICT DO NOTHING;
+    -- Like an additive one, a new budget starts at what was already spent.
+    INSERT INTO dpnoise.budget AS b (role, epsilon, delta, accountant, rho, rho_delta, conversion_delta)
+    SELECT r, e, d, 'zcdp', p.rho + granted, p.rho_delta + rd, conversion FROM dpnoise.spent p WHERE p.role = r
+    ON CONFLICT ON CONSTRAINT budget_pkey DO UPDATE SET epsilon = b.epsilon + e, delta = b.delta + d,
+        rho = b.rho + granted, rho_delta = b.rho_delta + rd, conversion_delta = b.conversion_delta + conversion;
+    PERFORM @extschema@.dp_budget_changed();
+END $$;
+COMMENT ON FUNCTION dp_budget_grant_zcdp(regrole, double precision, double precision, double precision) IS
+    'Adds to a role''s zCDP budget: the rho whose conversion gives (epsilon, delta - release_delta), and release_delta (half of delta unless given) for releases with no finite rho. Superusers, and roles granted EXECUTE on it.';
+REVOKE EXECUTE ON FUNCTION dpnoise.charge_batch(oid[], numeric[], numeric[], bigint[], text[], text[], integer[], timestamptz[], bytea[], boolean[], numeric[], numeric[]),
+    dp_budget_grant_zcdp(regrole, double precision, double precision, double precision)
+FROM PUBLIC;
+CREATE OR REPLACE VIEW dp_budgets AS
+SELECT b.role,
+       b.epsilon AS epsilon_granted, coalesce(p.epsilon, 0) AS epsilon_spent,
+       b.epsilon - coalesce(p.epsilon, 0) AS epsilon_remaining,
+       b.delta AS delta_granted, coalesce(p.delta, 0) AS delta_spent,
+       b.delta - coalesce(p.delta, 0) AS delta_remaining,
+       -- A dropped role's budget and charges stay; its name does not.
+       coalesce(r.rolname::text, 'dropped role ' || b.role::oid) AS role_name,
+       -- A zCDP budget's rho; the delta of its releases with no finite rho;
+       -- and the (epsilon, delta) guarantee of all it was granted.
+       b.accountant,
+       b.rho AS rho_granted, CASE WHEN b.accountant = 'zcdp' THEN coalesce(p.rho, 0) END AS rho_spent,
+       b.rho - coalesce(p.rho, 0) AS rho_remaining,
+       b.rho_delta AS release_delta_granted,
+       CASE WHEN b.accountant = 'zcdp' THEN coalesce(p.rho_delta, 0) END AS release_delta_spent,
+       b.rho_delta - coalesce(p.rho_delta, 0) AS release_delta_remaining
+FROM dpnoise.budget b LEFT JOIN dpnoise.spent p ON p.role = b.role
+LEFT JOIN pg_catalog.pg_roles r ON r.oid = b.role;
+CREATE OR REPLACE VIEW dp_my_budget WITH (security_barrier) AS
+SELECT * FROM dp_budgets WHERE role = (SELECT r.oid FROM pg_catalog.pg_roles r WHERE r.rolname = current_user)::regrole;
+CREATE OR REPLACE VIEW dp_my_ledger WITH (security_barrier) AS
+SELECT l.id, l.charged_at, l.statement, l.mechanism, l.epsilon, l.delta, l.releases, l.pid, l.session_start,
+       l.rho, l.rho_delta
+FROM dpnoise.ledger l
+WHERE l.role = (SELECT r.oid FROM pg_catalog.pg_roles r WHERE r.rolname = current_user)::regrole;
+DROP FUNCTION dp_budget_remaining();
+CREATE FUNCTION dp_budget_remaining(OUT epsilon double precision, OUT delta double precision,
+                                    OUT rho double precision, OUT accountant text)
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT coalesce(CASE WHEN m.accountant = 'zcdp' THEN NULL ELSE m.epsilon_remaining END, 0)::float8,
+           coalesce(CASE WHEN m.accountant = 'zcdp' THEN m.release_delta_remaining ELSE m.delta_remaining END, 0)::float8,
+           m.rho_remaining::float8, coalesce(m.accountant, 'additive')
+    FROM (SELECT 1) one LEFT JOIN @extschema@.dp_my_budget m ON true
+$$;
+COMMENT ON FUNCTION dp_budget_remaining() IS 'What the calling role may still spend: epsilon and delta under the additive accountant; rho and the delta of releases with no finite rho under zCDP (epsilon 0). Zeros without a budget.';
+COMMENT ON FUNCTION dpnoise.charge_batch(oid[], numeric[], numeric[], bigint[], text[], text[], integer[], timestamptz[], bytea[], boolean[], numeric[], numeric[]) IS
+    'Charges a batch of releases; called by the ledger worker only.';
+COMMENT ON FUNCTION dp_zcdp_rho(double precision, double precision) IS
+    'The largest rho whose zCDP guarantee converts to (epsilon, delta)-DP (Canonne, Kamath & Steinke 2020, Corollary 13): what a zCDP budget granted as (epsilon, delta) may spend.';
+COMMENT ON FUNCTION dp_zcdp_epsilon(double precision, double precision) IS
+    'The epsilon of the (epsilon, delta)-DP guarantee that rho-zCDP gives at this delta (Canonne, Kamath & Steinke 2020, Corollary 13).';
+COMMENT ON VIEW dp_budgets IS 'Every role''s budget: granted, spent and remaining epsilon and delta (additive), or rho and the releases'' delta (zCDP). Superusers only.';
+
+-- What a query will be charged under each accountant, before it spends (src/gate/accuracy.rs).
+CREATE  FUNCTION "dp_query_cost"(
+	"aggregate" TEXT, /* Option < & str > */
+	"epsilon" double precision, /* Option < f64 > */
+	"tables" TEXT[], /* :: std :: option :: Option < Vec < Option < String > > > */
+	"lower" double precision DEFAULT NULL, /* Option < f64 > */
+	"upper" double precision DEFAULT NULL, /* Option < f64 > */
+	"grouped" bool DEFAULT true, /* Option < bool > */
+	"delta" double precision DEFAULT 0.0, /* Option < f64 > */
+	"mechanism" TEXT DEFAULT NULL /* Option < & str > */
+) RETURNS TABLE (
+	"part" TEXT,  /* String */
+	"epsilon_added_up" double precision,  /* f64 */
+	"delta_added_up" double precision,  /* f64 */
+	"rho" double precision,  /* f64 */
+	"rho_delta" double precision  /* f64 */
+)
+STABLE PARALLEL RESTRICTED
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'dp_query_cost_wrapper';
+COMMENT ON FUNCTION dp_query_cost(text, double precision, text[], double precision, double precision, boolean, double precision, text) IS
+    'What one aggregate of a query over these tables will be charged, before anything is spent: (epsilon, delta) added up, and rho with the delta beside it under zCDP, for the aggregate, the partition selection its GROUP BY needs, the run time, and in total. Spends and draws nothing.';

@@ -81,8 +81,11 @@ pub unsafe extern "C-unwind" fn prepay(query: *mut pg_sys::QueryDesc, eflags: i3
     // share them spends at most that), once per grouping set.
     // Two calls of one identity (the same release in both arms of a
     // UNION) draw the same noise for the same true values: one release.
+    // Under zCDP (`dpnoise_core::zcdp`) a Gaussian costs its ρ and no δ;
+    // any other release its (ε, δ) as δ-approximate ε²/(2k)-zCDP.
     let mut epsilons = Vec::new();
     let mut deltas = Vec::new();
+    let (mut rhos, mut rho_deltas) = (Vec::new(), Vec::new());
     let mut identities: Vec<[u8; 32]> = Vec::new();
     for c in &costs {
         if let Some(identified) = c.identity {
@@ -91,9 +94,20 @@ pub unsafe extern "C-unwind" fn prepay(query: *mut pg_sys::QueryDesc, eflags: i3
             }
             identities.push(identified.identity);
         }
+        let Priced {
+            epsilon,
+            delta,
+            gaussian_rho,
+        } = c.charged;
+        let (rho, rho_delta) = gaussian_rho.map_or_else(
+            || dpnoise_core::zcdp::approximate_cost(epsilon, delta, c.groups),
+            |rho| (rho, 0.0),
+        );
         for _ in 0..c.site.sets {
-            epsilons.push(c.charged.0);
-            deltas.push(c.charged.1);
+            epsilons.push(epsilon);
+            deltas.push(delta);
+            rhos.push(rho);
+            rho_deltas.push(rho_delta);
         }
     }
     // An analyst's statement that releases anything reads protected rows:
@@ -102,6 +116,9 @@ pub unsafe extern "C-unwind" fn prepay(query: *mut pg_sys::QueryDesc, eflags: i3
     if let Some((epsilon, delta, _)) = crate::gucs::timing().filter(|_| timed) {
         epsilons.push(epsilon);
         deltas.push(delta);
+        let (rho, rho_delta) = dpnoise_core::zcdp::approximate_cost(epsilon, delta, 1);
+        rhos.push(rho);
+        rho_deltas.push(rho_delta);
     }
     let total: f64 = epsilons.iter().sum();
     // The cap holds for the top-level statement: what its other executions
@@ -127,11 +144,13 @@ pub unsafe extern "C-unwind" fn prepay(query: *mut pg_sys::QueryDesc, eflags: i3
         mechanism: &what,
         epsilon: total,
         delta: deltas.iter().sum(),
+        rho: rhos.iter().sum(),
+        rho_delta: rho_deltas.iter().sum(),
         releases: i64::from(!epsilons.is_empty()),
-        exact: Some([
-            dpnoise_core::rational::decimal_sum(&epsilons),
-            dpnoise_core::rational::decimal_sum(&deltas),
-        ]),
+        exact: Some(
+            [&epsilons, &deltas, &rhos, &rho_deltas]
+                .map(|v| dpnoise_core::rational::decimal_sum(v)),
+        ),
         identities: &identities,
         repeat: false,
     };
@@ -144,6 +163,15 @@ pub unsafe extern "C-unwind" fn prepay(query: *mut pg_sys::QueryDesc, eflags: i3
     timed
 }
 
+/// What one call costs: (ε, δ) as written, and its ρ where its noise is
+/// the Gaussian (`dpnoise_core::zcdp::gaussian_rho`).
+#[derive(Clone, Copy)]
+struct Priced {
+    epsilon: f64,
+    delta: f64,
+    gaussian_rho: Option<f64>,
+}
+
 /// What one call site costs.
 struct Cost {
     /// Where it is and what its function pays with.
@@ -151,7 +179,9 @@ struct Cost {
     /// The (ε, δ) charged for each of its grouping sets: its parameters'
     /// totals, which the groups of a person share when the gate bounded
     /// them (`dp_share`).
-    charged: (f64, f64),
+    charged: Priced,
+    /// The groups k those totals are shared over (1: not shared).
+    groups: u32,
     /// Its identity, if it can be answered again (`repeat`).
     identity: Option<crate::budget::Identified>,
 }
@@ -610,10 +640,11 @@ unsafe fn checked(
             ),
             _ => return None,
         };
-        (site.epsilon, site.delta) = paid;
+        (site.epsilon, site.delta) = (paid.epsilon, paid.delta);
         Some(Cost {
             site,
             charged,
+            groups,
             identity: None,
         })
     }
@@ -632,27 +663,58 @@ unsafe fn cost(
     args: &[*mut pg_sys::Expr],
     values: &[Option<pg_sys::Datum>],
     groups: u32,
-) -> Option<(f64, f64)> {
+) -> Option<Priced> {
     let first = function.first_parameter(types);
     let integer = types.first() == Some(&pg_sys::INT8OID);
+    let priced = |(epsilon, delta, gaussian_rho)| Priced {
+        epsilon,
+        delta,
+        gaussian_rho,
+    };
     // SAFETY: the caller's contract is each check's own.
     unsafe {
-        Some(match function.cost {
+        Some(priced(match function.cost {
             functions::Cost::Count => crate::count::checked_cost(first == 1, values, groups),
             functions::Cost::Sum => {
                 crate::sum::checked_cost(function.name, integer, values, groups)?
             }
-            functions::Cost::Selection => selection_cost(values),
-            functions::Cost::CountSelection => crate::count::selection_cost(values, groups),
-            functions::Cost::SumSelection => crate::sum::selection_cost(values, groups),
-            functions::Cost::Value => crate::row_noise::checked_cost(function.name, values),
             // dp_merge_count(partial, ε, δ, mechanism) is dp_count's (ε, δ, mechanism) form.
             functions::Cost::MergeCount => crate::count::checked_cost(true, values, groups),
-            functions::Cost::MergeSelected => selection_cost(&values[1..]),
             // dp_merge_sum's bounds tell its type.
             functions::Cost::MergeSum => {
                 crate::sum::merged_cost(types.get(5) == Some(&pg_sys::INT8OID), values, groups)
             }
+            _ => {
+                let (epsilon, delta) = pure_cost(function, types, args, values, groups)?;
+                (epsilon, delta, None)
+            }
+        }))
+    }
+}
+
+/// The (ε, δ) of a call whose noise is never the Gaussian (`cost`).
+///
+/// # Safety
+/// As `cost`.
+unsafe fn pure_cost(
+    function: &Function,
+    types: &[pg_sys::Oid],
+    args: &[*mut pg_sys::Expr],
+    values: &[Option<pg_sys::Datum>],
+    groups: u32,
+) -> Option<(f64, f64)> {
+    // SAFETY: the caller's contract is each check's own.
+    unsafe {
+        Some(match function.cost {
+            functions::Cost::Count
+            | functions::Cost::Sum
+            | functions::Cost::MergeCount
+            | functions::Cost::MergeSum => return None,
+            functions::Cost::Selection => selection_cost(values),
+            functions::Cost::CountSelection => crate::count::selection_cost(values, groups),
+            functions::Cost::SumSelection => crate::sum::selection_cost(values, groups),
+            functions::Cost::Value => crate::row_noise::checked_cost(function.name, values),
+            functions::Cost::MergeSelected => selection_cost(&values[1..]),
             functions::Cost::Multi => crate::multi::checked_cost(function.name, values),
             functions::Cost::Moments => crate::moments::checked_cost(values),
             functions::Cost::Quantile => crate::quantile::checked_cost(function.name, values)?,

@@ -133,7 +133,7 @@ pub(crate) unsafe fn checked_cost(
     value: bool,
     args: &[Option<pg_sys::Datum>],
     groups: u32,
-) -> (f64, f64) {
+) -> (f64, f64, Option<f64>) {
     let params = &args[usize::from(value)..];
     let arg = |i: usize| params.get(i).copied().flatten();
     // SAFETY: the caller's contract: texts are live.
@@ -156,8 +156,12 @@ pub(crate) unsafe fn checked_cost(
             ),
         }
     };
-    crate::plans::plan(request(epsilon, delta, choice, groups));
-    (epsilon, delta)
+    let plan = crate::plans::plan(request(epsilon, delta, choice, groups));
+    (
+        epsilon,
+        delta,
+        dpnoise_core::zcdp::gaussian_rho(&plan, groups),
+    )
 }
 
 /// Checks dp_count_selected(ε, mechanism, δ) as its final function will

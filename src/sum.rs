@@ -408,7 +408,7 @@ pub(crate) unsafe fn checked_cost(
     integer: bool,
     args: &[Option<pg_sys::Datum>],
     groups: u32,
-) -> Option<(f64, f64)> {
+) -> Option<(f64, f64, Option<f64>)> {
     let kind = Kind::named(name)?;
     let arg = |i: usize| args.get(i).copied().flatten();
     // SAFETY: the caller's contract.
@@ -423,13 +423,21 @@ pub(crate) unsafe fn checked_cost(
 
 /// Plans written parameters as the aggregate will: over a person's
 /// `groups` groups (> 1) they are the totals the groups share, and
-/// dp_sum's plan takes k (`Written::shared`). Returns them as written.
-fn checked_written<T: SumValue>(kind: Kind, mut w: Written<T>, groups: u32) -> (f64, f64) {
+/// dp_sum's plan takes k (`Written::shared`). Returns them as written, and
+/// the release's ρ where its noise is the Gaussian.
+fn checked_written<T: SumValue>(
+    kind: Kind,
+    mut w: Written<T>,
+    groups: u32,
+) -> (f64, f64, Option<f64>) {
     if kind == Kind::Sum && groups > 1 {
         w.shared = Some((groups, w.epsilon, w.delta));
     }
-    plan_written(kind, &w);
-    (w.epsilon, w.delta)
+    let rho = match plan_written(kind, &w) {
+        SumPlan::Single(plan) => dpnoise_core::zcdp::gaussian_rho(&plan, groups),
+        SumPlan::Average(_) => None,
+    };
+    (w.epsilon, w.delta, rho)
 }
 
 /// The float8 dp_sum a `dp_sum_selected(ε, lower, upper, mechanism, loss,
@@ -823,7 +831,7 @@ pub(crate) unsafe fn merged_cost(
     integer: bool,
     args: &[Option<pg_sys::Datum>],
     groups: u32,
-) -> (f64, f64) {
+) -> (f64, f64, Option<f64>) {
     // SAFETY: the caller's contract.
     unsafe {
         if integer {

@@ -32,12 +32,18 @@ pub(super) fn charge_ledger(request: &Charge) {
     settle(request, ask(request))
 }
 
-/// (ε, δ) as the exact decimals a charge carries.
-pub(super) fn decimals(epsilon: f64, delta: f64) -> [String; 2] {
-    [
-        dpnoise_core::rational::decimal(epsilon),
-        dpnoise_core::rational::decimal(delta),
-    ]
+/// (ε, δ, ρ, ρ's δ) as the exact decimals a charge carries.
+pub(super) fn decimals(request: &Charge) -> [String; 4] {
+    match &request.exact {
+        Some(exact) => exact.clone(),
+        None => [
+            request.epsilon,
+            request.delta,
+            request.rho,
+            request.rho_delta,
+        ]
+        .map(dpnoise_core::rational::decimal),
+    }
 }
 
 /// The ledger's answer to a request.
@@ -45,6 +51,9 @@ pub(super) struct Answer {
     pub(super) outcome: Outcome,
     remaining_epsilon: String,
     remaining_delta: String,
+    /// What a zCDP budget has left of ρ (its δ is `remaining_delta`);
+    /// empty for an additive budget.
+    remaining_rho: String,
     message: String,
 }
 
@@ -66,10 +75,7 @@ pub(super) fn ask(request: &Charge) -> Answer {
             Some("Run the query on the primary server."),
         );
     }
-    let amounts = match &request.exact {
-        Some([epsilon, delta]) => [epsilon.clone(), delta.clone()],
-        None => decimals(request.epsilon, request.delta),
-    };
+    let amounts = decimals(request);
     if !amounts
         .iter()
         .all(|a| shared::Text::<{ shared::AMOUNT }>::fits(a))
@@ -145,16 +151,18 @@ pub(super) fn ask(request: &Charge) -> Answer {
     wake_worker(database);
     wait_until_done(slot, database);
     // DONE: the worker has let go of it; ours to read.
-    let (outcome, free, remaining_epsilon, remaining_delta, message) = slot.with(|s| {
-        let text = |t: &shared::Text<64>| t.get().to_owned();
-        (
-            s.outcome,
-            s.free,
-            text(&s.remaining_epsilon),
-            text(&s.remaining_delta),
-            s.message.get().to_owned(),
-        )
-    });
+    let (outcome, free, remaining_epsilon, remaining_delta, remaining_rho, message) =
+        slot.with(|s| {
+            let text = |t: &shared::Text<64>| t.get().to_owned();
+            (
+                s.outcome,
+                s.free,
+                text(&s.remaining_epsilon),
+                text(&s.remaining_delta),
+                text(&s.remaining_rho),
+                s.message.get().to_owned(),
+            )
+        });
     slot.store(FREE);
     // A repeated release costs the session nothing either.
     if outcome == Outcome::Refused || (outcome == Outcome::Granted && free) {
@@ -166,6 +174,7 @@ pub(super) fn ask(request: &Charge) -> Answer {
         outcome,
         remaining_epsilon,
         remaining_delta,
+        remaining_rho,
         message,
     }
 }
@@ -198,7 +207,7 @@ pub(super) fn post_on_exit(role: pg_sys::Oid, request: &Charge) {
     }
     // An answer left in the slot needs nothing more: the session is ending.
     slot.store(FREE);
-    let amounts = decimals(request.epsilon, request.delta);
+    let amounts = decimals(request);
     let reservation = session::reserve(&amounts[0], &amounts[1], request.releases);
     // The slot is this process's own and FREE: ours to fill.
     slot.with(|s| {
@@ -218,44 +227,73 @@ fn settle(request: &Charge, answer: Answer) {
         outcome,
         remaining_epsilon,
         remaining_delta,
+        remaining_rho,
         message,
-        ..
     } = answer;
     match outcome {
         Outcome::Granted => {}
         Outcome::Refused => {
             // Which limit ran out: the remainders are the ledger's numerics.
+            // A zCDP budget answers its ρ left, and the δ beside it.
+            let zcdp = !remaining_rho.is_empty();
             let left = |text: &str| text.trim().parse::<f64>().unwrap_or(f64::INFINITY);
             let times = request.releases.max(1) as f64;
-            let short_epsilon = left(&remaining_epsilon) < request.epsilon * times;
-            let short_delta = left(&remaining_delta) < request.delta * times;
-            let (what, hint) = match (short_epsilon, short_delta) {
+            let (first, asked, asked_delta, left_first) = if zcdp {
+                ("rho", request.rho, request.rho_delta, &remaining_rho)
+            } else {
+                (
+                    "epsilon",
+                    request.epsilon,
+                    request.delta,
+                    &remaining_epsilon,
+                )
+            };
+            let short_first = left(left_first) < asked * times;
+            let short_delta = left(&remaining_delta) < asked_delta * times;
+            let (what, hint) = match (short_first, short_delta) {
                 (false, true) => (
-                    "its delta ran out",
-                    "Nothing was released. Group keys from protected data (and Gaussian or truncated Laplace noise)                      spend delta (dpnoise.selection_delta for a GROUP BY): a DBA grants it with                      dp_budget_grant(role, epsilon, delta); keys listed from a public table need none.",
+                    "its delta ran out".to_string(),
+                    "Nothing was released. Group keys from protected data (and Gaussian or truncated Laplace noise) \
+                     spend delta (dpnoise.selection_delta for a GROUP BY): a DBA grants it with \
+                     dp_budget_grant(role, epsilon, delta); keys listed from a public table need none.".to_string(),
                 ),
                 (true, false) => (
-                    "its epsilon ran out",
-                    "Nothing was released. Lower the epsilon asked, or a DBA grants more with dp_budget_grant(role, epsilon, delta).",
+                    format!("its {first} ran out"),
+                    format!("Nothing was released. Lower the epsilon asked, or a DBA grants more with {}.",
+                            if zcdp { "dp_budget_grant_zcdp(role, epsilon, delta)" } else { "dp_budget_grant(role, epsilon, delta)" }),
                 ),
                 _ => (
-                    "its epsilon and delta ran out",
-                    "Nothing was released. A DBA grants budget with dp_budget_grant(role, epsilon, delta).",
+                    format!("its {first} and delta ran out"),
+                    "Nothing was released. A DBA grants budget with dp_budget_grant(role, epsilon, delta).".to_string(),
                 ),
             };
-            raise_sqlstate(
-                BUDGET_EXHAUSTED,
+            let each = if request.releases == 1 {
+                String::new()
+            } else {
+                format!(" for each of {} releases", request.releases)
+            };
+            let decimal = dpnoise_core::rational::decimal;
+            let message = if zcdp {
                 format!(
-                    "dpnoise: privacy budget exhausted ({what}): {} asks epsilon = {}, delta = {}{}; remaining epsilon = {}, delta = {}",
+                    "dpnoise: privacy budget exhausted ({what}): {} asks rho = {}, delta = {}{each} (epsilon = {} added up); remaining rho = {}, delta = {}",
                     request.mechanism,
-                    dpnoise_core::rational::decimal(request.epsilon),
-                    dpnoise_core::rational::decimal(request.delta),
-                    if request.releases == 1 { String::new() } else { format!(" for each of {} releases", request.releases) },
+                    decimal(request.rho),
+                    decimal(request.rho_delta),
+                    decimal(request.epsilon),
+                    remaining_rho,
+                    remaining_delta
+                )
+            } else {
+                format!(
+                    "dpnoise: privacy budget exhausted ({what}): {} asks epsilon = {}, delta = {}{each}; remaining epsilon = {}, delta = {}",
+                    request.mechanism,
+                    decimal(request.epsilon),
+                    decimal(request.delta),
                     remaining_epsilon,
                     remaining_delta
-                ),
-                Some(hint.into()),
-            )
+                )
+            };
+            raise_sqlstate(BUDGET_EXHAUSTED, message, Some(hint))
         }
         Outcome::Failed => unavailable(&message),
     }
@@ -264,7 +302,7 @@ fn settle(request: &Charge, answer: Answer) {
 fn fill(
     slot: &mut Slot,
     request: &Charge,
-    amounts: &[String; 2],
+    amounts: &[String; 4],
     session: &session::Reservation,
     database: pg_sys::Oid,
 ) {
@@ -286,6 +324,8 @@ fn fill(
     slot.free = false;
     slot.epsilon.set(&amounts[0]);
     slot.delta.set(&amounts[1]);
+    slot.rho.set(&amounts[2]);
+    slot.rho_delta.set(&amounts[3]);
     slot.mechanism.set(request.mechanism);
     // SAFETY: debug_query_string is this backend's current statement text (or null), valid while it runs.
     let statement = unsafe { pg_sys::debug_query_string };
@@ -300,6 +340,7 @@ fn fill(
     slot.statement.set(statement);
     slot.remaining_epsilon.set("");
     slot.remaining_delta.set("");
+    slot.remaining_rho.set("");
     slot.message.set("");
 }
 

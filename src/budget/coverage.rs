@@ -195,10 +195,15 @@ fn lazy(
     }
     let mechanism = format!("{function} ({mechanism})");
     let identities: Vec<[u8; 32]> = identified.map(|i| i.identity).into_iter().collect();
+    // Charged as it comes, its plan unread: under zCDP as any (ε, δ)
+    // release (`dpnoise_core::zcdp::approximate_cost`), a Gaussian too.
+    let (rho, rho_delta) = dpnoise_core::zcdp::approximate_cost(epsilon, delta, 1);
     charge(&Charge {
         mechanism: &mechanism,
         epsilon,
         delta,
+        rho,
+        rho_delta,
         releases: 1,
         exact: None,
         identities: &identities,

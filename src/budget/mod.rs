@@ -20,6 +20,7 @@
 //! The budget imports nothing above it: callers hand it the statement, the
 //! release's identity and what the plan said.
 
+mod accountant;
 mod client;
 mod coverage;
 mod nodes;
@@ -39,7 +40,11 @@ pub use nodes::children as plan_children;
 pgrx::extension_sql_file!(
     "schema.sql",
     name = "budget_sql",
-    requires = [reserve::dp_budget_changed]
+    requires = [
+        reserve::dp_budget_changed,
+        accountant::dp_zcdp_rho,
+        accountant::dp_zcdp_epsilon
+    ]
 );
 
 /// Registers the pool of ledger workers; only from shared_preload_libraries.
@@ -55,14 +60,20 @@ pub fn touch_session() {
     session::touch();
 }
 
-/// One charge request: `releases` releases at (ε, δ) each.
+/// One charge request: `releases` releases at (ε, δ) each under the
+/// additive accountant, (ρ, δ) each under zero-concentrated DP
+/// (`dpnoise_core::zcdp`): the ledger charges the one the role's budget
+/// keeps, and records both.
 pub struct Charge<'a> {
     pub mechanism: &'a str,
     pub epsilon: f64,
     pub delta: f64,
+    /// ρ, and the δ carried beside it by releases with no finite ρ.
+    pub rho: f64,
+    pub rho_delta: f64,
     pub releases: i64,
-    /// (ε, δ) as exact decimals, when the f64s above are rounded sums.
-    pub exact: Option<[String; 2]>,
+    /// (ε, δ, ρ, ρ's δ) as exact decimals, when the f64s above are rounded sums.
+    pub exact: Option<[String; 4]>,
     /// The identities of the releases it pays for once and for all
     /// (`repeat`); the ledger records them (past `shared::IDENTITIES`, they
     /// are charged and not recorded).

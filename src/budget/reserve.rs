@@ -27,15 +27,14 @@ use pgrx::AnyNumeric;
 use std::cell::{Cell, RefCell};
 
 /// What a session reserved and has not drawn yet: `units` times the
-/// (ε, δ) of the charge that made it (`unit`, exact decimals; drawn by a
-/// compare and a decrement, the usual case of a statement run again), plus
-/// `epsilon` and `delta`.
+/// amounts (ε, δ, ρ, ρ's δ: `Charge`) of the charge that made it (`unit`,
+/// exact decimals; drawn by a compare and a decrement, the usual case of a
+/// statement run again), plus `rest`.
 struct Reservation {
     role: pg_sys::Oid,
-    unit: [String; 2],
+    unit: [String; 4],
     units: u64,
-    epsilon: String,
-    delta: String,
+    rest: [String; 4],
     /// dpnoise.budget, whose invalidation (`dp_budget_changed`) makes it stale.
     budget_table: pg_sys::Oid,
     stale: bool,
@@ -60,11 +59,11 @@ pub(super) fn draw(role: pg_sys::Oid, request: &Charge) -> bool {
         give_back(role);
         return false;
     }
-    let amounts = request
-        .exact
-        .clone()
-        .unwrap_or_else(|| decimals(request.epsilon, request.delta));
+    let amounts = decimals(request);
     let unit = (request.releases == 1).then(|| amounts.clone());
+    // This charge in all: each amount times its releases.
+    let releases = AnyNumeric::from(request.releases);
+    let cost: [AnyNumeric; 4] = std::array::from_fn(|i| numeric(&amounts[i]) * releases.clone());
     let drawn = RESERVED.with(|r| {
         let mut r = r.borrow_mut();
         let Some(held) = r.as_mut().filter(|h| !h.stale && h.role == role) else {
@@ -74,42 +73,31 @@ pub(super) fn draw(role: pg_sys::Oid, request: &Charge) -> bool {
             held.units -= 1;
             return true;
         }
-        let releases = AnyNumeric::from(request.releases);
-        let (epsilon, delta) = (
-            numeric(&amounts[0]) * releases.clone(),
-            numeric(&amounts[1]) * releases,
-        );
-        let [left_epsilon, left_delta] = held.left().map(|a| numeric(&a));
-        if epsilon > left_epsilon || delta > left_delta {
+        let left = held.left().map(|a| numeric(&a));
+        if cost.iter().zip(&left).any(|(c, l)| c > l) {
             return false;
         }
         held.units = 0;
-        held.epsilon = (left_epsilon - epsilon).to_string();
-        held.delta = (left_delta - delta).to_string();
+        held.rest = std::array::from_fn(|i| (left[i].clone() - cost[i].clone()).to_string());
         true
     });
     if drawn {
         return true;
     }
     give_back(role);
-    let releases = AnyNumeric::from(request.releases);
-    let (epsilon, delta) = (
-        numeric(&amounts[0]) * releases.clone(),
-        numeric(&amounts[1]) * releases,
-    );
     // N times this charge, as far as the session's caps have room.
     let n = AnyNumeric::from(ahead as i64);
-    let whole = [
-        (epsilon.clone() * n.clone()).to_string(),
-        (delta.clone() * n).to_string(),
-    ];
+    let whole: [String; 4] = std::array::from_fn(|i| (cost[i].clone() * n.clone()).to_string());
     if !session::has_room(&whole[0], &whole[1], 1) {
         return false;
     }
+    let times = request.releases as f64 * ahead as f64;
     let reservation = Charge {
         mechanism: RESERVED_NAME,
-        epsilon: request.epsilon * request.releases as f64 * ahead as f64,
-        delta: request.delta * request.releases as f64 * ahead as f64,
+        epsilon: request.epsilon * times,
+        delta: request.delta * times,
+        rho: request.rho * times,
+        rho_delta: request.rho_delta * times,
         releases: 1,
         exact: Some(whole.clone()),
         identities: &[],
@@ -129,8 +117,7 @@ pub(super) fn draw(role: pg_sys::Oid, request: &Charge) -> bool {
             role,
             unit,
             units: ahead - 1,
-            epsilon: "0".into(),
-            delta: "0".into(),
+            rest: std::array::from_fn(|_| "0".into()),
             budget_table,
             stale: false,
         },
@@ -138,8 +125,7 @@ pub(super) fn draw(role: pg_sys::Oid, request: &Charge) -> bool {
             role,
             unit: amounts,
             units: 0,
-            epsilon: (numeric(&whole[0]) - epsilon).to_string(),
-            delta: (numeric(&whole[1]) - delta).to_string(),
+            rest: std::array::from_fn(|i| (numeric(&whole[i]) - cost[i].clone()).to_string()),
             budget_table,
             stale: false,
         },
@@ -150,34 +136,42 @@ pub(super) fn draw(role: pg_sys::Oid, request: &Charge) -> bool {
 
 impl Reservation {
     /// What is left in all, as exact decimals.
-    fn left(&self) -> [String; 2] {
+    fn left(&self) -> [String; 4] {
         if self.units == 0 {
-            return [self.epsilon.clone(), self.delta.clone()];
+            return self.rest.clone();
         }
         let units = AnyNumeric::from(self.units as i64);
         std::array::from_fn(|i| {
-            (numeric(&self.unit[i]) * units.clone() + numeric([&self.epsilon, &self.delta][i]))
-                .to_string()
+            (numeric(&self.unit[i]) * units.clone() + numeric(&self.rest[i])).to_string()
         })
     }
 
     /// The charge that gives back what is left: `units` releases at the
     /// unit, or (units being 0) the rest in one.
     fn returned(&self) -> Charge<'static> {
-        let ([epsilon, delta], releases) = if self.units > 0 {
-            (&self.unit, -(self.units as i64))
+        let (amounts, releases) = if self.units > 0 {
+            (self.unit.clone(), -(self.units as i64))
         } else {
-            (&[self.epsilon.clone(), self.delta.clone()], -1)
+            (self.rest.clone(), -1)
         };
+        let float = |i: usize| amounts[i].parse().unwrap_or(0.0);
         Charge {
             mechanism: GIVEN_BACK,
-            epsilon: epsilon.parse().unwrap_or(0.0),
-            delta: delta.parse().unwrap_or(0.0),
+            epsilon: float(0),
+            delta: float(1),
+            rho: float(2),
+            rho_delta: float(3),
             releases,
-            exact: Some([epsilon.clone(), delta.clone()]),
+            exact: Some(amounts),
             identities: &[],
             repeat: false,
         }
+    }
+
+    /// Whether nothing is left to give back.
+    fn empty(&self) -> bool {
+        let zero = AnyNumeric::from(0);
+        self.units == 0 && self.rest.iter().all(|a| numeric(a) == zero)
     }
 }
 
@@ -188,10 +182,7 @@ fn give_back(role: pg_sys::Oid) {
     let Some(held) = RESERVED.with(|r| r.borrow_mut().take()) else {
         return;
     };
-    let zero = AnyNumeric::from(0);
-    if held.role != role
-        || (held.units == 0 && numeric(&held.epsilon) == zero && numeric(&held.delta) == zero)
-    {
+    if held.role != role || held.empty() {
         return;
     }
     // Refused (the budget was revoked meanwhile): it stays charged.

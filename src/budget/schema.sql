@@ -11,7 +11,16 @@ REVOKE ALL ON SCHEMA dpnoise FROM PUBLIC;
 CREATE TABLE dpnoise.budget (
     role    regrole PRIMARY KEY,
     epsilon numeric NOT NULL CHECK (epsilon >= 0),
-    delta   numeric NOT NULL CHECK (delta >= 0)
+    delta   numeric NOT NULL CHECK (delta >= 0),
+    -- How releases add up (src/budget/accountant.rs): 'additive' (the
+    -- default) checks epsilon and delta above; 'zcdp' checks rho and
+    -- rho_delta (the delta of releases with no finite rho), and epsilon
+    -- and delta are the target the grants converted from, with
+    -- conversion_delta the part of delta the conversion took.
+    accountant text NOT NULL DEFAULT 'additive' CHECK (accountant IN ('additive', 'zcdp')),
+    rho numeric CHECK (rho >= 0),
+    rho_delta numeric CHECK (rho_delta >= 0),
+    conversion_delta numeric CHECK (conversion_delta >= 0)
 );
 -- Spent amounts, written by the ledger worker only (never by a grant, so a
 -- session that grants and then releases in one transaction cannot make the
@@ -19,7 +28,10 @@ CREATE TABLE dpnoise.budget (
 CREATE TABLE dpnoise.spent (
     role    regrole PRIMARY KEY,
     epsilon numeric NOT NULL DEFAULT 0,
-    delta   numeric NOT NULL DEFAULT 0
+    delta   numeric NOT NULL DEFAULT 0,
+    -- What the same charges cost under zCDP (counted for every role).
+    rho numeric NOT NULL DEFAULT 0,
+    rho_delta numeric NOT NULL DEFAULT 0
 );
 -- An optional cap on what all roles together may spend in this database.
 CREATE TABLE dpnoise.global_cap (
@@ -43,7 +55,11 @@ CREATE TABLE dpnoise.ledger (
     releases   bigint NOT NULL,
     pid        integer NOT NULL,
     -- With pid, the session that was charged (its backend start time).
-    session_start timestamptz
+    session_start timestamptz,
+    -- The same charge under zCDP: rho, and the delta beside it (NULL
+    -- before 0.20.0).
+    rho numeric,
+    rho_delta numeric
 );
 CREATE INDEX ON dpnoise.ledger (role, id);
 -- The releases paid for once and for all (src/repeat), by the charge that
@@ -74,27 +90,41 @@ $$;
 
 CREATE FUNCTION dpnoise.charge_batch(
     requesters oid[], epsilons numeric[], deltas numeric[], releases bigint[],
-    mechanisms text[], statements text[], pids integer[], starts timestamptz[], identities bytea[], repeats boolean[])
-RETURNS TABLE (granted boolean, remaining_epsilon numeric, remaining_delta numeric, is_free boolean)
+    mechanisms text[], statements text[], pids integer[], starts timestamptz[], identities bytea[], repeats boolean[],
+    rhos numeric[] DEFAULT NULL, rho_deltas numeric[] DEFAULT NULL)
+RETURNS TABLE (granted boolean, remaining_epsilon numeric, remaining_delta numeric, is_free boolean, remaining_rho numeric)
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
-    -- Per distinct role of the batch (usually one): what it has left and
-    -- what this batch charges it.
+    -- Per distinct role of the batch (usually one): its accountant, what
+    -- it has left and what this batch charges it. A zCDP budget's left
+    -- delta is rho_delta's.
     roles oid[] := '{}';
+    zcdp boolean[] := '{}';
     left_epsilon numeric[] := '{}';
     left_delta numeric[] := '{}';
+    left_rho numeric[] := '{}';
     charged_epsilon numeric[] := '{}';
     charged_delta numeric[] := '{}';
+    charged_rho numeric[] := '{}';
+    charged_rho_delta numeric[] := '{}';
     capped boolean := false;
     cap_epsilon numeric;
     cap_delta numeric;
     g boolean[] := '{}';
     re numeric[] := '{}';
     rd numeric[] := '{}';
+    rr numeric[] := '{}';
+    -- Each request's zCDP cost per release, as charged and recorded.
+    one_rhos numeric[] := '{}';
+    one_rho_deltas numeric[] := '{}';
     cost_epsilon numeric;
     cost_delta numeric;
+    cost_rho numeric;
+    cost_rho_delta numeric;
+    one_zcdp boolean;
     one_epsilon numeric;
     one_delta numeric;
+    one_rho numeric;
     one_cap_epsilon numeric;
     one_cap_delta numeric;
     j integer;
@@ -123,8 +153,10 @@ BEGIN
         CONTINUE WHEN requesters[i] = ANY (roles);
         -- The global cap, if any, comes along (a batch without a role with
         -- a budget grants nothing, so never needs it).
-        SELECT b.epsilon - p.epsilon, b.delta - p.delta, c.epsilon, c.delta
-        INTO one_epsilon, one_delta, one_cap_epsilon, one_cap_delta
+        SELECT b.accountant = 'zcdp', b.epsilon - p.epsilon,
+               CASE WHEN b.accountant = 'zcdp' THEN b.rho_delta - p.rho_delta ELSE b.delta - p.delta END,
+               b.rho - p.rho, c.epsilon, c.delta
+        INTO one_zcdp, one_epsilon, one_delta, one_rho, one_cap_epsilon, one_cap_delta
         FROM dpnoise.budget b JOIN dpnoise.spent p ON p.role = b.role
         LEFT JOIN dpnoise.global_cap c ON true WHERE b.role = requesters[i];
         IF one_cap_epsilon IS NOT NULL THEN
@@ -133,10 +165,14 @@ BEGIN
             cap_delta := one_cap_delta;
         END IF;
         roles := roles || requesters[i];
+        zcdp := zcdp || coalesce(one_zcdp, false);
         left_epsilon := left_epsilon || one_epsilon;
         left_delta := left_delta || one_delta;
+        left_rho := left_rho || one_rho;
         charged_epsilon := charged_epsilon || 0::numeric;
         charged_delta := charged_delta || 0::numeric;
+        charged_rho := charged_rho || 0::numeric;
+        charged_rho_delta := charged_rho_delta || 0::numeric;
     END LOOP;
     IF capped THEN
         SELECT cap_epsilon - coalesce(sum(s.epsilon), 0), cap_delta - coalesce(sum(s.delta), 0)
@@ -144,6 +180,10 @@ BEGIN
     END IF;
     FOR i IN 1 .. cardinality(requesters) LOOP
         j := array_position(roles, requesters[i]);
+        -- A request without a zCDP cost (a direct call; never from the
+        -- library) costs its epsilon squared over two and its delta.
+        one_rhos[i] := coalesce(rhos[i], epsilons[i] * epsilons[i] / 2);
+        one_rho_deltas[i] := coalesce(rho_deltas[i], deltas[i]);
         IF identities[i] IS NULL THEN
             mine := '{}';
         ELSE
@@ -151,27 +191,37 @@ BEGIN
         END IF;
         fr[i] := coalesce(repeats[i], false) AND cardinality(mine) > 0 AND mine <@ paid;
         ids[i] := NULL;
+        rr[i] := CASE WHEN zcdp[j] THEN left_rho[j] END;
         IF fr[i] THEN
             -- Asked again: answered as before, by any role, and free.
             g[i] := true;
             re[i] := coalesce(CASE WHEN capped THEN least(left_epsilon[j], cap_epsilon) ELSE left_epsilon[j] END, 0);
-            rd[i] := coalesce(CASE WHEN capped THEN least(left_delta[j], cap_delta) ELSE left_delta[j] END, 0);
+            rd[i] := coalesce(CASE WHEN capped AND NOT zcdp[j] THEN least(left_delta[j], cap_delta) ELSE left_delta[j] END, 0);
             CONTINUE;
         END IF;
         IF left_epsilon[j] IS NULL THEN
             -- No budget (never granted, or revoked).
-            g[i] := false; re[i] := 0; rd[i] := 0;
+            g[i] := false; re[i] := 0; rd[i] := 0; rr[i] := NULL;
             CONTINUE;
         END IF;
         cost_epsilon := epsilons[i] * releases[i];
         cost_delta := deltas[i] * releases[i];
-        g[i] := cost_epsilon <= left_epsilon[j] AND cost_delta <= left_delta[j]
-                AND (NOT capped OR (cost_epsilon <= cap_epsilon AND cost_delta <= cap_delta));
+        cost_rho := one_rhos[i] * releases[i];
+        cost_rho_delta := one_rho_deltas[i] * releases[i];
+        IF zcdp[j] THEN
+            g[i] := cost_rho <= left_rho[j] AND cost_rho_delta <= left_delta[j];
+        ELSE
+            g[i] := cost_epsilon <= left_epsilon[j] AND cost_delta <= left_delta[j];
+        END IF;
+        g[i] := g[i] AND (NOT capped OR (cost_epsilon <= cap_epsilon AND cost_delta <= cap_delta));
         IF g[i] THEN
             left_epsilon[j] := left_epsilon[j] - cost_epsilon;
-            left_delta[j] := left_delta[j] - cost_delta;
+            left_rho[j] := left_rho[j] - cost_rho;
+            left_delta[j] := left_delta[j] - CASE WHEN zcdp[j] THEN cost_rho_delta ELSE cost_delta END;
             charged_epsilon[j] := charged_epsilon[j] + cost_epsilon;
             charged_delta[j] := charged_delta[j] + cost_delta;
+            charged_rho[j] := charged_rho[j] + cost_rho;
+            charged_rho_delta[j] := charged_rho_delta[j] + cost_rho_delta;
             cap_epsilon := cap_epsilon - cost_epsilon;
             cap_delta := cap_delta - cost_delta;
             ids[i] := nextval('dpnoise.ledger_id_seq');
@@ -183,26 +233,29 @@ BEGIN
             END LOOP;
         END IF;
         re[i] := CASE WHEN capped THEN least(left_epsilon[j], cap_epsilon) ELSE left_epsilon[j] END;
-        rd[i] := CASE WHEN capped THEN least(left_delta[j], cap_delta) ELSE left_delta[j] END;
+        rd[i] := CASE WHEN capped AND NOT zcdp[j] THEN least(left_delta[j], cap_delta) ELSE left_delta[j] END;
+        rr[i] := CASE WHEN zcdp[j] THEN left_rho[j] END;
     END LOOP;
     -- One statement writes what was spent and the ledger rows (in request
     -- order: unnest's ordinality) and answers.
     RETURN QUERY
     WITH spend AS (
-        UPDATE dpnoise.spent p SET epsilon = p.epsilon + c.e, delta = p.delta + c.d
-        FROM unnest(roles, charged_epsilon, charged_delta) AS c(r, e, d)
-        WHERE p.role = c.r AND (c.e <> 0 OR c.d <> 0)
+        UPDATE dpnoise.spent p SET epsilon = p.epsilon + c.e, delta = p.delta + c.d,
+                                   rho = p.rho + c.r, rho_delta = p.rho_delta + c.rd
+        FROM unnest(roles, charged_epsilon, charged_delta, charged_rho, charged_rho_delta) AS c(r0, e, d, r, rd)
+        WHERE p.role = c.r0 AND (c.e <> 0 OR c.d <> 0 OR c.r <> 0 OR c.rd <> 0)
     ), charges AS (
-        INSERT INTO dpnoise.ledger (id, role, charged_at, statement, mechanism, epsilon, delta, releases, pid, session_start)
-        SELECT u.id, u.r, clock_timestamp(), u.s, u.m, u.e, u.d, u.n, u.p, u.t
-        FROM unnest(ids, requesters, statements, mechanisms, epsilons, deltas, releases, pids, starts)
-             WITH ORDINALITY AS u(id, r, s, m, e, d, n, p, t, k)
+        INSERT INTO dpnoise.ledger (id, role, charged_at, statement, mechanism, epsilon, delta, releases, pid, session_start,
+                                    rho, rho_delta)
+        SELECT u.id, u.r, clock_timestamp(), u.s, u.m, u.e, u.d, u.n, u.p, u.t, u.rho, u.rd
+        FROM unnest(ids, requesters, statements, mechanisms, epsilons, deltas, releases, pids, starts, one_rhos, one_rho_deltas)
+             WITH ORDINALITY AS u(id, r, s, m, e, d, n, p, t, rho, rd, k)
         WHERE u.id IS NOT NULL ORDER BY u.k
     ), recorded AS (
         INSERT INTO dpnoise.paid_releases (identity, ledger_id)
         SELECT * FROM unnest(new_identities, new_ledger)
     )
-    SELECT u.ok, u.e, u.d, u.free FROM unnest(g, re, rd, fr) WITH ORDINALITY AS u(ok, e, d, free, k) ORDER BY u.k;
+    SELECT u.ok, u.e, u.d, u.free, u.r FROM unnest(g, re, rd, fr, rr) WITH ORDINALITY AS u(ok, e, d, free, r, k) ORDER BY u.k;
 END $$;
 
 -- Checks a granted amount: finite, not negative, not NULL (SQLSTATE 22023).
@@ -238,6 +291,11 @@ DECLARE
     e numeric := dpnoise.amount('epsilon', $2, NULL);
     d numeric := dpnoise.amount('delta', $3, 1);
 BEGIN
+    IF EXISTS (SELECT 1 FROM dpnoise.budget b WHERE b.role = r AND b.accountant <> 'additive') THEN
+        RAISE EXCEPTION 'role % has a zCDP budget: grant it more with dp_budget_grant_zcdp', r
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'To change its accountant, dp_budget_revoke(role) first: what it spent stays in the ledger.';
+    END IF;
     INSERT INTO dpnoise.spent AS p (role) VALUES (r) ON CONFLICT DO NOTHING;
     -- A new budget starts at what was already spent: it adds e to what remains.
     INSERT INTO dpnoise.budget AS b (role, epsilon, delta)
@@ -247,6 +305,44 @@ BEGIN
 END $$;
 COMMENT ON FUNCTION dp_budget_grant(regrole, double precision, double precision) IS
     'Adds epsilon and delta to what a role may still spend. Superusers, and roles granted EXECUTE on it.';
+
+-- A zCDP budget (src/budget/accountant.rs): releases add up their rho,
+-- and the delta of releases with no finite rho. Granted as the (epsilon,
+-- delta) guarantee it must keep: release_delta (half of delta unless
+-- given) pays the releases' delta, the rest the conversion from rho to
+-- (epsilon, delta); rho is the largest whose conversion is within epsilon.
+CREATE FUNCTION dp_budget_grant_zcdp(role regrole, epsilon double precision, delta double precision,
+                                     release_delta double precision DEFAULT NULL)
+RETURNS void LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    r regrole := dpnoise.existing_role($1);
+    e numeric := dpnoise.amount('epsilon', $2, NULL);
+    d numeric := dpnoise.amount('delta', $3, 1);
+    rd numeric := dpnoise.amount('release_delta', coalesce($4, $3 / 2), $3);
+    conversion numeric := d - rd;
+    granted numeric;
+BEGIN
+    IF e > 0 AND (conversion <= 0 OR conversion >= 1) THEN
+        RAISE EXCEPTION 'a zCDP budget of epsilon > 0 needs delta above release_delta (got delta %, release_delta %)', d, rd
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'The conversion from rho to (epsilon, delta) takes delta - release_delta: give a larger delta, or a smaller release_delta.';
+    END IF;
+    IF EXISTS (SELECT 1 FROM dpnoise.budget b WHERE b.role = r AND b.accountant <> 'zcdp') THEN
+        RAISE EXCEPTION 'role % has an additive budget: grant it more with dp_budget_grant', r
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'To change its accountant, dp_budget_revoke(role) first: what it spent stays in the ledger.';
+    END IF;
+    granted := CASE WHEN e = 0 THEN 0 ELSE @extschema@.dp_zcdp_rho(e::float8, conversion::float8)::text::numeric END;
+    INSERT INTO dpnoise.spent AS p (role) VALUES (r) ON CONFLICT DO NOTHING;
+    -- Like an additive one, a new budget starts at what was already spent.
+    INSERT INTO dpnoise.budget AS b (role, epsilon, delta, accountant, rho, rho_delta, conversion_delta)
+    SELECT r, e, d, 'zcdp', p.rho + granted, p.rho_delta + rd, conversion FROM dpnoise.spent p WHERE p.role = r
+    ON CONFLICT ON CONSTRAINT budget_pkey DO UPDATE SET epsilon = b.epsilon + e, delta = b.delta + d,
+        rho = b.rho + granted, rho_delta = b.rho_delta + rd, conversion_delta = b.conversion_delta + conversion;
+    PERFORM @extschema@.dp_budget_changed();
+END $$;
+COMMENT ON FUNCTION dp_budget_grant_zcdp(regrole, double precision, double precision, double precision) IS
+    'Adds to a role''s zCDP budget: the rho whose conversion gives (epsilon, delta - release_delta), and release_delta (half of delta unless given) for releases with no finite rho. Superusers, and roles granted EXECUTE on it.';
 
 CREATE FUNCTION dp_budget_revoke(role regrole) RETURNS void
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
@@ -274,11 +370,12 @@ COMMENT ON FUNCTION dp_budget_set_global(double precision, double precision) IS
 
 REVOKE EXECUTE ON FUNCTION dp_budget_changed() FROM PUBLIC;
 COMMENT ON FUNCTION dp_budget_changed() IS 'Tells every session that a budget changed (at commit): sessions paying ahead give back what they hold and ask again; called by dp_budget_grant and friends.';
-REVOKE EXECUTE ON FUNCTION dpnoise.charge_batch(oid[], numeric[], numeric[], bigint[], text[], text[], integer[], timestamptz[], bytea[], boolean[]),
+REVOKE EXECUTE ON FUNCTION dpnoise.charge_batch(oid[], numeric[], numeric[], bigint[], text[], text[], integer[], timestamptz[], bytea[], boolean[], numeric[], numeric[]),
     dpnoise.amount(text, double precision, double precision),
     dpnoise.identities(bytea),
     dpnoise.existing_role(regrole),
     dp_budget_grant(regrole, double precision, double precision),
+    dp_budget_grant_zcdp(regrole, double precision, double precision, double precision),
     dp_budget_revoke(regrole),
     dp_budget_set_global(double precision, double precision)
 FROM PUBLIC;
@@ -291,7 +388,15 @@ SELECT b.role,
        b.delta AS delta_granted, coalesce(p.delta, 0) AS delta_spent,
        b.delta - coalesce(p.delta, 0) AS delta_remaining,
        -- A dropped role's budget and charges stay; its name does not.
-       coalesce(r.rolname::text, 'dropped role ' || b.role::oid) AS role_name
+       coalesce(r.rolname::text, 'dropped role ' || b.role::oid) AS role_name,
+       -- A zCDP budget's rho; the delta of its releases with no finite rho;
+       -- and the (epsilon, delta) guarantee of all it was granted.
+       b.accountant,
+       b.rho AS rho_granted, CASE WHEN b.accountant = 'zcdp' THEN coalesce(p.rho, 0) END AS rho_spent,
+       b.rho - coalesce(p.rho, 0) AS rho_remaining,
+       b.rho_delta AS release_delta_granted,
+       CASE WHEN b.accountant = 'zcdp' THEN coalesce(p.rho_delta, 0) END AS release_delta_spent,
+       b.rho_delta - coalesce(p.rho_delta, 0) AS release_delta_remaining
 FROM dpnoise.budget b LEFT JOIN dpnoise.spent p ON p.role = b.role
 LEFT JOIN pg_catalog.pg_roles r ON r.oid = b.role;
 
@@ -302,17 +407,21 @@ LEFT JOIN pg_catalog.pg_roles r ON r.oid = b.role;
 CREATE VIEW dp_my_budget WITH (security_barrier) AS
 SELECT * FROM dp_budgets WHERE role = (SELECT r.oid FROM pg_catalog.pg_roles r WHERE r.rolname = current_user)::regrole;
 CREATE VIEW dp_my_ledger WITH (security_barrier) AS
-SELECT l.id, l.charged_at, l.statement, l.mechanism, l.epsilon, l.delta, l.releases, l.pid, l.session_start
+SELECT l.id, l.charged_at, l.statement, l.mechanism, l.epsilon, l.delta, l.releases, l.pid, l.session_start,
+       l.rho, l.rho_delta
 FROM dpnoise.ledger l
 WHERE l.role = (SELECT r.oid FROM pg_catalog.pg_roles r WHERE r.rolname = current_user)::regrole;
 GRANT SELECT ON dp_my_budget, dp_my_ledger TO PUBLIC;
 
-CREATE FUNCTION dp_budget_remaining(OUT epsilon double precision, OUT delta double precision)
+CREATE FUNCTION dp_budget_remaining(OUT epsilon double precision, OUT delta double precision,
+                                    OUT rho double precision, OUT accountant text)
 LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
-    SELECT coalesce((SELECT m.epsilon_remaining FROM @extschema@.dp_my_budget m), 0)::float8,
-           coalesce((SELECT m.delta_remaining FROM @extschema@.dp_my_budget m), 0)::float8
+    SELECT coalesce(CASE WHEN m.accountant = 'zcdp' THEN NULL ELSE m.epsilon_remaining END, 0)::float8,
+           coalesce(CASE WHEN m.accountant = 'zcdp' THEN m.release_delta_remaining ELSE m.delta_remaining END, 0)::float8,
+           m.rho_remaining::float8, coalesce(m.accountant, 'additive')
+    FROM (SELECT 1) one LEFT JOIN @extschema@.dp_my_budget m ON true
 $$;
-COMMENT ON FUNCTION dp_budget_remaining() IS 'What the calling role may still spend (0, 0 without a budget).';
+COMMENT ON FUNCTION dp_budget_remaining() IS 'What the calling role may still spend: epsilon and delta under the additive accountant; rho and the delta of releases with no finite rho under zCDP (epsilon 0). Zeros without a budget.';
 
 
 COMMENT ON SCHEMA dpnoise IS 'dpnoise''s budget and ledger: superusers only.';
@@ -322,12 +431,16 @@ COMMENT ON TABLE dpnoise.global_cap IS 'An optional cap on what all roles togeth
 COMMENT ON TABLE dpnoise.ledger IS 'One row per charge, committed before the release it pays for.';
 COMMENT ON SEQUENCE dpnoise.ledger_id_seq IS 'Numbers the ledger''s charges.';
 COMMENT ON TABLE dpnoise.charge_lock IS 'Never holds a row: the ledger workers lock it to charge one batch at a time.';
-COMMENT ON FUNCTION dpnoise.charge_batch(oid[], numeric[], numeric[], bigint[], text[], text[], integer[], timestamptz[], bytea[], boolean[]) IS
+COMMENT ON FUNCTION dpnoise.charge_batch(oid[], numeric[], numeric[], bigint[], text[], text[], integer[], timestamptz[], bytea[], boolean[], numeric[], numeric[]) IS
     'Charges a batch of releases; called by the ledger worker only.';
+COMMENT ON FUNCTION dp_zcdp_rho(double precision, double precision) IS
+    'The largest rho whose zCDP guarantee converts to (epsilon, delta)-DP (Canonne, Kamath & Steinke 2020, Corollary 13): what a zCDP budget granted as (epsilon, delta) may spend.';
+COMMENT ON FUNCTION dp_zcdp_epsilon(double precision, double precision) IS
+    'The epsilon of the (epsilon, delta)-DP guarantee that rho-zCDP gives at this delta (Canonne, Kamath & Steinke 2020, Corollary 13).';
 COMMENT ON FUNCTION dpnoise.amount(text, double precision, double precision) IS 'Checks a granted amount and returns it as the exact decimal written.';
 COMMENT ON FUNCTION dpnoise.identities(bytea) IS 'The 32-byte release identities concatenated in a charge request.';
 COMMENT ON TABLE dpnoise.paid_releases IS 'The releases paid for once and for all, by the ledger row that paid them: asked again, they are free.';
 COMMENT ON FUNCTION dpnoise.existing_role(regrole) IS 'Checks that a role exists (42704 otherwise).';
-COMMENT ON VIEW dp_budgets IS 'Every role''s budget: granted, spent and remaining epsilon and delta. Superusers only.';
+COMMENT ON VIEW dp_budgets IS 'Every role''s budget: granted, spent and remaining epsilon and delta (additive), or rho and the releases'' delta (zCDP). Superusers only.';
 COMMENT ON VIEW dp_my_budget IS 'The calling role''s own budget row.';
 COMMENT ON VIEW dp_my_ledger IS 'The calling role''s own charges.';

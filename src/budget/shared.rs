@@ -90,10 +90,15 @@ pub struct Slot {
     /// and the exact sums charged for an analyst's statement.
     pub epsilon: Text<AMOUNT>,
     pub delta: Text<AMOUNT>,
+    /// What it costs under zero-concentrated DP (`budget::Charge`).
+    pub rho: Text<AMOUNT>,
+    pub rho_delta: Text<AMOUNT>,
     pub mechanism: Text<48>,
     pub statement: Text<1024>,
     pub remaining_epsilon: Text<64>,
     pub remaining_delta: Text<64>,
+    /// A zCDP budget's ρ left; empty for an additive one.
+    pub remaining_rho: Text<64>,
     pub message: Text<256>,
 }
 

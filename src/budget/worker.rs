@@ -105,8 +105,10 @@ pub fn launch(entry: usize) -> bool {
         .is_ok()
 }
 
-const CHARGE: &str = "SELECT c.granted, c.remaining_epsilon::text, c.remaining_delta::text, c.is_free \
-     FROM dpnoise.charge_batch($1::oid[], $2::numeric[], $3::numeric[], $4, $5, $6, $7, $8, $9, $10) c";
+const CHARGE: &str = "SELECT c.granted, c.remaining_epsilon::text, c.remaining_delta::text, c.is_free, \
+     c.remaining_rho::text \
+     FROM dpnoise.charge_batch($1::oid[], $2::numeric[], $3::numeric[], $4, $5, $6, $7, $8, $9, $10, \
+     $11::numeric[], $12::numeric[]) c";
 
 thread_local! {
     /// The charge query, planned once per worker.
@@ -118,6 +120,7 @@ struct Reply {
     free: bool,
     remaining_epsilon: String,
     remaining_delta: String,
+    remaining_rho: String,
 }
 
 #[pg_guard]
@@ -283,12 +286,15 @@ fn charge_batch(batch: &[usize]) {
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let (mut releases, mut pids, mut starts, mut identities, mut repeats) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut rhos, mut rho_deltas) = (Vec::new(), Vec::new());
     for &i in batch {
         // TAKEN by this worker (take_batch): ours until it is finished.
         mailbox.slot(i).expect("taken index").with(|slot| {
             roles.push(i64::from(u32::from(slot.role)));
             epsilons.push(slot.epsilon.get().to_owned());
             deltas.push(slot.delta.get().to_owned());
+            rhos.push(slot.rho.get().to_owned());
+            rho_deltas.push(slot.rho_delta.get().to_owned());
             releases.push(slot.releases);
             mechanisms.push(slot.mechanism.get().to_owned());
             statements.push(slot.statement.get().to_owned());
@@ -301,7 +307,7 @@ fn charge_batch(batch: &[usize]) {
     }
     let replies: Vec<Reply> = BackgroundWorker::transaction(AssertUnwindSafe(|| {
         Spi::connect_mut(|client| {
-            let args: [DatumWithOid; 10] = [
+            let args: [DatumWithOid; 12] = [
                 roles.into(),
                 epsilons.into(),
                 deltas.into(),
@@ -312,6 +318,8 @@ fn charge_batch(batch: &[usize]) {
                 starts.into(),
                 identities.into(),
                 repeats.into(),
+                rhos.into(),
+                rho_deltas.into(),
             ];
             let table = PLAN
                 .with(|plan| {
@@ -328,6 +336,8 @@ fn charge_batch(batch: &[usize]) {
                             PgBuiltInOids::TIMESTAMPTZARRAYOID,
                             PgBuiltInOids::BYTEAARRAYOID,
                             PgBuiltInOids::BOOLARRAYOID,
+                            PgBuiltInOids::TEXTARRAYOID,
+                            PgBuiltInOids::TEXTARRAYOID,
                         ]
                         .map(PgOid::BuiltIn);
                         *plan = Some(client.prepare_mut(CHARGE, &types)?.keep());
@@ -341,6 +351,7 @@ fn charge_batch(batch: &[usize]) {
                     remaining_epsilon: row.get(2).ok().flatten().unwrap_or_default(),
                     remaining_delta: row.get(3).ok().flatten().unwrap_or_default(),
                     free: row.get(4).ok().flatten().unwrap_or(false),
+                    remaining_rho: row.get(5).ok().flatten().unwrap_or_default(),
                 })
                 .collect()
         })
@@ -353,6 +364,7 @@ fn charge_batch(batch: &[usize]) {
             s.free = reply.free;
             s.remaining_epsilon.set(&reply.remaining_epsilon);
             s.remaining_delta.set(&reply.remaining_delta);
+            s.remaining_rho.set(&reply.remaining_rho);
         });
         slot.finish(if reply.granted {
             Outcome::Granted

@@ -54,11 +54,220 @@ fn dp_query_accuracy(
         name!(selection_always_kept, Option<i64>),
     ),
 > {
+    let confidence = confidence.unwrap_or_else(|| null_parameter("confidence"));
+    dpnoise_core::staircase::check_confidence(confidence).or_raise();
+    let planned_query = planned(
+        "dp_query_accuracy",
+        aggregate,
+        epsilon,
+        tables,
+        lower,
+        upper,
+        grouped,
+        delta,
+        mechanism,
+    );
+    let Planned {
+        k, share, ref plan, ..
+    } = planned_query;
+    let accuracy = plan.accuracy(confidence);
+    let selection_delta = crate::gucs::selection_delta();
+    let (separate, thresholded) = selection(&planned_query);
+    let figure = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+    let (even, always) = match (thresholded, separate) {
+        (Some((t, each)), _) => (
+            Some(figure(t.persons_kept_at(0.5, each))),
+            Some(figure(t.persons_kept_at(1.0 - selection_delta, each))),
+        ),
+        (None, Some(s)) => (
+            Some(figure(s.even_odds())),
+            Some(figure(s.always_kept_from())),
+        ),
+        (None, None) => (None, None),
+    };
+    TableIterator::once((
+        k,
+        share,
+        plan.mechanism.name().to_string(),
+        accuracy.mean_abs_error,
+        accuracy.std_dev,
+        accuracy.ci_half_width,
+        even,
+        always,
+    ))
+}
+
+/// The partition selection a GROUP BY on keys from the data would get:
+/// the separate selection (None where δ_s = 0 or the query is not
+/// grouped), and, where the aggregate selects its groups by its own noise
+/// (a count without δ, a row count: the gate's rule,
+/// `partitions::select_partitions`), its threshold and each person's least
+/// value in lattice steps.
+fn selection(
+    planned: &Planned,
+) -> (
+    Option<PartitionSelection>,
+    Option<(dpnoise_core::threshold::CountThreshold, u128)>,
+) {
+    let Planned {
+        k,
+        shape,
+        least,
+        grouped,
+        delta,
+        ref plan,
+        ..
+    } = *planned;
+    // With dpnoise.selection_delta = 0 keys from the data are refused: only listed keys.
+    let selection_delta = crate::gucs::selection_delta();
+    let separate = (grouped && selection_delta > 0.0).then(|| {
+        PartitionSelection::new(crate::gucs::selection_epsilon(), selection_delta, k as u32)
+            .or_raise()
+    });
+    let each = match (shape, least) {
+        (Shape::Count, _) => Some(1),
+        (_, Some(v)) => plan
+            .calibration
+            .lattice
+            .round(v)
+            .ok()
+            .filter(|&s| s > 0)
+            .map(|s| s as u128),
+        _ => None,
+    };
+    let thresholded = separate
+        .as_ref()
+        .filter(|_| delta == 0.0 && crate::gucs::thresholded_counts())
+        .zip(each)
+        .and_then(|(separate, each)| {
+            dpnoise_core::threshold::CountThreshold::if_better(
+                plan,
+                k as u32,
+                selection_delta,
+                separate,
+                each,
+            )
+            .map(|t| (t, each))
+        });
+    (separate, thresholded)
+}
+
+/// What one aggregate of a query over `tables` will be charged, before it
+/// spends anything, under each accountant (src/budget/accountant.rs):
+/// (ε, δ) added up, and under zCDP its ρ and the δ beside it (a Gaussian
+/// its exact ρ and no δ; any other release ε²/(2k) and its δ:
+/// `dpnoise_core::zcdp`). One row per part: the aggregate, the partition
+/// selection a GROUP BY on keys from the data pays (δ only where the
+/// aggregate selects by its own noise), the run time held as a release
+/// (`dpnoise.timing_epsilon`), and the total. Spends and draws nothing.
+#[pg_extern(stable, parallel_restricted)]
+#[allow(clippy::too_many_arguments)]
+fn dp_query_cost(
+    aggregate: Option<&str>,
+    epsilon: Option<f64>,
+    tables: Option<Vec<Option<String>>>,
+    lower: default!(Option<f64>, "NULL"),
+    upper: default!(Option<f64>, "NULL"),
+    grouped: default!(Option<bool>, true),
+    delta: default!(Option<f64>, 0.0),
+    mechanism: default!(Option<&str>, "NULL"),
+) -> TableIterator<
+    'static,
+    (
+        name!(part, String),
+        name!(epsilon_added_up, f64),
+        name!(delta_added_up, f64),
+        name!(rho, f64),
+        name!(rho_delta, f64),
+    ),
+> {
+    use dpnoise_core::zcdp::{approximate_cost, gaussian_rho};
+    let planned_query = planned(
+        "dp_query_cost",
+        aggregate,
+        epsilon,
+        tables,
+        lower,
+        upper,
+        grouped,
+        delta,
+        mechanism,
+    );
+    let Planned {
+        k, delta, ref plan, ..
+    } = planned_query;
+    let epsilon = epsilon.unwrap_or(0.0);
+    let groups = k as u32;
+    let (rho, rho_delta) = gaussian_rho(plan, groups).map_or_else(
+        || approximate_cost(epsilon, delta, groups),
+        |rho| (rho, 0.0),
+    );
+    let mut parts = vec![("aggregate".to_string(), epsilon, delta, rho, rho_delta)];
+    let (separate, thresholded) = selection(&planned_query);
+    if separate.is_some() {
+        let selection_delta = crate::gucs::selection_delta();
+        let selection_epsilon = if thresholded.is_some() {
+            0.0
+        } else {
+            crate::gucs::selection_epsilon()
+        };
+        let (rho, rho_delta) = approximate_cost(selection_epsilon, selection_delta, groups);
+        parts.push((
+            "partition selection".to_string(),
+            selection_epsilon,
+            selection_delta,
+            rho,
+            rho_delta,
+        ));
+    }
+    if let Some((timing_epsilon, timing_delta, _)) = crate::gucs::timing() {
+        let (rho, rho_delta) = approximate_cost(timing_epsilon, timing_delta, 1);
+        parts.push((
+            "run time".to_string(),
+            timing_epsilon,
+            timing_delta,
+            rho,
+            rho_delta,
+        ));
+    }
+    let total = parts.iter().fold((0.0, 0.0, 0.0, 0.0), |t, p| {
+        (t.0 + p.1, t.1 + p.2, t.2 + p.3, t.3 + p.4)
+    });
+    parts.push(("total".to_string(), total.0, total.1, total.2, total.3));
+    TableIterator::new(parts)
+}
+
+/// One aggregate of a query over `tables` as the gate would plan it: the
+/// groups k a person may add to, ε's share per group, its shape (and a
+/// row count's least value per person), and the plan over the k groups.
+struct Planned {
+    k: i32,
+    share: f64,
+    shape: Shape,
+    least: Option<f64>,
+    grouped: bool,
+    delta: f64,
+    plan: dpnoise_core::Plan,
+}
+
+/// `dp_query_accuracy`'s and `dp_query_cost`'s arguments (`function`,
+/// which refusals name), checked and planned.
+#[allow(clippy::too_many_arguments)]
+fn planned(
+    function: &str,
+    aggregate: Option<&str>,
+    epsilon: Option<f64>,
+    tables: Option<Vec<Option<String>>>,
+    lower: Option<f64>,
+    upper: Option<f64>,
+    grouped: Option<bool>,
+    delta: Option<f64>,
+    mechanism: Option<&str>,
+) -> Planned {
     let aggregate = aggregate.unwrap_or_else(|| null_parameter("aggregate"));
     let epsilon = epsilon.unwrap_or_else(|| null_parameter("epsilon"));
     let tables = tables.unwrap_or_else(|| null_parameter("tables"));
     let grouped = grouped.unwrap_or_else(|| null_parameter("grouped"));
-    let confidence = confidence.unwrap_or_else(|| null_parameter("confidence"));
     let delta = delta.unwrap_or_else(|| null_parameter("delta"));
     // A row count written dp_sum(1.0, ε, lower, upper): each person adds
     // at least 1 clamped to the bounds, which its own noise can select by.
@@ -69,7 +278,7 @@ fn dp_query_accuracy(
             let (Some(lower), Some(upper)) = (lower, upper) else {
                 raise_sqlstate(
                     "22023",
-                    format!("dp_query_accuracy: '{aggregate}' needs lower and upper, the bounds dp_sum clamps to"),
+                    format!("{function}: '{aggregate}' needs lower and upper, the bounds dp_sum clamps to"),
                     None,
                 )
             };
@@ -80,15 +289,14 @@ fn dp_query_accuracy(
         }
         other => raise_sqlstate(
             "22023",
-            format!("dp_query_accuracy: aggregate must be 'count', 'sum' or 'rows', not '{other}'"),
+            format!("{function}: aggregate must be 'count', 'sum' or 'rows', not '{other}'"),
             Some("dp_aggregate_accuracy gives the error of dp_avg, dp_var and the quantiles for a group of n persons.".to_string()),
         ),
     };
-    dpnoise_core::staircase::check_confidence(confidence).or_raise();
     let Some(known) = protected() else {
         raise_sqlstate(
             "55000",
-            "dp_query_accuracy: dpnoise is not installed in this database".to_string(),
+            format!("{function}: dpnoise is not installed in this database"),
             None,
         )
     };
@@ -102,7 +310,7 @@ fn dp_query_accuracy(
     if found.is_empty() {
         raise_sqlstate(
             "22023",
-            "dp_query_accuracy: none of these tables is protected".to_string(),
+            format!("{function}: none of these tables is protected"),
             Some("List the tables of the query's FROM, at least one of them protected (dp_protected_tables).".to_string()),
         );
     }
@@ -130,64 +338,15 @@ fn dp_query_accuracy(
         shape,
         groups: k as u32,
     });
-    let accuracy = plan.accuracy(confidence);
-    // With dpnoise.selection_delta = 0 keys from the data are refused: only listed keys.
-    let selection_delta = crate::gucs::selection_delta();
-    let separate = (grouped && selection_delta > 0.0).then(|| {
-        PartitionSelection::new(crate::gucs::selection_epsilon(), selection_delta, k as u32)
-            .or_raise()
-    });
-    // A count without δ (a row count 'rows' likewise) selects its groups
-    // by its own noise where that shows a group with even odds from no
-    // more persons (the gate's rule, `partitions::select_partitions`):
-    // "always" is then with probability at least 1 − dpnoise.selection_delta.
-    let each = match (shape, least) {
-        (Shape::Count, _) => Some(1),
-        (_, Some(v)) => plan
-            .calibration
-            .lattice
-            .round(v)
-            .ok()
-            .filter(|&s| s > 0)
-            .map(|s| s as u128),
-        _ => None,
-    };
-    let thresholded = separate
-        .as_ref()
-        .filter(|_| delta == 0.0 && crate::gucs::thresholded_counts())
-        .zip(each)
-        .and_then(|(separate, each)| {
-            dpnoise_core::threshold::CountThreshold::if_better(
-                &plan,
-                k as u32,
-                selection_delta,
-                separate,
-                each,
-            )
-            .map(|t| (t, each))
-        });
-    let figure = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
-    let (even, always) = match (thresholded, separate) {
-        (Some((t, each)), _) => (
-            Some(figure(t.persons_kept_at(0.5, each))),
-            Some(figure(t.persons_kept_at(1.0 - selection_delta, each))),
-        ),
-        (None, Some(s)) => (
-            Some(figure(s.even_odds())),
-            Some(figure(s.always_kept_from())),
-        ),
-        (None, None) => (None, None),
-    };
-    TableIterator::once((
+    Planned {
         k,
         share,
-        plan.mechanism.name().to_string(),
-        accuracy.mean_abs_error,
-        accuracy.std_dev,
-        accuracy.ci_half_width,
-        even,
-        always,
-    ))
+        shape,
+        least,
+        grouped,
+        delta,
+        plan,
+    }
 }
 
 /// A table by name, as the analyst's own query would find it (42P01 if none).

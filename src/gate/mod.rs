@@ -64,7 +64,12 @@ mod substitute;
 pgrx::extension_sql_file!(
     "schema.sql",
     name = "gate_sql",
-    requires = ["budget_sql", dp_gate_changed, dp_query_accuracy]
+    requires = [
+        "budget_sql",
+        dp_gate_changed,
+        dp_query_accuracy,
+        dp_query_cost
+    ]
 );
 
 /// SQLSTATE of every refusal by the gate.

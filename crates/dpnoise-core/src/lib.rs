@@ -59,6 +59,7 @@ pub mod sampler;
 pub mod selection;
 pub mod staircase;
 pub mod threshold;
+pub mod zcdp;
 
 pub use accuracy::{Accuracy, Law, StepLaw};
 pub use calibration::{Calibration, Shape};
