@@ -153,6 +153,8 @@ pub unsafe extern "C-unwind" fn prepay(query: *mut pg_sys::QueryDesc, eflags: i3
         ),
         identities: &identities,
         repeat: false,
+        // SAFETY: the caller's contract: the statement's plan is live.
+        tables: unsafe { relations(stmt) },
     };
     crate::budget::prepay(
         estate,
@@ -161,6 +163,30 @@ pub unsafe extern "C-unwind" fn prepay(query: *mut pg_sys::QueryDesc, eflags: i3
         cap,
     );
     timed
+}
+
+/// The tables (and views) a planned statement reads, each once: what its
+/// role's budgets on tables are matched against. None where it reads
+/// from a function (a set-returning function or a table function may read
+/// any table): then every budget on tables of the role is charged.
+///
+/// # Safety
+/// `stmt` is a live PlannedStmt.
+unsafe fn relations(stmt: *mut pg_sys::PlannedStmt) -> Option<Vec<pg_sys::Oid>> {
+    // SAFETY: the caller's contract; rtable is a List of RangeTblEntry.
+    unsafe {
+        let mut found: Vec<pg_sys::Oid> = Vec::new();
+        for rte in list_items::<pg_sys::RangeTblEntry>((*stmt).rtable) {
+            match (*rte).rtekind {
+                pg_sys::RTEKind::RTE_RELATION if !found.contains(&(*rte).relid) => {
+                    found.push((*rte).relid);
+                }
+                pg_sys::RTEKind::RTE_FUNCTION | pg_sys::RTEKind::RTE_TABLEFUNC => return None,
+                _ => {}
+            }
+        }
+        Some(found)
+    }
 }
 
 /// What one call costs: (ε, δ) as written, and its ρ where its noise is

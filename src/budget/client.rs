@@ -54,6 +54,8 @@ pub(super) struct Answer {
     /// What a zCDP budget has left of ρ (its δ is `remaining_delta`);
     /// empty for an additive budget.
     remaining_rho: String,
+    /// The budget on tables that refused it (its remainders above), if one did.
+    refused_by: String,
     message: String,
 }
 
@@ -151,7 +153,7 @@ pub(super) fn ask(request: &Charge) -> Answer {
     wake_worker(database);
     wait_until_done(slot, database);
     // DONE: the worker has let go of it; ours to read.
-    let (outcome, free, remaining_epsilon, remaining_delta, remaining_rho, message) =
+    let (outcome, free, remaining_epsilon, remaining_delta, remaining_rho, refused_by, message) =
         slot.with(|s| {
             let text = |t: &shared::Text<64>| t.get().to_owned();
             (
@@ -160,6 +162,7 @@ pub(super) fn ask(request: &Charge) -> Answer {
                 text(&s.remaining_epsilon),
                 text(&s.remaining_delta),
                 text(&s.remaining_rho),
+                s.refused_by.get().to_owned(),
                 s.message.get().to_owned(),
             )
         });
@@ -175,6 +178,7 @@ pub(super) fn ask(request: &Charge) -> Answer {
         remaining_epsilon,
         remaining_delta,
         remaining_rho,
+        refused_by,
         message,
     }
 }
@@ -228,6 +232,7 @@ fn settle(request: &Charge, answer: Answer) {
         remaining_epsilon,
         remaining_delta,
         remaining_rho,
+        refused_by,
         message,
     } = answer;
     match outcome {
@@ -251,6 +256,12 @@ fn settle(request: &Charge, answer: Answer) {
             let short_first = left(left_first) < asked * times;
             let short_delta = left(&remaining_delta) < asked_delta * times;
             let (what, hint) = match (short_first, short_delta) {
+                _ if !refused_by.is_empty() => (
+                    format!("{refused_by} ran out"),
+                    "Nothing was released. A budget on tables limits every statement that reads them (dp_my_table_budgets); \
+                     a DBA grants more with dp_budget_grant_tables(role, tables, epsilon, delta, period), or it refreshes \
+                     at the end of its period.".to_string(),
+                ),
                 (false, true) => (
                     "its delta ran out".to_string(),
                     "Nothing was released. Group keys from protected data (and Gaussian or truncated Laplace noise) \
@@ -341,6 +352,17 @@ fn fill(
     slot.remaining_epsilon.set("");
     slot.remaining_delta.set("");
     slot.remaining_rho.set("");
+    slot.refused_by.set("");
+    let tables = request.tables.as_ref().map_or_else(String::new, |t| {
+        let listed: Vec<String> = t.iter().map(|o| u32::from(*o).to_string()).collect();
+        format!("{{{}}}", listed.join(","))
+    });
+    if !shared::Text::<1024>::fits(&tables) {
+        // Too many to list: every budget on tables of the role is charged.
+        slot.tables.set("");
+    } else {
+        slot.tables.set(&tables);
+    }
     slot.message.set("");
 }
 

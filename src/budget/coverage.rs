@@ -208,6 +208,7 @@ fn lazy(
         exact: None,
         identities: &identities,
         repeat: true,
+        tables: None,
     });
     SPENT.with(|s| s.set((statement, spent, cap)));
 }

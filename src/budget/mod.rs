@@ -80,6 +80,9 @@ pub struct Charge<'a> {
     pub identities: &'a [[u8; 32]],
     /// Granted free if every one of `identities` was paid before.
     pub repeat: bool,
+    /// The tables the statement reads, for the role's budgets on tables
+    /// (`dpnoise.table_budgets`); None: not known, charged to every one.
+    pub tables: Option<Vec<pg_sys::Oid>>,
 }
 
 /// A release that can be answered again (`repeat`): its identity, and

@@ -102,6 +102,8 @@ pub(super) fn draw(role: pg_sys::Oid, request: &Charge) -> bool {
         exact: Some(whole.clone()),
         identities: &[],
         repeat: false,
+        // Drawn on later whatever the tables: charged to all of them.
+        tables: None,
     };
     // SAFETY: called while a release is charged, inside its transaction.
     let budget_table = unsafe { budget_table() };
@@ -165,6 +167,7 @@ impl Reservation {
             exact: Some(amounts),
             identities: &[],
             repeat: false,
+            tables: None,
         }
     }
 

@@ -33,6 +33,30 @@ CREATE TABLE dpnoise.spent (
     rho numeric NOT NULL DEFAULT 0,
     rho_delta numeric NOT NULL DEFAULT 0
 );
+-- Budgets per table (or group of tables), and per period, beside the
+-- role's (src/budget/accountant.rs): a statement that reads any of
+-- `tables` is charged to the budget too, and refused if it would pass it.
+-- With a period, what was spent is forgotten when the period ends (the
+-- window starts again at period_start + n * period).
+CREATE TABLE dpnoise.table_budgets (
+    id bigserial PRIMARY KEY,
+    role regrole NOT NULL,
+    tables oid[] NOT NULL CHECK (cardinality(tables) > 0),
+    accountant text NOT NULL DEFAULT 'additive' CHECK (accountant IN ('additive', 'zcdp')),
+    -- Additive: epsilon and delta. zCDP: rho and rho_delta (epsilon and
+    -- delta are then the target the grants converted from).
+    epsilon numeric NOT NULL CHECK (epsilon >= 0),
+    delta numeric NOT NULL CHECK (delta >= 0),
+    rho numeric CHECK (rho >= 0),
+    rho_delta numeric CHECK (rho_delta >= 0),
+    period interval CHECK (period > interval '0'),
+    period_start timestamptz NOT NULL,
+    spent_epsilon numeric NOT NULL DEFAULT 0,
+    spent_delta numeric NOT NULL DEFAULT 0,
+    spent_rho numeric NOT NULL DEFAULT 0,
+    spent_rho_delta numeric NOT NULL DEFAULT 0
+);
+CREATE INDEX ON dpnoise.table_budgets (role);
 -- An optional cap on what all roles together may spend in this database.
 CREATE TABLE dpnoise.global_cap (
     singleton boolean PRIMARY KEY DEFAULT true CHECK (singleton),
@@ -59,7 +83,10 @@ CREATE TABLE dpnoise.ledger (
     -- The same charge under zCDP: rho, and the delta beside it (NULL
     -- before 0.20.0).
     rho numeric,
-    rho_delta numeric
+    rho_delta numeric,
+    -- The tables the statement read (NULL: not known, charged to every
+    -- table budget of the role; before 0.20.0).
+    tables oid[]
 );
 CREATE INDEX ON dpnoise.ledger (role, id);
 -- The releases paid for once and for all (src/repeat), by the charge that
@@ -74,6 +101,8 @@ SELECT pg_catalog.pg_extension_config_dump('dpnoise.global_cap', '');
 SELECT pg_catalog.pg_extension_config_dump('dpnoise.ledger', '');
 SELECT pg_catalog.pg_extension_config_dump('dpnoise.ledger_id_seq', '');
 SELECT pg_catalog.pg_extension_config_dump('dpnoise.paid_releases', '');
+SELECT pg_catalog.pg_extension_config_dump('dpnoise.table_budgets', '');
+SELECT pg_catalog.pg_extension_config_dump('dpnoise.table_budgets_id_seq', '');
 
 -- Called by the ledger worker (as the bootstrap superuser) once per batch
 -- of requests, in request order; it answers each only after the commit.
@@ -91,8 +120,9 @@ $$;
 CREATE FUNCTION dpnoise.charge_batch(
     requesters oid[], epsilons numeric[], deltas numeric[], releases bigint[],
     mechanisms text[], statements text[], pids integer[], starts timestamptz[], identities bytea[], repeats boolean[],
-    rhos numeric[] DEFAULT NULL, rho_deltas numeric[] DEFAULT NULL)
-RETURNS TABLE (granted boolean, remaining_epsilon numeric, remaining_delta numeric, is_free boolean, remaining_rho numeric)
+    rhos numeric[] DEFAULT NULL, rho_deltas numeric[] DEFAULT NULL, tables text[] DEFAULT NULL)
+RETURNS TABLE (granted boolean, remaining_epsilon numeric, remaining_delta numeric, is_free boolean, remaining_rho numeric,
+               refused_by text)
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     -- Per distinct role of the batch (usually one): its accountant, what
@@ -137,8 +167,23 @@ DECLARE
     ids bigint[] := '{}';
     new_identities bytea[] := '{}';
     new_ledger bigint[] := '{}';
+    -- Table budgets (dpnoise.table_budgets): whether any exists, the
+    -- tables request i read (NULL: all of its role's), the one that
+    -- refused it, its remainders.
+    any_tables boolean;
+    read_tables oid[];
+    blocked record;
+    rb text[] := '{}';
 BEGIN
     LOCK TABLE dpnoise.charge_lock IN EXCLUSIVE MODE;
+    any_tables := EXISTS (SELECT 1 FROM dpnoise.table_budgets);
+    IF any_tables THEN
+        -- A period that ended starts again, from its last window's start.
+        UPDATE dpnoise.table_budgets t
+        SET period_start = (SELECT max(w) FROM generate_series(t.period_start, clock_timestamp(), t.period) w),
+            spent_epsilon = 0, spent_delta = 0, spent_rho = 0, spent_rho_delta = 0
+        WHERE t.period IS NOT NULL AND t.role = ANY (requesters) AND clock_timestamp() >= t.period_start + t.period;
+    END IF;
     -- Most requests carry no identity: then nothing is looked up (a call
     -- of dpnoise.identities is parsed again at every execution).
     IF cardinality(array_remove(identities, NULL)) > 0 THEN
@@ -191,6 +236,7 @@ BEGIN
         END IF;
         fr[i] := coalesce(repeats[i], false) AND cardinality(mine) > 0 AND mine <@ paid;
         ids[i] := NULL;
+        rb[i] := NULL;
         rr[i] := CASE WHEN zcdp[j] THEN left_rho[j] END;
         IF fr[i] THEN
             -- Asked again: answered as before, by any role, and free.
@@ -214,6 +260,36 @@ BEGIN
             g[i] := cost_epsilon <= left_epsilon[j] AND cost_delta <= left_delta[j];
         END IF;
         g[i] := g[i] AND (NOT capped OR (cost_epsilon <= cap_epsilon AND cost_delta <= cap_delta));
+        IF g[i] AND any_tables THEN
+            -- Every table budget of the role over a table it read (all of
+            -- them where the tables are not known) must cover it too.
+            read_tables := CASE WHEN tables[i] IS NULL THEN NULL ELSE tables[i]::oid[] END;
+            SELECT t.id, t.tables, t.period, t.accountant,
+                   CASE WHEN t.accountant = 'zcdp' THEN NULL ELSE t.epsilon - t.spent_epsilon END AS e,
+                   CASE WHEN t.accountant = 'zcdp' THEN t.rho_delta - t.spent_rho_delta ELSE t.delta - t.spent_delta END AS d,
+                   CASE WHEN t.accountant = 'zcdp' THEN t.rho - t.spent_rho END AS r
+            INTO blocked FROM dpnoise.table_budgets t
+            WHERE t.role = requesters[i] AND (read_tables IS NULL OR t.tables && read_tables)
+              AND NOT CASE WHEN t.accountant = 'zcdp'
+                           THEN t.spent_rho + cost_rho <= t.rho AND t.spent_rho_delta + cost_rho_delta <= t.rho_delta
+                           ELSE t.spent_epsilon + cost_epsilon <= t.epsilon AND t.spent_delta + cost_delta <= t.delta END
+            ORDER BY t.id LIMIT 1;
+            IF FOUND THEN
+                g[i] := false;
+                rb[i] := format('the budget on %s%s', array_to_string(blocked.tables::regclass[], ', '),
+                                CASE WHEN blocked.period IS NULL THEN '' ELSE format(' (per %s)', blocked.period) END);
+                re[i] := blocked.e; rd[i] := blocked.d; rr[i] := blocked.r;
+                CONTINUE;
+            END IF;
+            -- Given back (a negative cost) never below nothing: a period
+            -- that started again keeps no credit from the last.
+            UPDATE dpnoise.table_budgets t
+            SET spent_epsilon = greatest(t.spent_epsilon + cost_epsilon, 0),
+                spent_delta = greatest(t.spent_delta + cost_delta, 0),
+                spent_rho = greatest(t.spent_rho + cost_rho, 0),
+                spent_rho_delta = greatest(t.spent_rho_delta + cost_rho_delta, 0)
+            WHERE t.role = requesters[i] AND (read_tables IS NULL OR t.tables && read_tables);
+        END IF;
         IF g[i] THEN
             left_epsilon[j] := left_epsilon[j] - cost_epsilon;
             left_rho[j] := left_rho[j] - cost_rho;
@@ -246,16 +322,18 @@ BEGIN
         WHERE p.role = c.r0 AND (c.e <> 0 OR c.d <> 0 OR c.r <> 0 OR c.rd <> 0)
     ), charges AS (
         INSERT INTO dpnoise.ledger (id, role, charged_at, statement, mechanism, epsilon, delta, releases, pid, session_start,
-                                    rho, rho_delta)
-        SELECT u.id, u.r, clock_timestamp(), u.s, u.m, u.e, u.d, u.n, u.p, u.t, u.rho, u.rd
-        FROM unnest(ids, requesters, statements, mechanisms, epsilons, deltas, releases, pids, starts, one_rhos, one_rho_deltas)
-             WITH ORDINALITY AS u(id, r, s, m, e, d, n, p, t, rho, rd, k)
+                                    rho, rho_delta, tables)
+        SELECT u.id, u.r, clock_timestamp(), u.s, u.m, u.e, u.d, u.n, u.p, u.t, u.rho, u.rd, u.tb::oid[]
+        FROM unnest(ids, requesters, statements, mechanisms, epsilons, deltas, releases, pids, starts, one_rhos, one_rho_deltas,
+                    tables)
+             WITH ORDINALITY AS u(id, r, s, m, e, d, n, p, t, rho, rd, tb, k)
         WHERE u.id IS NOT NULL ORDER BY u.k
     ), recorded AS (
         INSERT INTO dpnoise.paid_releases (identity, ledger_id)
         SELECT * FROM unnest(new_identities, new_ledger)
     )
-    SELECT u.ok, u.e, u.d, u.free, u.r FROM unnest(g, re, rd, fr, rr) WITH ORDINALITY AS u(ok, e, d, free, r, k) ORDER BY u.k;
+    SELECT u.ok, u.e, u.d, u.free, u.r, u.b FROM unnest(g, re, rd, fr, rr, rb) WITH ORDINALITY AS u(ok, e, d, free, r, b, k)
+    ORDER BY u.k;
 END $$;
 
 -- Checks a granted amount: finite, not negative, not NULL (SQLSTATE 22023).
@@ -344,6 +422,61 @@ END $$;
 COMMENT ON FUNCTION dp_budget_grant_zcdp(regrole, double precision, double precision, double precision) IS
     'Adds to a role''s zCDP budget: the rho whose conversion gives (epsilon, delta - release_delta), and release_delta (half of delta unless given) for releases with no finite rho. Superusers, and roles granted EXECUTE on it.';
 
+-- A budget on tables, beside the role's: every statement of the role that
+-- reads any of them is charged to it too. Granting again for the same
+-- role, set of tables and period adds to it; a period refreshes it.
+CREATE FUNCTION dp_budget_grant_tables(role regrole, tables regclass[], epsilon double precision,
+                                       delta double precision DEFAULT 0, period interval DEFAULT NULL,
+                                       accountant text DEFAULT 'additive')
+RETURNS void LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    r regrole := dpnoise.existing_role($1);
+    e numeric := dpnoise.amount('epsilon', $3, NULL);
+    d numeric := dpnoise.amount('delta', $4, 1);
+    sorted oid[];
+    granted_rho numeric;
+    granted_rho_delta numeric;
+BEGIN
+    IF $2 IS NULL OR cardinality($2) = 0 OR array_position($2, NULL) IS NOT NULL THEN
+        RAISE EXCEPTION 'tables must name at least one table, and no NULL' USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF $5 IS NOT NULL AND $5 <= interval '0' THEN
+        RAISE EXCEPTION 'period must be positive, got %', $5 USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF $6 IS NULL OR $6 NOT IN ('additive', 'zcdp') THEN
+        RAISE EXCEPTION 'accountant must be ''additive'' or ''zcdp'', got %', coalesce($6, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF $6 = 'zcdp' AND e > 0 AND d <= 0 THEN
+        RAISE EXCEPTION 'a zCDP budget of epsilon > 0 needs delta > 0 (half of it converts rho)'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    sorted := ARRAY(SELECT DISTINCT x::oid FROM unnest($2) x ORDER BY 1);
+    granted_rho := CASE WHEN $6 = 'zcdp' THEN
+        CASE WHEN e = 0 THEN 0 ELSE @extschema@.dp_zcdp_rho(e::float8, (d / 2)::float8)::text::numeric END END;
+    granted_rho_delta := CASE WHEN $6 = 'zcdp' THEN d / 2 END;
+    UPDATE dpnoise.table_budgets t SET epsilon = t.epsilon + e, delta = t.delta + d,
+        rho = t.rho + granted_rho, rho_delta = t.rho_delta + granted_rho_delta
+    WHERE t.role = r AND t.tables = sorted AND t.period IS NOT DISTINCT FROM $5 AND t.accountant = $6;
+    IF NOT FOUND THEN
+        INSERT INTO dpnoise.table_budgets (role, tables, accountant, epsilon, delta, rho, rho_delta, period, period_start)
+        VALUES (r, sorted, $6, e, d, granted_rho, granted_rho_delta, $5, clock_timestamp());
+    END IF;
+    PERFORM @extschema@.dp_budget_changed();
+END $$;
+COMMENT ON FUNCTION dp_budget_grant_tables(regrole, regclass[], double precision, double precision, interval, text) IS
+    'Adds a budget on these tables beside the role''s: every statement of the role that reads any of them is charged to it too, and refused if it would pass it; with a period, what was spent is forgotten when each period ends. Superusers, and roles granted EXECUTE on it.';
+
+CREATE FUNCTION dp_budget_revoke_tables(role regrole, tables regclass[] DEFAULT NULL) RETURNS void
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    DELETE FROM dpnoise.table_budgets t WHERE t.role = dpnoise.existing_role($1)
+        AND ($2 IS NULL OR t.tables = ARRAY(SELECT DISTINCT x::oid FROM unnest($2) x ORDER BY 1));
+    PERFORM @extschema@.dp_budget_changed();
+END $$;
+COMMENT ON FUNCTION dp_budget_revoke_tables(regrole, regclass[]) IS
+    'Removes a role''s budgets on these tables (NULL: all of its table budgets); what was spent stays in the ledger.';
+
 CREATE FUNCTION dp_budget_revoke(role regrole) RETURNS void
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
@@ -370,12 +503,14 @@ COMMENT ON FUNCTION dp_budget_set_global(double precision, double precision) IS
 
 REVOKE EXECUTE ON FUNCTION dp_budget_changed() FROM PUBLIC;
 COMMENT ON FUNCTION dp_budget_changed() IS 'Tells every session that a budget changed (at commit): sessions paying ahead give back what they hold and ask again; called by dp_budget_grant and friends.';
-REVOKE EXECUTE ON FUNCTION dpnoise.charge_batch(oid[], numeric[], numeric[], bigint[], text[], text[], integer[], timestamptz[], bytea[], boolean[], numeric[], numeric[]),
+REVOKE EXECUTE ON FUNCTION dpnoise.charge_batch(oid[], numeric[], numeric[], bigint[], text[], text[], integer[], timestamptz[], bytea[], boolean[], numeric[], numeric[], text[]),
     dpnoise.amount(text, double precision, double precision),
     dpnoise.identities(bytea),
     dpnoise.existing_role(regrole),
     dp_budget_grant(regrole, double precision, double precision),
     dp_budget_grant_zcdp(regrole, double precision, double precision, double precision),
+    dp_budget_grant_tables(regrole, regclass[], double precision, double precision, interval, text),
+    dp_budget_revoke_tables(regrole, regclass[]),
     dp_budget_revoke(regrole),
     dp_budget_set_global(double precision, double precision)
 FROM PUBLIC;
@@ -400,6 +535,21 @@ SELECT b.role,
 FROM dpnoise.budget b LEFT JOIN dpnoise.spent p ON p.role = b.role
 LEFT JOIN pg_catalog.pg_roles r ON r.oid = b.role;
 
+-- Every budget on tables: granted, spent in the current period, remaining.
+CREATE VIEW dp_table_budgets AS
+SELECT t.id, t.role, coalesce(r.rolname::text, 'dropped role ' || t.role::oid) AS role_name,
+       t.tables::regclass[] AS tables, t.accountant, t.period, t.period_start,
+       t.period_start + t.period AS refreshes_at,
+       t.epsilon AS epsilon_granted, t.spent_epsilon AS epsilon_spent,
+       CASE WHEN t.accountant = 'additive' THEN t.epsilon - t.spent_epsilon END AS epsilon_remaining,
+       CASE WHEN t.accountant = 'additive' THEN t.delta ELSE t.rho_delta END AS delta_granted,
+       CASE WHEN t.accountant = 'additive' THEN t.spent_delta ELSE t.spent_rho_delta END AS delta_spent,
+       CASE WHEN t.accountant = 'additive' THEN t.delta - t.spent_delta ELSE t.rho_delta - t.spent_rho_delta END
+           AS delta_remaining,
+       t.rho AS rho_granted, CASE WHEN t.accountant = 'zcdp' THEN t.spent_rho END AS rho_spent,
+       t.rho - t.spent_rho AS rho_remaining
+FROM dpnoise.table_budgets t LEFT JOIN pg_catalog.pg_roles r ON r.oid = t.role;
+
 -- What an analyst sees: their own row and their own charges. Charges go to
 -- current_user (the role SET ROLE chose; SECURITY DEFINER functions do not
 -- change who pays). security_barrier keeps leaky functions in a caller's
@@ -408,10 +558,12 @@ CREATE VIEW dp_my_budget WITH (security_barrier) AS
 SELECT * FROM dp_budgets WHERE role = (SELECT r.oid FROM pg_catalog.pg_roles r WHERE r.rolname = current_user)::regrole;
 CREATE VIEW dp_my_ledger WITH (security_barrier) AS
 SELECT l.id, l.charged_at, l.statement, l.mechanism, l.epsilon, l.delta, l.releases, l.pid, l.session_start,
-       l.rho, l.rho_delta
+       l.rho, l.rho_delta, l.tables::regclass[] AS tables
 FROM dpnoise.ledger l
 WHERE l.role = (SELECT r.oid FROM pg_catalog.pg_roles r WHERE r.rolname = current_user)::regrole;
-GRANT SELECT ON dp_my_budget, dp_my_ledger TO PUBLIC;
+CREATE VIEW dp_my_table_budgets WITH (security_barrier) AS
+SELECT * FROM dp_table_budgets WHERE role = (SELECT r.oid FROM pg_catalog.pg_roles r WHERE r.rolname = current_user)::regrole;
+GRANT SELECT ON dp_my_budget, dp_my_ledger, dp_my_table_budgets TO PUBLIC;
 
 CREATE FUNCTION dp_budget_remaining(OUT epsilon double precision, OUT delta double precision,
                                     OUT rho double precision, OUT accountant text)
@@ -431,7 +583,7 @@ COMMENT ON TABLE dpnoise.global_cap IS 'An optional cap on what all roles togeth
 COMMENT ON TABLE dpnoise.ledger IS 'One row per charge, committed before the release it pays for.';
 COMMENT ON SEQUENCE dpnoise.ledger_id_seq IS 'Numbers the ledger''s charges.';
 COMMENT ON TABLE dpnoise.charge_lock IS 'Never holds a row: the ledger workers lock it to charge one batch at a time.';
-COMMENT ON FUNCTION dpnoise.charge_batch(oid[], numeric[], numeric[], bigint[], text[], text[], integer[], timestamptz[], bytea[], boolean[], numeric[], numeric[]) IS
+COMMENT ON FUNCTION dpnoise.charge_batch(oid[], numeric[], numeric[], bigint[], text[], text[], integer[], timestamptz[], bytea[], boolean[], numeric[], numeric[], text[]) IS
     'Charges a batch of releases; called by the ledger worker only.';
 COMMENT ON FUNCTION dp_zcdp_rho(double precision, double precision) IS
     'The largest rho whose zCDP guarantee converts to (epsilon, delta)-DP (Canonne, Kamath & Steinke 2020, Corollary 13): what a zCDP budget granted as (epsilon, delta) may spend.';
@@ -444,3 +596,7 @@ COMMENT ON FUNCTION dpnoise.existing_role(regrole) IS 'Checks that a role exists
 COMMENT ON VIEW dp_budgets IS 'Every role''s budget: granted, spent and remaining epsilon and delta (additive), or rho and the releases'' delta (zCDP). Superusers only.';
 COMMENT ON VIEW dp_my_budget IS 'The calling role''s own budget row.';
 COMMENT ON VIEW dp_my_ledger IS 'The calling role''s own charges.';
+COMMENT ON TABLE dpnoise.table_budgets IS 'Budgets on tables (and per period) beside each role''s budget, written by dp_budget_grant_tables and the ledger worker.';
+COMMENT ON SEQUENCE dpnoise.table_budgets_id_seq IS 'Numbers the budgets on tables.';
+COMMENT ON VIEW dp_table_budgets IS 'Every budget on tables: its role, tables, accountant, period, and what was granted, spent in the current period and remains. Superusers only.';
+COMMENT ON VIEW dp_my_table_budgets IS 'The calling role''s own budgets on tables.';

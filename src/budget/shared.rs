@@ -99,6 +99,11 @@ pub struct Slot {
     pub remaining_delta: Text<64>,
     /// A zCDP budget's ρ left; empty for an additive one.
     pub remaining_rho: Text<64>,
+    /// The tables the statement reads, as an oid[] literal; empty: not
+    /// known (every budget on tables of the role is charged).
+    pub tables: Text<1024>,
+    /// The budget on tables that refused the charge, if one did.
+    pub refused_by: Text<256>,
     pub message: Text<256>,
 }
 

@@ -107,8 +107,9 @@ pub fn launch(entry: usize) -> bool {
 
 const CHARGE: &str = "SELECT c.granted, c.remaining_epsilon::text, c.remaining_delta::text, c.is_free, \
      c.remaining_rho::text \
+     , c.refused_by \
      FROM dpnoise.charge_batch($1::oid[], $2::numeric[], $3::numeric[], $4, $5, $6, $7, $8, $9, $10, \
-     $11::numeric[], $12::numeric[]) c";
+     $11::numeric[], $12::numeric[], $13) c";
 
 thread_local! {
     /// The charge query, planned once per worker.
@@ -121,6 +122,7 @@ struct Reply {
     remaining_epsilon: String,
     remaining_delta: String,
     remaining_rho: String,
+    refused_by: String,
 }
 
 #[pg_guard]
@@ -287,6 +289,7 @@ fn charge_batch(batch: &[usize]) {
     let (mut releases, mut pids, mut starts, mut identities, mut repeats) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let (mut rhos, mut rho_deltas) = (Vec::new(), Vec::new());
+    let mut tables: Vec<Option<String>> = Vec::new();
     for &i in batch {
         // TAKEN by this worker (take_batch): ours until it is finished.
         mailbox.slot(i).expect("taken index").with(|slot| {
@@ -295,6 +298,8 @@ fn charge_batch(batch: &[usize]) {
             deltas.push(slot.delta.get().to_owned());
             rhos.push(slot.rho.get().to_owned());
             rho_deltas.push(slot.rho_delta.get().to_owned());
+            let read = slot.tables.get();
+            tables.push((!read.is_empty()).then(|| read.to_owned()));
             releases.push(slot.releases);
             mechanisms.push(slot.mechanism.get().to_owned());
             statements.push(slot.statement.get().to_owned());
@@ -307,7 +312,7 @@ fn charge_batch(batch: &[usize]) {
     }
     let replies: Vec<Reply> = BackgroundWorker::transaction(AssertUnwindSafe(|| {
         Spi::connect_mut(|client| {
-            let args: [DatumWithOid; 12] = [
+            let args: [DatumWithOid; 13] = [
                 roles.into(),
                 epsilons.into(),
                 deltas.into(),
@@ -320,6 +325,7 @@ fn charge_batch(batch: &[usize]) {
                 repeats.into(),
                 rhos.into(),
                 rho_deltas.into(),
+                tables.into(),
             ];
             let table = PLAN
                 .with(|plan| {
@@ -338,6 +344,7 @@ fn charge_batch(batch: &[usize]) {
                             PgBuiltInOids::BOOLARRAYOID,
                             PgBuiltInOids::TEXTARRAYOID,
                             PgBuiltInOids::TEXTARRAYOID,
+                            PgBuiltInOids::TEXTARRAYOID,
                         ]
                         .map(PgOid::BuiltIn);
                         *plan = Some(client.prepare_mut(CHARGE, &types)?.keep());
@@ -352,6 +359,7 @@ fn charge_batch(batch: &[usize]) {
                     remaining_delta: row.get(3).ok().flatten().unwrap_or_default(),
                     free: row.get(4).ok().flatten().unwrap_or(false),
                     remaining_rho: row.get(5).ok().flatten().unwrap_or_default(),
+                    refused_by: row.get(6).ok().flatten().unwrap_or_default(),
                 })
                 .collect()
         })
@@ -365,6 +373,7 @@ fn charge_batch(batch: &[usize]) {
             s.remaining_epsilon.set(&reply.remaining_epsilon);
             s.remaining_delta.set(&reply.remaining_delta);
             s.remaining_rho.set(&reply.remaining_rho);
+            s.refused_by.set(&reply.refused_by);
         });
         slot.finish(if reply.granted {
             Outcome::Granted
