@@ -520,3 +520,14 @@ COMMENT ON VIEW dp_table_budgets IS 'Every budget on tables: its role, tables, a
 COMMENT ON VIEW dp_my_table_budgets IS 'The calling role''s own budgets on tables.';
 COMMENT ON FUNCTION dp_query_cost(text, double precision, text[], double precision, double precision, boolean, double precision, text) IS
     'What one aggregate of a query over these tables will be charged, before anything is spent: (epsilon, delta) added up, and rho with the delta beside it under zCDP, for the aggregate, the partition selection its GROUP BY needs, the run time, and in total. Spends and draws nothing.';
+CREATE  FUNCTION "dp_zcdp_gaussian_epsilon"(
+	"rho" double precision, /* Option < f64 > */
+	"delta" double precision, /* Option < f64 > */
+	"lower" double precision, /* Option < f64 > */
+	"upper" double precision /* Option < f64 > */
+) RETURNS double precision /* f64 */
+IMMUTABLE PARALLEL SAFE
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'dp_zcdp_gaussian_epsilon_wrapper';
+COMMENT ON FUNCTION dp_zcdp_gaussian_epsilon(double precision, double precision, double precision, double precision) IS
+    'The epsilon at which dp_sum(value, epsilon, lower, upper, delta, ''gaussian'') costs at most rho under zCDP: how to ask a Gaussian release for a share of a zCDP budget.';

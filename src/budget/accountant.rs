@@ -45,3 +45,24 @@ fn dp_zcdp_epsilon(rho: Option<f64>, delta: Option<f64>) -> f64 {
     let delta = checked("delta", delta, true, true);
     dpnoise_core::zcdp::epsilon_of(rho, delta)
 }
+
+/// The ε at which `dp_sum(value, ε, lower, upper, delta, 'gaussian')`
+/// costs at most `rho` under zCDP (within a relative 1e-6): how an analyst
+/// asks a Gaussian release for a share of a zCDP budget.
+#[pg_extern(immutable, parallel_safe)]
+fn dp_zcdp_gaussian_epsilon(
+    rho: Option<f64>,
+    delta: Option<f64>,
+    lower: Option<f64>,
+    upper: Option<f64>,
+) -> f64 {
+    let rho = checked("rho", rho, true, false);
+    let delta = checked("delta", delta, true, true);
+    let bounds = match (lower, upper) {
+        (Some(lower), Some(upper)) => dpnoise_core::Bounds::new(lower, upper),
+        _ => raise_sqlstate("22023", "lower and upper must not be NULL".into(), None),
+    }
+    .unwrap_or_else(|e| raise_sqlstate("22023", e.to_string(), None));
+    dpnoise_core::zcdp::gaussian_epsilon(rho, delta, dpnoise_core::Shape::Sum(bounds), 1)
+        .unwrap_or_else(|e| raise_sqlstate("22023", e.to_string(), None))
+}

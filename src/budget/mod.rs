@@ -43,7 +43,8 @@ pgrx::extension_sql_file!(
     requires = [
         reserve::dp_budget_changed,
         accountant::dp_zcdp_rho,
-        accountant::dp_zcdp_epsilon
+        accountant::dp_zcdp_epsilon,
+        accountant::dp_zcdp_gaussian_epsilon
     ]
 );
 

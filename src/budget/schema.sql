@@ -589,6 +589,8 @@ COMMENT ON FUNCTION dp_zcdp_rho(double precision, double precision) IS
     'The largest rho whose zCDP guarantee converts to (epsilon, delta)-DP (Canonne, Kamath & Steinke 2020, Corollary 13): what a zCDP budget granted as (epsilon, delta) may spend.';
 COMMENT ON FUNCTION dp_zcdp_epsilon(double precision, double precision) IS
     'The epsilon of the (epsilon, delta)-DP guarantee that rho-zCDP gives at this delta (Canonne, Kamath & Steinke 2020, Corollary 13).';
+COMMENT ON FUNCTION dp_zcdp_gaussian_epsilon(double precision, double precision, double precision, double precision) IS
+    'The epsilon at which dp_sum(value, epsilon, lower, upper, delta, ''gaussian'') costs at most rho under zCDP: how to ask a Gaussian release for a share of a zCDP budget.';
 COMMENT ON FUNCTION dpnoise.amount(text, double precision, double precision) IS 'Checks a granted amount and returns it as the exact decimal written.';
 COMMENT ON FUNCTION dpnoise.identities(bytea) IS 'The 32-byte release identities concatenated in a charge request.';
 COMMENT ON TABLE dpnoise.paid_releases IS 'The releases paid for once and for all, by the ledger row that paid them: asked again, they are free.';

@@ -71,3 +71,15 @@ SET ROLE tb_curator;
 SELECT outcome($$SELECT dp_budget_grant_tables('tb_curator', ARRAY['tb_people']::regclass[], 100)$$);
 SELECT outcome('SELECT * FROM dp_table_budgets');
 RESET ROLE;
+-- A short window, waited out: refused at its limit, admitted once the
+-- window has passed; the ledger keeps every charge across the boundary.
+SELECT dp_budget_revoke_tables('tb_curator');
+SELECT dp_budget_grant_tables('tb_curator', ARRAY['tb_sites']::regclass[], 0.5, period => '4 seconds');
+SET ROLE tb_curator;
+SELECT count(*) AS charges FROM dp_my_ledger \gset
+SELECT outcome('SELECT dp_count(0.5) FROM tb_sites') AS first,
+       outcome('SELECT dp_count(0.5) FROM tb_sites') ~ '^ZB001.*tb_sites \(per 00:00:04\) ran out' AS refused_at_its_limit;
+SELECT pg_sleep(4.2);
+SELECT outcome('SELECT dp_count(0.5) FROM tb_sites') AS after_the_window;
+SELECT count(*) - :charges AS charges_kept FROM dp_my_ledger;
+RESET ROLE;
