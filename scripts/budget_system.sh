@@ -66,5 +66,28 @@ echo "concurrency: 16 sessions x 4 releases against a budget for $N: $ok release
 [ "$ok" = "$N" ] || fail "expected exactly $N releases, got $ok"
 [ "$refused" = $((64 - N)) ] || fail "expected $((64 - N)) refusals, got $refused"
 [ "$ledger" = "$N 0.$N" ] || fail "ledger should hold $N charges summing to 0.$N, holds $ledger"
+
+# The same race under zCDP: a budget of exactly N releases' rho (one
+# release's, as the ledger records it, times N), given as rho.
+psql_ -d $DB -c "DROP ROLE IF EXISTS crowd_z" -c "CREATE ROLE crowd_z LOGIN" -c "GRANT SELECT ON one_row TO crowd_z"
+psql_ -d $DB -c "SELECT dp_count(0.01) FROM one_row" >/dev/null
+one=$(psql_ -d $DB -c "SELECT rho FROM dpnoise.ledger ORDER BY id DESC LIMIT 1")
+psql_ -d $DB -c "SELECT dp_budget_grant_rho('crowd_z', $N * $one)"
+tmp=$(mktemp -d)
+for s in $(seq 1 16); do
+  (for _ in $(seq 1 4); do
+     "$PG_BIN/psql" -X -h 127.0.0.1 -p "$PORT" -U crowd_z -d $DB -At -c "SELECT dp_count(0.01) FROM one_row" 2>&1 || true
+   done >"$tmp/$s") &
+done
+wait
+ok=$(cat "$tmp"/* | grep -cE '^-?[0-9]+$' || true)
+refused=$(cat "$tmp"/* | grep -c 'its rho ran out' || true)
+rm -rf "$tmp"
+ledger=$(psql_ -d $DB -c "SELECT count(*) || ' ' || (sum(rho * releases) = $N * $one) FROM dpnoise.ledger WHERE role = 'crowd_z'::regrole")
+echo "concurrency under zCDP: 16 sessions x 4 releases against rho for $N: $ok released, $refused refused, ledger: $ledger"
+[ "$ok" = "$N" ] || fail "zCDP: expected exactly $N releases, got $ok"
+[ "$refused" = $((64 - N)) ] || fail "zCDP: expected $((64 - N)) refusals (rho), got $refused"
+[ "$ledger" = "$N true" ] || fail "zCDP: the ledger should hold $N charges summing to $N times $one, holds $ledger"
 psql_ -d postgres -c "DROP DATABASE $DB WITH (FORCE)"
+psql_ -d postgres -c "DROP ROLE IF EXISTS crowd_z"
 echo "budget system tests: passed"

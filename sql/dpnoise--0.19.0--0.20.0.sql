@@ -531,3 +531,32 @@ LANGUAGE c /* Rust */
 AS 'MODULE_PATHNAME', 'dp_zcdp_gaussian_epsilon_wrapper';
 COMMENT ON FUNCTION dp_zcdp_gaussian_epsilon(double precision, double precision, double precision, double precision) IS
     'The epsilon at which dp_sum(value, epsilon, lower, upper, delta, ''gaussian'') costs at most rho under zCDP: how to ask a Gaussian release for a share of a zCDP budget.';
+
+-- A zCDP budget given as rho directly (exact: numeric), and delta for
+-- releases with no finite rho; its (epsilon, delta) guarantee is the
+-- conversion the DBA chooses (dp_zcdp_epsilon).
+CREATE FUNCTION dp_budget_grant_rho(role regrole, rho numeric, delta double precision DEFAULT 0)
+RETURNS void LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    r regrole := dpnoise.existing_role($1);
+    d numeric := dpnoise.amount('delta', $3, 1);
+BEGIN
+    IF $2 IS NULL OR $2 < 0 OR $2 = 'NaN'::numeric OR $2 = 'Infinity'::numeric THEN
+        RAISE EXCEPTION 'rho must be a finite number >= 0, got %', coalesce($2::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF EXISTS (SELECT 1 FROM dpnoise.budget b WHERE b.role = r AND b.accountant <> 'zcdp') THEN
+        RAISE EXCEPTION 'role % has an additive budget: grant it more with dp_budget_grant', r
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'To change its accountant, dp_budget_revoke(role) first: what it spent stays in the ledger.';
+    END IF;
+    INSERT INTO dpnoise.spent AS p (role) VALUES (r) ON CONFLICT DO NOTHING;
+    INSERT INTO dpnoise.budget AS b (role, epsilon, delta, accountant, rho, rho_delta, conversion_delta)
+    SELECT r, 0, d, 'zcdp', p.rho + $2, p.rho_delta + d, 0 FROM dpnoise.spent p WHERE p.role = r
+    ON CONFLICT ON CONSTRAINT budget_pkey DO UPDATE SET delta = b.delta + d,
+        rho = b.rho + $2, rho_delta = b.rho_delta + d;
+    PERFORM @extschema@.dp_budget_changed();
+END $$;
+COMMENT ON FUNCTION dp_budget_grant_rho(regrole, numeric, double precision) IS
+    'Adds rho (exactly, as numeric) and delta for releases with no finite rho to a role''s zCDP budget. Superusers, and roles granted EXECUTE on it.';
+REVOKE EXECUTE ON FUNCTION dp_budget_grant_rho(regrole, numeric, double precision) FROM PUBLIC;

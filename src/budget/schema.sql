@@ -422,6 +422,34 @@ END $$;
 COMMENT ON FUNCTION dp_budget_grant_zcdp(regrole, double precision, double precision, double precision) IS
     'Adds to a role''s zCDP budget: the rho whose conversion gives (epsilon, delta - release_delta), and release_delta (half of delta unless given) for releases with no finite rho. Superusers, and roles granted EXECUTE on it.';
 
+-- A zCDP budget given as rho directly (exact: numeric), and delta for
+-- releases with no finite rho; its (epsilon, delta) guarantee is the
+-- conversion the DBA chooses (dp_zcdp_epsilon).
+CREATE FUNCTION dp_budget_grant_rho(role regrole, rho numeric, delta double precision DEFAULT 0)
+RETURNS void LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    r regrole := dpnoise.existing_role($1);
+    d numeric := dpnoise.amount('delta', $3, 1);
+BEGIN
+    IF $2 IS NULL OR $2 < 0 OR $2 = 'NaN'::numeric OR $2 = 'Infinity'::numeric THEN
+        RAISE EXCEPTION 'rho must be a finite number >= 0, got %', coalesce($2::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF EXISTS (SELECT 1 FROM dpnoise.budget b WHERE b.role = r AND b.accountant <> 'zcdp') THEN
+        RAISE EXCEPTION 'role % has an additive budget: grant it more with dp_budget_grant', r
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'To change its accountant, dp_budget_revoke(role) first: what it spent stays in the ledger.';
+    END IF;
+    INSERT INTO dpnoise.spent AS p (role) VALUES (r) ON CONFLICT DO NOTHING;
+    INSERT INTO dpnoise.budget AS b (role, epsilon, delta, accountant, rho, rho_delta, conversion_delta)
+    SELECT r, 0, d, 'zcdp', p.rho + $2, p.rho_delta + d, 0 FROM dpnoise.spent p WHERE p.role = r
+    ON CONFLICT ON CONSTRAINT budget_pkey DO UPDATE SET delta = b.delta + d,
+        rho = b.rho + $2, rho_delta = b.rho_delta + d;
+    PERFORM @extschema@.dp_budget_changed();
+END $$;
+COMMENT ON FUNCTION dp_budget_grant_rho(regrole, numeric, double precision) IS
+    'Adds rho (exactly, as numeric) and delta for releases with no finite rho to a role''s zCDP budget. Superusers, and roles granted EXECUTE on it.';
+
 -- A budget on tables, beside the role's: every statement of the role that
 -- reads any of them is charged to it too. Granting again for the same
 -- role, set of tables and period adds to it; a period refreshes it.
@@ -509,6 +537,7 @@ REVOKE EXECUTE ON FUNCTION dpnoise.charge_batch(oid[], numeric[], numeric[], big
     dpnoise.existing_role(regrole),
     dp_budget_grant(regrole, double precision, double precision),
     dp_budget_grant_zcdp(regrole, double precision, double precision, double precision),
+    dp_budget_grant_rho(regrole, numeric, double precision),
     dp_budget_grant_tables(regrole, regclass[], double precision, double precision, interval, text),
     dp_budget_revoke_tables(regrole, regclass[]),
     dp_budget_revoke(regrole),

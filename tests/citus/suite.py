@@ -270,6 +270,30 @@ def analysts(coord, workers, ports):
     analyst.execute("RESET citus.log_remote_commands")
     analyst.execute("RESET client_min_messages")
 
+    # The same analyst under the zCDP accountant: the coordinator charges
+    # the statement's rho (the sum, the separate selection of a Citus level
+    # and the run time, each at epsilon^2/2), once, the workers nothing;
+    # past the rho it is refused, charged nothing.
+    coord.execute("DROP ROLE IF EXISTS citus_zanalyst")
+    coord.execute("CREATE ROLE citus_zanalyst LOGIN")
+    coord.execute("SELECT dp_analyst('citus_zanalyst')")
+    coord.execute("SELECT dp_budget_grant_rho('citus_zanalyst', 1.0, 0.01)")
+    zanalyst = connect(ports[0], "citus_zanalyst")
+    zsql = "SELECT region, dp_sum(salary, 1.0, 0, 100000) FROM staff GROUP BY region"
+    lw = ledger_counts(coord, workers)[1:]
+    rows = zanalyst.execute(zsql).fetchall()
+    zrow = one(coord, "SELECT count(*), sum(rho), sum(epsilon) FROM dpnoise.ledger WHERE role = 'citus_zanalyst'::regrole")
+    t_eps = float(zanalyst.execute("SELECT current_setting('dpnoise.timing_epsilon')").fetchone()[0])
+    expected = 0.5 + 0.5 * 0.5 * 0.5 + t_eps * t_eps / 2
+    check("zCDP analyst: admitted and pushed down, charged its rho once on the coordinator",
+          len(rows) == 4 and zrow[0] == 1 and abs(float(zrow[1]) - expected) < 1e-9
+          and ledger_counts(coord, workers)[1:] == lw, f"{rows[:1]} {zrow} (expected rho {expected})")
+    ok, detail = refused(zanalyst, zsql, "ZB001")
+    check("zCDP analyst: past its rho, refused and charged nothing",
+          ok and "rho ran out" in detail and one(coord, "SELECT count(*) FROM dpnoise.ledger WHERE role = 'citus_zanalyst'::regrole")[0] == 1,
+          detail)
+    zanalyst.close()
+
     # A table that is not distributed by its privacy unit: refused, clearly.
     ok, detail = refused(analyst, "SELECT site, dp_count(1.0) FROM visits_by_site GROUP BY site", "ZB003")
     check("analyst: a table not distributed by its privacy unit is refused", ok and "privacy unit" in detail, detail)

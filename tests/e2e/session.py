@@ -152,6 +152,24 @@ def main(port):
     admin.execute("ALTER ROLE cap_user RESET dpnoise.max_epsilon_per_session")
     admin.execute("SELECT dp_unprotect('cap_people')")
     admin.execute("DROP TABLE cap_people")
+    # Under the zCDP accountant the caps stay in epsilon added up (it bounds
+    # a session's loss under either): a cap of 0.3 admits three releases of
+    # 0.1 and refuses the fourth, while the role's rho has room for many.
+    admin.execute("DROP ROLE IF EXISTS cap_zuser")
+    admin.execute("CREATE ROLE cap_zuser LOGIN")
+    admin.execute("SELECT dp_budget_grant_zcdp('cap_zuser', 10, 1e-5)")
+    admin.execute("ALTER ROLE cap_zuser SET dpnoise.max_epsilon_per_session = 0.3")
+    zuser = connect(port, "cap_zuser")
+    results = [attempt(zuser, "SELECT dp_laplace(1.0, 0.1, 1.0)") for _ in range(4)]
+    zrho = admin.execute("SELECT count(*), sum(rho) FROM dpnoise.ledger WHERE role = 'cap_zuser'::regrole").fetchone()
+    left = admin.execute("SELECT rho_remaining FROM dp_budgets WHERE role = 'cap_zuser'::regrole").fetchone()[0]
+    check("zCDP: the session cap in epsilon admits three releases of 0.1 and refuses the fourth",
+          results[:3] == [None] * 3 and results[3] is not None and results[3].sqlstate == "ZB001"
+          and "session" in str(results[3]) and zrho[0] == 3 and left > 1,
+          f"{[r.sqlstate if r else None for r in results]}; ledger {zrho}; rho left {left}")
+    zuser.close()
+    admin.execute("DROP ROLE cap_zuser")
+
     print(f"session caps: {'FAILED ' + str(len(FAILED)) if FAILED else 'all passed'}")
     return 1 if FAILED else 0
 
