@@ -357,7 +357,7 @@ unsafe fn check_level(query: *mut pg_sys::Query, walk: &Walk) -> Result<bool, Re
             } else {
                 1
             };
-            select_partitions(query, &walk.protected, groups.max(1) as u32)?;
+            select_partitions(query, &walk.protected, groups.max(1) as u32, bounded)?;
         }
         // Vouched for: the analyst needs no SELECT privilege on the tables.
         for (leaf, _) in &persons {

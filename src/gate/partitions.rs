@@ -28,6 +28,7 @@ pub(super) unsafe fn select_partitions(
     query: *mut pg_sys::Query,
     protected: &super::catalog::Protected,
     groups: u32,
+    bounded: bool,
 ) -> Checked {
     let (epsilon, delta) = (
         crate::gucs::selection_epsilon(),
@@ -54,7 +55,7 @@ pub(super) unsafe fn select_partitions(
             .cast()
         };
         let chosen = if crate::gucs::thresholded_counts() {
-            thresholded(query).filter(|t| {
+            thresholded(query, bounded).filter(|t| {
                 t.selection(protected) != pg_sys::InvalidOid && t.shows_more(groups, epsilon, delta)
             })
         } else {
@@ -191,12 +192,13 @@ impl Thresholded {
 /// per-person contribution (the value clamped to its bounds) is positive
 /// and whose δ, if written, is 0 (a row count written dp_sum(1.0, ε, 0, U)).
 /// Defaults are written out: 'laplace' for a count, 'auto' and 'l2' for a
-/// sum.
+/// sum. On a `bounded` level the value form dp_count(value, ε) is passed
+/// over (the bounding rewrites it).
 ///
 /// # Safety
 /// `query` is a live Query before planning; copies are palloc'd in the
 /// current memory context.
-unsafe fn thresholded(query: *mut pg_sys::Query) -> Option<Thresholded> {
+unsafe fn thresholded(query: *mut pg_sys::Query, bounded: bool) -> Option<Thresholded> {
     // SAFETY: the caller's contract.
     unsafe {
         let mut sum = None;
@@ -222,6 +224,12 @@ unsafe fn thresholded(query: *mut pg_sys::Query) -> Option<Thresholded> {
             match function.name {
                 "dp_count" => {
                     let first = function.first_parameter(&types);
+                    // The value form on a level the gate bounds is
+                    // rewritten to combine each person's rows: the count
+                    // the selection would read is then not released there.
+                    if bounded && first == 1 {
+                        continue;
+                    }
                     let mechanism = match types.len() - first {
                         1 => text_constant("laplace"),
                         2 if types[first + 1] == pg_sys::TEXTOID => copy(args[first + 1]),

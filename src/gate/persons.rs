@@ -165,7 +165,7 @@ pub(super) unsafe fn check(
         }
         if grouped {
             super::keys::canonical(query, &walk.protected.forms)?;
-            super::select_partitions(query, &walk.protected, 1)?;
+            super::select_partitions(query, &walk.protected, 1, false)?;
         }
         Ok(false)
     }
