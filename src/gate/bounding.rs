@@ -72,19 +72,47 @@ v1_function!(pg_finfo_dp_uniform, dp_uniform, |_fcinfo| {
     pg_sys::Datum::from((bits as f64 * (-53f64).exp2()).to_bits())
 });
 
-thread_local! {
-    /// Whether the gate wrote a by-person level into the statement being
-    /// planned (`take_by_person`).
-    static BY_PERSON: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+/// Which bounding plan the gate wrote into the statement being planned
+/// (`take_bounding`): the planner hook plans it with settings of its own.
+#[derive(Clone, Copy, PartialEq, Debug)]
+pub(crate) enum Bounding {
+    /// No bounded level.
+    None,
+    /// A level bounded by the window (`per_person_sql`).
+    Window,
+    /// A level bounded by person (`by_person_sql`), and no windowed one.
+    ByPerson,
 }
 
-/// Whether the statement the gate just checked has a level bounded by
-/// person (`by_person_sql`); clears it. The planner hook then plans that
-/// statement sorting, not hashing, by person: a hash table of a state per
-/// person spills at any work_mem for millions of persons (measured 1.9
-/// times plain `count(DISTINCT)`, sorted 1.4).
-pub(crate) fn take_by_person() -> bool {
-    BY_PERSON.with(|b| b.replace(false))
+thread_local! {
+    /// The bounding plans the gate wrote into the statement being planned.
+    static BOUNDING: std::cell::Cell<Bounding> = const { std::cell::Cell::new(Bounding::None) };
+}
+
+/// Which bounding plan the statement the gate just checked has; clears it.
+/// The planner hook then plans a by-person statement sorting, not
+/// hashing, by person: a hash table of a state per person spills at any
+/// work_mem for millions of persons (measured 1.9 times plain
+/// `count(DISTINCT)`, sorted 1.4). Either plan sorts every row by person,
+/// which workers can share (`hooks`).
+pub(crate) fn take_bounding() -> Bounding {
+    BOUNDING.with(|b| b.replace(Bounding::None))
+}
+
+/// Puts back what a planner call found on entry (`take_bounding`): the
+/// gate's own catalog queries are planned while it checks a statement,
+/// between its note of a bounded level and the outer call's take.
+pub(crate) fn restore_bounding(plan: Bounding) {
+    BOUNDING.with(|b| b.set(plan));
+}
+
+/// Notes a bounded level of the statement being checked: a window wins.
+fn note_bounding(plan: Bounding) {
+    BOUNDING.with(|b| {
+        if b.get() != Bounding::Window {
+            b.set(plan);
+        }
+    });
 }
 
 /// How a person's values of one aggregate argument are combined in a group.
@@ -310,9 +338,10 @@ pub(super) unsafe fn bound(
             && crate::output::canonical::form(pg_sys::exprType(unit), pg_sys::exprCollation(unit))
                 == crate::output::canonical::Form::Image;
         let text = if by_person {
-            BY_PERSON.with(|b| b.set(true));
+            note_bounding(Bounding::ByPerson);
             by_person_sql(&columns, &values, protected)?
         } else {
+            note_bounding(Bounding::Window);
             per_person_sql(&columns, &values, k, protected, listing.is_some())?
         };
         let per_person = parse(&text);

@@ -33,6 +33,14 @@ SELECT dp_count(1000) AS c, dp_count(amount, 1000) AS cv, dp_sum(amount, 1000, -
        dp_sum(n, 1000, 0, 30) AS si, dp_avg(amount, 1000, -50, 100) AS a
 FROM total_visits \gset by_person_
 SELECT epsilon, delta, releases FROM dp_my_ledger ORDER BY id DESC LIMIT 1 \gset by_person_
+-- Parallel workers share the sort by person (the planner hook prices their
+-- Gather Merge low): forced here on a small table, the same answers.
+SET parallel_setup_cost = 0;
+SET min_parallel_table_scan_size = 0;
+SET max_parallel_workers_per_gather = 2;
+SELECT dp_count(1000) AS c, dp_count(amount, 1000) AS cv, dp_sum(amount, 1000, -50, 100) AS s,
+       dp_sum(n, 1000, 0, 30) AS si, dp_avg(amount, 1000, -50, 100) AS a
+FROM total_visits \gset parallel_
 \c - postgres
 ALTER ROLE dp_total_analyst SET dpnoise.bounding_by_person = off;
 \c - dp_total_analyst
@@ -41,6 +49,13 @@ SELECT dp_count(1000) AS c, dp_count(amount, 1000) AS cv, dp_sum(amount, 1000, -
        dp_sum(n, 1000, 0, 30) AS si, dp_avg(amount, 1000, -50, 100) AS a
 FROM total_visits \gset window_
 SELECT epsilon, delta, releases FROM dp_my_ledger ORDER BY id DESC LIMIT 1 \gset window_
+-- The window under workers (the leader leaves them the sort).
+SET parallel_setup_cost = 0;
+SET min_parallel_table_scan_size = 0;
+SET max_parallel_workers_per_gather = 2;
+SELECT dp_count(1000) AS c, dp_count(amount, 1000) AS cv, dp_sum(amount, 1000, -50, 100) AS s,
+       dp_sum(n, 1000, 0, 30) AS si, dp_avg(amount, 1000, -50, 100) AS a
+FROM total_visits \gset parallel_window_
 -- At epsilon 1000 a count's noise is 0 and a sum's a few hundredths.
 SELECT :by_person_c = :truth_persons AND :window_c = :truth_persons AS persons_counted_once,
        :by_person_cv = :truth_with_value AND :window_cv = :truth_with_value AS with_a_value,
@@ -48,7 +63,13 @@ SELECT :by_person_c = :truth_persons AND :window_c = :truth_persons AS persons_c
        :by_person_si = :truth_clamped_n AND :window_si = :truth_clamped_n AS integer_sums,
        abs(:by_person_a - :truth_average) < 0.01 AND abs(:window_a - :truth_average) < 0.01 AS averages,
        :by_person_epsilon = :window_epsilon AND :by_person_delta = :window_delta
-           AND :by_person_releases = :window_releases AS charged_the_same;
+           AND :by_person_releases = :window_releases AS charged_the_same,
+       :parallel_c = :truth_persons AND :parallel_window_c = :truth_persons
+           AND :parallel_cv = :truth_with_value AND :parallel_window_cv = :truth_with_value
+           AND :parallel_si = :truth_clamped_n AND :parallel_window_si = :truth_clamped_n
+           AND abs(:parallel_s - :truth_clamped_sum) < 1 AND abs(:parallel_window_s - :truth_clamped_sum) < 1
+           AND abs(:parallel_a - :truth_average) < 0.01 AND abs(:parallel_window_a - :truth_average) < 0.01
+           AS the_same_under_workers;
 \c - postgres
 ALTER ROLE dp_total_analyst RESET dpnoise.bounding_by_person;
 -- Only a superuser sets it.
