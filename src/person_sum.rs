@@ -34,7 +34,7 @@ impl PersonSum {
     /// The exact sum of the values so far, rounded once.
     fn value(&self) -> f64 {
         if self.long.is_null() {
-            self.short.into_exact().value()
+            self.short.value()
         } else {
             // SAFETY: `long` was allocated (and filled) by `step` in this group's context.
             unsafe { (*self.long).value() }

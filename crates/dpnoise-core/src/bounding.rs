@@ -306,6 +306,24 @@ impl ShortSum {
         }
     }
 
+    /// The sum rounded once: `into_exact().value()`, bit for bit, without
+    /// building the accumulator where m·2^e is a normal double (i128 to
+    /// f64 rounds to nearest, ties to even, as `ExactSum::value` does, and
+    /// the scaling by a power of two is then exact).
+    pub fn value(self) -> f64 {
+        if self.e == i32::MAX {
+            return 0.0;
+        }
+        let rounded = join_words(self.m) as f64;
+        if (-1022..=1023).contains(&self.e) {
+            let scaled = rounded * f64::from_bits(((self.e + 1023) as u64) << 52);
+            if scaled.is_normal() || scaled == 0.0 {
+                return scaled;
+            }
+        }
+        self.into_exact().value()
+    }
+
     /// The same sum as an `ExactSum`.
     pub fn into_exact(self) -> ExactSum {
         let mut sum = ExactSum::default();
@@ -422,7 +440,19 @@ mod tests {
                     }
                 }
             }
-            let got = long.unwrap_or_else(|| short.into_exact()).value();
+            let got = match long {
+                Some(l) => l.value(),
+                None => {
+                    // The short sum's own rounding, without the accumulator.
+                    let direct = short.value();
+                    assert_eq!(
+                        direct.to_bits(),
+                        short.into_exact().value().to_bits(),
+                        "{values:?}"
+                    );
+                    direct
+                }
+            };
             assert_eq!(got.to_bits(), exact.value().to_bits(), "{values:?}");
         }
         assert!(moved > 100, "the long path was taken {moved} times");
