@@ -28,34 +28,25 @@ SELECT count(*) AS persons, count(s) AS with_value,
        sum(greatest(0, least(n, 30))) AS clamped_n,
        avg(greatest(-50, least(a, 100))) FILTER (WHERE a IS NOT NULL) AS average
 FROM (SELECT person_id, sum(amount::numeric) s, avg(amount::numeric) a, sum(n) n FROM total_visits GROUP BY person_id) p \gset truth_
+-- The statement, and the settings that force workers on a small table.
+\set total 'SELECT dp_count(1000) AS c, dp_count(amount, 1000) AS cv, dp_sum(amount, 1000, -50, 100) AS s, dp_sum(n, 1000, 0, 30) AS si, dp_avg(amount, 1000, -50, 100) AS a FROM total_visits'
+\set workers 'SET parallel_setup_cost = 0; SET min_parallel_table_scan_size = 0; SET max_parallel_workers_per_gather = 2'
 \c - dp_total_analyst
-SELECT dp_count(1000) AS c, dp_count(amount, 1000) AS cv, dp_sum(amount, 1000, -50, 100) AS s,
-       dp_sum(n, 1000, 0, 30) AS si, dp_avg(amount, 1000, -50, 100) AS a
-FROM total_visits \gset by_person_
+:total \gset by_person_
 SELECT epsilon, delta, releases FROM dp_my_ledger ORDER BY id DESC LIMIT 1 \gset by_person_
 -- Parallel workers share the sort by person (the planner hook prices their
 -- Gather Merge low): forced here on a small table, the same answers.
-SET parallel_setup_cost = 0;
-SET min_parallel_table_scan_size = 0;
-SET max_parallel_workers_per_gather = 2;
-SELECT dp_count(1000) AS c, dp_count(amount, 1000) AS cv, dp_sum(amount, 1000, -50, 100) AS s,
-       dp_sum(n, 1000, 0, 30) AS si, dp_avg(amount, 1000, -50, 100) AS a
-FROM total_visits \gset parallel_
+:workers;
+:total \gset parallel_
 \c - postgres
 ALTER ROLE dp_total_analyst SET dpnoise.bounding_by_person = off;
 \c - dp_total_analyst
 SHOW dpnoise.bounding_by_person;
-SELECT dp_count(1000) AS c, dp_count(amount, 1000) AS cv, dp_sum(amount, 1000, -50, 100) AS s,
-       dp_sum(n, 1000, 0, 30) AS si, dp_avg(amount, 1000, -50, 100) AS a
-FROM total_visits \gset window_
+:total \gset window_
 SELECT epsilon, delta, releases FROM dp_my_ledger ORDER BY id DESC LIMIT 1 \gset window_
 -- The window under workers (the leader leaves them the sort).
-SET parallel_setup_cost = 0;
-SET min_parallel_table_scan_size = 0;
-SET max_parallel_workers_per_gather = 2;
-SELECT dp_count(1000) AS c, dp_count(amount, 1000) AS cv, dp_sum(amount, 1000, -50, 100) AS s,
-       dp_sum(n, 1000, 0, 30) AS si, dp_avg(amount, 1000, -50, 100) AS a
-FROM total_visits \gset parallel_window_
+:workers;
+:total \gset parallel_window_
 -- At epsilon 1000 a count's noise is 0 and a sum's a few hundredths.
 SELECT :by_person_c = :truth_persons AND :window_c = :truth_persons AS persons_counted_once,
        :by_person_cv = :truth_with_value AND :window_cv = :truth_with_value AS with_a_value,
