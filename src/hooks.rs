@@ -378,32 +378,24 @@ unsafe extern "C-unwind" fn planner(
         // the windowed GROUP BY from 2.5 s to 2.2 s. Workers change no
         // answer: each person's rows still meet in one place, and their
         // combines do not depend on the order of the rows. A lower
-        // setting of the session's is kept (the plan walk's forced plans).
-        let tuple_cost = if pg_sys::parallel_tuple_cost > 0.01 {
-            c"0.01"
-        } else {
-            c""
-        };
-        let settings: &[(&CStr, &CStr)] = match (bounding, tuple_cost.is_empty()) {
-            (Bounding::None, _) => &[],
-            (Bounding::Window, false) => &[
-                (c"parallel_tuple_cost", tuple_cost),
-                // The window and the aggregates above it run in the leader, the
-                // busiest process of that plan: the workers sort without it
-                // (2.05 s against 2.2 s with the leader sorting a share).
-                (c"parallel_leader_participation", c"off"),
-            ],
-            (Bounding::Window, true) => &[(c"parallel_leader_participation", c"off")],
-            (Bounding::ByPerson, false) => &[
-                (c"enable_hashagg", c"off"),
-                (c"parallel_tuple_cost", tuple_cost),
-            ],
-            (Bounding::ByPerson, true) => &[(c"enable_hashagg", c"off")],
-        };
+        // setting of the session's is kept (gate_plan.sql's forced plans).
+        let mut settings: Vec<(&CStr, &CStr)> = Vec::new();
+        if bounding == Bounding::ByPerson {
+            settings.push((c"enable_hashagg", c"off"));
+        }
+        if bounding != Bounding::None && pg_sys::parallel_tuple_cost > 0.01 {
+            settings.push((c"parallel_tuple_cost", c"0.01"));
+        }
+        if bounding == Bounding::Window {
+            // The window and the aggregates above it run in the leader, the
+            // busiest process of that plan: the workers sort without it
+            // (2.05 s against 2.2 s with the leader sorting a share).
+            settings.push((c"parallel_leader_participation", c"off"));
+        }
         let planned = if settings.is_empty() {
             plan()
         } else {
-            crate::gucs::with_settings(settings, plan)
+            crate::gucs::with_settings(&settings, plan)
         };
         if bounding == Bounding::ByPerson {
             // JIT compiles the plan's expressions (150 ms of a 1.2 s total
@@ -420,8 +412,9 @@ unsafe extern "C-unwind" fn planner(
     }
 }
 
-/// Whether an analyst's plan runs the bounding's window over workers (the
-/// analyst writes no window, nor a parallel plan of one: it is the gate's).
+/// Whether an analyst's plan runs a window over workers: the bounding's
+/// (an analyst's own window, over public rows only, gets the same, which
+/// changes only where its sort runs).
 ///
 /// # Safety
 /// `stmt` is null or a live PlannedStmt.
