@@ -42,7 +42,7 @@ echo "crash (SIGKILL of the releasing backend): charge kept"
 
 psql_ -d $DB -c "SELECT dp_count(1.0) /* crash-immediate */ FROM one_row" >/dev/null
 as_postgres "$PG_BIN/pg_ctl" -D "$DATA" -m immediate -w stop >/dev/null
-as_postgres "$PG_BIN/pg_ctl" -D "$DATA" -l "$DATA/server.log" -w start >/dev/null
+pg_ctl_up "$DATA" start
 [ "$(charges crash-immediate)" = 1 ] || fail "the charge of a release was lost in an immediate shutdown"
 echo "crash (immediate shutdown right after a release): charge kept"
 

@@ -18,6 +18,28 @@ REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
 as_postgres() { runuser -u postgres -- "$@"; }
 
+# free_port PORT: PORT, or the next port after it that nothing listens on.
+free_port() {
+  local port=$1
+  while ! /usr/bin/python3 -c "import socket,sys; s=socket.socket(); s.bind(('127.0.0.1', $port))" 2>/dev/null; do
+    port=$((port + 1))
+  done
+  echo "$port"
+}
+
+# pg_ctl_up DATADIR start|restart: pg_ctl with the server's own log; when the
+# server does not come up, the log's tail is printed (a CI run keeps nothing
+# else) and it is tried once more, in case the port was briefly taken.
+pg_ctl_up() {
+  local dir=$1 action=$2
+  as_postgres "$PG_BIN/pg_ctl" -D "$dir" -l "$dir/server.log" -w "$action" >/dev/null && return 0
+  echo "pg_ctl $action $dir failed; the server log's tail:" >&2
+  tail -20 "$dir/server.log" >&2 || true
+  sleep 2
+  as_postgres "$PG_BIN/pg_ctl" -D "$dir" -l "$dir/server.log" -w start >/dev/null || {
+    tail -20 "$dir/server.log" >&2; return 1; }
+}
+
 # start_server DATADIR PORT: initdb on first use, (re)start with dpnoise preloaded.
 start_server() {
   local dir=$1 port=$2
