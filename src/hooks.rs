@@ -102,6 +102,14 @@ unsafe extern "C-unwind" fn transaction_ended(
 ) {
     if matches!(
         event,
+        pg_sys::XactEvent::XACT_EVENT_COMMIT
+            | pg_sys::XactEvent::XACT_EVENT_PREPARE
+            | pg_sys::XactEvent::XACT_EVENT_ABORT
+    ) {
+        crate::gate::constants::transaction_ended();
+    }
+    if matches!(
+        event,
         pg_sys::XactEvent::XACT_EVENT_ABORT | pg_sys::XactEvent::XACT_EVENT_PARALLEL_ABORT
     ) {
         // SAFETY: a by-value write of this backend's static, on its only thread.

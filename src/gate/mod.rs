@@ -52,6 +52,7 @@ use std::collections::HashSet;
 pub mod accuracy;
 pub mod bounding;
 mod catalog;
+pub mod constants;
 mod joins;
 mod keys;
 mod leakproof;

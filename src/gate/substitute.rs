@@ -200,6 +200,11 @@ pub(super) fn proven_total(funcid: pg_sys::Oid) -> bool {
 /// instead (for the refusal's hint).
 const REFUSED: &[(&[u32], &str)] = &[
     (
+        &[2648], // statement_timestamp()
+        "statement_timestamp() changes within a transaction, so the gate cannot compute it before the statement runs. \
+         Use NOW() or CURRENT_TIMESTAMP (the transaction's start), which it computes: WHERE ts >= NOW() - INTERVAL '7 days'.",
+    ),
+    (
         &[1254, 1256, 1238, 1239], // ~, !~, ~*, !~* on text
         "Regular expressions are not admitted on protected rows: their matching time and memory depend on the text (and can fail: \
          \"regular expression is too complex\", out of memory). Use LIKE or ILIKE: site LIKE 's0%'.",
@@ -569,6 +574,10 @@ pub(super) unsafe fn substitute(query: *mut pg_sys::Query, protected: &Protected
                 cap_group_keys(level, &*(context as *const Context));
                 (*(context as *mut Context)).rtables.pop();
                 return done;
+            }
+            // A public constant computed now (`constants`), whole.
+            if let Some(value) = super::constants::fold(node) {
+                return value;
             }
             // A copy of the node over its mutated children.
             let node = crate::versions::expression_tree_mutator(node, mutate, context);

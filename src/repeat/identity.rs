@@ -13,7 +13,9 @@
 //!
 //! A level is identified only if its true values are a function of the
 //! data it reads and nothing else: every function in it is immutable and
-//! PostgreSQL's or dpnoise's own; nothing in it reads the time, a setting,
+//! PostgreSQL's or dpnoise's own, or follows the session's TimeZone alone
+//! (`zoned`: date_trunc of a timestamptz), which then joins the digest;
+//! nothing in it reads the time, another setting,
 //! a sequence or an outer query's row; no subquery in it has a LIMIT, a
 //! DISTINCT ON, a window function, a row lock or an aggregate whose result
 //! depends on the order of its rows; every table it reads is tracked for
@@ -143,6 +145,7 @@ unsafe fn identify(level: *mut pg_sys::Query, walk: &mut Levels) {
             relations: Vec::new(),
             params: Vec::new(),
             extension: walk.extension,
+            zoned: false,
         };
         let q = &*level;
         if q.commandType != pg_sys::CmdType::CMD_SELECT
@@ -230,6 +233,10 @@ unsafe fn identify(level: *mut pg_sys::Query, walk: &mut Levels) {
             let mut whole = text.clone();
             serialize(aggref.cast(), &mut whole);
             whole.extend_from_slice(&values);
+            if call.zoned {
+                whole.extend_from_slice(b"TimeZone=");
+                whole.extend_from_slice(&time_zone());
+            }
             let digest = crate::seal::hmac(b"dpnoise release identity v1", &[&whole]);
             let index = walk.marked.len() as i32;
             (*aggref).location = MARK - index;
@@ -436,6 +443,9 @@ struct Check {
     relations: Vec<pg_sys::Oid>,
     params: Vec<*mut pg_sys::Param>,
     extension: pg_sys::Oid,
+    /// Whether a function in it follows the session's TimeZone (`zoned`),
+    /// which then joins the identity.
+    zoned: bool,
 }
 
 /// # Safety
@@ -622,11 +632,63 @@ unsafe extern "C-unwind" fn function_not_ours(funcid: pg_sys::Oid, context: *mut
         // dp_share is STABLE only to stay a call in the plan (its total is
         // charged): a function of its arguments.
         let share = own && crate::parameters::share_function(funcid);
+        if own && zoned(funcid) {
+            (*(context as *mut Check)).zoned = true;
+            return false;
+        }
         !(own
             && (share
                 || pg_sys::func_volatile(funcid)
                     == pg_sys::PROVOLATILE_IMMUTABLE as std::ffi::c_char))
             || setting_dependent(funcid)
+    }
+}
+
+/// STABLE functions whose result follows the session's TimeZone and
+/// nothing else: date_trunc, date_part and extract of a timestamptz and a
+/// date as a timestamptz (the gate's total forms of them), and the
+/// comparisons between timestamptz and date or timestamp. The time zone
+/// then joins the release's identity (`time_zone`): BI tools group by
+/// `DATE_TRUNC('month', ts)` on timestamptz columns.
+///
+/// # Safety
+/// Inside a transaction (a syscache lookup by OID).
+unsafe fn zoned(funcid: pg_sys::Oid) -> bool {
+    // SAFETY: the caller's contract; get_func_name returns a palloc'd copy or null.
+    let name = unsafe { pg_sys::get_func_name(funcid) };
+    if name.is_null() {
+        return false;
+    }
+    // SAFETY: a NUL-terminated name from the catalog.
+    let name = unsafe { std::ffi::CStr::from_ptr(name) }.to_bytes();
+    const TOTAL_FORMS: [&[u8]; 4] = [
+        b"dp_total_timestamptz_trunc",
+        b"dp_total_timestamptz_part",
+        b"dp_total_extract_timestamptz",
+        b"dp_total_date_timestamptz",
+    ];
+    if TOTAL_FORMS.contains(&name) {
+        return true;
+    }
+    // date_lt_timestamptz, timestamptz_cmp_timestamp, ...: built-ins only.
+    let name = String::from_utf8_lossy(name);
+    let parts: Vec<&str> = name.split('_').collect();
+    u32::from(funcid) < pg_sys::FirstNormalObjectId
+        && parts.len() == 3
+        && ["eq", "ne", "lt", "le", "gt", "ge", "cmp"].contains(&parts[1])
+        && (parts[0] == "timestamptz") != (parts[2] == "timestamptz")
+        && [parts[0], parts[2]]
+            .iter()
+            .all(|t| ["date", "timestamp", "timestamptz"].contains(t))
+}
+
+/// The session's TimeZone setting, as it shows it.
+fn time_zone() -> Vec<u8> {
+    // SAFETY: GetConfigOption of a built-in setting returns a live string
+    // (never null for TimeZone, missing_ok false).
+    unsafe {
+        let value = pg_sys::GetConfigOption(c"TimeZone".as_ptr(), false, false);
+        std::ffi::CStr::from_ptr(value).to_bytes().to_vec()
     }
 }
 
