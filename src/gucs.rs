@@ -82,6 +82,20 @@ pub fn analyst() -> bool {
 /// partition selection spends on an analyst's GROUP BY (each query pays it
 /// on top of its aggregates' ε).
 static SELECTION_EPSILON: GucSetting<f64> = GucSetting::<f64>::new(0.5);
+static POLICY_EPSILON: GucSetting<f64> = GucSetting::<f64>::new(1.0);
+static POLICY_ROWS_PER_PERSON: GucSetting<i32> = GucSetting::<i32>::new(10);
+
+/// The rows a person adds at most to a plain count or sum over several
+/// rows per person, for a table without a dp_policy of its own.
+pub fn policy_rows_per_person() -> i32 {
+    POLICY_ROWS_PER_PERSON.get()
+}
+
+/// The ε of an analyst's statement of plain aggregates over a protected
+/// table without a dp_policy of its own (`gate::policy`).
+pub fn policy_epsilon() -> f64 {
+    POLICY_EPSILON.get()
+}
 static SELECTION_DELTA: GucSetting<f64> = GucSetting::<f64>::new(1e-6);
 
 pub fn selection_epsilon() -> f64 {
@@ -287,6 +301,19 @@ pub fn init() {
         None,
     );
     GucRegistry::define_float_guc_with_hooks(
+        c"dpnoise.policy_epsilon",
+        c"Epsilon an analyst's statement spends on the plain aggregates (count, sum, avg) of a protected table without a dp_policy.",
+        c"Split evenly among the statement's plain aggregates. Only a superuser can change it.",
+        &POLICY_EPSILON,
+        1e-4,
+        100.0,
+        GucContext::Suset,
+        GucFlags::default(),
+        None,
+        Some(assign_policy_epsilon),
+        None,
+    );
+    GucRegistry::define_float_guc_with_hooks(
         c"dpnoise.selection_delta",
         c"Delta spent on choosing which group keys from protected data an analyst's GROUP BY shows.",
         c"Must be above 0 for GROUP BY on keys from protected data.",
@@ -348,6 +375,19 @@ pub fn init() {
             GucFlags::default(),
             None,
             Some(assign_role_max_groups),
+            None,
+        );
+        GucRegistry::define_int_guc_with_hooks(
+            c"dpnoise.policy_rows_per_person",
+            c"Rows a person adds at most to an analyst's plain count or sum over several rows per person, for a protected table without a dp_policy.",
+            c"A person's rows beyond it are not counted. Only a superuser can change it.",
+            &POLICY_ROWS_PER_PERSON,
+            1,
+            1_000_000,
+            GucContext::Suset,
+            GucFlags::default(),
+            None,
+            Some(assign_policy_rows),
             None,
         );
     }
@@ -500,6 +540,20 @@ unsafe extern "C-unwind" fn assign_role_max_groups(newval: i32, _extra: *mut std
 #[pgrx::pg_guard]
 unsafe extern "C-unwind" fn assign_selection_epsilon(newval: f64, _extra: *mut std::ffi::c_void) {
     replan_on_change(newval.to_bits() != SELECTION_EPSILON.get().to_bits());
+}
+
+/// # Safety
+/// As `assign_max_groups`, for a float setting.
+#[pgrx::pg_guard]
+unsafe extern "C-unwind" fn assign_policy_epsilon(newval: f64, _extra: *mut std::ffi::c_void) {
+    replan_on_change(newval.to_bits() != POLICY_EPSILON.get().to_bits());
+}
+
+/// # Safety
+/// As `assign_max_groups`.
+#[pgrx::pg_guard]
+unsafe extern "C-unwind" fn assign_policy_rows(newval: i32, _extra: *mut std::ffi::c_void) {
+    replan_on_change(newval != POLICY_ROWS_PER_PERSON.get());
 }
 
 /// # Safety

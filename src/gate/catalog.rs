@@ -35,6 +35,27 @@ pub(super) struct Protected {
     pub(super) windows: Vec<pg_sys::Oid>,
     /// dpnoise's total forms by name (`substitute` maps built-ins to them).
     pub(super) forms: HashMap<String, pg_sys::Oid>,
+    /// The tables' privacy policies (`policy`).
+    pub(super) policy: Policy,
+}
+
+/// What an analyst's plain aggregates become (`policy`): each protected
+/// table's statement ε if the DBA set one, its columns' domains, and the
+/// dpnoise aggregates written in their place.
+#[derive(Default)]
+pub(super) struct Policy {
+    /// dp_policy's statement ε, by table.
+    pub(super) epsilon: HashMap<pg_sys::Oid, f64>,
+    /// dp_policy's rows a person adds to a count or sum, by table.
+    pub(super) rows: HashMap<pg_sys::Oid, i32>,
+    /// dp_domain's bounds, by table and column number.
+    pub(super) domains: HashMap<(pg_sys::Oid, i16), (f64, f64)>,
+    /// dp_count(float8), dp_count(anyelement, float8), dp_sum(float8,
+    /// float8, float8, float8), dp_avg(float8, float8, float8, float8).
+    pub(super) count: pg_sys::Oid,
+    pub(super) count_value: pg_sys::Oid,
+    pub(super) sum: pg_sys::Oid,
+    pub(super) avg: pg_sys::Oid,
 }
 
 /// What the gate knows of one protected table.
@@ -128,6 +149,30 @@ const KEY_QUERY: &str = "SELECT k.key FROM dpnoise.release_key k";
 
 /// A function of dpnoise by name and argument count ($1, $2), in whichever
 /// schema the extension is.
+/// A dpnoise function by name and argument types (their OIDs, as
+/// oidvector prints them), qualified as above.
+const SIGNATURE_QUERY: &str = "\
+SELECT p.oid FROM pg_catalog.pg_proc p
+JOIN pg_catalog.pg_depend d ON d.objid OPERATOR(pg_catalog.=) p.oid
+ AND d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass AND d.deptype OPERATOR(pg_catalog.=) 'e'
+JOIN pg_catalog.pg_extension x ON x.oid OPERATOR(pg_catalog.=) d.refobjid AND x.extname OPERATOR(pg_catalog.=) 'dpnoise'
+WHERE p.proname OPERATOR(pg_catalog.=) $1 AND p.proargtypes::pg_catalog.text OPERATOR(pg_catalog.=) $2";
+
+/// The statement ε and rows per person of each table with a policy
+/// (columns added in 0.21.0: read from the row as JSON, so that an older
+/// catalog reads as none).
+const POLICY_QUERY: &str = "\
+SELECT p.relid::pg_catalog.oid,
+       (pg_catalog.to_jsonb(p) OPERATOR(pg_catalog.->>) 'statement_epsilon')::pg_catalog.float8,
+       (pg_catalog.to_jsonb(p) OPERATOR(pg_catalog.->>) 'rows_per_person')::pg_catalog.int4
+FROM dpnoise.protected p";
+
+/// The columns' domains (dpnoise.domains, from 0.21.0), by column number.
+const DOMAIN_QUERY: &str = "\
+SELECT d.relid::pg_catalog.oid, a.attnum, d.lower, d.upper FROM dpnoise.domains d
+JOIN pg_catalog.pg_attribute a ON a.attrelid OPERATOR(pg_catalog.=) d.relid
+ AND a.attname OPERATOR(pg_catalog.=) d.column_name AND NOT a.attisdropped";
+
 const FUNCTION_QUERY: &str = "\
 SELECT p.oid FROM pg_catalog.pg_proc p
 JOIN pg_catalog.pg_depend d ON d.objid OPERATOR(pg_catalog.=) p.oid
@@ -264,6 +309,53 @@ fn load() -> Option<std::rc::Rc<Protected>> {
                     forms.insert(name, oid);
                 }
             }
+            let signature = |name: &str, args: &str| -> Result<pg_sys::Oid, pgrx::spi::Error> {
+                let args = [name.into(), args.into()];
+                Ok(client
+                    .select(SIGNATURE_QUERY, None, &args)?
+                    .first()
+                    .get_one::<pg_sys::Oid>()?
+                    .unwrap_or(pg_sys::InvalidOid))
+            };
+            let mut policy = Policy {
+                count: signature("dp_count", "701")?,
+                count_value: signature("dp_count", "2283 701")?,
+                sum: signature("dp_sum", "701 701 701 701")?,
+                avg: signature("dp_avg", "701 701 701 701")?,
+                ..Policy::default()
+            };
+            for row in client.select(POLICY_QUERY, None, &[])? {
+                let Some(relid) = row.get::<pg_sys::Oid>(1)? else {
+                    continue;
+                };
+                if let Some(epsilon) = row.get::<f64>(2)? {
+                    policy.epsilon.insert(relid, epsilon);
+                }
+                if let Some(rows) = row.get::<i32>(3)? {
+                    policy.rows.insert(relid, rows);
+                }
+            }
+            let domains = client
+                .select(
+                    "SELECT pg_catalog.to_regclass('dpnoise.domains') IS NOT NULL",
+                    None,
+                    &[],
+                )?
+                .first()
+                .get_one::<bool>()?
+                .unwrap_or(false);
+            if domains {
+                for row in client.select(DOMAIN_QUERY, None, &[])? {
+                    if let (Some(relid), Some(column), Some(lower), Some(upper)) = (
+                        row.get::<pg_sys::Oid>(1)?,
+                        row.get::<i16>(2)?,
+                        row.get::<f64>(3)?,
+                        row.get::<f64>(4)?,
+                    ) {
+                        policy.domains.insert((relid, column), (lower, upper));
+                    }
+                }
+            }
             Ok(Some(std::rc::Rc::new(Protected {
                 tables,
                 allowed,
@@ -275,6 +367,7 @@ fn load() -> Option<std::rc::Rc<Protected>> {
                 seed,
                 windows,
                 forms,
+                policy,
             })))
         })
     });

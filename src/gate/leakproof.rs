@@ -359,5 +359,11 @@ unsafe fn dpnoise_form(aggref: *mut pg_sys::Aggref) -> Option<String> {
         "percentile_cont" | "percentile_disc" => "dp_quantile(value, epsilon, lower, upper, p) (dp_median at p = 0.5), for example dp_quantile(amount, 1.0, 0, 100, 0.5)",
         _ => return None,
     };
-    Some(format!("Instead of {name}, write {form}."))
+    let domain = if matches!(name.as_str(), "sum" | "avg") {
+        // `policy`: a column with a domain is answered as written.
+        " Or ask the DBA for the column's domain (dp_domain): then a plain sum or avg of the column is answered as written."
+    } else {
+        ""
+    };
+    Some(format!("Instead of {name}, write {form}.{domain}"))
 }

@@ -59,9 +59,15 @@ mod leakproof;
 mod partitions;
 mod persons;
 pub mod plan;
+mod policy;
 mod statistics;
 mod substitute;
 
+pgrx::extension_sql_file!(
+    "policy.sql",
+    name = "policy_sql",
+    requires = ["gate_sql", "repeat_sql"]
+);
 pgrx::extension_sql_file!(
     "schema.sql",
     name = "gate_sql",
@@ -205,8 +211,11 @@ pub unsafe extern "C-unwind" fn check_query(query: *mut pg_sys::Query) {
         return;
     }
     let Some(protected) = protected() else { return };
-    // Total forms first: the checks below then see only functions that
-    // cannot fail.
+    // Plain aggregates become dpnoise's under the tables' policies, then
+    // total forms: the checks below see only dpnoise aggregates and
+    // functions that cannot fail.
+    // SAFETY: the caller's contract.
+    unsafe { policy::rewrite(query, &protected) };
     // SAFETY: the caller's contract.
     unsafe { substitute::substitute(query, &protected) };
     let mut walk = Walk {

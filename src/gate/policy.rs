@@ -1,0 +1,512 @@
+//! Plain aggregates under the tables' privacy policies: what a BI tool
+//! sends (`COUNT(*)`, `SUM(amount)`, `AVG(amount)`) over a protected table
+//! becomes, before anything is checked, the dpnoise aggregates of the same
+//! question, and the answer is cast back to the type PostgreSQL's
+//! aggregate returns (a count is a bigint), so that the tool formats it as
+//! it would. On a table of one row per person:
+//!
+//! | written    | becomes                                           |
+//! |------------|---------------------------------------------------|
+//! | `count(*)` | `dp_count(ε)`                                     |
+//! | `count(x)` | `dp_count(x, ε)`                                  |
+//! | `sum(x)`   | `dp_sum(x::float8, ε, lower, upper)::<sum type>`  |
+//! | `avg(x)`   | `dp_avg(x::float8, ε, lower, upper)::<avg type>`  |
+//!
+//! Over several rows per person (or a join), where the gate bounds each
+//! person's contribution to a group to their combined value, a count
+//! counts rows, R at most of a person's (`rows_per_person`):
+//!
+//! | written    | becomes                                                     |
+//! |------------|-------------------------------------------------------------|
+//! | `count(*)` | `dp_sum(1.0, ε, 0, R)::bigint`                              |
+//! | `count(x)` | `dp_sum(CASE WHEN x IS NULL THEN 0 ELSE 1 END, ε, 0, R)`    |
+//! | `sum(x)`   | `dp_sum(x, ε, R·min(lower, 0), R·max(upper, 0))`            |
+//! | `avg(x)`   | the sum of x over the count of x, each at ε/2 of the share  |
+//!
+//! ε is the statement's: the smallest `dp_policy` of the protected tables
+//! it reads (`dpnoise.policy_epsilon` for a table without one), split
+//! evenly among the plain aggregates it has (an average over several rows
+//! takes two shares); `lower` and `upper` are the column's `dp_domain`. A
+//! sum or average of a column without a domain, or of an expression, is
+//! left as written, and the checks refuse it with what to write. Left
+//! alone too: a level grouped by the privacy unit (it answers per person,
+//! with PostgreSQL's own aggregates), and any level below one that
+//! aggregates (a subquery feeding dpnoise aggregates must be per person).
+//! The rewritten statement is then checked, bounded, charged and
+//! identified as if the analyst had written the dpnoise forms: it is
+//! exactly as private.
+
+use super::catalog::{Policy, Protected, Table};
+use super::list_items;
+use pgrx::pg_sys;
+use pgrx::prelude::*;
+
+/// A plain aggregate the policy answers.
+#[derive(Clone, Copy, PartialEq)]
+enum Plain {
+    CountStar,
+    Count,
+    Sum,
+    Avg,
+}
+
+/// Which plain aggregate `aggref` is: PostgreSQL's own count, sum or avg,
+/// without DISTINCT, ORDER BY or FILTER.
+///
+/// # Safety
+/// `aggref` is a live Aggref; inside a transaction.
+unsafe fn plain(aggref: *mut pg_sys::Aggref) -> Option<Plain> {
+    // SAFETY: the caller's contract; get_func_name returns a palloc'd copy or null.
+    unsafe {
+        let a = &*aggref;
+        if u32::from(a.aggfnoid) >= pg_sys::FirstNormalObjectId
+            || a.agglevelsup != 0
+            || !a.aggdistinct.is_null()
+            || !a.aggorder.is_null()
+            || !a.aggfilter.is_null()
+            || a.aggkind != b'n' as std::ffi::c_char
+        {
+            return None;
+        }
+        let name = pg_sys::get_func_name(a.aggfnoid);
+        if name.is_null() {
+            return None;
+        }
+        match std::ffi::CStr::from_ptr(name).to_bytes() {
+            b"count" if a.aggstar => Some(Plain::CountStar),
+            b"count" => Some(Plain::Count),
+            b"sum" => Some(Plain::Sum),
+            b"avg" => Some(Plain::Avg),
+            _ => None,
+        }
+    }
+}
+
+/// What the rewrite carries over the statement.
+struct Context<'a> {
+    protected: &'a Protected,
+    /// Each share's ε (0 while counting the shares).
+    epsilon: f64,
+    /// The shares found, and the smallest statement ε of the protected
+    /// tables of their levels.
+    found: usize,
+    statement: f64,
+    /// The level being rewritten.
+    level: Level,
+    /// Whether the walk is below a level that aggregates.
+    below: bool,
+}
+
+/// What the rewrite needs of a level.
+#[derive(Clone, Copy)]
+struct Level {
+    rtable: *mut pg_sys::List,
+    /// Several rows per person (or a join): counts count rows, R at most.
+    several: Option<i32>,
+}
+
+/// Rewrites the plain aggregates of every level of an analyst's `query`
+/// that reads a protected table.
+///
+/// # Safety
+/// `query` is the live Query the planner hook was given; inside a transaction.
+pub(super) unsafe fn rewrite(query: *mut pg_sys::Query, protected: &Protected) {
+    let policy = &protected.policy;
+    if policy.count == pg_sys::InvalidOid || policy.sum == pg_sys::InvalidOid {
+        // A catalog older than the policies.
+        return;
+    }
+    let mut context = Context {
+        protected,
+        epsilon: 0.0,
+        found: 0,
+        statement: f64::INFINITY,
+        level: Level {
+            rtable: std::ptr::null_mut(),
+            several: None,
+        },
+        below: false,
+    };
+    // SAFETY: the caller's contract; the first walk only counts.
+    unsafe { levels(query.cast(), (&raw mut context).cast()) };
+    if context.found == 0 {
+        return;
+    }
+    context.epsilon = context.statement / context.found as f64;
+    // SAFETY: as above; the second walk rewrites in place.
+    unsafe { levels(query.cast(), (&raw mut context).cast()) };
+}
+
+/// Visits every query level, rewriting (or counting) the plain aggregates
+/// of those that read a protected table.
+///
+/// # Safety
+/// Called by the tree walkers with live nodes and the `Context`.
+#[pg_guard]
+unsafe extern "C-unwind" fn levels(
+    node: *mut pg_sys::Node,
+    context: *mut std::ffi::c_void,
+) -> bool {
+    // SAFETY: the caller's contract; casts follow the node tags.
+    unsafe {
+        if node.is_null() {
+            return false;
+        }
+        if (*node).type_ != pg_sys::NodeTag::T_Query {
+            return pg_sys::expression_tree_walker(node, Some(levels), context);
+        }
+        let query = node as *mut pg_sys::Query;
+        let c = &mut *(context as *mut Context);
+        let below = c.below;
+        if (*query).hasAggs && !below {
+            if let Some((epsilon, several)) = policy_of(query, c.protected) {
+                c.statement = c.statement.min(epsilon);
+                c.level = Level {
+                    rtable: (*query).rtable,
+                    several,
+                };
+                let targets = mutate((*query).targetList.cast(), context).cast();
+                let having = mutate((*query).havingQual, context);
+                // The counting walk's copies are dropped.
+                if c.epsilon != 0.0 {
+                    (*query).targetList = targets;
+                    (*query).havingQual = having;
+                }
+            }
+        }
+        c.below = below || (*query).hasAggs;
+        let stop = pg_sys::query_tree_walker(query, Some(levels), context, 0);
+        (*(context as *mut Context)).below = below;
+        stop
+    }
+}
+
+/// The policy of the protected tables `level` reads in its own FROM, if it
+/// reads any and is not grouped by their privacy unit: the statement ε
+/// (the smallest; the server's for a table without one), and R if the
+/// level has several rows per person (a table of several, or a join).
+///
+/// # Safety
+/// `level` is a live Query of an analyst's statement before planning.
+unsafe fn policy_of(
+    level: *mut pg_sys::Query,
+    protected: &Protected,
+) -> Option<(f64, Option<i32>)> {
+    // SAFETY: the caller's contract; rtable is a list of RangeTblEntry.
+    unsafe {
+        let rtable = list_items::<pg_sys::RangeTblEntry>((*level).rtable);
+        let persons: Vec<(i32, Table)> = rtable
+            .iter()
+            .enumerate()
+            .filter(|(_, rte)| (***rte).rtekind == pg_sys::RTEKind::RTE_RELATION)
+            .filter_map(|(i, rte)| {
+                protected
+                    .tables
+                    .get(&(**rte).relid)
+                    .map(|t| (i as i32 + 1, *t))
+            })
+            .collect();
+        // A level grouped by the privacy unit answers per person, with
+        // PostgreSQL's own aggregates (`persons`): not a release.
+        if persons.is_empty() || super::persons::grouped_by_unit(level, &rtable, &persons).is_err()
+        {
+            return None;
+        }
+        let policy = &protected.policy;
+        let relids: Vec<pg_sys::Oid> = persons
+            .iter()
+            .map(|(i, _)| (*rtable[*i as usize - 1]).relid)
+            .collect();
+        let epsilon = relids
+            .iter()
+            .map(|r| {
+                *policy
+                    .epsilon
+                    .get(r)
+                    .unwrap_or(&crate::gucs::policy_epsilon())
+            })
+            .fold(f64::INFINITY, f64::min);
+        let leaves = rtable
+            .iter()
+            .filter(|rte| (***rte).rtekind != pg_sys::RTEKind::RTE_JOIN)
+            .count();
+        let several = (leaves > 1 || persons.iter().any(|(_, t)| !t.one_row)).then(|| {
+            relids
+                .iter()
+                .map(|r| {
+                    *policy
+                        .rows
+                        .get(r)
+                        .unwrap_or(&crate::gucs::policy_rows_per_person())
+                })
+                .min()
+                .unwrap_or(1)
+        });
+        Some((epsilon, several))
+    }
+}
+
+/// Replaces (or counts) the plain aggregates in `node`, an expression of
+/// the level (its target list or HAVING), not entering subqueries.
+///
+/// # Safety
+/// `node` is null or a live expression; `context` the `Context`.
+unsafe fn mutate(node: *mut pg_sys::Node, context: *mut std::ffi::c_void) -> *mut pg_sys::Node {
+    /// # Safety
+    /// Called by the tree mutator with live nodes and the `Context`.
+    #[pg_guard]
+    unsafe extern "C-unwind" fn each(
+        node: *mut pg_sys::Node,
+        context: *mut std::ffi::c_void,
+    ) -> *mut pg_sys::Node {
+        // SAFETY: the caller's contract; casts follow the node tags.
+        unsafe {
+            if node.is_null() || (*node).type_ == pg_sys::NodeTag::T_Query {
+                return node;
+            }
+            if (*node).type_ != pg_sys::NodeTag::T_Aggref {
+                return crate::versions::expression_tree_mutator(node, each, context);
+            }
+            let aggref = node as *mut pg_sys::Aggref;
+            let c = &mut *(context as *mut Context);
+            // Left as written: the checks refuse it, naming the dpnoise
+            // form (and, for a sum or average, the domain it lacks).
+            let Some((kind, bounds)) =
+                plain(aggref).and_then(|kind| domain(aggref, kind, c).map(|b| (kind, b)))
+            else {
+                return node;
+            };
+            if c.epsilon == 0.0 {
+                c.found += if kind == Plain::Avg && c.level.several.is_some() {
+                    2
+                } else {
+                    1
+                };
+                return node;
+            }
+            answer(aggref, kind, bounds, c)
+        }
+    }
+    // SAFETY: the caller's contract.
+    unsafe { each(node, context) }
+}
+
+/// The bounds a plain aggregate is released with: none for a count; for
+/// a sum or average, its column's `dp_domain`, if its argument is a column
+/// of a protected table of the level that has one (None otherwise: it is
+/// left as written).
+///
+/// # Safety
+/// `aggref` is a live Aggref of the level whose range table `c` holds.
+unsafe fn domain(aggref: *mut pg_sys::Aggref, kind: Plain, c: &Context) -> Option<(f64, f64)> {
+    if matches!(kind, Plain::CountStar | Plain::Count) {
+        return Some((0.0, 0.0));
+    }
+    // SAFETY: the caller's contract; args is a TargetEntry list, rtable of RangeTblEntry.
+    unsafe {
+        let arg = first_argument(aggref)?;
+        if (*arg).type_ != pg_sys::NodeTag::T_Var {
+            return None;
+        }
+        let var = arg as *mut pg_sys::Var;
+        let rte =
+            pg_sys::list_nth(c.level.rtable, (*var).varno as i32 - 1) as *mut pg_sys::RangeTblEntry;
+        if (*var).varlevelsup != 0 || (*rte).rtekind != pg_sys::RTEKind::RTE_RELATION {
+            return None;
+        }
+        c.protected
+            .policy
+            .domains
+            .get(&((*rte).relid, (*var).varattno))
+            .copied()
+    }
+}
+
+/// # Safety
+/// `aggref` is a live Aggref.
+unsafe fn first_argument(aggref: *mut pg_sys::Aggref) -> Option<*mut pg_sys::Node> {
+    // SAFETY: the caller's contract; args is a TargetEntry list.
+    unsafe {
+        list_items::<pg_sys::TargetEntry>((*aggref).args)
+            .first()
+            .map(|entry| (**entry).expr.cast())
+    }
+}
+
+/// A float8 constant.
+fn float(value: f64) -> *mut pg_sys::Node {
+    // SAFETY: a by-value float8 constant, palloc'd in the current context.
+    unsafe {
+        pg_sys::makeConst(
+            pg_sys::FLOAT8OID,
+            -1,
+            pg_sys::InvalidOid,
+            8,
+            pg_sys::Datum::from(value.to_bits()),
+            false,
+            true,
+        )
+        .cast()
+    }
+}
+
+/// The dpnoise form of a plain aggregate, cast to its type.
+///
+/// # Safety
+/// `aggref` is a live Aggref of the level `c` holds; inside a transaction.
+unsafe fn answer(
+    aggref: *mut pg_sys::Aggref,
+    kind: Plain,
+    (lower, upper): (f64, f64),
+    c: &Context,
+) -> *mut pg_sys::Node {
+    let policy: &Policy = &c.protected.policy;
+    let epsilon = (float(c.epsilon), pg_sys::FLOAT8OID);
+    // SAFETY: the caller's contract; the nodes are built as the parser builds them.
+    unsafe {
+        let arg = first_argument(aggref);
+        let sum = |value: *mut pg_sys::Node, lower: f64, upper: f64| {
+            super::partitions::aggregate(
+                policy.sum,
+                pg_sys::FLOAT8OID,
+                &[
+                    (value, pg_sys::FLOAT8OID),
+                    epsilon,
+                    (float(lower), pg_sys::FLOAT8OID),
+                    (float(upper), pg_sys::FLOAT8OID),
+                ],
+            )
+            .cast::<pg_sys::Node>()
+        };
+        let released: *mut pg_sys::Node = match (kind, c.level.several) {
+            (Plain::CountStar, None) => {
+                super::partitions::aggregate(policy.count, pg_sys::INT8OID, &[epsilon]).cast()
+            }
+            (Plain::Count, None) => {
+                let arg = arg.expect("count(x) has an argument");
+                super::partitions::aggregate(
+                    policy.count_value,
+                    pg_sys::INT8OID,
+                    &[(arg, pg_sys::exprType(arg)), epsilon],
+                )
+                .cast()
+            }
+            (Plain::Sum | Plain::Avg, None) => {
+                let value = cast(arg.expect("sum(x) has an argument"), pg_sys::FLOAT8OID);
+                let function = if kind == Plain::Sum {
+                    policy.sum
+                } else {
+                    policy.avg
+                };
+                super::partitions::aggregate(
+                    function,
+                    pg_sys::FLOAT8OID,
+                    &[
+                        (value, pg_sys::FLOAT8OID),
+                        epsilon,
+                        (float(lower), pg_sys::FLOAT8OID),
+                        (float(upper), pg_sys::FLOAT8OID),
+                    ],
+                )
+                .cast()
+            }
+            (Plain::CountStar, Some(rows)) => sum(float(1.0), 0.0, rows as f64),
+            (Plain::Count, Some(rows)) => sum(
+                present(arg.expect("count(x) has an argument")),
+                0.0,
+                rows as f64,
+            ),
+            (Plain::Sum, Some(rows)) => {
+                let value = cast(arg.expect("sum(x) has an argument"), pg_sys::FLOAT8OID);
+                sum(
+                    value,
+                    rows as f64 * lower.min(0.0),
+                    rows as f64 * upper.max(0.0),
+                )
+            }
+            (Plain::Avg, Some(rows)) => {
+                let arg = arg.expect("avg(x) has an argument");
+                let total = sum(
+                    cast(arg, pg_sys::FLOAT8OID),
+                    rows as f64 * lower.min(0.0),
+                    rows as f64 * upper.max(0.0),
+                );
+                let count = sum(present(arg), 0.0, rows as f64);
+                let list = pg_sys::lappend(
+                    pg_sys::lappend(std::ptr::null_mut(), total.cast()),
+                    count.cast(),
+                );
+                pg_sys::makeFuncExpr(
+                    FLOAT8DIV,
+                    pg_sys::FLOAT8OID,
+                    list,
+                    pg_sys::InvalidOid,
+                    pg_sys::InvalidOid,
+                    pg_sys::CoercionForm::COERCE_EXPLICIT_CALL,
+                )
+                .cast()
+            }
+        };
+        cast(released, (*aggref).aggtype)
+    }
+}
+
+/// float8div (its pg_proc OID): the gate's total form replaces it.
+const FLOAT8DIV: pg_sys::Oid = pg_sys::Oid::from_u32(217);
+
+/// `CASE WHEN x IS NULL THEN 0 ELSE 1 END` as float8: what a row adds to count(x).
+///
+/// # Safety
+/// `x` is a live expression.
+unsafe fn present(x: *mut pg_sys::Node) -> *mut pg_sys::Node {
+    // SAFETY: the caller's contract; the nodes are zeroed and then filled as the parser fills them.
+    unsafe {
+        let test =
+            pg_sys::palloc0(std::mem::size_of::<pg_sys::NullTest>()) as *mut pg_sys::NullTest;
+        (*test).xpr.type_ = pg_sys::NodeTag::T_NullTest;
+        (*test).arg = x.cast();
+        (*test).nulltesttype = pg_sys::NullTestType::IS_NULL;
+        (*test).location = -1;
+        let when =
+            pg_sys::palloc0(std::mem::size_of::<pg_sys::CaseWhen>()) as *mut pg_sys::CaseWhen;
+        (*when).xpr.type_ = pg_sys::NodeTag::T_CaseWhen;
+        (*when).expr = test.cast();
+        (*when).result = float(0.0).cast();
+        (*when).location = -1;
+        let case =
+            pg_sys::palloc0(std::mem::size_of::<pg_sys::CaseExpr>()) as *mut pg_sys::CaseExpr;
+        (*case).xpr.type_ = pg_sys::NodeTag::T_CaseExpr;
+        (*case).casetype = pg_sys::FLOAT8OID;
+        (*case).args = pg_sys::lappend(std::ptr::null_mut(), when.cast());
+        (*case).defresult = float(1.0).cast();
+        (*case).location = -1;
+        case.cast()
+    }
+}
+
+/// `expr` as a value of `target`, by an explicit cast (the gate's total
+/// forms then replace one that can fail). Numbers cast to and from float8.
+///
+/// # Safety
+/// `expr` is a live expression of a numeric type; inside a transaction.
+unsafe fn cast(expr: *mut pg_sys::Node, target: pg_sys::Oid) -> *mut pg_sys::Node {
+    // SAFETY: the caller's contract; coerce_to_target_type takes a null ParseState.
+    unsafe {
+        let from = pg_sys::exprType(expr);
+        if from == target {
+            return expr;
+        }
+        let cast = pg_sys::coerce_to_target_type(
+            std::ptr::null_mut(),
+            expr,
+            from,
+            target,
+            -1,
+            pg_sys::CoercionContext::COERCION_EXPLICIT,
+            pg_sys::CoercionForm::COERCE_EXPLICIT_CAST,
+            -1,
+        );
+        assert!(!cast.is_null(), "a numeric type casts to and from float8");
+        cast
+    }
+}
