@@ -30,8 +30,10 @@
 //! sum or average of a column without a domain, or of an expression, is
 //! left as written, and the checks refuse it with what to write. Left
 //! alone too: a level grouped by the privacy unit (it answers per person,
-//! with PostgreSQL's own aggregates), and any level below one that
-//! aggregates (a subquery feeding dpnoise aggregates must be per person).
+//! with PostgreSQL's own aggregates), and any level below one with
+//! dpnoise aggregates (a subquery feeding them must be per person); below
+//! plain aggregates of released values (a BI tool's `SELECT count(*) FROM
+//! (...) AS virtual_table`) a level is rewritten.
 //! The rewritten statement is then checked, bounded, charged and
 //! identified as if the analyst had written the dpnoise forms: it is
 //! exactly as private.
@@ -158,8 +160,10 @@ unsafe extern "C-unwind" fn levels(
         let query = node as *mut pg_sys::Query;
         let c = &mut *(context as *mut Context);
         let below = c.below;
+        let mut released_here = false;
         if (*query).hasAggs && !below {
             if let Some((epsilon, several)) = policy_of(query, c.protected) {
+                released_here = true;
                 c.statement = c.statement.min(epsilon);
                 c.level = Level {
                     rtable: (*query).rtable,
@@ -174,10 +178,46 @@ unsafe extern "C-unwind" fn levels(
                 }
             }
         }
-        c.below = below || (*query).hasAggs;
+        // A subquery feeding dpnoise aggregates must answer per person: its
+        // plain aggregates stay PostgreSQL's (or are refused as they are).
+        c.below = below || released_here || ((*query).hasAggs && feeds_releases(query));
         let stop = pg_sys::query_tree_walker(query, Some(levels), context, 0);
         (*(context as *mut Context)).below = below;
         stop
+    }
+}
+
+/// Whether `level` has dpnoise aggregates (after the rewrite, those of a
+/// level over a protected table): what its subqueries feed is then
+/// released, not post-processed.
+///
+/// # Safety
+/// `level` is a live Query; inside a transaction.
+unsafe fn feeds_releases(level: *mut pg_sys::Query) -> bool {
+    /// # Safety
+    /// Called by `expression_tree_walker` with live nodes; subqueries are not entered.
+    #[pg_guard]
+    unsafe extern "C-unwind" fn find(
+        node: *mut pg_sys::Node,
+        _context: *mut std::ffi::c_void,
+    ) -> bool {
+        // SAFETY: the caller's contract; casts follow the node tags.
+        unsafe {
+            if node.is_null() || (*node).type_ == pg_sys::NodeTag::T_Query {
+                return false;
+            }
+            if (*node).type_ == pg_sys::NodeTag::T_Aggref
+                && crate::functions::releasing((*(node as *mut pg_sys::Aggref)).aggfnoid).is_some()
+            {
+                return true;
+            }
+            pg_sys::expression_tree_walker(node, Some(find), std::ptr::null_mut())
+        }
+    }
+    // SAFETY: the caller's contract.
+    unsafe {
+        find((*level).targetList.cast(), std::ptr::null_mut())
+            || find((*level).havingQual, std::ptr::null_mut())
     }
 }
 

@@ -384,7 +384,7 @@ def bi_tools(su, an):
     attempts = [
         ("raw rows", "SELECT * FROM members WHERE person_id = %s", (17,), True),
         ("raw rows in a wrapper", "SELECT * FROM (SELECT salary FROM members) AS virtual_table LIMIT 1000", None, True),
-        ("count(*)", "SELECT count(*) FROM members", None, False),
+        ("sum without a domain", "SELECT sum(salary) FROM members", None, False),
         ("cross join", "SELECT dp_count(1.0) FROM trips a, trips b", None, False),
         ("key list on the protected side", "SELECT t.region, dp_count(%s) FROM keys10 k LEFT JOIN trips t "
          "ON t.person_id = k.person_id GROUP BY t.region", (1.0,), True),
@@ -414,6 +414,16 @@ def bi_tools(su, an):
     check("refused queries raise ZB003 via psycopg and charge nothing", not bad,
           f"{len(attempts)} shapes ZB003 (+ negative epsilon 22023), 0 ledger rows"
           + (f"; bad: {bad}" if bad else ""))
+
+    # A plain COUNT(*), as a BI tool's default metric: answered under the
+    # table's default policy (docs/bi.md) as a Python int, near the truth,
+    # charged dpnoise.policy_epsilon once.
+    (want,), = truth(su, "SELECT count(*) FROM members")
+    got = an.execute("SELECT COUNT(*) AS count FROM members", prepare=True).fetchone()[0]
+    charged = ledger.new()
+    check("plain COUNT(*) answered as an integer under the default policy",
+          isinstance(got, int) and abs(got - want) <= 30 and len(charged) == 1 and charged[0][2] == 1,
+          f"{got} (true {want}), charged {charged}")
 
 
 # ---------------------------------------------------------------- 2. the audit

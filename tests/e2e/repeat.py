@@ -397,7 +397,7 @@ def main(port):
             EXCEPTION WHEN query_canceled THEN NULL;
             END;
             SET LOCAL statement_timeout = 0;
-            RETURN (SELECT count(*)::text FROM people);
+            RETURN (SELECT max(income)::text FROM people);
         END $$""")
     locker = connect(port)
     locker.execute("BEGIN")

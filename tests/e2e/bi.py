@@ -1,0 +1,182 @@
+#!/usr/bin/env python3
+"""A BI tool's plain SQL, replayed as an analyst, on a running server.
+
+    bi.py PORT
+
+The statements Apache Superset 6.1 sent for a bar chart with COUNT(*), a
+time series by month over a time range, a big number, a table chart with
+SUM and AVG, a filter on region and SQL Lab (../shared/bi/superset-6.1.md),
+with their default metrics in place of the custom dp_* ones, and shapes
+Metabase and Grafana send, replayed through psycopg as an analyst over a
+protected `visits` table (several rows per person) with a privacy policy
+(docs/bi.md). Checks:
+- each statement is answered; counts are integers (bigint), near the truth
+  the noise allows;
+- the whole replay again (a dashboard reload, Explore's second send)
+  charges nothing and gives the same answers;
+- a malformed time literal is refused before any charge (22007), with
+  rows in its range and without;
+- the filter-value query over the protected table shows the keys private
+  partition selection keeps, charged once; a raw preview is refused before
+  any charge (ZB003).
+Exits non-zero on a failure.
+"""
+import sys
+
+import psycopg
+
+FAILED = []
+ANALYST = "dp_bi_analyst"
+
+
+def check(name, ok, detail=""):
+    print(("PASS  " if ok else "FAIL  ") + name + (f": {detail}" if detail else ""))
+    if not ok:
+        FAILED.append(name)
+
+
+def connect(port, user="postgres", dbname="dpnoise_bi"):
+    return psycopg.connect(host="127.0.0.1", port=port, dbname=dbname, user=user, autocommit=True)
+
+
+# Superset's statements (each preceded by `set search_path = "public"`),
+# Metabase's and Grafana's. The time range covers 2024-01 to 2024-06.
+RANGE = ("ts >= TO_TIMESTAMP('2024-01-01 00:00:00.000000', 'YYYY-MM-DD HH24:MI:SS.US') "
+         "AND ts < TO_TIMESTAMP('2024-07-01 00:00:00.000000', 'YYYY-MM-DD HH24:MI:SS.US')")
+CHARTS = {
+    "superset bar chart COUNT(*)":
+        "SELECT site AS site, COUNT(*) AS count FROM public.visits GROUP BY site ORDER BY count DESC LIMIT 10000",
+    "superset time series by month, time range":
+        "SELECT DATE_TRUNC('MONTH', ts) AS ts, COUNT(*) AS count FROM public.visits WHERE " + RANGE +
+        " GROUP BY DATE_TRUNC('MONTH', ts) ORDER BY count DESC LIMIT 10000",
+    "superset big number":
+        "SELECT COUNT(*) AS count FROM public.visits LIMIT 50000",
+    "superset table SUM and AVG":
+        'SELECT region AS region, SUM(amount) AS "SUM(amount)", AVG(amount) AS "AVG(amount)" FROM public.visits '
+        'GROUP BY region ORDER BY "SUM(amount)" DESC LIMIT 1000',
+    "superset filter applied":
+        "SELECT site AS site, COUNT(*) AS count FROM public.visits WHERE region IN ('north') "
+        "GROUP BY site ORDER BY count DESC LIMIT 10000",
+    "metabase count":
+        'SELECT COUNT(*) AS "count" FROM "public"."visits"',
+    "metabase sum by site":
+        'SELECT "public"."visits"."site" AS "site", SUM("public"."visits"."amount") AS "sum" FROM "public"."visits" '
+        'GROUP BY "public"."visits"."site" ORDER BY "public"."visits"."site" ASC',
+    "metabase count last 30 days":
+        'SELECT COUNT(*) AS "count" FROM "public"."visits" WHERE "public"."visits"."ts" >= '
+        "DATE_TRUNC('day', (NOW() + INTERVAL '-100000 day')) AND \"public\".\"visits\".\"ts\" < DATE_TRUNC('day', NOW())",
+    "grafana time series":
+        "SELECT date_trunc('month', ts) AS \"time\", count(*) AS \"visits\" FROM visits "
+        "WHERE ts BETWEEN '2024-01-01T00:00:00Z' AND '2024-06-30T23:59:59Z' GROUP BY 1 ORDER BY 1",
+    "grafana stat":
+        "SELECT count(*) AS value FROM visits WHERE ts BETWEEN '2024-01-01T00:00:00Z' AND '2024-12-31T23:59:59Z'",
+}
+
+
+def replay(an):
+    answers = {}
+    for name, sql in CHARTS.items():
+        an.execute('set search_path = "public"')
+        try:
+            answers[name] = an.execute(sql).fetchall()
+        except psycopg.Error as e:
+            answers[name] = e
+    return answers
+
+
+def main(port):
+    with psycopg.connect(host="127.0.0.1", port=port, dbname="postgres", user="postgres", autocommit=True) as c:
+        c.execute("DROP DATABASE IF EXISTS dpnoise_bi")
+        c.execute("CREATE DATABASE dpnoise_bi")
+    su = connect(port)
+    su.execute(f"DROP ROLE IF EXISTS {ANALYST}")
+    su.execute(f"CREATE ROLE {ANALYST} LOGIN")
+    su.execute("CREATE EXTENSION dpnoise")
+    # 4000 persons, 3 visits each over 2024, at 4 sites in 2 regions.
+    su.execute("""
+        CREATE TABLE visits (person_id int, ts timestamptz, site text, region text, amount numeric(10, 2));
+        INSERT INTO visits SELECT i % 4000, timestamptz '2024-01-01 00:00+00' + (i % 8760) * interval '1 hour',
+               's' || i % 4, CASE WHEN i % 4 < 2 THEN 'north' ELSE 'south' END, (i % 500) / 10.0
+        FROM generate_series(1, 12000) i;
+        ANALYZE visits;
+    """)
+    su.execute("SELECT dp_protect('visits', 'person_id', 4)")
+    su.execute("SELECT dp_policy('visits', 40.0, 3)")
+    su.execute("SELECT dp_domain('visits', 'amount', 0, 50)")
+    su.execute(f"SELECT dp_analyst('{ANALYST}')")
+    su.execute(f"SELECT dp_budget_grant('{ANALYST}', 1000, 0.01)")
+    charges = lambda: su.execute(
+        "SELECT count(*) FROM dpnoise.ledger WHERE role = %s::regrole", (ANALYST,)).fetchone()[0]
+
+    an = connect(port, ANALYST)
+    # SQL Lab asks for its backend first.
+    check("SQL Lab's pg_backend_pid()", an.execute("SELECT pg_backend_pid()").fetchone()[0] > 0)
+    before = charges()
+    first = replay(an)
+    failed = {n: str(a).splitlines()[0] for n, a in first.items() if isinstance(a, Exception)}
+    check(f"each of {len(CHARTS)} chart statements is answered", not failed, str(failed))
+    charged = charges() - before
+    # Superset's big number and Metabase's count are one release (a LIMIT
+    # only post-processes it): the second is a repeat, free.
+    check("the first load is charged once per release", charged == len(CHARTS) - 1, f"{charged} charges")
+
+    # Counts are integers near the truth (ε = 40 per statement: a count's
+    # noise is a few persons' rows at most).
+    (total,), = su.execute("SELECT count(*) FROM visits").fetchall()
+    big = first.get("superset big number")
+    ok = isinstance(big, list) and isinstance(big[0][0], int) and abs(big[0][0] - total) <= 100
+    check("the big number is an integer near the row count", ok, f"{big} (true {total})")
+    bars = first.get("superset bar chart COUNT(*)")
+    ok = isinstance(bars, list) and len(bars) == 4 and all(isinstance(n, int) and abs(n - 3000) <= 300 for _, n in bars)
+    check("the bar chart's counts are integers near 3000 a site", ok, str(bars))
+    series = first.get("superset time series by month, time range")
+    ok = isinstance(series, list) and len(series) == 6 and all(isinstance(n, int) for _, n in series)
+    check("the time series has the range's six months, as integers", ok, str(series))
+    table = first.get("superset table SUM and AVG")
+    ok = isinstance(table, list) and len(table) == 2 and all(abs(float(a) - 25) < 3 for _, _, a in table)
+    check("the table chart's averages are near the truth (25)", ok, str(table))
+
+    # A dashboard reload: the same answers, nothing charged.
+    before = charges()
+    second = replay(an)
+    charged = charges() - before
+    same = [n for n in CHARTS if n not in ("metabase count last 30 days",) and first[n] != second[n]]
+    check("a reload repeats every chart for free (NOW() ranges excepted: a new transaction, a new time)",
+          not same and charged <= 1, f"{charged} charges; differing: {same}")
+
+    # A malformed time literal: refused before any charge, whatever the rows.
+    before = charges()
+    states = []
+    for cond in ["amount > 1e6", "amount >= 0"]:
+        try:
+            an.execute(f"SELECT COUNT(*) FROM visits WHERE {cond} AND ts >= TO_TIMESTAMP('2024-13-45', 'YYYY-MM-DD')")
+            states.append(None)
+        except psycopg.Error as e:
+            states.append(e.sqlstate)
+    check("a malformed time literal fails alike with and without rows in range, charged nothing",
+          states[0] is not None and states[0] == states[1] and charges() == before, str(states))
+
+    # Filter values read from the protected table: the keys private
+    # partition selection shows (a subset of the true ones), charged once;
+    # a raw preview is refused before any charge.
+    before = charges()
+    values = an.execute("SELECT region AS region FROM public.visits GROUP BY region ORDER BY region ASC LIMIT 1000").fetchall()
+    check("filter values from the protected table are the selected keys, charged once",
+          set(values) <= {("north",), ("south",)} and charges() == before + 1, f"{values}")
+    before = charges()
+    try:
+        an.execute("SELECT * FROM visits LIMIT 1001").fetchall()
+        state = None
+    except psycopg.Error as e:
+        state = e.sqlstate
+    check("a raw preview of the protected table is refused (ZB003), charged nothing",
+          state == "ZB003" and charges() == before, str(state))
+
+    an.close()
+    su.close()
+    print(f"bi: {'all passed' if not FAILED else f'{len(FAILED)} failed'}")
+    return 1 if FAILED else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(int(sys.argv[1])))
