@@ -66,6 +66,13 @@ BEGIN
                    WHERE a.attrelid = $1 AND a.attname = $2 AND a.attnum > 0 AND NOT a.attisdropped) THEN
         RAISE EXCEPTION 'table % has no column %', tbl, column_name USING ERRCODE = 'undefined_column';
     END IF;
+    IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_attribute a
+                   WHERE a.attrelid = $1 AND a.attname = $2
+                     AND a.atttypid IN ('int2'::regtype, 'int4'::regtype, 'int8'::regtype,
+                                        'float4'::regtype, 'float8'::regtype, 'numeric'::regtype)) THEN
+        RAISE EXCEPTION 'column % of % is not a number: a domain bounds smallint, integer, bigint, real, double precision or numeric',
+            column_name, tbl USING ERRCODE = 'datatype_mismatch';
+    END IF;
     IF lower IS NULL AND upper IS NULL THEN
         DELETE FROM dpnoise.domains d WHERE d.relid = $1 AND d.column_name = $2;
     ELSIF lower IS NULL OR upper IS NULL OR NOT (lower <= upper)

@@ -56,6 +56,12 @@ pub(super) struct Policy {
     pub(super) count_value: pg_sys::Oid,
     pub(super) sum: pg_sys::Oid,
     pub(super) avg: pg_sys::Oid,
+    /// dp_var, dp_stddev, dp_min, dp_max (float8 × 4) and dp_quantile (× 5).
+    pub(super) variance: pg_sys::Oid,
+    pub(super) stddev: pg_sys::Oid,
+    pub(super) min: pg_sys::Oid,
+    pub(super) max: pg_sys::Oid,
+    pub(super) quantile: pg_sys::Oid,
 }
 
 /// What the gate knows of one protected table.
@@ -322,6 +328,11 @@ fn load() -> Option<std::rc::Rc<Protected>> {
                 count_value: signature("dp_count", "2283 701")?,
                 sum: signature("dp_sum", "701 701 701 701")?,
                 avg: signature("dp_avg", "701 701 701 701")?,
+                variance: signature("dp_var", "701 701 701 701")?,
+                stddev: signature("dp_stddev", "701 701 701 701")?,
+                min: signature("dp_min", "701 701 701 701")?,
+                max: signature("dp_max", "701 701 701 701")?,
+                quantile: signature("dp_quantile", "701 701 701 701 701")?,
                 ..Policy::default()
             };
             for row in client.select(POLICY_QUERY, None, &[])? {

@@ -14,7 +14,9 @@
 //! release's identity see a constant. The value is one the analyst could
 //! ask for in a statement of its own (`SELECT TO_TIMESTAMP(...)`), which
 //! reads no protected row: only built-in functions, operators and casts of
-//! constants are computed, never a column, parameter or subquery.
+//! constants are computed, never a column, parameter or subquery, and of
+//! the STABLE built-ins only those of dates and times (`STABLE_COMPUTED`):
+//! a statistics function, which the plan check refuses, stays a call.
 //!
 //! The transaction's time (NOW(), CURRENT_DATE, CURRENT_TIMESTAMP - INTERVAL
 //! '30 days', as BI tools write relative ranges) is computed the same way:
@@ -26,9 +28,6 @@
 
 use pgrx::pg_sys;
 use pgrx::prelude::*;
-
-/// statement_timestamp() (its pg_proc OID): another value in each statement.
-const STATEMENT_TIME: u32 = 2648;
 
 thread_local! {
     /// Whether a value was computed in this transaction.
@@ -87,8 +86,77 @@ pub(super) unsafe fn fold(node: *mut pg_sys::Node) -> Option<*mut pg_sys::Node> 
     }
 }
 
+/// The STABLE built-ins computed: dates, times and intervals from text
+/// and from each other, which follow the session's settings (TimeZone,
+/// DateStyle, lc_time) and the transaction's time, and read nothing else.
+/// Any other STABLE built-in is left as a call, which the checks judge: a
+/// statistics function (`pg_stat_get_numscans`) reads counters that
+/// protected rows move, and one running a query (`table_to_xml`) would run
+/// it, and charge its releases, while the statement is being checked.
+const STABLE_COMPUTED: &[&[u8]] = &[
+    b"to_timestamp",
+    b"to_date",
+    b"to_char",
+    b"now",
+    b"transaction_timestamp",
+    b"date_trunc",
+    b"date_part",
+    b"extract",
+    b"timezone",
+    b"date",
+    b"timestamp",
+    b"timestamptz",
+    b"make_timestamptz",
+    b"age",
+    b"timestamptz_pl_interval",
+    b"timestamptz_mi_interval",
+    b"date_in",
+    b"date_out",
+    b"time_in",
+    b"timetz_in",
+    b"timestamp_in",
+    b"timestamp_out",
+    b"timestamptz_in",
+    b"timestamptz_out",
+    b"interval_in",
+    b"interval_out",
+];
+
+/// Whether `funcid` is computed ahead: a built-in that is IMMUTABLE (it
+/// reads only its arguments), or one of `STABLE_COMPUTED`, or a comparison
+/// between timestamptz and date or timestamp (which follows TimeZone).
+///
+/// # Safety
+/// Inside a transaction (syscache lookups by OID).
+unsafe fn computed(funcid: pg_sys::Oid) -> bool {
+    if u32::from(funcid) >= pg_sys::FirstNormalObjectId {
+        return false;
+    }
+    // SAFETY: the caller's contract; get_func_name returns a palloc'd copy or null.
+    unsafe {
+        if pg_sys::func_volatile(funcid) == pg_sys::PROVOLATILE_IMMUTABLE as std::ffi::c_char {
+            return true;
+        }
+        let name = pg_sys::get_func_name(funcid);
+        if name.is_null() {
+            return false;
+        }
+        let name = std::ffi::CStr::from_ptr(name).to_bytes();
+        if STABLE_COMPUTED.contains(&name) {
+            return true;
+        }
+        let name = String::from_utf8_lossy(name);
+        let parts: Vec<&str> = name.split('_').collect();
+        let types = ["date", "timestamp", "timestamptz"];
+        parts.len() == 3
+            && ["eq", "ne", "lt", "le", "gt", "ge", "cmp"].contains(&parts[1])
+            && types.contains(&parts[0])
+            && types.contains(&parts[2])
+    }
+}
+
 /// Whether every node below `node` is a constant, the transaction's time,
-/// or a built-in function, operator or cast of them.
+/// or a function, operator or cast of them that is `computed`.
 ///
 /// # Safety
 /// `node` is a live node.
@@ -110,19 +178,24 @@ unsafe fn computable(node: *mut pg_sys::Node) -> bool {
                 return false;
             }
             let admitted = match (*node).type_ {
-                T_FuncExpr => {
-                    let funcid = (*(node as *mut pg_sys::FuncExpr)).funcid;
-                    built_in(funcid) && u32::from(funcid) != STATEMENT_TIME
-                }
+                T_FuncExpr => computed((*(node as *mut pg_sys::FuncExpr)).funcid),
                 T_OpExpr | T_DistinctExpr | T_NullIfExpr => {
                     let op = node as *mut pg_sys::OpExpr;
                     pg_sys::set_opfuncid(op);
-                    built_in((*op).opfuncid)
+                    computed((*op).opfuncid)
                 }
                 // Through the types' output and input functions.
                 T_CoerceViaIO => {
                     let cast = node as *mut pg_sys::CoerceViaIO;
-                    built_in((*cast).resulttype) && built_in(pg_sys::exprType((*cast).arg.cast()))
+                    let (mut output, mut input) = (pg_sys::InvalidOid, pg_sys::InvalidOid);
+                    let (mut varlena, mut ioparam) = (false, pg_sys::InvalidOid);
+                    pg_sys::getTypeOutputInfo(
+                        pg_sys::exprType((*cast).arg.cast()),
+                        &mut output,
+                        &mut varlena,
+                    );
+                    pg_sys::getTypeInputInfo((*cast).resulttype, &mut input, &mut ioparam);
+                    computed(output) && computed(input)
                 }
                 // CURRENT_DATE, CURRENT_TIMESTAMP, LOCALTIMESTAMP and the
                 // like (not CURRENT_USER and the other names).

@@ -12,6 +12,13 @@
 //! | `sum(x)`   | `dp_sum(x::float8, ε, lower, upper)::<sum type>`  |
 //! | `avg(x)`   | `dp_avg(x::float8, ε, lower, upper)::<avg type>`  |
 //!
+//! `variance`, `stddev`, `min`, `max`, `percentile_cont` and
+//! `percentile_disc` of a column with a domain become `dp_var`,
+//! `dp_stddev`, `dp_min`, `dp_max` and `dp_quantile` (a private estimate:
+//! `min` and `max` are low and high percentiles, not the extreme values),
+//! over one row per person or several (the gate's bounding reads a
+//! person's own value).
+//!
 //! Over several rows per person (or a join), where the gate bounds each
 //! person's contribution to a group to their combined value, a count
 //! counts rows, R at most of a person's (`rows_per_person`):
@@ -50,10 +57,19 @@ enum Plain {
     Count,
     Sum,
     Avg,
+    /// The rest read a column with a domain, and become the dpnoise
+    /// aggregate of the same question.
+    Variance,
+    Stddev,
+    Min,
+    Max,
+    /// percentile_cont or percentile_disc at a constant fraction.
+    Quantile(f64),
 }
 
-/// Which plain aggregate `aggref` is: PostgreSQL's own count, sum or avg,
-/// without DISTINCT, ORDER BY or FILTER.
+/// Which plain aggregate `aggref` is: PostgreSQL's own count, sum, avg,
+/// variance, stddev, min, max (without DISTINCT, ORDER BY or FILTER), or
+/// percentile_cont / percentile_disc at a constant fraction in [0, 1].
 ///
 /// # Safety
 /// `aggref` is a live Aggref; inside a transaction.
@@ -64,9 +80,7 @@ unsafe fn plain(aggref: *mut pg_sys::Aggref) -> Option<Plain> {
         if u32::from(a.aggfnoid) >= pg_sys::FirstNormalObjectId
             || a.agglevelsup != 0
             || !a.aggdistinct.is_null()
-            || !a.aggorder.is_null()
             || !a.aggfilter.is_null()
-            || a.aggkind != b'n' as std::ffi::c_char
         {
             return None;
         }
@@ -74,11 +88,38 @@ unsafe fn plain(aggref: *mut pg_sys::Aggref) -> Option<Plain> {
         if name.is_null() {
             return None;
         }
-        match std::ffi::CStr::from_ptr(name).to_bytes() {
+        let name = std::ffi::CStr::from_ptr(name).to_bytes();
+        if a.aggkind == b'o' as std::ffi::c_char {
+            // WITHIN GROUP (ORDER BY x) at a constant fraction.
+            // The fraction as written (0.5 is a numeric cast to float8), folded.
+            let direct: Vec<*mut pg_sys::Node> = list_items::<pg_sys::Node>(a.aggdirectargs)
+                .into_iter()
+                .map(|d| pg_sys::eval_const_expressions(std::ptr::null_mut(), d))
+                .collect();
+            let fraction = match direct.as_slice() {
+                [only] if (**only).type_ == pg_sys::NodeTag::T_Const => {
+                    let c = *only as *mut pg_sys::Const;
+                    ((*c).consttype == pg_sys::FLOAT8OID && !(*c).constisnull)
+                        .then(|| f64::from_bits((*c).constvalue.value() as u64))
+                }
+                _ => None,
+            }?;
+            return (matches!(name, b"percentile_cont" | b"percentile_disc")
+                && (0.0..=1.0).contains(&fraction))
+            .then_some(Plain::Quantile(fraction));
+        }
+        if a.aggkind != b'n' as std::ffi::c_char || !a.aggorder.is_null() {
+            return None;
+        }
+        match name {
             b"count" if a.aggstar => Some(Plain::CountStar),
             b"count" => Some(Plain::Count),
             b"sum" => Some(Plain::Sum),
             b"avg" => Some(Plain::Avg),
+            b"variance" | b"var_samp" | b"var_pop" => Some(Plain::Variance),
+            b"stddev" | b"stddev_samp" | b"stddev_pop" => Some(Plain::Stddev),
+            b"min" => Some(Plain::Min),
+            b"max" => Some(Plain::Max),
             _ => None,
         }
     }
@@ -344,7 +385,24 @@ unsafe fn domain(aggref: *mut pg_sys::Aggref, kind: Plain, c: &Context) -> Optio
     }
     // SAFETY: the caller's contract; args is a TargetEntry list, rtable of RangeTblEntry.
     unsafe {
-        let arg = first_argument(aggref)?;
+        let mut arg = first_argument(aggref)?;
+        // Through the implicit cast to the aggregate's argument type
+        // (percentile_cont of an integer reads it as float8).
+        while let pg_sys::NodeTag::T_FuncExpr | pg_sys::NodeTag::T_RelabelType = (*arg).type_ {
+            arg = match (*arg).type_ {
+                pg_sys::NodeTag::T_RelabelType => (*(arg as *mut pg_sys::RelabelType)).arg.cast(),
+                _ => {
+                    let call = arg as *mut pg_sys::FuncExpr;
+                    let args = list_items::<pg_sys::Node>((*call).args);
+                    if (*call).funcformat != pg_sys::CoercionForm::COERCE_IMPLICIT_CAST
+                        || args.len() != 1
+                    {
+                        return None;
+                    }
+                    args[0]
+                }
+            };
+        }
         if (*arg).type_ != pg_sys::NodeTag::T_Var {
             return None;
         }
@@ -352,6 +410,18 @@ unsafe fn domain(aggref: *mut pg_sys::Aggref, kind: Plain, c: &Context) -> Optio
         let rte =
             pg_sys::list_nth(c.level.rtable, (*var).varno as i32 - 1) as *mut pg_sys::RangeTblEntry;
         if (*var).varlevelsup != 0 || (*rte).rtekind != pg_sys::RTEKind::RTE_RELATION {
+            return None;
+        }
+        // A domain bounds numbers: a column of another type is left as written.
+        let numeric = [
+            pg_sys::INT2OID,
+            pg_sys::INT4OID,
+            pg_sys::INT8OID,
+            pg_sys::FLOAT4OID,
+            pg_sys::FLOAT8OID,
+            pg_sys::NUMERICOID,
+        ];
+        if !numeric.contains(&(*var).vartype) {
             return None;
         }
         c.protected
@@ -449,6 +519,27 @@ unsafe fn answer(
                     ],
                 )
                 .cast()
+            }
+            (Plain::Variance | Plain::Stddev | Plain::Min | Plain::Max | Plain::Quantile(_), _) => {
+                let value = cast(arg.expect("it reads a column"), pg_sys::FLOAT8OID);
+                let mut args = vec![
+                    (value, pg_sys::FLOAT8OID),
+                    epsilon,
+                    (float(lower), pg_sys::FLOAT8OID),
+                    (float(upper), pg_sys::FLOAT8OID),
+                ];
+                let function = match kind {
+                    Plain::Variance => policy.variance,
+                    Plain::Stddev => policy.stddev,
+                    Plain::Min => policy.min,
+                    Plain::Max => policy.max,
+                    Plain::Quantile(p) => {
+                        args.push((float(p), pg_sys::FLOAT8OID));
+                        policy.quantile
+                    }
+                    _ => unreachable!("matched above"),
+                };
+                super::partitions::aggregate(function, pg_sys::FLOAT8OID, &args).cast()
             }
             (Plain::CountStar, Some(rows)) => sum(float(1.0), 0.0, rows as f64),
             (Plain::Count, Some(rows)) => sum(

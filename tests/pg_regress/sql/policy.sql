@@ -20,6 +20,7 @@ SELECT dp_budget_grant('dp_policy_analyst', 1e6, 1);
 -- The DBA's mistakes: each a documented SQLSTATE, nothing written.
 SELECT outcome($$SELECT dp_domain('pol_persons', 'nothing', 0, 1)$$);
 SELECT outcome($$SELECT dp_domain('pol_persons', 'amount', 5, 1)$$);
+SELECT outcome($$SELECT dp_domain('pol_persons', 'region', 0, 1)$$);
 SELECT outcome($$SELECT dp_domain('pol_persons', 'amount', 0, 'Infinity')$$);
 SELECT outcome($$SELECT dp_domain('pol_persons', 'amount', 0, NULL)$$);
 SELECT outcome($$SELECT dp_domain('dp_policies', 'lower', 0, 1)$$);
@@ -72,6 +73,16 @@ SELECT abs(c - 3003) <= 30 AS rows_near, abs(s - (73500 + 150)) <= 1500 AS sum_n
        abs(a - 24.5) <= 1 AS avg_near, pg_typeof(c)
 FROM (SELECT count(*) c, sum(amount) s, avg(amount) a FROM pol_visits) q;
 SELECT count(*) AS releases, round(sum(epsilon)) AS epsilon FROM dp_my_ledger WHERE id > :seen;
+-- Spreads and order statistics of a column with a domain: the dpnoise
+-- aggregate of the same question (min and max are private low and high
+-- percentiles), in PostgreSQL's result types.
+SELECT pg_typeof(v) v_type, pg_typeof(mn) min_type, pg_typeof(md) median_type, pg_typeof(pd) disc_type,
+       abs(sd - 28.9) < 5 AS stddev_near, abs(md - 49.5) < 10 AS median_near, mn < 20 AS min_low, mx > 80 AS max_high
+FROM (SELECT variance(amount) v, stddev(amount) sd, min(amount) mn, max(amount) mx,
+             percentile_cont(0.5) WITHIN GROUP (ORDER BY amount) md,
+             percentile_disc(0.5) WITHIN GROUP (ORDER BY amount) pd FROM pol_persons) q;
+SELECT abs(md - 24.5) < 8 AS visits_median_near FROM (
+  SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY amount) md FROM pol_visits) q;
 -- Superset's bar chart, as it sends it: the three sites (each person in
 -- at most 3 of them), counts as bigints.
 SELECT site, pg_typeof(count), abs(count - 1000) <= 60 AS near FROM (

@@ -49,6 +49,14 @@ SELECT outcome($$SELECT dp_count(1.0) FROM time_visits WHERE amount > 1e9 AND ts
 SELECT outcome($$SELECT dp_count(1.0) FROM time_visits WHERE amount >= 0 AND ts >= NOW() - INTERVAL '300000 years'$$);
 -- statement_timestamp() differs within a transaction: left as a call, refused.
 SELECT outcome('SELECT dp_count(1.0) FROM time_visits WHERE ts < statement_timestamp()');
+-- Only dates and times are computed ahead: other STABLE built-ins stay
+-- calls, judged by the checks. A statistics function counts what protected
+-- rows did (an index probe per row passing a condition); a function that
+-- runs a query would run it, and charge its releases, while the statement
+-- is checked. Both refused (ZB003), nothing charged.
+SELECT outcome($$SELECT dp_count(1.0), pg_stat_get_live_tuples('time_visits'::regclass) FROM time_visits$$);
+CREATE TEMP VIEW time_release AS SELECT dp_count(0.5) AS c FROM time_visits;
+SELECT outcome($$SELECT max(amount), table_to_xml('time_release'::regclass, true, false, '') FROM time_visits$$);
 -- None of these was charged.
 SELECT count(*) AS charged FROM dp_my_ledger WHERE id > :seen;
 
