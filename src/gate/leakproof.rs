@@ -359,9 +359,9 @@ unsafe fn dpnoise_form(aggref: *mut pg_sys::Aggref) -> Option<String> {
         "percentile_cont" | "percentile_disc" => "dp_quantile(value, epsilon, lower, upper, p) (dp_median at p = 0.5), for example dp_quantile(amount, 1.0, 0, 100, 0.5)",
         _ => return None,
     };
-    let domain = if matches!(name.as_str(), "sum" | "avg") {
-        // `policy`: a column with a domain is answered as written.
-        " Or ask the DBA for the column's domain (dp_domain): then a plain sum or avg of the column is answered as written."
+    let domain = if name != "count" {
+        // `policy`: an aggregate of a column with a domain is answered as written.
+        " Or ask the DBA for the column's domain (dp_domain): then this aggregate of the column is answered as written."
     } else {
         ""
     };
