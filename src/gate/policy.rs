@@ -9,6 +9,7 @@
 //! |------------|---------------------------------------------------|
 //! | `count(*)` | `dp_count(ε)`                                     |
 //! | `count(x)` | `dp_count(x, ε)`                                  |
+//! | `count(DISTINCT <privacy unit>)` | `dp_count(ε)` (also over several rows) |
 //! | `sum(x)`   | `dp_sum(x::float8, ε, lower, upper)::<sum type>`  |
 //! | `avg(x)`   | `dp_avg(x::float8, ε, lower, upper)::<avg type>`  |
 //!
@@ -55,6 +56,8 @@ use pgrx::prelude::*;
 enum Plain {
     CountStar,
     Count,
+    /// count(DISTINCT <the privacy unit>): the persons.
+    Persons,
     Sum,
     Avg,
     /// The rest read a column with a domain, and become the dpnoise
@@ -79,7 +82,6 @@ unsafe fn plain(aggref: *mut pg_sys::Aggref) -> Option<Plain> {
         let a = &*aggref;
         if u32::from(a.aggfnoid) >= pg_sys::FirstNormalObjectId
             || a.agglevelsup != 0
-            || !a.aggdistinct.is_null()
             || !a.aggfilter.is_null()
         {
             return None;
@@ -89,6 +91,11 @@ unsafe fn plain(aggref: *mut pg_sys::Aggref) -> Option<Plain> {
             return None;
         }
         let name = std::ffi::CStr::from_ptr(name).to_bytes();
+        if !a.aggdistinct.is_null() {
+            // Which column it counts is checked against the level (`domain`).
+            return (name == b"count" && a.aggkind == b'n' as std::ffi::c_char)
+                .then_some(Plain::Persons);
+        }
         if a.aggkind == b'o' as std::ffi::c_char {
             // WITHIN GROUP (ORDER BY x) at a constant fraction.
             // The fraction as written (0.5 is a numeric cast to float8), folded.
@@ -383,6 +390,10 @@ unsafe fn domain(aggref: *mut pg_sys::Aggref, kind: Plain, c: &Context) -> Optio
     if matches!(kind, Plain::CountStar | Plain::Count) {
         return Some((0.0, 0.0));
     }
+    if kind == Plain::Persons {
+        // SAFETY: the caller's contract.
+        return unsafe { counts_persons(aggref, c) }.then_some((0.0, 0.0));
+    }
     // SAFETY: the caller's contract; args is a TargetEntry list, rtable of RangeTblEntry.
     unsafe {
         let mut arg = first_argument(aggref)?;
@@ -429,6 +440,34 @@ unsafe fn domain(aggref: *mut pg_sys::Aggref, kind: Plain, c: &Context) -> Optio
             .domains
             .get(&((*rte).relid, (*var).varattno))
             .copied()
+    }
+}
+
+/// Whether `aggref` (a count(DISTINCT x)) counts the privacy unit of a
+/// protected table of the level.
+///
+/// # Safety
+/// `aggref` is a live Aggref of the level whose range table `c` holds.
+unsafe fn counts_persons(aggref: *mut pg_sys::Aggref, c: &Context) -> bool {
+    // SAFETY: the caller's contract.
+    unsafe {
+        let Some(arg) = first_argument(aggref) else {
+            return false;
+        };
+        if (*arg).type_ != pg_sys::NodeTag::T_Var
+            || list_items::<pg_sys::TargetEntry>((*aggref).args).len() != 1
+        {
+            return false;
+        }
+        let var = arg as *mut pg_sys::Var;
+        let rte =
+            pg_sys::list_nth(c.level.rtable, (*var).varno as i32 - 1) as *mut pg_sys::RangeTblEntry;
+        (*var).varlevelsup == 0
+            && (*rte).rtekind == pg_sys::RTEKind::RTE_RELATION
+            && c.protected
+                .tables
+                .get(&(*rte).relid)
+                .is_some_and(|t| t.unit == (*var).varattno)
     }
 }
 
@@ -489,6 +528,9 @@ unsafe fn answer(
             .cast::<pg_sys::Node>()
         };
         let released: *mut pg_sys::Node = match (kind, c.level.several) {
+            (Plain::Persons, _) => {
+                super::partitions::aggregate(policy.count, pg_sys::INT8OID, &[epsilon]).cast()
+            }
             (Plain::CountStar, None) => {
                 super::partitions::aggregate(policy.count, pg_sys::INT8OID, &[epsilon]).cast()
             }

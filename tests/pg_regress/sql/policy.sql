@@ -73,6 +73,10 @@ SELECT abs(c - 3003) <= 30 AS rows_near, abs(s - (73500 + 150)) <= 1500 AS sum_n
        abs(a - 24.5) <= 1 AS avg_near, pg_typeof(c)
 FROM (SELECT count(*) c, sum(amount) s, avg(amount) a FROM pol_visits) q;
 SELECT count(*) AS releases, round(sum(epsilon)) AS epsilon FROM dp_my_ledger WHERE id > :seen;
+-- Unique persons, as a BI tool's COUNT_DISTINCT metric writes them: the
+-- persons (1001), whatever their rows; count(DISTINCT site) stays refused.
+SELECT pg_typeof(n), abs(n - 1001) <= 10 AS persons_near FROM (SELECT count(DISTINCT person_id) n FROM pol_visits) q;
+SELECT outcome('SELECT count(DISTINCT site) FROM pol_visits');
 -- Spreads and order statistics of a column with a domain: the dpnoise
 -- aggregate of the same question (min and max are private low and high
 -- percentiles), in PostgreSQL's result types.
