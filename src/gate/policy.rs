@@ -38,7 +38,9 @@
 //! sum or average of a column without a domain, or of an expression, is
 //! left as written, and the checks refuse it with what to write. Left
 //! alone too: a level grouped by the privacy unit (it answers per person,
-//! with PostgreSQL's own aggregates), and any level below one with
+//! with PostgreSQL's own aggregates; a `count(*)` over such a subquery is
+//! the persons, `dp_count(ε)`, and its other aggregates, of values
+//! without a domain, are left), and any level below one with
 //! dpnoise aggregates (a subquery feeding them must be per person); below
 //! plain aggregates of released values (a BI tool's `SELECT count(*) FROM
 //! (...) AS virtual_table`) a level is rewritten.
@@ -153,6 +155,10 @@ struct Level {
     rtable: *mut pg_sys::List,
     /// Several rows per person (or a join): counts count rows, R at most.
     several: Option<i32>,
+    /// Over a per-person subquery (one row per person, its values
+    /// PostgreSQL's aggregates of the person's rows): only count(*), the
+    /// persons, is rewritten; the values have no domain.
+    per_person: bool,
 }
 
 /// Rewrites the plain aggregates of every level of an analyst's `query`
@@ -174,6 +180,7 @@ pub(super) unsafe fn rewrite(query: *mut pg_sys::Query, protected: &Protected) {
         level: Level {
             rtable: std::ptr::null_mut(),
             several: None,
+            per_person: false,
         },
         below: false,
     };
@@ -210,12 +217,13 @@ unsafe extern "C-unwind" fn levels(
         let below = c.below;
         let mut released_here = false;
         if (*query).hasAggs && !below {
-            if let Some((epsilon, several)) = policy_of(query, c.protected) {
+            if let Some((epsilon, several, per_person)) = policy_of(query, c.protected) {
                 released_here = true;
                 c.statement = c.statement.min(epsilon);
                 c.level = Level {
                     rtable: (*query).rtable,
                     several,
+                    per_person,
                 };
                 let targets = mutate((*query).targetList.cast(), context).cast();
                 let having = mutate((*query).havingQual, context);
@@ -232,6 +240,56 @@ unsafe extern "C-unwind" fn levels(
         let stop = pg_sys::query_tree_walker(query, Some(levels), context, 0);
         (*(context as *mut Context)).below = below;
         stop
+    }
+}
+
+/// The statement ε of a level over a per-person subquery (one reading
+/// protected tables directly, grouped by their privacy unit): the smallest
+/// of those tables' policies.
+///
+/// # Safety
+/// `rtable` is a live level's range table, before planning.
+unsafe fn per_person_subquery(
+    rtable: &[*mut pg_sys::RangeTblEntry],
+    protected: &Protected,
+) -> Option<f64> {
+    // SAFETY: the caller's contract; RTE casts follow their kinds.
+    unsafe {
+        let mut found = None;
+        for rte in rtable {
+            if (**rte).rtekind != pg_sys::RTEKind::RTE_SUBQUERY || (**rte).subquery.is_null() {
+                continue;
+            }
+            let sub = (**rte).subquery;
+            let inner = list_items::<pg_sys::RangeTblEntry>((*sub).rtable);
+            let persons: Vec<(i32, Table)> = inner
+                .iter()
+                .enumerate()
+                .filter(|(_, r)| (***r).rtekind == pg_sys::RTEKind::RTE_RELATION)
+                .filter_map(|(i, r)| {
+                    protected
+                        .tables
+                        .get(&(**r).relid)
+                        .map(|t| (i as i32 + 1, *t))
+                })
+                .collect();
+            if persons.is_empty() || super::persons::grouped_by_unit(sub, &inner, &persons).is_ok()
+            {
+                continue;
+            }
+            let epsilon = persons
+                .iter()
+                .map(|(i, _)| {
+                    *protected
+                        .policy
+                        .epsilon
+                        .get(&(*inner[*i as usize - 1]).relid)
+                        .unwrap_or(&crate::gucs::policy_epsilon())
+                })
+                .fold(f64::INFINITY, f64::min);
+            found = Some(found.map_or(epsilon, |e: f64| e.min(epsilon)));
+        }
+        found
     }
 }
 
@@ -279,7 +337,7 @@ unsafe fn feeds_releases(level: *mut pg_sys::Query) -> bool {
 unsafe fn policy_of(
     level: *mut pg_sys::Query,
     protected: &Protected,
-) -> Option<(f64, Option<i32>)> {
+) -> Option<(f64, Option<i32>, bool)> {
     // SAFETY: the caller's contract; rtable is a list of RangeTblEntry.
     unsafe {
         let rtable = list_items::<pg_sys::RangeTblEntry>((*level).rtable);
@@ -296,8 +354,10 @@ unsafe fn policy_of(
             .collect();
         // A level grouped by the privacy unit answers per person, with
         // PostgreSQL's own aggregates (`persons`): not a release.
-        if persons.is_empty() || super::persons::grouped_by_unit(level, &rtable, &persons).is_err()
-        {
+        if persons.is_empty() {
+            return per_person_subquery(&rtable, protected).map(|epsilon| (epsilon, None, true));
+        }
+        if super::persons::grouped_by_unit(level, &rtable, &persons).is_err() {
             return None;
         }
         let policy = &protected.policy;
@@ -330,7 +390,7 @@ unsafe fn policy_of(
                 .min()
                 .unwrap_or(1)
         });
-        Some((epsilon, several))
+        Some((epsilon, several, false))
     }
 }
 
@@ -357,6 +417,9 @@ unsafe fn mutate(node: *mut pg_sys::Node, context: *mut std::ffi::c_void) -> *mu
             }
             let aggref = node as *mut pg_sys::Aggref;
             let c = &mut *(context as *mut Context);
+            if c.level.per_person && plain(aggref) != Some(Plain::CountStar) {
+                return node;
+            }
             // Left as written: the checks refuse it, naming the dpnoise
             // form (and, for a sum or average, the domain it lacks).
             let Some((kind, bounds)) =
