@@ -273,7 +273,12 @@ unsafe fn per_person_subquery(
                         .map(|t| (i as i32 + 1, *t))
                 })
                 .collect();
-            if persons.is_empty() || super::persons::grouped_by_unit(sub, &inner, &persons).is_ok()
+            // Grouped by the unit with PostgreSQL's aggregates: a person's
+            // values. With dpnoise aggregates it is a release of its own
+            // (each group one person), whose rows a count post-processes.
+            if persons.is_empty()
+                || super::persons::grouped_by_unit(sub, &inner, &persons).is_ok()
+                || feeds_releases(sub)
             {
                 continue;
             }

@@ -107,6 +107,11 @@ SELECT :'first' = :'second' AS same_answer, count(*) AS charges FROM dp_my_ledge
 -- feeding a dpnoise aggregate, answered as before...
 SELECT abs(dp_avg(n, 100, 0, 10) - 3.0) < 0.5 AS per_person
 FROM (SELECT person_id, count(*) n FROM pol_visits GROUP BY person_id) p;
+-- ...and count(*) over a per-person subquery is the persons (dp_count),
+-- while over a release grouped by the unit it counts the groups shown
+-- (gate.sql: none).
+SELECT abs(persons - 1001) <= 10 AS persons_near FROM (
+  SELECT count(*) AS persons FROM (SELECT person_id, count(*) AS n FROM pol_visits GROUP BY person_id) p) q;
 -- ...and a subquery of plain aggregates feeding one, refused as before.
 SELECT outcome('SELECT dp_count(1.0) FROM (SELECT site, count(*) n FROM pol_visits GROUP BY site) p');
 -- A sum of an expression has no domain: refused.
