@@ -1,5 +1,5 @@
--- dpnoise 0.20.0 → 0.21.0: privacy policies of protected tables; analysts' plain count, sum and avg answered under them (src/gate/policy.rs).
--- The privacy policy of protected tables (src/gate/policy.rs, docs/bi.md):
+-- dpnoise 0.20.0 → 0.21.0: privacy policies of protected tables; analysts' plain aggregates answered under them (src/gate/policy/).
+-- The privacy policy of protected tables (src/gate/policy/, docs/bi.md):
 -- what an analyst's plain aggregates (count, sum, avg) become. Each
 -- protected table's statement epsilon (NULL: dpnoise.policy_epsilon) is
 -- split among the plain aggregates of a statement; on a table of several

@@ -64,7 +64,7 @@ mod statistics;
 mod substitute;
 
 pgrx::extension_sql_file!(
-    "policy.sql",
+    "policy/policy.sql",
     name = "policy_sql",
     requires = ["gate_sql", "repeat_sql"]
 );

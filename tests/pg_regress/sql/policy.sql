@@ -1,6 +1,6 @@
 -- Privacy policies (issue 48): an analyst's plain count, sum and avg over
 -- a protected table become dpnoise aggregates under the table's policy
--- (src/gate/policy.rs, docs/bi.md), with PostgreSQL's result types.
+-- (src/gate/policy/, docs/bi.md), with PostgreSQL's result types.
 DO $$ BEGIN
     CREATE ROLE dp_policy_analyst LOGIN;
 EXCEPTION WHEN duplicate_object THEN NULL; END $$;

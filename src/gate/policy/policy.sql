@@ -1,4 +1,4 @@
--- The privacy policy of protected tables (src/gate/policy.rs, docs/bi.md):
+-- The privacy policy of protected tables (src/gate/policy/, docs/bi.md):
 -- what an analyst's plain aggregates (count, sum, avg) become. Each
 -- protected table's statement epsilon (NULL: dpnoise.policy_epsilon) is
 -- split among the plain aggregates of a statement; on a table of several
