@@ -43,9 +43,11 @@ ask() {
   printf '%s' "$out"
 }
 
-[ "$(ask 'SELECT count(*) FROM people;')" = 100 ] || fail "an unprotected table is not read as privileges allow"
+# max(id) reads a value: refused on a protected table (a plain count would
+# be answered, as dp_count, under the table's policy: docs/bi.md).
+[ "$(ask 'SELECT max(id) FROM people;')" = 100 ] || fail "an unprotected table is not read as privileges allow"
 psql_ -U postgres -d $DB -c "SELECT dp_protect('people', 'id')" >/dev/null
-out=$(ask 'SELECT count(*) FROM people;')
+out=$(ask 'SELECT max(id) FROM people;')
 echo "$out" | grep -q "only differentially private aggregates" || fail "a table protected by another session is still read raw: $out"
 out=$(ask 'SELECT dp_count(1.0) IS NOT NULL FROM people;')
 [ "$out" = t ] || fail "an admitted query is refused: $out"

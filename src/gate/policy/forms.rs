@@ -66,9 +66,28 @@ pub(super) unsafe fn plain(aggref: *mut pg_sys::Aggref) -> Option<Plain> {
                 }
                 _ => None,
             }?;
-            return (matches!(name, b"percentile_cont" | b"percentile_disc")
-                && (0.0..=1.0).contains(&fraction))
-            .then_some(Plain::Quantile(fraction));
+            if !matches!(name, b"percentile_cont" | b"percentile_disc")
+                || !(0.0..=1.0).contains(&fraction)
+            {
+                return None;
+            }
+            // ORDER BY x DESC (or USING >) asks for the 1 - p quantile of
+            // the ascending order; an operator that is no ordering is left.
+            let order = list_items::<pg_sys::SortGroupClause>(a.aggorder);
+            let [clause] = order.as_slice() else {
+                return None;
+            };
+            let mut reverse = false;
+            if pg_sys::get_equality_op_for_ordering_op((**clause).sortop, &mut reverse)
+                == pg_sys::InvalidOid
+            {
+                return None;
+            }
+            return Some(Plain::Quantile(if reverse {
+                1.0 - fraction
+            } else {
+                fraction
+            }));
         }
         if a.aggkind != b'n' as std::ffi::c_char || !a.aggorder.is_null() {
             return None;

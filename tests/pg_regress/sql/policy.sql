@@ -85,6 +85,10 @@ SELECT pg_typeof(v) v_type, pg_typeof(mn) min_type, pg_typeof(md) median_type, p
 FROM (SELECT variance(amount) v, stddev(amount) sd, min(amount) mn, max(amount) mx,
              percentile_cont(0.5) WITHIN GROUP (ORDER BY amount) md,
              percentile_disc(0.5) WITHIN GROUP (ORDER BY amount) pd FROM pol_persons) q;
+-- A descending order asks for the other end: the 0.9 quantile of amounts
+-- 0 to 99 read downwards is near 9.9, not 89.1.
+SELECT abs(q - 9.9) < 10 AS descending_near FROM (
+  SELECT percentile_cont(0.9) WITHIN GROUP (ORDER BY amount DESC) q FROM pol_persons) s;
 SELECT abs(md - 24.5) < 8 AS visits_median_near FROM (
   SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY amount) md FROM pol_visits) q;
 -- Superset's bar chart, as it sends it: the three sites (each person in
