@@ -74,4 +74,4 @@ stop_server "$DATA"
 bash scripts/citus.sh
 echo "== PostgreSQL 16 and 18: SQL regression suite, upgrades, analyst end to end"
 bash scripts/versions_test.sh 16 18
-echo "suites: 18 passed, 0 failed"
+echo "suites: 19 passed, 0 failed"
