@@ -269,6 +269,44 @@ fn planned(
     let tables = tables.unwrap_or_else(|| null_parameter("tables"));
     let grouped = grouped.unwrap_or_else(|| null_parameter("grouped"));
     let delta = delta.unwrap_or_else(|| null_parameter("delta"));
+    // The aggregate and its bounds are checked before the tables are looked up.
+    shape_of(function, aggregate, lower, upper);
+    let Some(known) = protected() else {
+        raise_sqlstate(
+            "55000",
+            format!("{function}: dpnoise is not installed in this database"),
+            None,
+        )
+    };
+    // The FROM list as the gate sees it: how many items, and the protected ones.
+    let mut found = Vec::new();
+    for name in &tables {
+        let name = name.as_deref().unwrap_or_else(|| null_parameter("tables"));
+        let relid = relation(name);
+        found.extend(known.tables.get(&relid).copied());
+    }
+    plan_for(
+        function,
+        aggregate,
+        epsilon,
+        lower,
+        upper,
+        &found,
+        tables.len(),
+        grouped,
+        delta,
+        mechanism,
+    )
+}
+
+/// The shape `aggregate` names (`'count'`, `'sum'`, `'rows'` with its
+/// bounds), and for a row count the least value a person adds.
+fn shape_of(
+    function: &str,
+    aggregate: &str,
+    lower: Option<f64>,
+    upper: Option<f64>,
+) -> (Shape, Option<f64>) {
     // A row count written dp_sum(1.0, ε, lower, upper): each person adds
     // at least 1 clamped to the bounds, which its own noise can select by.
     let mut least = None;
@@ -293,20 +331,55 @@ fn planned(
             Some("dp_aggregate_accuracy gives the error of dp_avg, dp_var and the quantiles for a group of n persons.".to_string()),
         ),
     };
-    let Some(known) = protected() else {
-        raise_sqlstate(
-            "55000",
-            format!("{function}: dpnoise is not installed in this database"),
-            None,
-        )
-    };
-    // The FROM list as the gate sees it: how many items, and the protected ones.
-    let mut found = Vec::new();
-    for name in &tables {
-        let name = name.as_deref().unwrap_or_else(|| null_parameter("tables"));
-        let relid = relation(name);
-        found.extend(known.tables.get(&relid).copied());
-    }
+    (shape, least)
+}
+
+/// The half-width of the interval that holds a release's noiseless value
+/// with `confidence`: one dpnoise aggregate (`'count'`, `'sum'`, `'rows'`
+/// with its bounds) over a level's protected tables `found`, of `leaves`
+/// FROM items, grouped or not, as `dp_query_accuracy` gives it.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn half_width(
+    aggregate: &str,
+    epsilon: f64,
+    bounds: Option<(f64, f64)>,
+    found: &[super::catalog::Table],
+    leaves: usize,
+    grouped: bool,
+    confidence: f64,
+) -> f64 {
+    let (lower, upper) = bounds.unzip();
+    let planned = plan_for(
+        "dp_interval",
+        aggregate,
+        epsilon,
+        lower,
+        upper,
+        found,
+        leaves,
+        grouped,
+        0.0,
+        None,
+    );
+    planned.plan.accuracy(confidence).ci_half_width
+}
+
+/// `planned` once the FROM list is read: its protected tables `found`, of
+/// `leaves` items.
+#[allow(clippy::too_many_arguments)]
+fn plan_for(
+    function: &str,
+    aggregate: &str,
+    epsilon: f64,
+    lower: Option<f64>,
+    upper: Option<f64>,
+    found: &[super::catalog::Table],
+    leaves: usize,
+    grouped: bool,
+    delta: f64,
+    mechanism: Option<&str>,
+) -> Planned {
+    let (shape, least) = shape_of(function, aggregate, lower, upper);
     if found.is_empty() {
         raise_sqlstate(
             "22023",
@@ -314,7 +387,7 @@ fn planned(
             Some("List the tables of the query's FROM, at least one of them protected (dp_protected_tables).".to_string()),
         );
     }
-    let bounded = tables.len() > 1 || !found[0].one_row;
+    let bounded = leaves > 1 || !found[0].one_row;
     let k = if bounded && grouped {
         super::max_groups(found.iter().map(|t| t.max_groups).min().unwrap_or(1))
     } else {

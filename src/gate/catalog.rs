@@ -62,6 +62,8 @@ pub(super) struct Policy {
     pub(super) min: pg_sys::Oid,
     pub(super) max: pg_sys::Oid,
     pub(super) quantile: pg_sys::Oid,
+    /// dp_error(anyelement, float8).
+    pub(super) error: pg_sys::Oid,
 }
 
 /// What the gate knows of one protected table.
@@ -333,6 +335,7 @@ fn load() -> Option<std::rc::Rc<Protected>> {
                 min: signature("dp_min", "701 701 701 701")?,
                 max: signature("dp_max", "701 701 701 701")?,
                 quantile: signature("dp_quantile", "701 701 701 701 701")?,
+                error: signature("dp_error", "2283 701")?,
                 ..Policy::default()
             };
             for row in client.select(POLICY_QUERY, None, &[])? {

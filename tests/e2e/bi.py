@@ -16,6 +16,9 @@ protected `visits` table (several rows per person) with a privacy policy
   charges nothing and gives the same answers;
 - a malformed time literal is refused before any charge (22007), with
   rows in its range and without;
+- dp_error beside a bar chart's counts holds the true counts at 95 %
+  (pooled over groups and 200 runs with a write between them), and charges
+  nothing more; half the error fails that check;
 - the filter-value query over the protected table shows the keys private
   partition selection keeps, charged once; a raw preview is refused before
   any charge (ZB003).
@@ -82,6 +85,42 @@ def replay(an):
         except psycopg.Error as e:
             answers[name] = e
     return answers
+
+
+def errors(su, an):
+    """dp_error beside a bar chart's counts: pooled over groups and runs
+    (a write between runs, so each is a new release), the share of true
+    counts within value ± error is at least the confidence minus three
+    standard errors; the error is free; the same with half the error fails
+    (the check can fail)."""
+    su.execute("""
+        CREATE TABLE members (person_id int PRIMARY KEY, site text);
+        INSERT INTO members SELECT i, 's' || i % 4 FROM generate_series(1, 2000) i;
+        SELECT dp_protect('members', 'person_id');
+        SELECT dp_policy('members', 0.5);
+    """)
+    runs, inside, halved, total, charges = 200, 0, 0, 0, []
+    sql = "SELECT site AS site, COUNT(*) AS count, dp_error(COUNT(*)) AS error FROM public.members GROUP BY site"
+    for r in range(runs):
+        su.execute("INSERT INTO members VALUES (%s, %s)", (10000 + r, f"s{r % 4}"))
+        truth = dict(su.execute("SELECT site, count(*) FROM members GROUP BY site").fetchall())
+        before = su.execute("SELECT coalesce(sum(epsilon), 0) FROM dpnoise.ledger WHERE role = %s::regrole",
+                            (ANALYST,)).fetchone()[0]
+        rows = an.execute(sql).fetchall()
+        after = su.execute("SELECT coalesce(sum(epsilon), 0) FROM dpnoise.ledger WHERE role = %s::regrole",
+                           (ANALYST,)).fetchone()[0]
+        charges.append(float(after - before))
+        for site, count, error in rows:
+            total += 1
+            inside += abs(count - truth[site]) <= error
+            halved += abs(count - truth[site]) <= error / 2
+    share, half = inside / total, halved / total
+    floor = 0.95 - 3 * (0.95 * 0.05 / total) ** 0.5
+    check("dp_error: value ± error holds the true count at 95 % (three standard errors)",
+          share >= floor, f"{share:.3f} of {total} (floor {floor:.3f})")
+    check("dp_error: with half the error the same check fails", half < floor, f"{half:.3f} of {total}")
+    check("dp_error: charges nothing beyond the counts (0.5 + selection + run time a statement)",
+          all(abs(c - charges[0]) < 1e-9 for c in charges) and charges[0] <= 1.2, f"{sorted(set(charges))}")
 
 
 def main(port):
@@ -172,6 +211,7 @@ def main(port):
     check("a raw preview of the protected table is refused (ZB003), charged nothing",
           state == "ZB003" and charges() == before, str(state))
 
+    errors(su, an)
     an.close()
     su.close()
     print(f"bi: {'all passed' if not FAILED else f'{len(FAILED)} failed'}")

@@ -302,7 +302,7 @@ unsafe fn present(x: *mut pg_sys::Node) -> *mut pg_sys::Node {
 ///
 /// # Safety
 /// `expr` is a live expression of a numeric type; inside a transaction.
-unsafe fn cast(expr: *mut pg_sys::Node, target: pg_sys::Oid) -> *mut pg_sys::Node {
+pub(super) unsafe fn cast(expr: *mut pg_sys::Node, target: pg_sys::Oid) -> *mut pg_sys::Node {
     // SAFETY: the caller's contract; coerce_to_target_type takes a null ParseState.
     unsafe {
         let from = pg_sys::exprType(expr);

@@ -54,6 +54,7 @@ use forms::{answer, first_argument, plain, Plain};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 
+mod errors;
 mod forms;
 
 /// What the rewrite carries over the statement.
@@ -69,10 +70,11 @@ struct Context<'a> {
     level: Level,
     /// Whether the walk is below a level that aggregates.
     below: bool,
+    /// A refusal met in a callback, raised after the walk: what, and instead.
+    refusal: Option<(String, String)>,
 }
 
 /// What the rewrite needs of a level.
-#[derive(Clone, Copy)]
 struct Level {
     rtable: *mut pg_sys::List,
     /// Several rows per person (or a join): counts count rows, R at most.
@@ -81,6 +83,29 @@ struct Level {
     /// PostgreSQL's aggregates of the person's rows): only count(*), the
     /// persons, is rewritten; the values have no domain.
     per_person: bool,
+    /// Its protected tables, its FROM items, whether it groups (`errors`).
+    tables: Vec<Table>,
+    leaves: usize,
+    grouped: bool,
+    /// Its target list and HAVING as written (`errors` looks for the
+    /// value an error is of).
+    targets: *mut pg_sys::Node,
+    having: *mut pg_sys::Node,
+}
+
+impl Level {
+    fn none() -> Self {
+        Level {
+            rtable: std::ptr::null_mut(),
+            several: None,
+            per_person: false,
+            tables: Vec::new(),
+            leaves: 0,
+            grouped: false,
+            targets: std::ptr::null_mut(),
+            having: std::ptr::null_mut(),
+        }
+    }
 }
 
 /// Rewrites the plain aggregates of every level of an analyst's `query`
@@ -99,15 +124,15 @@ pub(super) unsafe fn rewrite(query: *mut pg_sys::Query, protected: &Protected) {
         epsilon: 0.0,
         found: 0,
         statement: f64::INFINITY,
-        level: Level {
-            rtable: std::ptr::null_mut(),
-            several: None,
-            per_person: false,
-        },
+        level: Level::none(),
         below: false,
+        refusal: None,
     };
     // SAFETY: the caller's contract; the first walk only counts.
     unsafe { levels(query.cast(), (&raw mut context).cast()) };
+    if let Some((what, instead)) = context.refusal.take() {
+        super::refused(&what, &instead);
+    }
     if context.found == 0 {
         return;
     }
@@ -139,14 +164,10 @@ unsafe extern "C-unwind" fn levels(
         let below = c.below;
         let mut released_here = false;
         if (*query).hasAggs && !below {
-            if let Some((epsilon, several, per_person)) = policy_of(query, c.protected) {
+            if let Some((epsilon, level)) = policy_of(query, c.protected) {
                 released_here = true;
                 c.statement = c.statement.min(epsilon);
-                c.level = Level {
-                    rtable: (*query).rtable,
-                    several,
-                    per_person,
-                };
+                c.level = level;
                 let targets = mutate((*query).targetList.cast(), context).cast();
                 let having = mutate((*query).havingQual, context);
                 // The counting walk's copies are dropped.
@@ -261,10 +282,7 @@ unsafe fn feeds_releases(level: *mut pg_sys::Query) -> bool {
 ///
 /// # Safety
 /// `level` is a live Query of an analyst's statement before planning.
-unsafe fn policy_of(
-    level: *mut pg_sys::Query,
-    protected: &Protected,
-) -> Option<(f64, Option<i32>, bool)> {
+unsafe fn policy_of(level: *mut pg_sys::Query, protected: &Protected) -> Option<(f64, Level)> {
     // SAFETY: the caller's contract; rtable is a list of RangeTblEntry.
     unsafe {
         let rtable = list_items::<pg_sys::RangeTblEntry>((*level).rtable);
@@ -281,8 +299,23 @@ unsafe fn policy_of(
             .collect();
         // A level grouped by the privacy unit answers per person, with
         // PostgreSQL's own aggregates (`persons`): not a release.
+        let written = Level {
+            rtable: (*level).rtable,
+            targets: (*level).targetList.cast(),
+            having: (*level).havingQual,
+            grouped: !(*level).groupClause.is_null(),
+            ..Level::none()
+        };
         if persons.is_empty() {
-            return per_person_subquery(&rtable, protected).map(|epsilon| (epsilon, None, true));
+            return per_person_subquery(&rtable, protected).map(|epsilon| {
+                (
+                    epsilon,
+                    Level {
+                        per_person: true,
+                        ..written
+                    },
+                )
+            });
         }
         if super::persons::grouped_by_unit(level, &rtable, &persons).is_err() {
             return None;
@@ -317,7 +350,15 @@ unsafe fn policy_of(
                 .min()
                 .unwrap_or(1)
         });
-        Some((epsilon, several, false))
+        Some((
+            epsilon,
+            Level {
+                several,
+                tables: persons.iter().map(|(_, t)| *t).collect(),
+                leaves,
+                ..written
+            },
+        ))
     }
 }
 
@@ -338,6 +379,9 @@ unsafe fn mutate(node: *mut pg_sys::Node, context: *mut std::ffi::c_void) -> *mu
         unsafe {
             if node.is_null() || (*node).type_ == pg_sys::NodeTag::T_Query {
                 return node;
+            }
+            if let Some(rewritten) = errors::error(node, &mut *(context as *mut Context)) {
+                return rewritten;
             }
             if (*node).type_ != pg_sys::NodeTag::T_Aggref {
                 return crate::versions::expression_tree_mutator(node, each, context);

@@ -87,6 +87,20 @@ END $$;
 COMMENT ON FUNCTION dp_domain(regclass, name, double precision, double precision) IS
     'Sets the public domain of a protected table''s numeric column: an analyst''s plain sum and avg of it are released with these bounds (values outside are clamped); both NULL removes it.';
 
+-- The noise of plain aggregates, written beside their value (docs/bi.md):
+-- the analyst gate rewrites each call into the half-width of the interval
+-- that holds the value's noiseless answer with the confidence; outside an
+-- analyst's statement there is nothing to rewrite.
+CREATE FUNCTION dp_error(value anyelement, confidence double precision DEFAULT 0.95) RETURNS double precision
+LANGUAGE plpgsql STABLE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    RAISE EXCEPTION 'dp_error is written around a plain count or sum of a protected table in an analyst''s statement, beside the same aggregate'
+        USING ERRCODE = 'feature_not_supported',
+              HINT = 'As a curator, read the error of a release with dp_query_accuracy.';
+END $$;
+COMMENT ON FUNCTION dp_error(anyelement, double precision) IS
+    'In an analyst''s statement, beside the same plain count or sum of a protected table: the half-width of the interval around its released value that holds the noiseless value with the confidence (0.95); releases and charges nothing.';
+
 REVOKE EXECUTE ON FUNCTION dp_policy(regclass, double precision, integer),
     dp_domain(regclass, name, double precision, double precision) FROM PUBLIC;
 

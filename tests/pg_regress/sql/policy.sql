@@ -107,6 +107,26 @@ SELECT string_agg(site || '=' || count, ',' ORDER BY site) AS second FROM (
   SELECT site AS site, COUNT(*) AS count FROM public.pol_visits GROUP BY site ORDER BY count DESC LIMIT 10000) s \gset
 SELECT :'first' = :'second' AS same_answer, count(*) AS charges FROM dp_my_ledger WHERE id > :seen;
 
+-- The error beside a value (dp_error): the half-width of its 95 %
+-- interval, as dp_query_accuracy gives it for the release (the count and
+-- the sum split epsilon 100; each person in at most 3 sites, 3 rows, a
+-- sum up to 3 x 50), charged nothing more.
+SELECT coalesce(max(id), 0) AS seen FROM dp_my_ledger \gset
+SELECT DISTINCT e = (SELECT ci_half_width FROM dp_query_accuracy('rows', 50, ARRAY['pol_visits'], 0, 3)) AS count_error,
+       se = (SELECT ci_half_width FROM dp_query_accuracy('sum', 50, ARRAY['pol_visits'], 0, 150)) AS sum_error FROM (
+  SELECT site, COUNT(*) AS n, dp_error(COUNT(*)) AS e, SUM(amount) AS s, dp_error(SUM(amount)) AS se
+  FROM pol_visits GROUP BY site) q;
+SELECT count(*) AS releases FROM dp_my_ledger WHERE id > :seen;
+-- Refused: an error without its value, of an average, at a confidence not
+-- in (0, 1); as a curator there is nothing to rewrite (0A000).
+SELECT outcome('SELECT dp_error(COUNT(*)) FROM pol_visits');
+SELECT outcome('SELECT AVG(amount), dp_error(AVG(amount)) FROM pol_visits');
+SELECT outcome('SELECT COUNT(*), dp_error(COUNT(*), 1.5) FROM pol_visits');
+\c - postgres
+SELECT outcome('SELECT dp_error(1)');
+\c - dp_policy_analyst
+\set VERBOSITY terse
+
 -- Left as written: a per-person subquery (PostgreSQL's count per person)
 -- feeding a dpnoise aggregate, answered as before...
 SELECT abs(dp_avg(n, 100, 0, 10) - 3.0) < 0.5 AS per_person

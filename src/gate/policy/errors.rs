@@ -1,0 +1,185 @@
+//! The noise of plain aggregates, as a column a BI tool charts beside the
+//! value (error bars): `dp_error(COUNT(*))` (with a confidence, 0.95 by
+//! default) becomes the half-width of the interval around the count's
+//! released value that holds its noiseless value with that confidence, as
+//! `dp_query_accuracy` gives it: exact for the mechanism and the lattice,
+//! since the noise of a count or sum does not depend on the data. It is a
+//! constant of the release's parameters: nothing more is released or
+//! charged. The aggregate it names must be in the statement too, and is
+//! the release it describes. It says nothing of bounding's bias (a
+//! person's rows beyond R, groups beyond k).
+//!
+//! For counts and sums only: the noise of an average, a spread or a
+//! quantile depends on the true values, which its error would need.
+
+use super::forms::{plain, Plain};
+use super::{domain, Context};
+use pgrx::pg_sys;
+
+/// The error's value, if `node` is a call of dp_error (None: another
+/// node). Notes a refusal where it cannot be answered.
+///
+/// # Safety
+/// `node` is a live expression of the level `c` holds; inside a transaction.
+pub(super) unsafe fn error(node: *mut pg_sys::Node, c: &mut Context) -> Option<*mut pg_sys::Node> {
+    // SAFETY: the caller's contract; casts follow the node tags.
+    unsafe {
+        if (*node).type_ != pg_sys::NodeTag::T_FuncExpr {
+            return None;
+        }
+        let call = node as *mut pg_sys::FuncExpr;
+        if c.protected.policy.error == pg_sys::InvalidOid
+            || (*call).funcid != c.protected.policy.error
+        {
+            return None;
+        }
+        let args = super::list_items::<pg_sys::Node>((*call).args);
+        // The confidence as written, or its default (filled in only when planned).
+        let confidence = match args
+            .get(1)
+            .map(|a| pg_sys::eval_const_expressions(std::ptr::null_mut(), *a))
+        {
+            None => 0.95,
+            Some(k)
+                if (*k).type_ == pg_sys::NodeTag::T_Const
+                    && !(*(k as *mut pg_sys::Const)).constisnull =>
+            {
+                f64::from_bits((*(k as *mut pg_sys::Const)).constvalue.value() as u64)
+            }
+            Some(_) => return refuse(c, node, "its confidence must be a constant"),
+        };
+        if !(confidence > 0.0 && confidence < 1.0) {
+            return refuse(c, node, "its confidence must be between 0 and 1");
+        }
+        let mut inner = args[0];
+        while (*inner).type_ == pg_sys::NodeTag::T_RelabelType {
+            inner = (*(inner as *mut pg_sys::RelabelType)).arg.cast();
+        }
+        if (*inner).type_ != pg_sys::NodeTag::T_Aggref
+            || c.level.rtable.is_null()
+            || c.level.per_person
+        {
+            return refuse(
+                c,
+                node,
+                "it must be written around a plain count or sum of a protected table",
+            );
+        }
+        let aggref = inner as *mut pg_sys::Aggref;
+        let kind = plain(aggref).filter(|k| {
+            matches!(
+                k,
+                Plain::CountStar | Plain::Count | Plain::Persons | Plain::Sum
+            )
+        });
+        let Some((kind, bounds)) = kind.and_then(|k| domain(aggref, k, c).map(|b| (k, b))) else {
+            return refuse(
+                c,
+                node,
+                "it must be written around a plain count, or a sum of a column with a domain",
+            );
+        };
+        if !beside(aggref, c.level.targets) && !beside(aggref, c.level.having) {
+            return refuse(c, node, "the aggregate it is of must be in the statement too: SELECT COUNT(*), dp_error(COUNT(*)), ...");
+        }
+        if c.epsilon == 0.0 {
+            // Counting the shares: the value beside it holds this one's.
+            return Some(node);
+        }
+        let (aggregate, range) = match (kind, c.level.several) {
+            (Plain::CountStar | Plain::Count | Plain::Persons, None)
+            | (Plain::Persons, Some(_)) => ("count", None),
+            (Plain::CountStar, Some(rows)) => ("rows", Some((0.0, rows as f64))),
+            (Plain::Count, Some(rows)) => ("sum", Some((0.0, rows as f64))),
+            (_, None) => ("sum", Some(bounds)),
+            (_, Some(rows)) => (
+                "sum",
+                Some((
+                    rows as f64 * bounds.0.min(0.0),
+                    rows as f64 * bounds.1.max(0.0),
+                )),
+            ),
+        };
+        let half = super::super::accuracy::half_width(
+            aggregate,
+            c.epsilon,
+            range,
+            &c.level.tables,
+            c.level.leaves,
+            c.level.grouped,
+            confidence,
+        );
+        Some(
+            pg_sys::makeConst(
+                pg_sys::FLOAT8OID,
+                -1,
+                pg_sys::InvalidOid,
+                8,
+                pg_sys::Datum::from(half.to_bits()),
+                false,
+                true,
+            )
+            .cast(),
+        )
+    }
+}
+
+fn refuse(c: &mut Context, node: *mut pg_sys::Node, what: &str) -> Option<*mut pg_sys::Node> {
+    c.refusal.get_or_insert((
+        format!("dp_error: {what}"),
+        "SELECT site, COUNT(*) AS n, dp_error(COUNT(*)) AS error FROM visits GROUP BY site \
+         (docs/bi.md, \"Errors\")."
+            .into(),
+    ));
+    Some(node)
+}
+
+/// Whether an aggregate equal to `aggref` is in `node` outside the
+/// dp_error calls (the value the error is of).
+///
+/// # Safety
+/// `node` is null or a live expression.
+unsafe fn beside(aggref: *mut pg_sys::Aggref, node: *mut pg_sys::Node) -> bool {
+    struct Search {
+        aggref: *mut pg_sys::Aggref,
+        error: pg_sys::Oid,
+    }
+    /// # Safety
+    /// Called by `expression_tree_walker` with live nodes and the `Search`.
+    #[pgrx::pg_guard]
+    unsafe extern "C-unwind" fn find(
+        node: *mut pg_sys::Node,
+        context: *mut std::ffi::c_void,
+    ) -> bool {
+        // SAFETY: the caller's contract; casts follow the node tags.
+        unsafe {
+            let search = &*(context as *const Search);
+            if node.is_null() || (*node).type_ == pg_sys::NodeTag::T_Query {
+                return false;
+            }
+            if (*node).type_ == pg_sys::NodeTag::T_FuncExpr {
+                let funcid = (*(node as *mut pg_sys::FuncExpr)).funcid;
+                if funcid == search.error {
+                    return false;
+                }
+            }
+            if (*node).type_ == pg_sys::NodeTag::T_Aggref
+                && pg_sys::equal(node.cast(), search.aggref.cast())
+            {
+                return true;
+            }
+            pg_sys::expression_tree_walker(node, Some(find), context)
+        }
+    }
+    // SAFETY: the caller's contract; dp_error is looked up in the catalog the gate read.
+    unsafe {
+        let Some(protected) = super::super::catalog::protected() else {
+            return false;
+        };
+        let mut search = Search {
+            aggref,
+            error: protected.policy.error,
+        };
+        find(node, (&raw mut search).cast())
+    }
+}
