@@ -104,9 +104,12 @@ pub unsafe fn note_released(fcinfo: pg_sys::FunctionCallInfo, key: [u64; 5], ste
     };
     RELEASED.with(|r| {
         let mut r = r.borrow_mut();
-        if let Some(entry) = r.iter_mut().find(|e| e.0 == agg && e.1 == key) {
-            entry.2 = steps;
-            return;
+        // The newest last: an entry of an earlier statement whose Agg state
+        // happened to sit at the same address is moved up, so that the
+        // oldest dropped below is never this statement's (which left its
+        // selection reading nothing, 0A000, once 64 entries had piled up).
+        if let Some(at) = r.iter().position(|e| e.0 == agg && e.1 == key) {
+            r.remove(at);
         }
         if r.len() >= 64 {
             r.remove(0);
