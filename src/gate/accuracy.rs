@@ -320,10 +320,11 @@ fn shape_of(
                     None,
                 )
             };
+            let bounds = Bounds::new(lower, upper).or_raise();
             if aggregate == "rows" {
                 least = Some(1f64.clamp(lower.min(upper), upper.max(lower)));
             }
-            Shape::Sum(Bounds::new(lower, upper).or_raise())
+            Shape::Sum(bounds)
         }
         other => raise_sqlstate(
             "22023",

@@ -248,6 +248,11 @@ unsafe fn thresholded(query: *mut pg_sys::Query, bounded: bool) -> Option<Thresh
                     else {
                         continue;
                     };
+                    // NaN bounds are refused when the sum runs (22023); here
+                    // they are no threshold (and f64::clamp would panic).
+                    if lower.is_nan() || upper.is_nan() {
+                        continue;
+                    }
                     let least = value.clamp(lower.min(upper), upper.max(lower));
                     let zero_delta = args
                         .get(4)

@@ -36,6 +36,10 @@ SELECT outcome('SELECT person_id, site, dp_count(1.0) FROM mistake_visits GROUP 
 SELECT outcome('SELECT person_id::bigint, dp_count(1.0) FROM mistake_visits GROUP BY 1');
 SELECT outcome('SELECT person_id, dp_sum(v.amount, 1.0, 0, 100) FROM mistake_visits v JOIN mistake_persons p USING (person_id) GROUP BY person_id');
 SELECT outcome('SELECT p.person_id, dp_count(1.0) FROM mistake_visits v JOIN mistake_persons p USING (person_id) GROUP BY p.person_id');
+-- NaN bounds on a row count that would select its own groups: the
+-- parameter error, never an internal one (f64::clamp panicked; CI fuzz
+-- seed 599962607).
+SELECT outcome($$SELECT site, dp_sum(1e-100, 1.0, 'NaN'::float8, 'NaN'::float8) FROM mistake_visits GROUP BY site$$);
 -- A built-in aggregate over protected rows that the tables' policy does
 -- not answer (policy.sql answers count(*), and sum and avg of a column
 -- with a domain) is refused (ZB003) with, as its hint, the dpnoise
