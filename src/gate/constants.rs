@@ -145,13 +145,7 @@ unsafe fn computed(funcid: pg_sys::Oid) -> bool {
         if STABLE_COMPUTED.contains(&name) {
             return true;
         }
-        let name = String::from_utf8_lossy(name);
-        let parts: Vec<&str> = name.split('_').collect();
-        let types = ["date", "timestamp", "timestamptz"];
-        parts.len() == 3
-            && ["eq", "ne", "lt", "le", "gt", "ge", "cmp"].contains(&parts[1])
-            && types.contains(&parts[0])
-            && types.contains(&parts[2])
+        crate::total::date_time_comparison(&String::from_utf8_lossy(name)).is_some()
     }
 }
 

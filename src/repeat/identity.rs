@@ -671,15 +671,8 @@ unsafe fn zoned(funcid: pg_sys::Oid) -> bool {
         return true;
     }
     // date_lt_timestamptz, timestamptz_cmp_timestamp, ...: built-ins only.
-    let name = String::from_utf8_lossy(name);
-    let parts: Vec<&str> = name.split('_').collect();
     u32::from(funcid) < pg_sys::FirstNormalObjectId
-        && parts.len() == 3
-        && ["eq", "ne", "lt", "le", "gt", "ge", "cmp"].contains(&parts[1])
-        && (parts[0] == "timestamptz") != (parts[2] == "timestamptz")
-        && [parts[0], parts[2]]
-            .iter()
-            .all(|t| ["date", "timestamp", "timestamptz"].contains(t))
+        && crate::total::date_time_comparison(&String::from_utf8_lossy(name)) == Some(true)
 }
 
 /// The session's TimeZone setting, as it shows it.

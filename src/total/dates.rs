@@ -361,3 +361,21 @@ v1_function!(
         }
     }
 );
+
+/// For a built-in comparison between dates and timestamps, by its name
+/// (`date_lt_timestamptz`, `timestamptz_cmp_timestamp`, ...): whether it
+/// follows the session's TimeZone (exactly one side is a timestamptz).
+/// None for any other name.
+pub fn date_time_comparison(name: &str) -> Option<bool> {
+    let types = ["date", "timestamp", "timestamptz"];
+    match name.split('_').collect::<Vec<_>>().as_slice() {
+        [left, op, right]
+            if ["eq", "ne", "lt", "le", "gt", "ge", "cmp"].contains(op)
+                && types.contains(left)
+                && types.contains(right) =>
+        {
+            Some((*left == "timestamptz") != (*right == "timestamptz"))
+        }
+        _ => None,
+    }
+}

@@ -21,6 +21,7 @@ use crate::fmgr::arg_datum;
 use pgrx::pg_sys;
 
 mod dates;
+pub use dates::date_time_comparison;
 mod numbers;
 mod text;
 
