@@ -21,6 +21,9 @@
 //! - GROUP BY (18): a grouped level's outputs read its keys through Vars
 //!   of a GROUP range table entry.
 //! - `ExecutorRun` (18) lost its `execute_once` argument.
+//! - Range tables (16): appending one level's entries to another's carries
+//!   their permission entries along (`CombineRangeTables`).
+//! - `ReplaceVarsFromTargetList` (18) takes the level's result relation.
 //! - `POSIX_COLLATION_OID` (18) is no longer defined, the collation's OID
 //!   (951) is unchanged.
 
@@ -217,6 +220,112 @@ pub unsafe fn query_permissions(query: *mut pg_sys::Query) -> *mut pg_sys::List 
     unsafe {
         (*query).rteperminfos
     }
+}
+
+/// Appends the range table `source` (and on 16 and later its permission
+/// entries, renumbered) to `level`'s.
+///
+/// # Safety
+/// `level` is a live Query not yet planned; `source` the range table of a
+/// level whose Vars were offset past `level`'s entries.
+pub unsafe fn append_range_table(level: *mut pg_sys::Query, source: *mut pg_sys::Query) {
+    // SAFETY: the caller's contract; list_concat copies the cells it appends.
+    #[cfg(feature = "pg15")]
+    unsafe {
+        (*level).rtable = pg_sys::list_concat((*level).rtable, (*source).rtable);
+    }
+    // SAFETY: the caller's contract; CombineRangeTables (rewrite/rewriteManip.h) appends both
+    // lists and renumbers the appended entries' perminfoindex.
+    #[cfg(not(feature = "pg15"))]
+    unsafe {
+        CombineRangeTables(
+            &raw mut (*level).rtable,
+            &raw mut (*level).rteperminfos,
+            (*source).rtable,
+            (*source).rteperminfos,
+        );
+    }
+}
+
+/// `level` with every Var of its range table entry `rtindex` (at its own
+/// level and, one level further down each time, below it) replaced by the
+/// entry of `targets` it names: a subquery's Vars by the subquery's
+/// outputs. The result is a copy of `level`.
+///
+/// # Safety
+/// `level` is a live Query not yet planned; `rtindex` one of its entries,
+/// whose columns `targets` lists by resno.
+pub unsafe fn replace_vars(
+    level: *mut pg_sys::Query,
+    rtindex: u32,
+    targets: *mut pg_sys::List,
+) -> *mut pg_sys::Query {
+    // SAFETY: the caller's contract; the function (rewrite/rewriteManip.h) copies the Query it
+    // is given and raises an error for a Var without an entry in `targets`.
+    unsafe {
+        let rte = pg_sys::list_nth((*level).rtable, rtindex as i32 - 1).cast();
+        #[cfg(not(feature = "pg18"))]
+        let copy = ReplaceVarsFromTargetList(
+            level.cast(),
+            rtindex as i32,
+            0,
+            rte,
+            targets,
+            REPLACEVARS_REPORT_ERROR,
+            0,
+            std::ptr::null_mut(),
+        );
+        #[cfg(feature = "pg18")]
+        let copy = ReplaceVarsFromTargetList(
+            level.cast(),
+            rtindex as i32,
+            0,
+            rte,
+            targets,
+            0,
+            REPLACEVARS_REPORT_ERROR,
+            0,
+            std::ptr::null_mut(),
+        );
+        copy.cast()
+    }
+}
+
+/// `ReplaceVarsNoMatchOption`'s first value.
+const REPLACEVARS_REPORT_ERROR: i32 = 0;
+
+// SAFETY: the prototypes of rewrite/rewriteManip.h, which pgrx does not bind.
+unsafe extern "C-unwind" {
+    #[cfg(not(feature = "pg18"))]
+    fn ReplaceVarsFromTargetList(
+        node: *mut pg_sys::Node,
+        target_varno: i32,
+        sublevels_up: i32,
+        target_rte: *mut pg_sys::RangeTblEntry,
+        targetlist: *mut pg_sys::List,
+        nomatch_option: i32,
+        nomatch_varno: i32,
+        outer_has_sublinks: *mut bool,
+    ) -> *mut pg_sys::Node;
+    #[cfg(feature = "pg18")]
+    fn ReplaceVarsFromTargetList(
+        node: *mut pg_sys::Node,
+        target_varno: i32,
+        sublevels_up: i32,
+        target_rte: *mut pg_sys::RangeTblEntry,
+        targetlist: *mut pg_sys::List,
+        result_relation: i32,
+        nomatch_option: i32,
+        nomatch_varno: i32,
+        outer_has_sublinks: *mut bool,
+    ) -> *mut pg_sys::Node;
+    #[cfg(not(feature = "pg15"))]
+    fn CombineRangeTables(
+        dst_rtable: *mut *mut pg_sys::List,
+        dst_perminfos: *mut *mut pg_sys::List,
+        src_rtable: *mut pg_sys::List,
+        src_perminfos: *mut pg_sys::List,
+    );
 }
 
 /// The permission entries of a plan (null on 15).

@@ -151,7 +151,7 @@ pub(super) unsafe fn public_keys(
 ///
 /// # Safety
 /// `node` is a live jointree node.
-unsafe fn jointree_indexes(node: *mut pg_sys::Node, into: &mut Vec<i32>) {
+pub(super) unsafe fn jointree_indexes(node: *mut pg_sys::Node, into: &mut Vec<i32>) {
     // SAFETY: the caller's contract; casts follow the node tags.
     unsafe {
         match (*node).type_ {

@@ -32,7 +32,9 @@
 //! levels. The protected-table catalog is `catalog`; an admitted level's
 //! FROM and joins `joins`, its expressions `leakproof`, its partition
 //! selection `partitions`, its rewrite per person `bounding`; the plan
-//! check `plan`. Before any of them, `substitute` writes dpnoise's total
+//! check `plan`. Before any of them, `inline` takes raw-row CTEs and
+//! subqueries into the level that aggregates them, `policy` rewrites plain
+//! aggregates, and `substitute` writes dpnoise's total
 //! forms (`crate::total`) in place of built-ins that can fail. The settings are in
 //! `crate::gucs`.
 
@@ -53,6 +55,7 @@ pub mod accuracy;
 pub mod bounding;
 mod catalog;
 pub mod constants;
+mod inline;
 mod joins;
 mod keys;
 mod leakproof;
@@ -211,9 +214,12 @@ pub unsafe extern "C-unwind" fn check_query(query: *mut pg_sys::Query) {
         return;
     }
     let Some(protected) = protected() else { return };
-    // Plain aggregates become dpnoise's under the tables' policies, then
-    // total forms: the checks below see only dpnoise aggregates and
-    // functions that cannot fail.
+    // Raw rows passed through a CTE or subquery join the level that
+    // aggregates them; plain aggregates become dpnoise's under the tables'
+    // policies, then total forms: the checks below see only dpnoise
+    // aggregates and functions that cannot fail.
+    // SAFETY: the caller's contract.
+    unsafe { inline::inline(query, &protected) };
     // SAFETY: the caller's contract.
     unsafe { policy::rewrite(query, &protected) };
     // SAFETY: the caller's contract.
@@ -315,8 +321,10 @@ unsafe fn check_level(query: *mut pg_sys::Query, walk: &Walk) -> Result<bool, Re
                 return Err(refuse(
                     "a CTE or subquery passes protected rows up without aggregating them",
                     "Put its conditions in the WHERE of the query that aggregates: SELECT dp_count(1.0) FROM visits WHERE amount > 10. \
-                     A CTE or subquery may read protected rows only grouped by the privacy unit (one row per person, \
-                     aggregated above) or as dpnoise aggregates (post-processed above).",
+                     A plain SELECT of rows in FROM or WITH is taken into that query as written, unless it has a LIMIT, OFFSET, \
+                     DISTINCT, window, subquery or volatile output, is MATERIALIZED, LATERAL or a view, or sits on the nullable \
+                     side of an outer join. Otherwise a CTE or subquery may read protected rows only grouped by the privacy unit \
+                     (one row per person, aggregated above) or as dpnoise aggregates (post-processed above).",
                 ));
             }
             return Err(refuse(

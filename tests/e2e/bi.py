@@ -7,7 +7,8 @@ The statements Apache Superset 6.1 sent for a bar chart with COUNT(*), a
 time series by month over a time range, a big number, a table chart with
 SUM and AVG, a filter on region and SQL Lab (../shared/bi/superset-6.1.md),
 with their default metrics in place of the custom dp_* ones, and shapes
-Metabase and Grafana send, replayed through psycopg as an analyst over a
+Metabase and Grafana send (a virtual dataset, a question on a saved
+question and a saved question as a CTE among them), replayed through psycopg as an analyst over a
 protected `visits` table (several rows per person) with a privacy policy
 (docs/bi.md). Checks:
 - each statement is answered; counts are integers (bigint), near the truth
@@ -68,6 +69,20 @@ CHARTS = {
     "metabase count last 30 days":
         'SELECT COUNT(*) AS "count" FROM "public"."visits" WHERE "public"."visits"."ts" >= '
         "DATE_TRUNC('day', (NOW() + INTERVAL '-100000 day')) AND \"public\".\"visits\".\"ts\" < DATE_TRUNC('day', NOW())",
+    # A Superset virtual dataset (its SQL wrapped as virtual_table), a
+    # Metabase question on a saved question (wrapped as "source"), and a
+    # saved question referenced as a CTE: raw rows through a wrapper,
+    # taken into the level that aggregates them (src/gate/inline.rs).
+    "superset virtual dataset":
+        "SELECT site AS site, COUNT(*) AS count FROM (SELECT * FROM public.visits WHERE region = 'south') AS virtual_table "
+        "GROUP BY site ORDER BY count DESC LIMIT 10000",
+    "metabase question on a saved question":
+        'SELECT "source"."region" AS "region", SUM("source"."amount") AS "sum" FROM (SELECT "public"."visits"."region" '
+        'AS "region", "public"."visits"."amount" AS "amount" FROM "public"."visits") AS "source" '
+        'GROUP BY "source"."region" ORDER BY "source"."region" ASC',
+    "metabase saved question as a CTE":
+        'WITH "recent" AS (SELECT * FROM "public"."visits" WHERE "ts" >= DATE \'2024-07-01\') '
+        'SELECT COUNT(*) AS "count" FROM "recent"',
     "grafana time series":
         "SELECT date_trunc('month', ts) AS \"time\", count(*) AS \"visits\" FROM visits "
         "WHERE ts BETWEEN '2024-01-01T00:00:00Z' AND '2024-06-30T23:59:59Z' GROUP BY 1 ORDER BY 1",

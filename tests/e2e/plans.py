@@ -29,9 +29,10 @@ As an analyst role:
 
 Release identities, over tables tracked with dp_track: an identified
 release's answer is meant to be a function of its identity, so it must be
-the same under every plan. Each of 14 identified shapes (GROUP BY one and two
+the same under every plan. Each of 15 identified shapes (GROUP BY one and two
 keys, bounded sums over several rows per person, with and without keys, a per-person subquery, a
-join on the unit, HAVING, ORDER BY ... LIMIT above the release, a count(*)
+join on the unit, raw rows through a CTE and a subquery, HAVING, ORDER BY ...
+LIMIT above the release, a count(*)
 over it as a BI tool sends; as a role without the gate: listed keys, a
 public join, a subquery's UNION of texts, EXCEPT ALL of integers, INTERSECT
 ALL of texts) runs under each of the 192 plans at epsilon = 1000 (a count's
@@ -175,6 +176,12 @@ IDENTIFIED = [
      "ORDER BY n DESC, region, team LIMIT 5",
      "SELECT region, team, count(*) AS n FROM id_staff WHERE age < 50 GROUP BY region, team "
      "ORDER BY n DESC, region, team LIMIT 5"),
+    ("raw rows through a wrapper and a CTE, as BI tools send", ANALYST,
+     "WITH recent AS (SELECT * FROM id_visits WHERE month <= 6) SELECT site, dp_count(1000), "
+     "dp_sum(amount % 3, 1000, 0, 5) FROM (SELECT site, amount, person_id FROM recent WHERE site > 's0') "
+     "AS virtual_table GROUP BY site",
+     "SELECT site, count(*), sum(least(s, 5)) FROM (SELECT person_id, site, sum(amount % 3) AS s FROM id_visits "
+     "WHERE month <= 6 AND site > 's0' GROUP BY person_id, site) x GROUP BY site"),
     ("count(*) over it, as a BI tool sends", ANALYST,
      "SELECT count(*), sum(n) FROM (SELECT site, dp_count(1000) AS n FROM id_visits WHERE month <= 6 GROUP BY site) "
      "AS virtual_table",
@@ -229,6 +236,8 @@ ADMITTED = [
                          "ON s.person_id = v.person_id WHERE s.age > 30"),
     ("public join", "SELECT dp_count(1.0) FROM pw_staff s JOIN pw_people p ON p.person_id = s.person_id "
                     "WHERE p.label = 'l1'"),
+    ("a virtual dataset", "SELECT region, count(*) FROM (SELECT * FROM pw_staff WHERE age > 30) AS virtual_table "
+                          "GROUP BY region"),
     ("answers post-processed", "SELECT count(*), max(c) FROM (SELECT region, dp_count(1.0) AS c FROM pw_staff "
                                "GROUP BY region) x"),
 ]
@@ -252,6 +261,9 @@ PROBES = [
                                "GROUP BY k.g ORDER BY k.g"),
     ("rescanned aggregate", "SELECT g, x.c FROM generate_series(1, 20) g LEFT JOIN "
                             "(SELECT dp_count(0.01) AS c FROM pw_staff s WHERE {c}) x ON x.c > g"),
+    ("raw rows through a wrapper", "SELECT dp_count(1e-9) FROM (SELECT * FROM pw_staff s WHERE s.person_id = 17 AND {c}) w"),
+    ("a CTE's division, pulled up", "WITH s AS (SELECT *, 1000 / (salary - 17000) AS z FROM pw_staff) "
+                                    "SELECT dp_count(1e-9) FROM s WHERE s.person_id = 17 AND {c} AND s.z >= 0"),
     ("amplified run time", "SELECT dp_count(1e-9) FROM pw_staff s CROSS JOIN generate_series(1, 200000) "
                            "WHERE s.person_id = 17 AND {c}"),
 ]

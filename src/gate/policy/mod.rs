@@ -334,9 +334,13 @@ unsafe fn policy_of(level: *mut pg_sys::Query, protected: &Protected) -> Option<
                     .unwrap_or(&crate::gucs::policy_epsilon())
             })
             .fold(f64::INFINITY, f64::min);
-        let leaves = rtable
+        // The FROM items the jointree reads (a subquery taken in by
+        // `inline` leaves an entry nothing reads).
+        let mut read = Vec::new();
+        super::joins::jointree_indexes((*level).jointree.cast(), &mut read);
+        let leaves = read
             .iter()
-            .filter(|rte| (***rte).rtekind != pg_sys::RTEKind::RTE_JOIN)
+            .filter(|&&i| (*rtable[i as usize - 1]).rtekind != pg_sys::RTEKind::RTE_JOIN)
             .count();
         let several = (leaves > 1 || persons.iter().any(|(_, t)| !t.one_row)).then(|| {
             relids

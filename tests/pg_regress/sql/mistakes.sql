@@ -64,10 +64,15 @@ SELECT count(*) FROM mistake_visits a JOIN mistake_visits b USING (person_id);
 SELECT dp_sum(amount, 1.0, 100, 0) FROM mistake_visits;
 SELECT dp_count(1.0, 'gaussian') FROM mistake_visits;
 SELECT dp_quantile(amount, 1.0, 0, 100, amount / 100) FROM mistake_visits;
-WITH big AS (SELECT * FROM mistake_visits WHERE amount > 10) SELECT dp_count(1.0) FROM big;
-SELECT dp_count(1.0) FROM (SELECT person_id, site FROM mistake_visits WHERE amount > 10) v;
+WITH big AS MATERIALIZED (SELECT * FROM mistake_visits WHERE amount > 10) SELECT dp_count(1.0) FROM big;
+SELECT dp_count(1.0) FROM (SELECT * FROM mistake_visits LIMIT 100) v;
 \set VERBOSITY terse
 SELECT count(*) AS charged_for_refusals FROM dp_my_ledger WHERE id > :seen;
+-- Once mistakes, now answered as written (src/gate/inline.rs): a CTE of
+-- filtered raw rows, and the same rows as a subquery, are taken into the
+-- level that aggregates them (200 persons have a visit over 10).
+WITH big AS (SELECT * FROM mistake_visits WHERE amount > 10) SELECT abs(dp_count(1000) - 200) < 1 AS near FROM big;
+SELECT abs(dp_count(1000) - 200) < 1 AS near FROM (SELECT person_id, site FROM mistake_visits WHERE amount > 10) v;
 -- The suggested forms, as written, answer over several rows per person
 -- too (issue 45 item 2: a person's own median, one of their rows).
 SELECT dp_median(amount, 1000, 0, 100) BETWEEN 0 AND 100 AS median,
