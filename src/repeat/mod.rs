@@ -24,6 +24,7 @@
 //! What cannot be identified is a fresh release: charged, with fresh
 //! noise from the backend's generator.
 
+mod determined;
 mod identity;
 mod serve;
 mod store;
@@ -427,7 +428,7 @@ unsafe fn agg_shapes(stmt: *mut pg_sys::PlannedStmt, marked: &[Marked]) -> Vec<b
                         let entry = input_entry(plan, column);
                         !entry.is_null()
                             && marked[i].group_items.contains(&(*entry).ressortgroupref)
-                            && identity::key_type_supported(
+                            && determined::key_type_supported(
                                 pg_sys::exprType((*entry).expr.cast()),
                                 collation,
                             )
