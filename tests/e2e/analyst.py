@@ -17,7 +17,9 @@ analyst role e2e_analyst through psycopg 3:
 2. An empirical privacy-loss audit on neighbouring tables D and D' (D' is D
    without one person who has rows in all three groups), with a negative
    control (the same data without per-person bounding) that must fail it;
-   the same for dp_median over several rows per person (a person's own
+   the same for the plain COUNT(*) a BI tool sends through a virtual
+   dataset's wrapper, under the tables' policy (its control: the rows
+   counted as written, without the rewrite); the same for dp_median over several rows per person (a person's own
    median, one value each), whose control is the median of all rows; and
    one of the released key set (whether a rare group is shown by
    partition selection, and its count), with a negative control (keys
@@ -528,6 +530,68 @@ def audit(su, an):
           f"{'FAIL as it must' if nex > AUDIT_EPSILON else 'PASSED (audit too weak)'}")
 
 
+PLAIN_N = 4000
+PLAIN_ROWS = 1  # the policy's rows_per_person on d and d_prime
+
+
+def plain_audit(su, an):
+    """The DP audit of the plain form a BI tool sends: COUNT(*) by region
+    over a virtual dataset's wrapper, under the tables' policy (statement
+    epsilon AUDIT_EPSILON, PLAIN_ROWS rows a person), which the gate takes
+    in (gate/inline.rs) and rewrites into a bounded count of rows
+    (gate/policy). Its privacy loss must stay within what the ledger
+    charged; the same counts without the rewrite (each row counted, with
+    the same noise) must fail the audit."""
+    for tbl in ("d", "d_prime"):
+        su.execute(f"SELECT dp_policy('{tbl}', {AUDIT_EPSILON!r}, {PLAIN_ROWS}), dp_untrack('{tbl}')")
+    ledger = Ledger(an)
+    an.execute("CREATE TEMP TABLE rp (tbl text, i int, s bigint, groups int)")
+    t0 = time.time()
+    for tbl in ("d", "d_prime"):
+        an.execute(f"""DO $$ BEGIN FOR i IN 1..{PLAIN_N} LOOP
+            INSERT INTO pg_temp.rp SELECT '{tbl}', i, coalesce(sum(count), 0), count(*)
+            FROM (SELECT region AS region, COUNT(*) AS count FROM (SELECT * FROM {tbl}) AS virtual_table
+                  GROUP BY region ORDER BY count DESC LIMIT 10000) s;
+        END LOOP; END $$""")
+    secs = time.time() - t0
+    out = {"d": [], "d_prime": []}
+    missing = 0
+    for tbl, total, groups in an.execute("SELECT tbl, s, groups FROM pg_temp.rp ORDER BY tbl, i"):
+        out[tbl].append(total)
+        missing += 3 - groups
+    charges = ledger.new()
+    charged = {r[2] for r in charges}
+    ok = len(charges) == 2 * PLAIN_N and len(charged) == 1
+    check("plain audit statements each charged once, alike", ok,
+          f"{len(charges)} ledger rows for {2 * PLAIN_N} statements, epsilon {sorted(charged)} "
+          f"({secs:.1f} s, {1000 * secs / (2 * PLAIN_N):.2f} ms a statement)")
+    bound = float(max(charged)) if charged else 0.0
+    bins, max_loss, excess, worst_bin = privacy_loss_audit(out["d"], out["d_prime"], AUDIT_BIN_WIDTH,
+                                                           AUDIT_MIN_COUNT, AUDIT_Z)
+    check("DP audit of plain COUNT(*) by region through a wrapper, D vs D'", bins >= 12 and excess <= bound,
+          f"N={PLAIN_N} each, bin width {AUDIT_BIN_WIDTH}, min count {AUDIT_MIN_COUNT}, z={AUDIT_Z}: "
+          f"bins audited {bins}, max loss {max_loss:.3f}, max excess {excess:.3f} (at {worst_bin}) "
+          f"<= the statement's charge {bound}; groups missing {missing}")
+    # Person 0 adds PLAIN_ROWS rows to each of max_groups_contributed = 2
+    # groups: the mean shift is 4 (12 rows unbounded).
+    shift = statistics.fmean(out["d"]) - statistics.fmean(out["d_prime"])
+    se = math.sqrt((statistics.variance(out["d"]) + statistics.variance(out["d_prime"])) / PLAIN_N)
+    check("plain audit outputs are bounded per person", abs(shift - 2 * PLAIN_ROWS) < 5 * se,
+          f"mean shift D-D' {shift:.2f} (bounded: {2 * PLAIN_ROWS}; every row: 12), 5 standard errors {5 * se:.2f}")
+    # Negative control: the rows counted as written (no rewrite, no
+    # bounding) with the rewrite's noise (sensitivity PLAIN_ROWS at epsilon
+    # 0.5 a group, as a two-sided geometric): the audit must catch it.
+    rows0 = dict(truth(su, "SELECT region, count(*) FROM d GROUP BY region"))
+    rows1 = dict(truth(su, "SELECT region, count(*) FROM d_prime GROUP BY region"))
+    rng = random.Random(20261207)
+    sim = lambda rows: [sum(rows[r] + two_sided_geometric(rng, AUDIT_EPSILON / 2 / PLAIN_ROWS) for r in REGIONS)
+                        for _ in range(PLAIN_N)]
+    nb, nml, nex, _ = privacy_loss_audit(sim(rows0), sim(rows1), AUDIT_BIN_WIDTH, AUDIT_MIN_COUNT, AUDIT_Z)
+    check("negative control (plain COUNT(*) without its rewrite) FAILS the audit", nex > bound,
+          f"bins audited {nb}, max loss {nml:.3f}, max excess {nex:.3f} > {bound}: "
+          f"{'FAIL as it must' if nex > bound else 'PASSED (audit too weak)'}")
+
+
 def median_outputs(conn, table, n):
     """n releases of dp_median over `table` (1/10 units, as integers), collected server-side."""
     conn.execute("CREATE TEMP TABLE IF NOT EXISTS mr (tbl text, i int, m float8)")
@@ -765,7 +829,7 @@ def main():
             su.execute(SETUP)
             with server.connect(ANALYST) as an:
                 check("analyst session", an.execute("SHOW dpnoise.analyst").fetchone()[0] == "on")
-                for section in (bi_tools, audit, median_audit, key_audit, threshold_key_audit, attacks):
+                for section in (bi_tools, audit, plain_audit, median_audit, key_audit, threshold_key_audit, attacks):
                     try:
                         section(su, an)
                     except Exception as e:  # a section that breaks is a failed check
