@@ -24,6 +24,8 @@
 //! - Range tables (16): appending one level's entries to another's carries
 //!   their permission entries along (`CombineRangeTables`).
 //! - `ReplaceVarsFromTargetList` (18) takes the level's result relation.
+//! - Time zone abbreviations (16): `DecodeTimezoneAbbrev` reports errors
+//!   as codes, with the field type in an argument.
 //! - `POSIX_COLLATION_OID` (18) is no longer defined, the collation's OID
 //!   (951) is unchanged.
 
@@ -219,6 +221,50 @@ pub unsafe fn query_permissions(query: *mut pg_sys::Query) -> *mut pg_sys::List 
     #[cfg(not(feature = "pg15"))]
     unsafe {
         (*query).rteperminfos
+    }
+}
+
+/// Whether `lower` (a lower-cased zone name) is an abbreviation of the
+/// session's `timezone_abbreviations`. 16 and later report a broken
+/// abbreviation file as an error code, read here as not an abbreviation
+/// (`DecodeTimezoneAbbrev` takes the field type's and the error's places
+/// as arguments); 15 raises for an abbreviation whose zone the file
+/// names wrongly, a server's configuration, never a value.
+///
+/// # Safety
+/// `lower` is a NUL-terminated string; inside a transaction.
+pub unsafe fn zone_abbreviation(lower: *mut std::ffi::c_char) -> bool {
+    let mut offset = 0;
+    let mut tz: *mut pg_sys::pg_tz = std::ptr::null_mut();
+    // SAFETY: the caller's contract; the lookup writes only to the places given.
+    #[cfg(feature = "pg15")]
+    unsafe {
+        pg_sys::DecodeTimezoneAbbrev(0, lower, &mut offset, &mut tz) != pg_sys::UNKNOWN_FIELD as i32
+    }
+    // SAFETY: as above; DateTimeErrorExtra is plain data, zeroed is its empty value.
+    #[cfg(not(feature = "pg15"))]
+    unsafe {
+        let mut kind = 0;
+        let mut extra: pg_sys::DateTimeErrorExtra = std::mem::zeroed();
+        pg_sys::DecodeTimezoneAbbrev(0, lower, &mut kind, &mut offset, &mut tz, &mut extra) == 0
+            && kind != pg_sys::UNKNOWN_FIELD as i32
+    }
+}
+
+/// Detaches `rte`'s permission entry (16 and later) before it stops
+/// being a relation's: the planner requires an entry to match its
+/// relation. The entry stays in the list, with what it requires waived
+/// (`waive_privileges`) first.
+///
+/// # Safety
+/// `rte` is a live range table entry of a Query not yet planned.
+pub unsafe fn forget_permissions(rte: *mut pg_sys::RangeTblEntry) {
+    #[cfg(feature = "pg15")]
+    let _ = rte;
+    // SAFETY: the caller's contract.
+    #[cfg(not(feature = "pg15"))]
+    unsafe {
+        (*rte).perminfoindex = 0;
     }
 }
 

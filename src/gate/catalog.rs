@@ -50,6 +50,9 @@ pub(super) struct Policy {
     pub(super) rows: HashMap<pg_sys::Oid, i32>,
     /// dp_domain's bounds, by table and column number.
     pub(super) domains: HashMap<(pg_sys::Oid, i16), (f64, f64)>,
+    /// dp_domain's public lists of values (an array's text form), by table
+    /// and column number.
+    pub(super) lists: HashMap<(pg_sys::Oid, i16), String>,
     /// dp_count(float8), dp_count(anyelement, float8), dp_sum(float8,
     /// float8, float8, float8), dp_avg(float8, float8, float8, float8).
     pub(super) count: pg_sys::Oid,
@@ -180,6 +183,12 @@ const DOMAIN_QUERY: &str = "\
 SELECT d.relid::pg_catalog.oid, a.attnum, d.lower, d.upper FROM dpnoise.domains d
 JOIN pg_catalog.pg_attribute a ON a.attrelid OPERATOR(pg_catalog.=) d.relid
  AND a.attname OPERATOR(pg_catalog.=) d.column_name AND NOT a.attisdropped";
+
+/// The columns' lists of values (dpnoise.value_lists, from 0.22.0).
+const LIST_QUERY: &str = "\
+SELECT l.relid::pg_catalog.oid, a.attnum, l.vals::pg_catalog.text FROM dpnoise.value_lists l
+JOIN pg_catalog.pg_attribute a ON a.attrelid OPERATOR(pg_catalog.=) l.relid
+ AND a.attname OPERATOR(pg_catalog.=) l.column_name AND NOT a.attisdropped";
 
 const FUNCTION_QUERY: &str = "\
 SELECT p.oid FROM pg_catalog.pg_proc p
@@ -349,16 +358,26 @@ fn load() -> Option<std::rc::Rc<Protected>> {
                     policy.rows.insert(relid, rows);
                 }
             }
-            let domains = client
-                .select(
-                    "SELECT pg_catalog.to_regclass('dpnoise.domains') IS NOT NULL",
-                    None,
-                    &[],
-                )?
-                .first()
-                .get_one::<bool>()?
-                .unwrap_or(false);
-            if domains {
+            let exists = |table: &str| -> Result<bool, pgrx::spi::Error> {
+                let args = [table.into()];
+                Ok(client
+                    .select("SELECT pg_catalog.to_regclass($1) IS NOT NULL", None, &args)?
+                    .first()
+                    .get_one::<bool>()?
+                    .unwrap_or(false))
+            };
+            if exists("dpnoise.value_lists")? {
+                for row in client.select(LIST_QUERY, None, &[])? {
+                    if let (Some(relid), Some(column), Some(values)) = (
+                        row.get::<pg_sys::Oid>(1)?,
+                        row.get::<i16>(2)?,
+                        row.get::<String>(3)?,
+                    ) {
+                        policy.lists.insert((relid, column), values);
+                    }
+                }
+            }
+            if exists("dpnoise.domains")? {
                 for row in client.select(DOMAIN_QUERY, None, &[])? {
                     if let (Some(relid), Some(column), Some(lower), Some(upper)) = (
                         row.get::<pg_sys::Oid>(1)?,

@@ -72,6 +72,11 @@ pgrx::extension_sql_file!(
     requires = ["gate_sql", "repeat_sql"]
 );
 pgrx::extension_sql_file!(
+    "policy/values.sql",
+    name = "values_sql",
+    requires = ["policy_sql"]
+);
+pgrx::extension_sql_file!(
     "schema.sql",
     name = "gate_sql",
     requires = [
@@ -220,6 +225,9 @@ pub unsafe extern "C-unwind" fn check_query(query: *mut pg_sys::Query) {
     // aggregates and functions that cannot fail.
     // SAFETY: the caller's contract.
     unsafe { inline::inline(query, &protected) };
+    // Filter values of a listed column come from the list, not the rows.
+    // SAFETY: the caller's contract.
+    unsafe { policy::answer_from_lists(query, &protected) };
     // SAFETY: the caller's contract.
     unsafe { policy::rewrite(query, &protected) };
     // SAFETY: the caller's contract.

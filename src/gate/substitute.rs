@@ -89,6 +89,8 @@ pub(super) const SUBSTITUTES: &[(u32, &str)] = &[
     (936, "dp_total_text_substr"),        // substring(text, int4, int4)
     (2020, "dp_total_timestamp_trunc"),   // date_trunc(text, timestamp)
     (1217, "dp_total_timestamptz_trunc"), // date_trunc(text, timestamptz)
+    (1159, "dp_total_timestamptz_zone"),  // timezone(text, timestamptz): AT TIME ZONE
+    (2069, "dp_total_timestamp_zone"),    // timezone(text, timestamp): AT TIME ZONE
     (2021, "dp_total_timestamp_part"),    // date_part(text, timestamp)
     (1171, "dp_total_timestamptz_part"),  // date_part(text, timestamptz)
     (1384, "dp_total_date_part_date"),    // date_part(text, date)

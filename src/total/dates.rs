@@ -1,6 +1,6 @@
 //! Total forms of the date and timestamp functions: date_trunc,
 //! date_part and extract, date to timestamp, make_date, to_char, date ±
-//! integer.
+//! integer, AT TIME ZONE.
 
 use super::{int, text_arg, text_bytes};
 use crate::fmgr::{arg_datum, i64_datum, return_null, v1_function};
@@ -160,6 +160,63 @@ timestamp_function!(
     dp_total_extract_timestamptz,
     extract_timestamptz,
     &[TRUNC_UNITS, PART_UNITS]
+);
+
+/// Whether argument `i` (text) names a time zone that `AT TIME ZONE`
+/// knows, looked up as PostgreSQL does (its first TZ_STRLEN_MAX bytes; an
+/// abbreviation of the session's `timezone_abbreviations` first, then a
+/// full name or POSIX specification), without raising.
+///
+/// # Safety
+/// Argument `i` of a live call, declared text, not NULL.
+unsafe fn zone_known(fcinfo: pg_sys::FunctionCallInfo, i: usize) -> bool {
+    // SAFETY: the caller's contract; the bytes are copied into a NUL-terminated string before
+    // the catalog of zones reads them.
+    unsafe {
+        let bytes = text_arg(fcinfo, i);
+        let kept = pg_sys::pg_mbcliplen(
+            bytes.as_ptr().cast(),
+            bytes.len() as i32,
+            pg_sys::TZ_STRLEN_MAX as i32,
+        ) as usize;
+        let Ok(name) = std::ffi::CString::new(&bytes[..kept.min(bytes.len())]) else {
+            return false;
+        };
+        let lower = pg_sys::downcase_truncate_identifier(name.as_ptr(), kept as i32, false);
+        crate::versions::zone_abbreviation(lower) || !pg_sys::pg_tzset(name.as_ptr()).is_null()
+    }
+}
+
+macro_rules! zone_function {
+    ($finfo:ident, $name:ident, $builtin:ident) => {
+        v1_function!($finfo, $name, |fcinfo| {
+            // SAFETY: STRICT, declared (text, timestamp[tz]); the built-in is called with the same
+            // arguments once the timestamp is far from the range's ends (infinite ones it returns
+            // unchanged, whatever the zone) and the zone one it knows.
+            unsafe {
+                let t = int(fcinfo, 1);
+                if !timestamp_usable(t)
+                    || (t != i64::MIN && t != i64::MAX && !zone_known(fcinfo, 0))
+                {
+                    return return_null(fcinfo);
+                }
+                pg_sys::$builtin(fcinfo)
+            }
+        });
+    };
+}
+
+// timestamptz AT TIME ZONE zone, timezone(zone, timestamptz).
+zone_function!(
+    pg_finfo_dp_total_timestamptz_zone,
+    dp_total_timestamptz_zone,
+    timestamptz_zone
+);
+// timestamp AT TIME ZONE zone, timezone(zone, timestamp).
+zone_function!(
+    pg_finfo_dp_total_timestamp_zone,
+    dp_total_timestamp_zone,
+    timestamp_zone
 );
 
 // extract(unit FROM date).

@@ -106,6 +106,10 @@ CREATE FUNCTION dp_total_timestamp_trunc(text, timestamp without time zone) RETU
     AS 'MODULE_PATHNAME', 'dp_total_timestamp_trunc' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
 CREATE FUNCTION dp_total_timestamptz_trunc(text, timestamp with time zone) RETURNS timestamp with time zone
     AS 'MODULE_PATHNAME', 'dp_total_timestamptz_trunc' LANGUAGE C STABLE STRICT PARALLEL SAFE LEAKPROOF;
+CREATE FUNCTION dp_total_timestamptz_zone(text, timestamp with time zone) RETURNS timestamp without time zone
+    AS 'MODULE_PATHNAME', 'dp_total_timestamptz_zone' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
+CREATE FUNCTION dp_total_timestamp_zone(text, timestamp without time zone) RETURNS timestamp with time zone
+    AS 'MODULE_PATHNAME', 'dp_total_timestamp_zone' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
 CREATE FUNCTION dp_total_timestamp_part(text, timestamp without time zone) RETURNS double precision
     AS 'MODULE_PATHNAME', 'dp_total_timestamp_part' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
 CREATE FUNCTION dp_total_timestamptz_part(text, timestamp with time zone) RETURNS double precision
@@ -227,6 +231,10 @@ COMMENT ON FUNCTION dp_total_timestamp_trunc(text, timestamp without time zone) 
     'Total form of date_trunc(text,timestamp without time zone): NULL (or +-Infinity) where it raises an error; the analyst gate writes it in place of the built-in (docs/analysts.md).';
 COMMENT ON FUNCTION dp_total_timestamptz_trunc(text, timestamp with time zone) IS
     'Total form of date_trunc(text,timestamp with time zone): NULL (or +-Infinity) where it raises an error; the analyst gate writes it in place of the built-in (docs/analysts.md).';
+COMMENT ON FUNCTION dp_total_timestamptz_zone(text, timestamp with time zone) IS
+    'Total form of timezone(text,timestamp with time zone), timestamptz AT TIME ZONE zone: NULL (or +-Infinity) where it raises an error; the analyst gate writes it in place of the built-in (docs/analysts.md).';
+COMMENT ON FUNCTION dp_total_timestamp_zone(text, timestamp without time zone) IS
+    'Total form of timezone(text,timestamp without time zone), timestamp AT TIME ZONE zone: NULL (or +-Infinity) where it raises an error; the analyst gate writes it in place of the built-in (docs/analysts.md).';
 COMMENT ON FUNCTION dp_total_timestamp_part(text, timestamp without time zone) IS
     'Total form of date_part(text,timestamp without time zone): NULL (or +-Infinity) where it raises an error; the analyst gate writes it in place of the built-in (docs/analysts.md).';
 COMMENT ON FUNCTION dp_total_timestamptz_part(text, timestamp with time zone) IS

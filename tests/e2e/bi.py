@@ -21,8 +21,9 @@ protected `visits` table (several rows per person) with a privacy policy
   (pooled over groups and 200 runs with a write between them), and charges
   nothing more; half the error fails that check;
 - the filter-value query over the protected table shows the keys private
-  partition selection keeps, charged once; a raw preview is refused before
-  any charge (ZB003).
+  partition selection keeps, charged once, or, for a column with a list
+  of values, the list, free; a raw preview is refused before any charge
+  (ZB003).
 Exits non-zero on a failure.
 """
 import sys
@@ -217,6 +218,14 @@ def main(port):
     values = an.execute("SELECT region AS region FROM public.visits GROUP BY region ORDER BY region ASC LIMIT 1000").fetchall()
     check("filter values from the protected table are the selected keys, charged once",
           set(values) <= {("north",), ("south",)} and charges() == before + 1, f"{values}")
+    # With a list of values (dp_domain with an array), the filter box is
+    # filled from the list: every listed site, one without visits among
+    # them, free.
+    su.execute("SELECT dp_domain('visits', 'site', ARRAY['s0', 's1', 's2', 's3', 's4'])")
+    before = charges()
+    values = an.execute("SELECT site AS site FROM public.visits GROUP BY site ORDER BY site ASC LIMIT 1000").fetchall()
+    check("filter values of a listed column are its list, free",
+          values == [(f"s{i}",) for i in range(5)] and charges() == before, f"{values}")
     before = charges()
     try:
         an.execute("SELECT * FROM visits LIMIT 1001").fetchall()

@@ -264,6 +264,8 @@ PROBES = [
     ("raw rows through a wrapper", "SELECT dp_count(1e-9) FROM (SELECT * FROM pw_staff s WHERE s.person_id = 17 AND {c}) w"),
     ("a CTE's division, pulled up", "WITH s AS (SELECT *, 1000 / (salary - 17000) AS z FROM pw_staff) "
                                     "SELECT dp_count(1e-9) FROM s WHERE s.person_id = 17 AND {c} AND s.z >= 0"),
+    ("a zone read from a protected column", "SELECT dp_count(1e-9) FROM pw_staff s WHERE s.person_id = 17 AND {c} "
+                                            "AND (timestamptz '2024-01-01 00:00+00' AT TIME ZONE s.region) IS NOT NULL"),
     ("amplified run time", "SELECT dp_count(1e-9) FROM pw_staff s CROSS JOIN generate_series(1, 200000) "
                            "WHERE s.person_id = 17 AND {c}"),
 ]

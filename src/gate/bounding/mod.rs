@@ -29,7 +29,8 @@ use super::catalog::Protected;
 use super::{list_items, refuse, Checked, SHAPE};
 use crate::fmgr::{arg_f64, arg_i64, v1_function};
 use pgrx::pg_sys;
-use sql::{by_person_sql, parse, per_person_sql};
+use sql::{by_person_sql, per_person_sql};
+pub(super) use sql::{column_types, parse};
 use std::collections::HashMap;
 use std::ffi::CString;
 

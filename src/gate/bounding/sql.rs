@@ -62,7 +62,9 @@ pub(super) unsafe fn by_person_sql(
 ///
 /// # Safety
 /// The columns are live expressions; inside a transaction.
-unsafe fn column_types(columns: &[*mut pg_sys::Node]) -> Result<Vec<String>, crate::gate::Refusal> {
+pub(in crate::gate) unsafe fn column_types(
+    columns: &[*mut pg_sys::Node],
+) -> Result<Vec<String>, crate::gate::Refusal> {
     // SAFETY: the caller's contract; catalog lookups by OID return palloc'd strings or null.
     unsafe {
         let mut types = Vec::new();
@@ -233,7 +235,7 @@ pub(super) unsafe fn per_person_sql(
 ///
 /// # Safety
 /// Inside a transaction.
-pub(super) unsafe fn parse(text: &str) -> *mut pg_sys::Query {
+pub(in crate::gate) unsafe fn parse(text: &str) -> *mut pg_sys::Query {
     let text = CString::new(text).expect("no NUL in the gate's SQL");
     // SAFETY: the caller's contract; raw_parser returns a List of RawStmt (one here), which
     // parse_analyze_fixedparams analyses into a palloc'd Query.

@@ -56,6 +56,8 @@ use pgrx::prelude::*;
 
 mod errors;
 mod forms;
+mod values;
+pub(super) use values::answer_from_lists;
 
 /// What the rewrite carries over the statement.
 struct Context<'a> {
