@@ -35,10 +35,7 @@ pub(super) unsafe fn plain(aggref: *mut pg_sys::Aggref) -> Option<Plain> {
     // SAFETY: the caller's contract; get_func_name returns a palloc'd copy or null.
     unsafe {
         let a = &*aggref;
-        if u32::from(a.aggfnoid) >= pg_sys::FirstNormalObjectId
-            || a.agglevelsup != 0
-            || !a.aggfilter.is_null()
-        {
+        if u32::from(a.aggfnoid) >= pg_sys::FirstNormalObjectId || a.agglevelsup != 0 {
             return None;
         }
         let name = pg_sys::get_func_name(a.aggfnoid);
@@ -46,6 +43,12 @@ pub(super) unsafe fn plain(aggref: *mut pg_sys::Aggref) -> Option<Plain> {
             return None;
         }
         let name = std::ffi::CStr::from_ptr(name).to_bytes();
+        // FILTER (WHERE f) on a count, sum or average is folded into its
+        // argument (`filtered`); on the others it is left as written.
+        let filterable = matches!(name, b"count" | b"sum" | b"avg");
+        if !a.aggfilter.is_null() && (!filterable || !a.aggdistinct.is_null()) {
+            return None;
+        }
         if !a.aggdistinct.is_null() {
             // Which column it counts is checked against the level (`domain`).
             return (name == b"count" && a.aggkind == b'n' as std::ffi::c_char)
@@ -151,7 +154,7 @@ pub(super) unsafe fn answer(
     let epsilon = (float(epsilon), pg_sys::FLOAT8OID);
     // SAFETY: the caller's contract; the nodes are built as the parser builds them.
     unsafe {
-        let arg = first_argument(aggref);
+        let (kind, arg) = filtered(aggref, kind);
         let sum = |value: *mut pg_sys::Node, lower: f64, upper: f64| {
             super::super::partitions::aggregate(
                 policy.sum,
@@ -261,6 +264,61 @@ pub(super) unsafe fn answer(
             }
         };
         cast(released, (*aggref).aggtype)
+    }
+}
+
+/// The kind and argument `answer` releases: as written, or, for an
+/// aggregate with FILTER (WHERE f), its argument only where f holds
+/// (`CASE WHEN f THEN x END`; count(*) counts `CASE WHEN f THEN 1 END`),
+/// the same question as the aggregates' FILTER and PostgreSQL's answer.
+///
+/// # Safety
+/// `aggref` is a live Aggref that `plain` found to be `kind`.
+unsafe fn filtered(aggref: *mut pg_sys::Aggref, kind: Plain) -> (Plain, Option<*mut pg_sys::Node>) {
+    // SAFETY: the caller's contract; the nodes are zeroed and then filled as the parser fills them.
+    unsafe {
+        let arg = first_argument(aggref);
+        let filter = (*aggref).aggfilter;
+        if filter.is_null() {
+            return (kind, arg);
+        }
+        let (kind, value) = match (kind, arg) {
+            (Plain::CountStar, _) => (
+                Plain::Count,
+                pg_sys::makeConst(
+                    pg_sys::INT4OID,
+                    -1,
+                    pg_sys::InvalidOid,
+                    4,
+                    pg_sys::Datum::from(1usize),
+                    false,
+                    true,
+                )
+                .cast(),
+            ),
+            (kind, Some(value)) => (kind, value),
+            (kind, None) => return (kind, None),
+        };
+        let when =
+            pg_sys::palloc0(std::mem::size_of::<pg_sys::CaseWhen>()) as *mut pg_sys::CaseWhen;
+        (*when).xpr.type_ = pg_sys::NodeTag::T_CaseWhen;
+        (*when).expr = filter.cast();
+        (*when).result = value.cast();
+        (*when).location = -1;
+        let case =
+            pg_sys::palloc0(std::mem::size_of::<pg_sys::CaseExpr>()) as *mut pg_sys::CaseExpr;
+        (*case).xpr.type_ = pg_sys::NodeTag::T_CaseExpr;
+        (*case).casetype = pg_sys::exprType(value);
+        (*case).casecollid = pg_sys::exprCollation(value);
+        (*case).args = pg_sys::lappend(std::ptr::null_mut(), when.cast());
+        (*case).defresult = pg_sys::makeNullConst(
+            pg_sys::exprType(value),
+            pg_sys::exprTypmod(value),
+            pg_sys::exprCollation(value),
+        )
+        .cast();
+        (*case).location = -1;
+        (kind, Some(case.cast()))
     }
 }
 

@@ -13,6 +13,13 @@
 //! | `sum(x)`   | `dp_sum(x::float8, ε, lower, upper)::<sum type>`  |
 //! | `avg(x)`   | `dp_avg(x::float8, ε, lower, upper)::<avg type>`  |
 //!
+//! With `FILTER (WHERE f)`, a count, sum or average reads its argument
+//! only where f holds (`CASE WHEN f THEN x END`, `forms::filtered`); a
+//! sum's or average's argument may also be a CASE whose results are
+//! columns with a domain and numbers (Metabase's "sum where"
+//! `SUM(CASE WHEN f THEN amount ELSE 0.0 END)`), bounded by them all
+//! (`bounded`).
+//!
 //! `variance`, `stddev`, `min`, `max`, `percentile_cont` and
 //! `percentile_disc` of a column with a domain become `dp_var`,
 //! `dp_stddev`, `dp_min`, `dp_max` and `dp_quantile` (a private estimate:
@@ -50,10 +57,12 @@
 
 use super::catalog::{Protected, Table};
 use super::list_items;
-use forms::{answer, first_argument, plain, Plain};
+use bounds::domain;
+use forms::{answer, plain, Plain};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 
+mod bounds;
 mod errors;
 mod forms;
 mod values;
@@ -424,96 +433,4 @@ unsafe fn mutate(node: *mut pg_sys::Node, context: *mut std::ffi::c_void) -> *mu
     }
     // SAFETY: the caller's contract.
     unsafe { each(node, context) }
-}
-
-/// The bounds a plain aggregate is released with: none for a count; for
-/// a sum or average, its column's `dp_domain`, if its argument is a column
-/// of a protected table of the level that has one (None otherwise: it is
-/// left as written).
-///
-/// # Safety
-/// `aggref` is a live Aggref of the level whose range table `c` holds.
-unsafe fn domain(aggref: *mut pg_sys::Aggref, kind: Plain, c: &Context) -> Option<(f64, f64)> {
-    if matches!(kind, Plain::CountStar | Plain::Count) {
-        return Some((0.0, 0.0));
-    }
-    if kind == Plain::Persons {
-        // SAFETY: the caller's contract.
-        return unsafe { counts_persons(aggref, c) }.then_some((0.0, 0.0));
-    }
-    // SAFETY: the caller's contract; args is a TargetEntry list, rtable of RangeTblEntry.
-    unsafe {
-        let mut arg = first_argument(aggref)?;
-        // Through the implicit cast to the aggregate's argument type
-        // (percentile_cont of an integer reads it as float8).
-        while let pg_sys::NodeTag::T_FuncExpr | pg_sys::NodeTag::T_RelabelType = (*arg).type_ {
-            arg = match (*arg).type_ {
-                pg_sys::NodeTag::T_RelabelType => (*(arg as *mut pg_sys::RelabelType)).arg.cast(),
-                _ => {
-                    let call = arg as *mut pg_sys::FuncExpr;
-                    let args = list_items::<pg_sys::Node>((*call).args);
-                    if (*call).funcformat != pg_sys::CoercionForm::COERCE_IMPLICIT_CAST
-                        || args.len() != 1
-                    {
-                        return None;
-                    }
-                    args[0]
-                }
-            };
-        }
-        if (*arg).type_ != pg_sys::NodeTag::T_Var {
-            return None;
-        }
-        let var = arg as *mut pg_sys::Var;
-        let rte =
-            pg_sys::list_nth(c.level.rtable, (*var).varno as i32 - 1) as *mut pg_sys::RangeTblEntry;
-        if (*var).varlevelsup != 0 || (*rte).rtekind != pg_sys::RTEKind::RTE_RELATION {
-            return None;
-        }
-        // A domain bounds numbers: a column of another type is left as written.
-        let numeric = [
-            pg_sys::INT2OID,
-            pg_sys::INT4OID,
-            pg_sys::INT8OID,
-            pg_sys::FLOAT4OID,
-            pg_sys::FLOAT8OID,
-            pg_sys::NUMERICOID,
-        ];
-        if !numeric.contains(&(*var).vartype) {
-            return None;
-        }
-        c.protected
-            .policy
-            .domains
-            .get(&((*rte).relid, (*var).varattno))
-            .copied()
-    }
-}
-
-/// Whether `aggref` (a count(DISTINCT x)) counts the privacy unit of a
-/// protected table of the level.
-///
-/// # Safety
-/// `aggref` is a live Aggref of the level whose range table `c` holds.
-unsafe fn counts_persons(aggref: *mut pg_sys::Aggref, c: &Context) -> bool {
-    // SAFETY: the caller's contract.
-    unsafe {
-        let Some(arg) = first_argument(aggref) else {
-            return false;
-        };
-        if (*arg).type_ != pg_sys::NodeTag::T_Var
-            || list_items::<pg_sys::TargetEntry>((*aggref).args).len() != 1
-        {
-            return false;
-        }
-        let var = arg as *mut pg_sys::Var;
-        let rte =
-            pg_sys::list_nth(c.level.rtable, (*var).varno as i32 - 1) as *mut pg_sys::RangeTblEntry;
-        (*var).varlevelsup == 0
-            && (*rte).rtekind == pg_sys::RTEKind::RTE_RELATION
-            && c.protected
-                .tables
-                .get(&(*rte).relid)
-                .is_some_and(|t| t.unit == (*var).varattno)
-    }
 }
