@@ -260,25 +260,31 @@ def browser():
 
 
 def browser_login(drv, base):
-    drv.get(f"{base}/login/")
-    t0 = time.time()
-    while time.time() - t0 < 60:
-        users = drv.find_elements(By.CSS_SELECTOR, "input#username, input[name='username']")
-        pwds = drv.find_elements(By.CSS_SELECTOR, "input#password, input[name='password'], input[type='password']")
-        if users and pwds:
-            users[0].send_keys("admin")
-            pwds[0].send_keys("admin")
-            btn = drv.find_elements(By.CSS_SELECTOR, "button[type='submit'], input[type='submit']")
-            (btn[0].click() if btn else pwds[0].submit())
-            break
-        time.sleep(0.5)
-    else:
-        raise RuntimeError("no login form at /login/")
-    t0 = time.time()
-    while time.time() - t0 < 60:
-        if "/login" not in drv.current_url:
-            return
-        time.sleep(0.5)
+    """Logs the browser in as admin; the login page is drawn by React, so a
+    form filled before it settles can be lost: up to three tries."""
+    for _ in range(3):
+        drv.get(f"{base}/login/")
+        t0 = time.time()
+        while time.time() - t0 < 60:
+            users = drv.find_elements(By.CSS_SELECTOR, "input#username, input[name='username']")
+            pwds = drv.find_elements(By.CSS_SELECTOR, "input#password, input[name='password'], input[type='password']")
+            if users and pwds:
+                time.sleep(1)
+                users[0].clear()
+                users[0].send_keys("admin")
+                pwds[0].clear()
+                pwds[0].send_keys("admin")
+                btn = drv.find_elements(By.CSS_SELECTOR, "button[type='submit'], input[type='submit']")
+                (btn[0].click() if btn else pwds[0].submit())
+                break
+            time.sleep(0.5)
+        else:
+            raise RuntimeError("no login form at /login/")
+        t0 = time.time()
+        while time.time() - t0 < 30:
+            if "/login" not in drv.current_url:
+                return
+            time.sleep(0.5)
     raise RuntimeError(f"login did not leave {drv.current_url}")
 
 

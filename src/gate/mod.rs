@@ -218,6 +218,8 @@ pub unsafe extern "C-unwind" fn check_query(query: *mut pg_sys::Query) {
     if !gated() {
         return;
     }
+    // Time zones only as the gate loads them, from statements' constants.
+    crate::total::restrict_zones();
     let Some(protected) = protected() else { return };
     // Raw rows passed through a CTE or subquery join the level that
     // aggregates them; plain aggregates become dpnoise's under the tables'

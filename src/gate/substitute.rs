@@ -589,7 +589,21 @@ pub(super) unsafe fn substitute(query: *mut pg_sys::Query, protected: &Protected
                 T_FuncExpr => {
                     let call = node as *mut pg_sys::FuncExpr;
                     if let Some(&total) = substitutes.get(&(*call).funcid) {
+                        if !zone_loaded(call, (*call).funcid) {
+                            return node;
+                        }
                         (*call).funcid = total;
+                    } else if let Some(builtin) = ZONED
+                        .iter()
+                        .map(|&b| pg_sys::Oid::from(b))
+                        .find(|b| substitutes.get(b) == Some(&(*call).funcid))
+                    {
+                        // A total form written as such: its zone too must
+                        // be a constant, or it is the built-in, refused.
+                        if !zone_loaded(call, builtin) {
+                            (*call).funcid = builtin;
+                            return node;
+                        }
                     }
                     cap_arguments((*call).args, (*call).funcid, context);
                     node
@@ -654,6 +668,41 @@ pub(super) unsafe fn substitute(query: *mut pg_sys::Query, protected: &Protected
         mutate(query.cast(), (&raw mut context).cast());
     }
 }
+
+/// For AT TIME ZONE (`builtin` timezone(zone, timestamp[tz]), or its
+/// total form): whether `call`'s zone is a constant, then loaded now,
+/// before any row is read (`crate::total::load_zone`): a zone read from a
+/// column, or first loaded among rows, would tell which rows reached it.
+/// Any other call: true.
+///
+/// # Safety
+/// `call` is a live FuncExpr; inside a transaction.
+unsafe fn zone_loaded(call: *mut pg_sys::FuncExpr, builtin: pg_sys::Oid) -> bool {
+    // SAFETY: the caller's contract; the zone is a text constant, detoasted to read its bytes.
+    unsafe {
+        if !ZONED.contains(&u32::from(builtin)) {
+            return true;
+        }
+        let zone = list_nodes((*call).args)[0];
+        if (*zone).type_ != pg_sys::NodeTag::T_Const
+            || (*(zone as *mut pg_sys::Const)).constisnull
+            || (*(zone as *mut pg_sys::Const)).consttype != pg_sys::TEXTOID
+        {
+            return false;
+        }
+        let text = pg_sys::pg_detoast_datum_packed(
+            (*(zone as *mut pg_sys::Const)).constvalue.cast_mut_ptr(),
+        );
+        crate::total::load_zone(std::slice::from_raw_parts(
+            pgrx::vardata_any(text.cast()).cast::<u8>(),
+            pgrx::varsize_any_exhdr(text.cast()),
+        ));
+        true
+    }
+}
+
+/// timezone(text, timestamptz) and timezone(text, timestamp).
+const ZONED: [u32; 2] = [1159, 2069];
 
 /// The OIDs of the total forms, by built-in: `SUBSTITUTES` with dpnoise's
 /// functions found by name (`forms`: name to OID). A form missing from the

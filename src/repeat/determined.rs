@@ -31,6 +31,36 @@ pub fn byte_equal(type_: pg_sys::Oid, collation: pg_sys::Oid) -> bool {
     unsafe { form(type_, collation) == Form::Image }
 }
 
+/// Whether `e` is computed from dpnoise's window functions alone: one of
+/// them, or dpnoise's functions (a total product) and LEAST/GREATEST of
+/// them and constants (a plain average's numerator, the person's mean
+/// times their values, R at most).
+///
+/// # Safety
+/// `e` is a live expression; inside a transaction.
+unsafe fn of_windows(e: *mut pg_sys::Node, ours: &dyn Fn(pg_sys::Oid) -> bool) -> bool {
+    // SAFETY: the caller's contract; casts follow the node tags.
+    unsafe {
+        match (*e).type_ {
+            pg_sys::NodeTag::T_WindowFunc => ours((*(e as *mut pg_sys::WindowFunc)).winfnoid),
+            pg_sys::NodeTag::T_FuncExpr => {
+                let call = e as *mut pg_sys::FuncExpr;
+                ours((*call).funcid)
+                    && list_items::<pg_sys::Node>((*call).args)
+                        .into_iter()
+                        .all(|a| of_windows(a, ours))
+            }
+            pg_sys::NodeTag::T_MinMaxExpr => {
+                list_items::<pg_sys::Node>((*(e as *mut pg_sys::MinMaxExpr)).args)
+                    .into_iter()
+                    .all(|a| of_windows(a, ours))
+            }
+            pg_sys::NodeTag::T_Const => true,
+            _ => false,
+        }
+    }
+}
+
 /// Whether `q`'s window is the gate's per-person bounding (`per_person`),
 /// whose rows are a function of the data: one window, partitioned by a
 /// column and ordered by dpnoise's choice key of that column and others,
@@ -79,8 +109,8 @@ unsafe fn bounding_window(q: *mut pg_sys::Query, extension: pg_sys::Oid) -> bool
             .into_iter()
             .all(|entry| {
                 let e = (*entry).expr as *mut pg_sys::Node;
-                if (*e).type_ == pg_sys::NodeTag::T_WindowFunc {
-                    return ours((*(e as *mut pg_sys::WindowFunc)).winfnoid);
+                if of_windows(e, &ours) {
+                    return true;
                 }
                 pg_sys::equal(e.cast(), key.cast())
                     || among(e) && key_type_supported(pg_sys::exprType(e), pg_sys::exprCollation(e))

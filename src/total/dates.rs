@@ -162,28 +162,93 @@ timestamp_function!(
     &[TRUNC_UNITS, PART_UNITS]
 );
 
-/// Whether argument `i` (text) names a time zone that `AT TIME ZONE`
-/// knows, looked up as PostgreSQL does (its first TZ_STRLEN_MAX bytes; an
-/// abbreviation of the session's `timezone_abbreviations` first, then a
-/// full name or POSIX specification), without raising.
+thread_local! {
+    /// In an analyst's session (`restrict_zones`), the time zones the
+    /// gate loaded from the constants of the statements it checked (their
+    /// first TZ_STRLEN_MAX bytes); None in any other session: every zone.
+    static LOADED_ZONES: std::cell::RefCell<Option<std::collections::HashSet<Vec<u8>>>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// From now on in this session, `AT TIME ZONE`'s total forms know only the
+/// zones `load_zone` loaded. PostgreSQL reads a zone's file the first time
+/// a session uses it and keeps it: a zone first met among protected rows
+/// would leave, in how long a later lookup takes, whether a row reached
+/// it. The gate loads every zone a statement names before any row is
+/// read, and calls this for analysts' sessions.
+pub fn restrict_zones() {
+    LOADED_ZONES.with(|zones| {
+        zones
+            .borrow_mut()
+            .get_or_insert_with(std::collections::HashSet::new);
+    });
+}
+
+/// Loads time zone `zone` (text, as `AT TIME ZONE` is written) as a call
+/// would, so that calls of the total forms with it read nothing more, and
+/// lets them know it.
 ///
 /// # Safety
-/// Argument `i` of a live call, declared text, not NULL.
-unsafe fn zone_known(fcinfo: pg_sys::FunctionCallInfo, i: usize) -> bool {
+/// Inside a transaction.
+pub unsafe fn load_zone(zone: &[u8]) {
+    // SAFETY: the caller's contract.
+    let (name, _) = unsafe { zone_lookup(zone) };
+    LOADED_ZONES.with(|zones| {
+        if let (Some(zones), Some(name)) = (zones.borrow_mut().as_mut(), name) {
+            zones.insert(name);
+        }
+    });
+}
+
+/// The zone's name as PostgreSQL reads it (its first TZ_STRLEN_MAX bytes,
+/// None if it holds a NUL), and whether `AT TIME ZONE` knows it: an
+/// abbreviation of the session's `timezone_abbreviations` first, then a
+/// full name or POSIX specification; without raising.
+///
+/// # Safety
+/// Inside a transaction.
+unsafe fn zone_lookup(bytes: &[u8]) -> (Option<Vec<u8>>, bool) {
     // SAFETY: the caller's contract; the bytes are copied into a NUL-terminated string before
     // the catalog of zones reads them.
     unsafe {
-        let bytes = text_arg(fcinfo, i);
         let kept = pg_sys::pg_mbcliplen(
             bytes.as_ptr().cast(),
             bytes.len() as i32,
             pg_sys::TZ_STRLEN_MAX as i32,
         ) as usize;
-        let Ok(name) = std::ffi::CString::new(&bytes[..kept.min(bytes.len())]) else {
-            return false;
+        let kept = &bytes[..kept.min(bytes.len())];
+        let Ok(name) = std::ffi::CString::new(kept) else {
+            return (None, false);
         };
-        let lower = pg_sys::downcase_truncate_identifier(name.as_ptr(), kept as i32, false);
-        crate::versions::zone_abbreviation(lower) || !pg_sys::pg_tzset(name.as_ptr()).is_null()
+        let lower = pg_sys::downcase_truncate_identifier(name.as_ptr(), kept.len() as i32, false);
+        let known =
+            crate::versions::zone_abbreviation(lower) || !pg_sys::pg_tzset(name.as_ptr()).is_null();
+        (Some(kept.to_vec()), known)
+    }
+}
+
+/// Whether argument `i` (text) names a time zone that `AT TIME ZONE`
+/// knows (`zone_lookup`) and, in an analyst's session, that the gate
+/// loaded (`restrict_zones`): never a zone's first read among rows.
+///
+/// # Safety
+/// Argument `i` of a live call, declared text, not NULL.
+unsafe fn zone_known(fcinfo: pg_sys::FunctionCallInfo, i: usize) -> bool {
+    // SAFETY: the caller's contract.
+    unsafe {
+        let bytes = text_arg(fcinfo, i);
+        let clipped = pg_sys::pg_mbcliplen(
+            bytes.as_ptr().cast(),
+            bytes.len() as i32,
+            pg_sys::TZ_STRLEN_MAX as i32,
+        ) as usize;
+        let allowed = LOADED_ZONES.with(|zones| {
+            zones
+                .borrow()
+                .as_ref()
+                .is_none_or(|zones| zones.contains(&bytes[..clipped.min(bytes.len())]))
+        });
+        allowed && zone_lookup(bytes).1
     }
 }
 

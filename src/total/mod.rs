@@ -21,7 +21,7 @@ use crate::fmgr::arg_datum;
 use pgrx::pg_sys;
 
 mod dates;
-pub use dates::date_time_comparison;
+pub use dates::{date_time_comparison, load_zone, restrict_zones};
 mod numbers;
 mod text;
 

@@ -162,6 +162,10 @@ INSERT INTO regions VALUES ('north', 'z1', 1.5), ('south', 'z1', 2), ('east', 'z
 ANALYZE;
 GRANT SELECT ON sites, regions TO {ANALYST};
 SELECT dp_protect('people', 'person_id'), dp_protect('visits', 'person_id', 3);
+-- Domains for the plain sums and averages, a list of values for filter
+-- queries (dp_policy is left at the defaults: it would track the tables).
+SELECT dp_domain('people', 'income', 0, 1000), dp_domain('visits', 'amount', 0, 100),
+       dp_domain('people', 'region', ARRAY['north', 'south', 'east', 'west', 'North']);
 SELECT dp_analyst('{ANALYST}');
 -- The statement's run time as a DP release holds each fresh statement for a
 -- random delay: off for this role, to run 10 000 statements in minutes.
@@ -377,6 +381,9 @@ class Gen:
                 ("T", lambda: f"({e('date')})::{self.pick(['timestamptz', 'timestamp'])}"),
                 ("W", lambda: f"({e()} + interval '{self.pick(['1 hour', '1 day', '-1 month', '1000000 years'])}')"),
                 ("W", lambda: f"({e()} AT TIME ZONE 'UTC')::timestamptz"),
+                ("W", lambda: f"date_trunc('month', {e()} AT TIME ZONE "
+                              f"{self.pick([repr('America/New_York'), repr('EST'), repr('no such zone'), e('text')])})"
+                              f"::timestamptz"),
                 case, coalesce, ("W", lambda: f"(({e('text')})::timestamptz)"),
                 ("W", lambda: f"to_timestamp({e('float')})"),
             ]
@@ -571,6 +578,10 @@ class Gen:
             "count(*)", f"sum({v})", f"max({v})", f"avg({v})", f"count(DISTINCT {v})",
             f"string_agg({self.expr('text', cols, 0)}, ',')", f"bool_or({self.cond(cols, 0)})", f"array_agg({v})",
             f"percentile_cont(0.5) WITHIN GROUP (ORDER BY {v})", f"min({self.expr('date', cols, 0)})",
+            f"count(*) FILTER (WHERE {self.cond(cols, 1)})", f"sum({v}) FILTER (WHERE {self.cond(cols, 1)})",
+            f"avg({v}) FILTER (WHERE {self.cond(cols, 0)})",
+            f"sum(CASE WHEN {self.cond(cols, 1)} THEN {v} ELSE {self.pick(['0', '0.0', 'NULL', '1e308', '-1'])} END)",
+            f"SUM(CASE WHEN {self.cond(cols, 1)} THEN 1 ELSE 0.0 END)",
         ])
 
     def on_answers(self, aggs):
@@ -883,6 +894,7 @@ class Gen:
     def statement(self):
         w = 0 if self.tame else 1
         kind = self.wpick([(36, "level"), (14, "per_person"), (12, "wrapper"), (8, "listed"), (4, "setop"),
+                           (6, "raw wrapper"),
                            (4, "scalar"), (9 * w, "refused"), (4 * w, "public"), (2, "set"), (3, "local"),
                            (2, "procedural"), (2 * w, "misc")])
         mode = "execute"
@@ -909,6 +921,20 @@ class Gen:
                     f"SELECT * FROM r, ({inner}) t"),
                 (w, f"SELECT * FROM ({inner}) t, LATERAL (SELECT t.*) u"),
                 (1, f"SELECT json_agg(t) FROM ({inner}) t"),
+            ])
+        elif kind == "raw wrapper":  # raw rows through a subquery or CTE, taken into the aggregating level
+            t = self.pick(["people", "visits"])
+            cols = self.cols_of(t, "t")
+            inner = f"SELECT * FROM {t} t WHERE {self.cond(cols, 1)}"
+            outer = [(f"w.{c.split('.')[1]}", k) for c, k in cols]
+            aggs = ", ".join(self.plain_agg(outer) if self.p(0.6) else self.dp_agg(outer) for _ in range(2))
+            sql = self.pick([
+                f"SELECT {aggs} FROM ({inner}) AS w",
+                f"WITH w AS ({inner}) SELECT {aggs} FROM w",
+                f"SELECT w.{'region' if t == 'people' else 'site'}, {aggs} FROM ({inner}) AS w GROUP BY 1",
+                f"SELECT {aggs} FROM ({inner}{self.pick([' LIMIT 5', ' ORDER BY 1', ' OFFSET 1', ''])}) AS w",
+                "SELECT DISTINCT region FROM people ORDER BY 1",
+                "SELECT w.region FROM (SELECT * FROM people) w GROUP BY w.region ORDER BY w.region LIMIT 1000",
             ])
         elif kind == "setop":
             a = self.level(n_aggs=1, grouped=False)[0]

@@ -130,6 +130,11 @@ enum Combine {
     SumInteger,
     /// dp_avg: the person's average.
     Average,
+    /// The numerator of a plain average over several rows per person
+    /// (`mark_row_scaled`): the person's average times the number of their
+    /// non-NULL values, at most R, so that it sums the same rows the
+    /// denominator counts (R of them at most, at the person's mean).
+    RowScaled(i32),
     /// dp_quantile, dp_median, dp_min, dp_max: the person's own quantile
     /// at the aggregate's p (nearest rank).
     Quantile(f64),
@@ -260,7 +265,10 @@ pub(super) unsafe fn bound(
                         }
                     }
                     _ if types[0] == pg_sys::INT8OID => Combine::SumInteger,
-                    _ => Combine::SumFloat,
+                    _ => match row_scaled(aggref) {
+                        Some(rows) => Combine::RowScaled(rows),
+                        None => Combine::SumFloat,
+                    },
                 };
                 let entry = list_items::<pg_sys::TargetEntry>((*aggref).args)[0];
                 values.push(((*entry).expr.cast(), combine));
@@ -336,7 +344,11 @@ pub(super) unsafe fn bound(
             && values.iter().all(|(_, c)| {
                 matches!(
                     c,
-                    Combine::Present | Combine::SumFloat | Combine::SumInteger | Combine::Average
+                    Combine::Present
+                        | Combine::SumFloat
+                        | Combine::SumInteger
+                        | Combine::Average
+                        | Combine::RowScaled(_)
                 )
             })
             && crate::output::canonical::form(pg_sys::exprType(unit), pg_sys::exprCollation(unit))
@@ -538,6 +550,41 @@ unsafe fn rows_only(level: *mut pg_sys::Query) {
         (*level).distinctClause = std::ptr::null_mut();
         (*level).constraintDeps = std::ptr::null_mut();
     }
+}
+
+/// Aggref locations at and below this, down to `ROW_SCALED - MAX_SCALED_ROWS`,
+/// mark a plain average's numerator and its R (`mark_row_scaled`). A
+/// location is only read for parse errors, which are over; the repeat
+/// identity leaves locations out, and its own marks (`repeat::MARK`, from
+/// -1 000 000 down) are written after the gate.
+const ROW_SCALED: i32 = -2;
+/// The largest R a mark holds: above, a person's rows are summed as they
+/// are (R that large bounds nothing a person has).
+const MAX_SCALED_ROWS: i32 = 100_000;
+
+/// Marks `aggref`, a dp_sum of float8 that the policy wrote as the
+/// numerator of a plain average over several rows per person (R =
+/// `rows`), to sum each person's rows scaled to the R the denominator
+/// counts (`Combine::RowScaled`).
+///
+/// # Safety
+/// `aggref` is a live Aggref the policy rewrite made.
+pub(crate) unsafe fn mark_row_scaled(aggref: *mut pg_sys::Aggref, rows: i32) {
+    if (1..=MAX_SCALED_ROWS).contains(&rows) {
+        // SAFETY: the caller's contract.
+        unsafe { (*aggref).location = ROW_SCALED - rows };
+    }
+}
+
+/// The R of a marked numerator (`mark_row_scaled`).
+///
+/// # Safety
+/// `aggref` is a live Aggref.
+unsafe fn row_scaled(aggref: *mut pg_sys::Aggref) -> Option<i32> {
+    // SAFETY: the caller's contract.
+    let location = unsafe { (*aggref).location };
+    let rows = ROW_SCALED - location;
+    (1..=MAX_SCALED_ROWS).contains(&rows).then_some(rows)
 }
 
 /// Collects the Aggrefs below `node` (not those inside their arguments).

@@ -42,6 +42,12 @@ pub(super) unsafe fn by_person_sql(
                 ),
                 Combine::SumFloat => format!("{s}.dp_person_sum({c}) AS v{j}"),
                 Combine::Average => format!("{s}.dp_person_avg({c}) AS v{j}"),
+                // float8 products through their total form (the plan
+                // check admits what cannot fail among protected rows).
+                Combine::RowScaled(rows) => format!(
+                    "{s}.dp_total_float8mul({s}.dp_person_avg({c}), \
+                     LEAST(pg_catalog.count({c}), {rows})::pg_catalog.float8) AS v{j}"
+                ),
                 Combine::Quantile(_) | Combine::Row => {
                     return Err(refuse("a per-person combine that needs the window", SHAPE))
                 }
@@ -191,6 +197,20 @@ pub(super) unsafe fn per_person_sql(
                 Combine::Present => call("dp_bound_present"),
                 Combine::SumFloat | Combine::SumInteger => call("dp_bound_sum"),
                 Combine::Average => call("dp_bound_avg"),
+                // The person's average in the group times their values
+                // there, R at most; both windows keep the same first row.
+                // R is a float8 constant as parsed (the repeat identity
+                // admits outputs of the window's functions and constants).
+                Combine::RowScaled(rows) => {
+                    inner.push(format!(
+                        "{s}.dp_total_float8mul({}) OVER w, LEAST({s}.dp_bound_sum({choice}, {k}, \
+                         (CASE WHEN {c} IS NULL THEN 0 ELSE 1 END)::pg_catalog.float8) OVER w, \
+                         '{rows}'::pg_catalog.float8)) AS v{j}",
+                        call("dp_bound_avg")
+                    ));
+                    outer.push(format!("b.v{j}"));
+                    continue;
+                }
                 Combine::Row => call("dp_bound_row"),
                 // p exactly: float8in reads the shortest repr back to the same double.
                 Combine::Quantile(p) => {
@@ -216,9 +236,11 @@ pub(super) unsafe fn per_person_sql(
             own.extend((1..=key_count).map(|i| format!("k.c{i}")));
             own.extend(values.iter().map(|(_, combine)| match combine {
                 Combine::Present | Combine::SumInteger => "NULL::pg_catalog.int8".to_string(),
-                Combine::SumFloat | Combine::Average | Combine::Quantile(_) | Combine::Row => {
-                    "NULL::pg_catalog.float8".to_string()
-                }
+                Combine::SumFloat
+                | Combine::Average
+                | Combine::RowScaled(_)
+                | Combine::Quantile(_)
+                | Combine::Row => "NULL::pg_catalog.float8".to_string(),
             }));
             own.push("NULL::pg_catalog.bool".to_string());
             text = format!(

@@ -247,6 +247,9 @@ pub(super) unsafe fn answer(
                     rows as f64 * lower.min(0.0),
                     rows as f64 * upper.max(0.0),
                 );
+                // It sums the rows the count counts: R of a person's at
+                // most, at their mean (the bounding's RowScaled).
+                super::super::bounding::mark_row_scaled(total.cast(), rows);
                 let count = sum(present(arg), 0.0, rows as f64);
                 let list = pg_sys::lappend(
                     pg_sys::lappend(std::ptr::null_mut(), total.cast()),

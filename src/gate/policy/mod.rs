@@ -36,7 +36,8 @@
 //! | `count(*)` | `dp_sum(1.0, ε, 0, R)::bigint`                              |
 //! | `count(x)` | `dp_sum(CASE WHEN x IS NULL THEN 0 ELSE 1 END, ε, 0, R)`    |
 //! | `sum(x)`   | `dp_sum(x, ε, R·min(lower, 0), R·max(upper, 0))`            |
-//! | `avg(x)`   | the sum of x over the count of x, each at ε/2 of the share  |
+//! | `avg(x)`   | a sum over the count of x, each at ε/2 of the share: R of a |
+//! |            | person's values at most, at their mean (`RowScaled`)        |
 //!
 //! ε is the statement's: the smallest `dp_policy` of the protected tables
 //! it reads (`dpnoise.policy_epsilon` for a table without one), split

@@ -12,8 +12,13 @@ INSERT INTO pf_persons SELECT i, CASE WHEN i % 2 = 0 THEN 'north' ELSE 'south' E
 FROM generate_series(1, 1000) i;
 CREATE TABLE pf_visits (person_id int, site text, amount numeric(10, 2));
 INSERT INTO pf_visits SELECT i % 1000 + 1, 's' || i % 3, i % 50 FROM generate_series(1, 3000) i;
-GRANT SELECT ON pf_persons, pf_visits TO dp_filter_analyst;
+-- 400 persons with 8 visits each, every amount 70: more rows than the
+-- policy's R = 5 counts.
+CREATE TABLE pf_heavy (person_id int, site text, amount float8);
+INSERT INTO pf_heavy SELECT p, 's' || (p % 2), 70 FROM generate_series(1, 400) p, generate_series(1, 8);
+GRANT SELECT ON pf_persons, pf_visits, pf_heavy TO dp_filter_analyst;
 SELECT dp_protect('pf_persons', 'person_id'), dp_protect('pf_visits', 'person_id', 3);
+SELECT dp_protect('pf_heavy', 'person_id', 2), dp_policy('pf_heavy', 100, 5), dp_domain('pf_heavy', 'amount', 0, 100);
 SELECT dp_policy('pf_persons', 100), dp_policy('pf_visits', 100, 3);
 SELECT dp_domain('pf_persons', 'amount', 0, 100), dp_domain('pf_visits', 'amount', 0, 50);
 SELECT dp_analyst('dp_filter_analyst');
@@ -52,6 +57,13 @@ SELECT abs(n - 3000) <= 10 AS rows_near FROM (SELECT sum(1) AS n FROM pf_visits)
 SELECT e = (SELECT ci_half_width FROM dp_query_accuracy('sum', 100, ARRAY['pf_visits'], 0, 3)) AS error_of_count_where
 FROM (SELECT SUM(CASE WHEN site = 's1' THEN 1 ELSE 0 END) AS cw, dp_error(SUM(CASE WHEN site = 's1' THEN 1 ELSE 0 END)) AS e
       FROM pf_visits) q;
+
+-- An average over persons with more rows than R: the rows it sums are
+-- the rows it counts (R of a person's at most, at their mean), so it is
+-- 70, not 500 / 5 = 100, without keys (a person's rows combined by the
+-- person) and by site (the window keeps a person's first groups).
+SELECT abs(a - 70) < 1 AS avg_near FROM (SELECT avg(amount) AS a FROM pf_heavy) q;
+SELECT site, abs(a - 70) < 1 AS avg_near FROM (SELECT site, avg(amount) AS a FROM pf_heavy GROUP BY site) q ORDER BY 1;
 
 -- Left as written and refused, before any charge: an expression without
 -- a domain, FILTER on a spread or an order statistic, FILTER with DISTINCT.
