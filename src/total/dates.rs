@@ -211,12 +211,7 @@ unsafe fn zone_lookup(bytes: &[u8]) -> (Option<Vec<u8>>, bool) {
     // SAFETY: the caller's contract; the bytes are copied into a NUL-terminated string before
     // the catalog of zones reads them.
     unsafe {
-        let kept = pg_sys::pg_mbcliplen(
-            bytes.as_ptr().cast(),
-            bytes.len() as i32,
-            pg_sys::TZ_STRLEN_MAX as i32,
-        ) as usize;
-        let kept = &bytes[..kept.min(bytes.len())];
+        let kept = clipped(bytes);
         let Ok(name) = std::ffi::CString::new(kept) else {
             return (None, false);
         };
@@ -225,6 +220,23 @@ unsafe fn zone_lookup(bytes: &[u8]) -> (Option<Vec<u8>>, bool) {
             crate::versions::zone_abbreviation(lower) || !pg_sys::pg_tzset(name.as_ptr()).is_null();
         (Some(kept.to_vec()), known)
     }
+}
+
+/// A zone name's first TZ_STRLEN_MAX bytes, cut at a character's end, as
+/// PostgreSQL reads it (`text_to_cstring_buffer`).
+///
+/// # Safety
+/// Inside a transaction (the database encoding is read).
+unsafe fn clipped(bytes: &[u8]) -> &[u8] {
+    // SAFETY: the caller's contract; pg_mbcliplen reads at most `len` bytes.
+    let kept = unsafe {
+        pg_sys::pg_mbcliplen(
+            bytes.as_ptr().cast(),
+            bytes.len() as i32,
+            pg_sys::TZ_STRLEN_MAX as i32,
+        )
+    } as usize;
+    &bytes[..kept.min(bytes.len())]
 }
 
 /// Whether argument `i` (text) names a time zone that `AT TIME ZONE`
@@ -237,16 +249,11 @@ unsafe fn zone_known(fcinfo: pg_sys::FunctionCallInfo, i: usize) -> bool {
     // SAFETY: the caller's contract.
     unsafe {
         let bytes = text_arg(fcinfo, i);
-        let clipped = pg_sys::pg_mbcliplen(
-            bytes.as_ptr().cast(),
-            bytes.len() as i32,
-            pg_sys::TZ_STRLEN_MAX as i32,
-        ) as usize;
         let allowed = LOADED_ZONES.with(|zones| {
             zones
                 .borrow()
                 .as_ref()
-                .is_none_or(|zones| zones.contains(&bytes[..clipped.min(bytes.len())]))
+                .is_none_or(|zones| zones.contains(clipped(bytes)))
         });
         allowed && zone_lookup(bytes).1
     }
