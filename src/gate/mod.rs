@@ -77,6 +77,11 @@ pgrx::extension_sql_file!(
     requires = ["policy_sql"]
 );
 pgrx::extension_sql_file!(
+    "policy/bias.sql",
+    name = "bias_sql",
+    requires = ["values_sql"]
+);
+pgrx::extension_sql_file!(
     "schema.sql",
     name = "gate_sql",
     requires = [
