@@ -266,6 +266,8 @@ PROBES = [
                                     "SELECT dp_count(1e-9) FROM s WHERE s.person_id = 17 AND {c} AND s.z >= 0"),
     ("a zone read from a protected column", "SELECT dp_count(1e-9) FROM pw_staff s WHERE s.person_id = 17 AND {c} "
                                             "AND (timestamptz '2024-01-01 00:00+00' AT TIME ZONE s.region) IS NOT NULL"),
+    ("a public IN list with a division", "SELECT dp_count(1e-9) FROM pw_staff s WHERE s.person_id = 17 AND {c} "
+                                         "AND s.age IN (SELECT 100 / (g - 1) FROM generate_series(1, 2) g)"),
     ("amplified run time", "SELECT dp_count(1e-9) FROM pw_staff s CROSS JOIN generate_series(1, 200000) "
                            "WHERE s.person_id = 17 AND {c}"),
 ]

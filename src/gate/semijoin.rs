@@ -1,0 +1,368 @@
+//! A public list in WHERE, as analysts write it, becomes the join that
+//! the gate admits, before anything is checked:
+//!
+//! ```sql
+//! SELECT dp_count(1.0) FROM visits WHERE site IN (SELECT site FROM sites WHERE region = 'north');
+//! ```
+//!
+//! is checked, bounded, charged and answered as
+//!
+//! ```sql
+//! SELECT dp_count(1.0) FROM visits,
+//!     (SELECT DISTINCT site FROM sites WHERE region = 'north') AS l WHERE site = l.site;
+//! ```
+//!
+//! the same rows (DISTINCT: each protected row matches a listed value
+//! once, as IN does), with the public side a FROM item like any other
+//! public subquery. PostgreSQL's planner turns such sublinks into
+//! semi-joins itself; here it happens first, so that the checks see one
+//! level of protected rows joined to public ones.
+//!
+//! Taken in: a condition of the level's WHERE, ANDed with the others,
+//! that is `x IN (SELECT y ...)` (one column, an equality that agrees with
+//! the list's DISTINCT) over a SELECT that reads no protected table,
+//! refers to nothing outside itself, and has no LIMIT, OFFSET or set
+//! operation (DISTINCT would change what they pick). NOT IN (its NULLs),
+//! `> ANY`, EXISTS (its one-time test would run only when a protected row
+//! arrives), a sublink elsewhere, a correlated or protected one stay as
+//! written, and are refused.
+
+use super::catalog::Protected;
+use super::joins::reads_protected;
+use super::list_items;
+use pgrx::pg_sys;
+use pgrx::prelude::*;
+
+/// Takes the public lists of every level of `query` into its FROM.
+///
+/// # Safety
+/// `query` is the live Query the planner hook was given; inside a
+/// transaction.
+pub(super) unsafe fn semijoins(query: *mut pg_sys::Query, protected: &Protected) {
+    /// # Safety
+    /// Called by the tree walkers with live nodes and the `Protected`.
+    #[pg_guard]
+    unsafe extern "C-unwind" fn levels(
+        node: *mut pg_sys::Node,
+        context: *mut std::ffi::c_void,
+    ) -> bool {
+        // SAFETY: the caller's contract; casts follow the node tags.
+        unsafe {
+            if node.is_null() {
+                return false;
+            }
+            if (*node).type_ == pg_sys::NodeTag::T_Query {
+                let level = node as *mut pg_sys::Query;
+                let stop = pg_sys::query_tree_walker(level, Some(levels), context, 0);
+                take_lists(level, &*(context as *const Protected));
+                return stop;
+            }
+            pg_sys::expression_tree_walker(node, Some(levels), context)
+        }
+    }
+    // SAFETY: the caller's contract; the walker gets `protected` back as its context.
+    unsafe {
+        levels(
+            query.cast(),
+            (protected as *const Protected).cast_mut().cast(),
+        )
+    };
+}
+
+/// Rewrites the public sublinks ANDed in `level`'s WHERE, if it reads a
+/// protected table directly.
+///
+/// # Safety
+/// `level` is a live Query not yet planned.
+unsafe fn take_lists(level: *mut pg_sys::Query, protected: &Protected) {
+    // SAFETY: the caller's contract; node and RTE casts follow their tags and kinds.
+    unsafe {
+        let q = &mut *level;
+        if q.commandType != pg_sys::CmdType::CMD_SELECT
+            || !q.hasSubLinks
+            || q.jointree.is_null()
+            || (*q.jointree).quals.is_null()
+            || !list_items::<pg_sys::RangeTblEntry>(q.rtable)
+                .iter()
+                .any(|rte| {
+                    (**rte).rtekind == pg_sys::RTEKind::RTE_RELATION
+                        && protected.tables.contains_key(&(**rte).relid)
+                })
+        {
+            return;
+        }
+        let conditions =
+            list_items::<pg_sys::Node>(pg_sys::make_ands_implicit((*q.jointree).quals.cast()));
+        let mut kept = std::ptr::null_mut();
+        let mut taken = false;
+        for condition in conditions {
+            match public_list(condition, protected) {
+                Some(rewrite) => {
+                    let rtindex = list_items::<pg_sys::RangeTblEntry>(q.rtable).len() as i32 + 1;
+                    let (rte, join) = rewrite.into_from(rtindex);
+                    q.rtable = pg_sys::lappend(q.rtable, rte.cast());
+                    let reference = pg_sys::palloc0(std::mem::size_of::<pg_sys::RangeTblRef>())
+                        as *mut pg_sys::RangeTblRef;
+                    (*reference).type_ = pg_sys::NodeTag::T_RangeTblRef;
+                    (*reference).rtindex = rtindex;
+                    (*q.jointree).fromlist =
+                        pg_sys::lappend((*q.jointree).fromlist, reference.cast());
+                    kept = pg_sys::lappend(kept, join.cast());
+                    taken = true;
+                }
+                None => kept = pg_sys::lappend(kept, condition.cast()),
+            }
+        }
+        if !taken {
+            return;
+        }
+        (*q.jointree).quals = if kept.is_null() {
+            std::ptr::null_mut()
+        } else {
+            pg_sys::make_ands_explicit(kept).cast()
+        };
+        q.hasSubLinks = checkExprHasSubLink(level.cast());
+    }
+}
+
+/// A public list found in a condition: `x = ANY (SELECT y ...)`, its
+/// comparison and its SELECT made DISTINCT.
+struct List {
+    test: *mut pg_sys::Node,
+    select: *mut pg_sys::Query,
+}
+
+impl List {
+    /// The FROM item that holds the list at `rtindex`, and the join
+    /// condition that takes its place in WHERE.
+    ///
+    /// # Safety
+    /// Inside a transaction; the nodes are live.
+    unsafe fn into_from(self, rtindex: i32) -> (*mut pg_sys::RangeTblEntry, *mut pg_sys::Node) {
+        // SAFETY: the caller's contract; the nodes are zeroed and then filled as the parser fills them.
+        unsafe {
+            let entry = list_items::<pg_sys::TargetEntry>((*self.select).targetList)[0];
+            let column = (*entry).expr.cast::<pg_sys::Node>();
+            let var = pg_sys::makeVar(
+                rtindex,
+                1,
+                pg_sys::exprType(column),
+                pg_sys::exprTypmod(column),
+                pg_sys::exprCollation(column),
+                0,
+            );
+            let join = replace_param(self.test, var.cast());
+            let rte = pg_sys::palloc0(std::mem::size_of::<pg_sys::RangeTblEntry>())
+                as *mut pg_sys::RangeTblEntry;
+            (*rte).type_ = pg_sys::NodeTag::T_RangeTblEntry;
+            (*rte).rtekind = pg_sys::RTEKind::RTE_SUBQUERY;
+            (*rte).subquery = self.select;
+            (*rte).inFromCl = true;
+            let name = if (*entry).resname.is_null() {
+                c"?column?".as_ptr()
+            } else {
+                (*entry).resname.cast_const()
+            };
+            let names = pg_sys::lappend(
+                std::ptr::null_mut(),
+                pg_sys::makeString(pg_sys::pstrdup(name)).cast(),
+            );
+            (*rte).eref = pg_sys::makeAlias(c"public_list".as_ptr(), names);
+            (rte, join)
+        }
+    }
+}
+
+/// The public list in `condition`, if it is one the gate takes in.
+///
+/// # Safety
+/// `condition` is a live expression of a level not yet planned.
+unsafe fn public_list(condition: *mut pg_sys::Node, protected: &Protected) -> Option<List> {
+    // SAFETY: the caller's contract; casts follow the node tags.
+    unsafe {
+        if (*condition).type_ != pg_sys::NodeTag::T_SubLink {
+            return None;
+        }
+        let sublink = condition as *mut pg_sys::SubLink;
+        let select = (*sublink).subselect as *mut pg_sys::Query;
+        let q = &*select;
+        let public = q.commandType == pg_sys::CmdType::CMD_SELECT
+            && q.utilityStmt.is_null()
+            && q.setOperations.is_null()
+            && q.limitCount.is_null()
+            && q.limitOffset.is_null()
+            && !q.hasDistinctOn
+            && q.rowMarks.is_null()
+            && !q.hasModifyingCTE
+            && !reads_protected(select.cast(), protected)
+            && !refers_outside(select);
+        if !public {
+            return None;
+        }
+        match (*sublink).subLinkType {
+            pg_sys::SubLinkType::ANY_SUBLINK => {
+                let test = (*sublink).testexpr;
+                let visible: Vec<*mut pg_sys::TargetEntry> =
+                    list_items::<pg_sys::TargetEntry>(q.targetList)
+                        .into_iter()
+                        .filter(|e| !(**e).resjunk)
+                        .collect();
+                if test.is_null()
+                    || (*test).type_ != pg_sys::NodeTag::T_OpExpr
+                    || visible.len() != 1
+                    || list_items::<pg_sys::TargetEntry>(q.targetList).len() != 1
+                {
+                    return None;
+                }
+                if q.distinctClause.is_null() && !distinct(select) {
+                    return None;
+                }
+                // An equality that DISTINCT's agrees with: each protected
+                // row then matches one listed value at most, as in IN.
+                let eqop = list_items::<pg_sys::SortGroupClause>(q.distinctClause)
+                    .first()
+                    .map(|c| (**c).eqop)?;
+                let op = test as *mut pg_sys::OpExpr;
+                let left = list_items::<pg_sys::Node>((*op).args)[0];
+                if !pg_sys::op_mergejoinable((*op).opno, pg_sys::exprType(left))
+                    || !pg_sys::equality_ops_are_compatible((*op).opno, eqop)
+                {
+                    return None;
+                }
+                Some(List { test, select })
+            }
+            _ => None,
+        }
+    }
+}
+
+/// Whether `select` refers to any level outside itself (a Var, an
+/// aggregate or a placeholder of an outer level): a list that would change
+/// with an outer row.
+///
+/// # Safety
+/// `select` is a live Query.
+unsafe fn refers_outside(select: *mut pg_sys::Query) -> bool {
+    /// # Safety
+    /// Called by the tree walkers with live nodes and the depth.
+    #[pg_guard]
+    unsafe extern "C-unwind" fn outer(
+        node: *mut pg_sys::Node,
+        context: *mut std::ffi::c_void,
+    ) -> bool {
+        // SAFETY: the caller's contract; casts follow the node tags.
+        unsafe {
+            if node.is_null() {
+                return false;
+            }
+            let depth = &mut *(context as *mut u32);
+            let up = match (*node).type_ {
+                pg_sys::NodeTag::T_Var => Some((*(node as *mut pg_sys::Var)).varlevelsup),
+                pg_sys::NodeTag::T_Aggref => Some((*(node as *mut pg_sys::Aggref)).agglevelsup),
+                pg_sys::NodeTag::T_PlaceHolderVar => {
+                    Some((*(node as *mut pg_sys::PlaceHolderVar)).phlevelsup)
+                }
+                pg_sys::NodeTag::T_GroupingFunc => {
+                    Some((*(node as *mut pg_sys::GroupingFunc)).agglevelsup)
+                }
+                _ => None,
+            };
+            if up.is_some_and(|up| up > *depth) {
+                return true;
+            }
+            if (*node).type_ == pg_sys::NodeTag::T_Query {
+                *depth += 1;
+                let found = pg_sys::query_tree_walker(node.cast(), Some(outer), context, 0);
+                *depth -= 1;
+                return found;
+            }
+            pg_sys::expression_tree_walker(node, Some(outer), context)
+        }
+    }
+    let mut depth = 0u32;
+    // SAFETY: the caller's contract; the walker gets `depth` back as its context.
+    unsafe { pg_sys::query_tree_walker(select, Some(outer), (&raw mut depth).cast(), 0) }
+}
+
+/// Makes `select`'s one output DISTINCT, with its type's default equality
+/// and ordering; false if it has none (or is grouped in a way that DISTINCT
+/// cannot follow).
+///
+/// # Safety
+/// `select` is a live Query of one output column.
+unsafe fn distinct(select: *mut pg_sys::Query) -> bool {
+    // SAFETY: the caller's contract; the clause is zeroed and filled as the parser fills it.
+    unsafe {
+        let entry = list_items::<pg_sys::TargetEntry>((*select).targetList)[0];
+        let kind = pg_sys::exprType((*entry).expr.cast());
+        let (mut sortop, mut eqop, mut hashable) = (pg_sys::InvalidOid, pg_sys::InvalidOid, false);
+        pg_sys::get_sort_group_operators(
+            kind,
+            false,
+            true,
+            false,
+            &mut sortop,
+            &mut eqop,
+            std::ptr::null_mut(),
+            &mut hashable,
+        );
+        if eqop == pg_sys::InvalidOid {
+            return false;
+        }
+        let mut reference = (*entry).ressortgroupref;
+        if reference == 0 {
+            reference = list_items::<pg_sys::SortGroupClause>((*select).groupClause)
+                .iter()
+                .chain(list_items::<pg_sys::SortGroupClause>((*select).sortClause).iter())
+                .map(|c| (**c).tleSortGroupRef)
+                .max()
+                .unwrap_or(0)
+                + 1;
+            (*entry).ressortgroupref = reference;
+        }
+        let clause = pg_sys::palloc0(std::mem::size_of::<pg_sys::SortGroupClause>())
+            as *mut pg_sys::SortGroupClause;
+        (*clause).type_ = pg_sys::NodeTag::T_SortGroupClause;
+        (*clause).tleSortGroupRef = reference;
+        (*clause).eqop = eqop;
+        (*clause).sortop = sortop;
+        (*clause).nulls_first = false;
+        (*clause).hashable = hashable;
+        (*select).distinctClause = pg_sys::lappend(std::ptr::null_mut(), clause.cast());
+        true
+    }
+}
+
+/// `test` with its sublink parameter (the list's value) replaced by `value`.
+///
+/// # Safety
+/// `test` is a live expression whose only PARAM_SUBLINK is the list's one column.
+unsafe fn replace_param(test: *mut pg_sys::Node, value: *mut pg_sys::Node) -> *mut pg_sys::Node {
+    /// # Safety
+    /// Called by the tree mutator with live nodes and the value.
+    #[pg_guard]
+    unsafe extern "C-unwind" fn each(
+        node: *mut pg_sys::Node,
+        context: *mut std::ffi::c_void,
+    ) -> *mut pg_sys::Node {
+        // SAFETY: the caller's contract; the cast follows the tag.
+        unsafe {
+            if node.is_null() {
+                return node;
+            }
+            if (*node).type_ == pg_sys::NodeTag::T_Param
+                && (*(node as *mut pg_sys::Param)).paramkind == pg_sys::ParamKind::PARAM_SUBLINK
+            {
+                return pg_sys::copyObjectImpl(context.cast()).cast();
+            }
+            crate::versions::expression_tree_mutator(node, each, context)
+        }
+    }
+    // SAFETY: the caller's contract.
+    unsafe { each(test, value.cast()) }
+}
+
+// SAFETY: the prototype of rewrite/rewriteManip.h (the same on 15 to 18), which pgrx does not bind.
+unsafe extern "C-unwind" {
+    fn checkExprHasSubLink(node: *mut pg_sys::Node) -> bool;
+}
