@@ -219,7 +219,9 @@ unsafe fn replace_references(
         for child in children(level) {
             replace_references(child, cte, depth + 1, protected);
         }
-        if replaced {
+        // The level whose WITH this is pulls up after all its CTEs are
+        // inlined (`flatten`): a pull copies the level, its WITH too.
+        if replaced && depth > 0 {
             pull_up(level, protected);
         }
     }
@@ -334,6 +336,8 @@ unsafe fn pull(level: *mut pg_sys::Query, rtindex: i32, place: Place) {
         let sub = (*rte).subquery;
         let offset = list_items::<pg_sys::RangeTblEntry>((*level).rtable).len() as i32;
         OffsetVarNodes(sub.cast(), offset, 0);
+        // Its references to levels above are now one level closer.
+        IncrementVarSublevelsUp(sub.cast(), -1, 1);
         *level = *crate::versions::replace_vars(level, rtindex as u32, (*sub).targetList);
         let rte = list_items::<pg_sys::RangeTblEntry>((*level).rtable)[rtindex as usize - 1];
         (*rte).rtekind = pg_sys::RTEKind::RTE_RESULT;

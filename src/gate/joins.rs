@@ -37,9 +37,13 @@ impl FromItems<'_> {
                     // (generate_series); neither may see another FROM item.
                     let admitted = match (*rte).rtekind {
                         pg_sys::RTEKind::RTE_RELATION => true,
+                        // Not correlated with an outer level either: it
+                        // would be a new list, and a new release of the
+                        // level, for each outer row.
                         pg_sys::RTEKind::RTE_SUBQUERY => {
                             !(*rte).lateral
                                 && !reads_protected((*rte).subquery.cast(), self.protected)
+                                && !refers_outside((*rte).subquery)
                         }
                         pg_sys::RTEKind::RTE_FUNCTION => {
                             !(*rte).lateral && !mentions_columns((*rte).functions.cast())
@@ -48,7 +52,7 @@ impl FromItems<'_> {
                     };
                     if !admitted {
                         return Err(refuse(
-                            "beside protected tables a query level may read only tables, subqueries of public tables and functions of constants (no LATERAL)",
+                            "beside protected tables a query level may read only tables, subqueries of public tables and functions of constants (no LATERAL, no reference to an outer query)",
                             SHAPE,
                         ));
                     }
@@ -358,5 +362,70 @@ pub(super) unsafe fn joined_on_unit(
                 "Join them with ON a.person_id = b.person_id (their privacy unit columns).",
             ))
         }
+    }
+}
+
+/// Whether `select` refers to any level outside itself (a Var, an
+/// aggregate or a placeholder of an outer level): a list that would change
+/// with an outer row.
+///
+/// # Safety
+/// `select` is a live Query.
+pub(super) unsafe fn refers_outside(select: *mut pg_sys::Query) -> bool {
+    /// # Safety
+    /// Called by the tree walkers with live nodes and the depth.
+    #[pg_guard]
+    unsafe extern "C-unwind" fn outer(
+        node: *mut pg_sys::Node,
+        context: *mut std::ffi::c_void,
+    ) -> bool {
+        // SAFETY: the caller's contract; casts follow the node tags.
+        unsafe {
+            if node.is_null() {
+                return false;
+            }
+            let depth = &mut *(context as *mut u32);
+            // A CTE of a level outside it (which may read protected rows).
+            if (*node).type_ == pg_sys::NodeTag::T_RangeTblEntry {
+                let rte = node as *mut pg_sys::RangeTblEntry;
+                return (*rte).rtekind == pg_sys::RTEKind::RTE_CTE && (*rte).ctelevelsup > *depth;
+            }
+            let up = match (*node).type_ {
+                pg_sys::NodeTag::T_Var => Some((*(node as *mut pg_sys::Var)).varlevelsup),
+                pg_sys::NodeTag::T_Aggref => Some((*(node as *mut pg_sys::Aggref)).agglevelsup),
+                pg_sys::NodeTag::T_PlaceHolderVar => {
+                    Some((*(node as *mut pg_sys::PlaceHolderVar)).phlevelsup)
+                }
+                pg_sys::NodeTag::T_GroupingFunc => {
+                    Some((*(node as *mut pg_sys::GroupingFunc)).agglevelsup)
+                }
+                _ => None,
+            };
+            if up.is_some_and(|up| up > *depth) {
+                return true;
+            }
+            if (*node).type_ == pg_sys::NodeTag::T_Query {
+                *depth += 1;
+                let found = pg_sys::query_tree_walker(
+                    node.cast(),
+                    Some(outer),
+                    context,
+                    pg_sys::QTW_EXAMINE_RTES_BEFORE as i32,
+                );
+                *depth -= 1;
+                return found;
+            }
+            pg_sys::expression_tree_walker(node, Some(outer), context)
+        }
+    }
+    let mut depth = 0u32;
+    // SAFETY: the caller's contract; the walker gets `depth` back as its context.
+    unsafe {
+        pg_sys::query_tree_walker(
+            select,
+            Some(outer),
+            (&raw mut depth).cast(),
+            pg_sys::QTW_EXAMINE_RTES_BEFORE as i32,
+        )
     }
 }

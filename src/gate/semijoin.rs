@@ -28,7 +28,7 @@
 //! written, and are refused.
 
 use super::catalog::Protected;
-use super::joins::reads_protected;
+use super::joins::{reads_protected, refers_outside};
 use super::list_items;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
@@ -214,19 +214,25 @@ unsafe fn public_list(condition: *mut pg_sys::Node, protected: &Protected) -> Op
                 {
                     return None;
                 }
-                if q.distinctClause.is_null() && !distinct(select) {
-                    return None;
-                }
-                // An equality that DISTINCT's agrees with: each protected
-                // row then matches one listed value at most, as in IN.
-                let eqop = list_items::<pg_sys::SortGroupClause>(q.distinctClause)
-                    .first()
-                    .map(|c| (**c).eqop)?;
+                // An equality under the list's own collation, that the
+                // list's DISTINCT agrees with: each protected row then
+                // matches one listed value at most, as in IN. Not volatile
+                // (a join evaluates it once a pair).
                 let op = test as *mut pg_sys::OpExpr;
                 let left = list_items::<pg_sys::Node>((*op).args)[0];
+                let column = (*visible[0]).expr.cast::<pg_sys::Node>();
+                let eqop = match list_items::<pg_sys::SortGroupClause>(q.distinctClause).first() {
+                    Some(clause) => (**clause).eqop,
+                    None => default_equality(pg_sys::exprType(column))?,
+                };
                 if !pg_sys::op_mergejoinable((*op).opno, pg_sys::exprType(left))
                     || !pg_sys::equality_ops_are_compatible((*op).opno, eqop)
+                    || (*op).inputcollid != pg_sys::exprCollation(column)
+                    || pg_sys::contain_volatile_functions(test)
                 {
+                    return None;
+                }
+                if q.distinctClause.is_null() && !distinct(select) {
                     return None;
                 }
                 Some(List { test, select })
@@ -236,52 +242,26 @@ unsafe fn public_list(condition: *mut pg_sys::Node, protected: &Protected) -> Op
     }
 }
 
-/// Whether `select` refers to any level outside itself (a Var, an
-/// aggregate or a placeholder of an outer level): a list that would change
-/// with an outer row.
+/// The default equality of `kind` (its btree or hash class's), if any.
 ///
 /// # Safety
-/// `select` is a live Query.
-unsafe fn refers_outside(select: *mut pg_sys::Query) -> bool {
-    /// # Safety
-    /// Called by the tree walkers with live nodes and the depth.
-    #[pg_guard]
-    unsafe extern "C-unwind" fn outer(
-        node: *mut pg_sys::Node,
-        context: *mut std::ffi::c_void,
-    ) -> bool {
-        // SAFETY: the caller's contract; casts follow the node tags.
-        unsafe {
-            if node.is_null() {
-                return false;
-            }
-            let depth = &mut *(context as *mut u32);
-            let up = match (*node).type_ {
-                pg_sys::NodeTag::T_Var => Some((*(node as *mut pg_sys::Var)).varlevelsup),
-                pg_sys::NodeTag::T_Aggref => Some((*(node as *mut pg_sys::Aggref)).agglevelsup),
-                pg_sys::NodeTag::T_PlaceHolderVar => {
-                    Some((*(node as *mut pg_sys::PlaceHolderVar)).phlevelsup)
-                }
-                pg_sys::NodeTag::T_GroupingFunc => {
-                    Some((*(node as *mut pg_sys::GroupingFunc)).agglevelsup)
-                }
-                _ => None,
-            };
-            if up.is_some_and(|up| up > *depth) {
-                return true;
-            }
-            if (*node).type_ == pg_sys::NodeTag::T_Query {
-                *depth += 1;
-                let found = pg_sys::query_tree_walker(node.cast(), Some(outer), context, 0);
-                *depth -= 1;
-                return found;
-            }
-            pg_sys::expression_tree_walker(node, Some(outer), context)
-        }
+/// Inside a transaction.
+unsafe fn default_equality(kind: pg_sys::Oid) -> Option<pg_sys::Oid> {
+    let (mut sortop, mut eqop, mut hashable) = (pg_sys::InvalidOid, pg_sys::InvalidOid, false);
+    // SAFETY: the caller's contract; the lookup writes only to the places given.
+    unsafe {
+        pg_sys::get_sort_group_operators(
+            kind,
+            false,
+            false,
+            false,
+            &mut sortop,
+            &mut eqop,
+            std::ptr::null_mut(),
+            &mut hashable,
+        );
     }
-    let mut depth = 0u32;
-    // SAFETY: the caller's contract; the walker gets `depth` back as its context.
-    unsafe { pg_sys::query_tree_walker(select, Some(outer), (&raw mut depth).cast(), 0) }
+    (eqop != pg_sys::InvalidOid).then_some(eqop)
 }
 
 /// Makes `select`'s one output DISTINCT, with its type's default equality

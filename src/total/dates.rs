@@ -162,12 +162,33 @@ timestamp_function!(
     &[TRUNC_UNITS, PART_UNITS]
 );
 
+/// A zone's name (its first TZ_STRLEN_MAX bytes) and the
+/// `timezone_abbreviations` it was looked up under: the same name names
+/// another zone, which may not be loaded, under another list.
+type LoadedZone = (Vec<u8>, Vec<u8>);
+
 thread_local! {
     /// In an analyst's session (`restrict_zones`), the time zones the
-    /// gate loaded from the constants of the statements it checked (their
-    /// first TZ_STRLEN_MAX bytes); None in any other session: every zone.
-    static LOADED_ZONES: std::cell::RefCell<Option<std::collections::HashSet<Vec<u8>>>> =
+    /// gate loaded from the constants of the statements it checked, known
+    /// to PostgreSQL; None in any other session: every zone.
+    static LOADED_ZONES: std::cell::RefCell<Option<std::collections::HashSet<LoadedZone>>> =
         const { std::cell::RefCell::new(None) };
+}
+
+/// The session's `timezone_abbreviations`, as text.
+///
+/// # Safety
+/// Inside a transaction.
+unsafe fn abbreviations() -> Vec<u8> {
+    // SAFETY: the caller's contract; GetConfigOption returns the setting's string (or null).
+    unsafe {
+        let value = pg_sys::GetConfigOption(c"timezone_abbreviations".as_ptr(), true, false);
+        if value.is_null() {
+            Vec::new()
+        } else {
+            std::ffi::CStr::from_ptr(value).to_bytes().to_vec()
+        }
+    }
 }
 
 /// From now on in this session, `AT TIME ZONE`'s total forms know only the
@@ -192,10 +213,12 @@ pub fn restrict_zones() {
 /// Inside a transaction.
 pub unsafe fn load_zone(zone: &[u8]) {
     // SAFETY: the caller's contract.
-    let (name, _) = unsafe { zone_lookup(zone) };
+    let (name, known) = unsafe { zone_lookup(zone) };
+    // SAFETY: as above.
+    let list = unsafe { abbreviations() };
     LOADED_ZONES.with(|zones| {
-        if let (Some(zones), Some(name)) = (zones.borrow_mut().as_mut(), name) {
-            zones.insert(name);
+        if let (Some(zones), Some(name), true) = (zones.borrow_mut().as_mut(), name, known) {
+            zones.insert((name, list));
         }
     });
 }
@@ -241,7 +264,8 @@ unsafe fn clipped(bytes: &[u8]) -> &[u8] {
 
 /// Whether argument `i` (text) names a time zone that `AT TIME ZONE`
 /// knows (`zone_lookup`) and, in an analyst's session, that the gate
-/// loaded (`restrict_zones`): never a zone's first read among rows.
+/// loaded under the abbreviations in force now (`restrict_zones`): never a
+/// zone's first read among rows.
 ///
 /// # Safety
 /// Argument `i` of a live call, declared text, not NULL.
@@ -249,11 +273,9 @@ unsafe fn zone_known(fcinfo: pg_sys::FunctionCallInfo, i: usize) -> bool {
     // SAFETY: the caller's contract.
     unsafe {
         let bytes = text_arg(fcinfo, i);
-        let allowed = LOADED_ZONES.with(|zones| {
-            zones
-                .borrow()
-                .as_ref()
-                .is_none_or(|zones| zones.contains(clipped(bytes)))
+        let allowed = LOADED_ZONES.with(|zones| match zones.borrow().as_ref() {
+            None => true,
+            Some(zones) => zones.contains(&(clipped(bytes).to_vec(), abbreviations())),
         });
         allowed && zone_lookup(bytes).1
     }

@@ -300,7 +300,7 @@ unsafe fn filtered(aggref: *mut pg_sys::Aggref, kind: Plain) -> (Plain, Option<*
                 .cast(),
             ),
             (kind, Some(value)) => (kind, value),
-            (kind, None) => return (kind, None),
+            (_, None) => unreachable!("count(x), sum(x) and avg(x) have an argument"),
         };
         let when =
             pg_sys::palloc0(std::mem::size_of::<pg_sys::CaseWhen>()) as *mut pg_sys::CaseWhen;

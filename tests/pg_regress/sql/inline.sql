@@ -80,3 +80,18 @@ SELECT outcome('SELECT count(*) FROM inl_north');
 SELECT outcome('SELECT * FROM (SELECT * FROM inl_persons) p');
 SELECT outcome('WITH r AS (SELECT amount FROM inl_persons) SELECT * FROM r ORDER BY amount LIMIT 1');
 SELECT count(*) AS charges FROM dp_my_ledger WHERE id > :seen;
+
+-- A wrapper's references to levels above it keep pointing at them once
+-- it is taken in (one level closer), and CTEs inlined into each other and
+-- into a join keep their own WITH: refused or answered, never an internal
+-- error.
+SELECT outcome($$SELECT p.site, (SELECT n FROM (SELECT dp_count(1.0) n FROM (SELECT v.* FROM inl_visits v
+  JOIN (SELECT site FROM inl_sites s2 WHERE s2.site = p.site) x USING (site)) r) y) FROM inl_sites p$$);
+-- A public list correlated with an outer row is refused: it would be a
+-- new release of the level for each outer row, all charged once.
+SELECT outcome($$SELECT p.site, (SELECT dp_count(1.0) FROM inl_persons v
+  JOIN (SELECT site FROM inl_sites s2 WHERE s2.site >= p.site) x ON true) FROM inl_sites p$$);
+SELECT outcome($$WITH s AS (SELECT site FROM inl_sites), r AS (SELECT v.* FROM inl_visits v JOIN s USING (site))
+  SELECT dp_count(1.0) FROM r$$);
+WITH a AS (SELECT * FROM inl_visits), b AS (SELECT * FROM inl_persons), c AS (SELECT * FROM b WHERE amount >= 0)
+SELECT abs(dp_count(100) - 1000) <= 5 AS near FROM a JOIN c USING (person_id);

@@ -42,4 +42,7 @@ SELECT outcome($$SELECT dp_count(1) FROM pl_visits v WHERE site IN (SELECT site 
 SELECT outcome($$SELECT dp_count(1) FROM pl_visits WHERE site IN (SELECT site FROM pl_sites LIMIT 1)$$);
 SELECT outcome($$SELECT dp_count(1) FROM pl_visits WHERE person_id IN (SELECT person_id FROM pl_visits WHERE amount > 40)$$);
 SELECT outcome($$SELECT dp_count(1) FROM pl_visits WHERE site IN (SELECT site FROM pl_sites) OR amount > 3$$);
+SELECT outcome($$WITH n AS (SELECT site FROM pl_visits WHERE amount > 40)
+  SELECT dp_count(1) FROM pl_visits WHERE site IN (SELECT site FROM n)$$);
+SELECT outcome($$SELECT dp_count(1) FROM pl_visits WHERE site || random()::text IN (SELECT site FROM pl_sites)$$);
 SELECT count(*) AS charges FROM dp_my_ledger WHERE id > :seen;

@@ -63,3 +63,9 @@ SELECT count(*) AS charges FROM dp_my_ledger WHERE id > :seen;
 SELECT count(*) > 0 AS answered FROM zone_visits WHERE (ts AT TIME ZONE 'Asia/Tokyo') > timestamp '2000-01-01';
 SELECT z, dp_total_timestamptz_zone(z, timestamptz '2024-01-01 00:00+00') AS local
 FROM unnest(ARRAY['America/New_York', 'Asia/Tokyo', 'Africa/Cairo']) z ORDER BY 1;
+-- A zone is known under the abbreviations it was loaded with: under
+-- another list the same name may name another zone, not loaded.
+SET timezone_abbreviations = 'Australia';
+SELECT dp_total_timestamptz_zone('Asia/Tokyo', timestamptz '2024-01-01 00:00+00') IS NULL AS not_loaded_here;
+SELECT count(*) > 0 AS answered FROM zone_visits WHERE (ts AT TIME ZONE 'Asia/Tokyo') > timestamp '2000-01-01';
+SELECT dp_total_timestamptz_zone('Asia/Tokyo', timestamptz '2024-01-01 00:00+00') AS loaded_again;
