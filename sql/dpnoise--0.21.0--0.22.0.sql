@@ -43,11 +43,18 @@ BEGIN
     END IF;
     -- Each value must be one of the column's type, in its own text form:
     -- the list is read back as that type whenever a statement uses it.
+    -- Values equal in that type ('3.0' and '3.00', '-0' and '0') are kept
+    -- once, in their least text form: a statement's DISTINCT over the list
+    -- then has no equal values to choose between, whatever its plan.
     BEGIN
-        EXECUTE format('SELECT array_agg(DISTINCT v::text) FROM unnest($1::%s[]) v', typ) INTO distinct_vals USING vals;
+        EXECUTE format('SELECT array_agg(t ORDER BY t) FROM (SELECT DISTINCT ON (v) v::text AS t '
+                       'FROM unnest($1::%s[]) v ORDER BY v, v::text) s', typ) INTO distinct_vals USING vals;
     EXCEPTION WHEN data_exception THEN
         RAISE EXCEPTION 'a value of the list is not of type %, the type of column % of %', typ, column_name, tbl
             USING ERRCODE = 'invalid_text_representation', DETAIL = SQLERRM;
+    WHEN undefined_function THEN
+        RAISE EXCEPTION 'column % of % has no ordering (type %): a list of values needs one', column_name, tbl, typ
+            USING ERRCODE = 'datatype_mismatch';
     END;
     INSERT INTO dpnoise.value_lists AS l VALUES ($1, $2, distinct_vals)
     ON CONFLICT ON CONSTRAINT value_lists_pkey DO UPDATE SET vals = excluded.vals;

@@ -30,6 +30,12 @@ SELECT dp_domain('fv_visits', 'site', ARRAY['s2', 's0', 's1', 's0']);
 SELECT dp_domain('fv_visits', 'region', (SELECT array_agg(r) FROM (VALUES ('north'), ('south'), ('east')) v(r)));
 SELECT dp_domain('fv_visits', 'visits', ARRAY['0', '1', '2', '3', '4', '5', '6']);
 SELECT table_name, column_name, vals FROM dp_policies WHERE table_name = 'fv_visits'::regclass ORDER BY 2;
+-- Values equal in the column's type are kept once, in their least text
+-- form ('3.0' and '3.00' are one price): a DISTINCT over the list has no
+-- equal values to choose between, whatever its plan.
+CREATE TABLE fv_prices (person_id int PRIMARY KEY, price numeric);
+SELECT dp_protect('fv_prices', 'person_id'), dp_domain('fv_prices', 'price', ARRAY['3.00', '4', '3.0', '-0', '0']);
+SELECT vals FROM dp_policies WHERE table_name = 'fv_prices'::regclass;
 
 \c - dp_values_analyst
 \set VERBOSITY terse
