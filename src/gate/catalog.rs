@@ -51,8 +51,8 @@ pub(super) struct Policy {
     /// dp_domain's bounds, by table and column number.
     pub(super) domains: HashMap<(pg_sys::Oid, i16), (f64, f64)>,
     /// dp_domain's public lists of values (an array's text form), by table
-    /// and column number.
-    pub(super) lists: HashMap<(pg_sys::Oid, i16), String>,
+    /// and column number, with how many values each holds.
+    pub(super) lists: HashMap<(pg_sys::Oid, i16), (String, usize)>,
     /// dp_count(float8), dp_count(anyelement, float8), dp_sum(float8,
     /// float8, float8, float8), dp_avg(float8, float8, float8, float8).
     pub(super) count: pg_sys::Oid,
@@ -186,7 +186,8 @@ JOIN pg_catalog.pg_attribute a ON a.attrelid OPERATOR(pg_catalog.=) d.relid
 
 /// The columns' lists of values (dpnoise.value_lists, from 0.22.0).
 const LIST_QUERY: &str = "\
-SELECT l.relid::pg_catalog.oid, a.attnum, l.vals::pg_catalog.text FROM dpnoise.value_lists l
+SELECT l.relid::pg_catalog.oid, a.attnum, l.vals::pg_catalog.text,
+ pg_catalog.cardinality(l.vals)::pg_catalog.int4 FROM dpnoise.value_lists l
 JOIN pg_catalog.pg_attribute a ON a.attrelid OPERATOR(pg_catalog.=) l.relid
  AND a.attname OPERATOR(pg_catalog.=) l.column_name AND NOT a.attisdropped";
 
@@ -368,12 +369,13 @@ fn load() -> Option<std::rc::Rc<Protected>> {
             };
             if exists("dpnoise.value_lists")? {
                 for row in client.select(LIST_QUERY, None, &[])? {
-                    if let (Some(relid), Some(column), Some(values)) = (
+                    if let (Some(relid), Some(column), Some(values), Some(length)) = (
                         row.get::<pg_sys::Oid>(1)?,
                         row.get::<i16>(2)?,
                         row.get::<String>(3)?,
+                        row.get::<i32>(4)?,
                     ) {
-                        policy.lists.insert((relid, column), values);
+                        policy.lists.insert((relid, column), (values, length.max(0) as usize));
                     }
                 }
             }

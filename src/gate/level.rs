@@ -47,8 +47,8 @@ pub(super) unsafe fn check_level(query: *mut pg_sys::Query, walk: &Walk) -> Resu
         // Or the public side of an outer join lists the group keys.
         let listed = public_keys(query, &rtable, &walk.protected)?;
         let (from, persons) = protected_from(query, &rtable, &walk.protected, listed, read.len())?;
-        let bounded = from.leaves.len() > 1 || !persons[0].1.one_row || listed.is_some();
         let grouped = !(*query).groupClause.is_null();
+        let bounded = from.leaves.len() > 1 || !persons[0].1.one_row || listed.is_some();
         if !(*query).hasAggs && !grouped {
             // dp_count(…) OVER (…) parses as a window function, not an aggregate.
             if (*query).hasWindowFuncs {
@@ -75,14 +75,7 @@ pub(super) unsafe fn check_level(query: *mut pg_sys::Query, walk: &Walk) -> Resu
             ));
         }
         plain(query)?;
-        let group_keys: Vec<*mut pg_sys::Node> =
-            list_items::<pg_sys::TargetEntry>((*query).targetList)
-                .into_iter()
-                .filter(|entry| {
-                    (**entry).ressortgroupref != 0 && grouped_by(query, (**entry).ressortgroupref)
-                })
-                .map(|entry| (*entry).expr.cast())
-                .collect();
+        let group_keys = key_expressions(query);
         let mut check = Leakproof {
             allowed: &walk.protected.allowed,
             rows: true,
@@ -110,7 +103,22 @@ pub(super) unsafe fn check_level(query: *mut pg_sys::Query, walk: &Walk) -> Resu
         if grouped {
             keys::canonical(query, &walk.protected.forms)?;
         }
-        if grouped && listed.is_none() {
+        // Or the policy lists every key's values (read as the level shows
+        // them, in their normal forms).
+        let listing = match listed {
+            Some(join) => Some(bounding::Listing::Join(join)),
+            // (FILTER is the policy's on a table of one row per person,
+            // refused on several: the rewrite's own filter would replace it.)
+            None if (*query).hasAggs && !filtered(query) => super::policy::listed_keys(
+                query,
+                &rtable,
+                &key_expressions(query),
+                &walk.protected,
+            )
+            .map(bounding::Listing::Values),
+            None => None,
+        };
+        if grouped && listing.is_none() {
             // k as the bounding will set it (a table of one row per person: 1).
             let groups = if bounded {
                 max_groups(persons.iter().map(|(_, t)| t.max_groups).min().unwrap_or(1))
@@ -126,10 +134,12 @@ pub(super) unsafe fn check_level(query: *mut pg_sys::Query, walk: &Walk) -> Resu
                 rtable[*leaf as usize - 1],
             );
         }
-        if !bounded {
+        if !bounded && listing.is_none() {
             return Ok(true);
         }
-        unbounded_aggregates(query)?;
+        if bounded {
+            unbounded_aggregates(query)?;
+        }
         let max_groups = max_groups(persons.iter().map(|(_, t)| t.max_groups).min().unwrap_or(1));
         let unit = (persons[0].0, persons[0].1.unit);
         bounding::bound(
@@ -138,7 +148,8 @@ pub(super) unsafe fn check_level(query: *mut pg_sys::Query, walk: &Walk) -> Resu
             &bounding::Bounds {
                 unit,
                 max_groups,
-                listed,
+                listed: listing,
+                pass: !bounded,
             },
         )?;
         // The levels written above are the gate's own: not walked again.
@@ -292,6 +303,37 @@ unsafe fn unbounded_aggregates(query: *mut pg_sys::Query) -> Result<(), Refusal>
             }
         }
         Ok(())
+    }
+}
+
+/// The expressions of `query`'s GROUP BY keys, in its target list's order.
+///
+/// # Safety
+/// `query` is a live Query.
+unsafe fn key_expressions(query: *mut pg_sys::Query) -> Vec<*mut pg_sys::Node> {
+    // SAFETY: the caller's contract.
+    unsafe {
+        list_items::<pg_sys::TargetEntry>((*query).targetList)
+            .into_iter()
+            .filter(|entry| {
+                (**entry).ressortgroupref != 0 && grouped_by(query, (**entry).ressortgroupref)
+            })
+            .map(|entry| (*entry).expr.cast())
+            .collect()
+    }
+}
+
+/// Whether an aggregate of `query` has a FILTER.
+///
+/// # Safety
+/// `query` is a live Query.
+unsafe fn filtered(query: *mut pg_sys::Query) -> bool {
+    // SAFETY: the caller's contract; Aggref nodes from the query's own lists.
+    unsafe {
+        let mut found = Vec::new();
+        bounding::collect_aggregates((*query).targetList.cast(), &mut found);
+        bounding::collect_aggregates((*query).havingQual, &mut found);
+        found.iter().any(|a| !(**a).aggfilter.is_null())
     }
 }
 

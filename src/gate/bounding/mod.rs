@@ -29,7 +29,7 @@ use super::catalog::Protected;
 use super::{list_items, refuse, Checked, SHAPE};
 use crate::fmgr::{arg_f64, arg_i64, v1_function};
 use pgrx::pg_sys;
-use sql::{by_person_sql, per_person_sql};
+use sql::{by_person_sql, pass_through_sql, per_person_sql};
 pub(super) use sql::{column_types, parse};
 use std::collections::HashMap;
 use std::ffi::CString;
@@ -173,8 +173,21 @@ pub(super) struct Bounds {
     pub(super) unit: (i32, i16),
     /// How many groups one person may contribute to.
     pub(super) max_groups: i32,
-    /// The outer join whose public side lists the keys (`public_keys`).
-    pub(super) listed: Option<*mut pg_sys::JoinExpr>,
+    /// Where the level's keys are listed, if they are.
+    pub(super) listed: Option<Listing>,
+    /// A level of one row per person, bounded only to show listed keys:
+    /// its rows pass as they are (`pass_through_sql`).
+    pub(super) pass: bool,
+}
+
+/// Where a level's group keys come from when they are public, not read
+/// from the rows (then shown all, without partition selection).
+pub(super) enum Listing {
+    /// The outer join whose public side lists them (`public_keys`).
+    Join(*mut pg_sys::JoinExpr),
+    /// The policy's lists of the key columns: the SQL of their
+    /// combinations (`policy::listed_keys`).
+    Values(String),
 }
 
 /// Rewrites an admitted level (already checked, with partition selection
@@ -326,8 +339,9 @@ pub(super) unsafe fn bound(
         rows_only(rows);
         // With listed keys: the rows that meet a key (an inner join), and
         // the list's keys apart.
-        let listing = match bounds.listed {
-            Some(join) => Some(listed_keys(query, rows, join, &keys)),
+        let listing = match &bounds.listed {
+            Some(Listing::Join(join)) => Some(listed_keys(query, rows, *join, &keys)),
+            Some(Listing::Values(text)) => Some(parse(text)),
             None => None,
         };
 
@@ -353,7 +367,9 @@ pub(super) unsafe fn bound(
             })
             && crate::output::canonical::form(pg_sys::exprType(unit), pg_sys::exprCollation(unit))
                 == crate::output::canonical::Form::Image;
-        let text = if by_person {
+        let text = if bounds.pass {
+            pass_through_sql(&columns, values.len())?
+        } else if by_person {
             note_bounding(Bounding::ByPerson);
             by_person_sql(&columns, &values, protected)?
         } else {
@@ -423,6 +439,7 @@ pub(super) unsafe fn bound(
             calls,
             share: protected.share,
             k,
+            pass: bounds.pass,
             leftover: false,
             real: listing.map(|_| column_var(width - 1)),
         };
@@ -627,6 +644,8 @@ struct Rewrite {
     calls: HashMap<usize, Call>,
     share: pg_sys::Oid,
     k: i32,
+    /// The values are the rows' own (`Bounds::pass`), of their own types.
+    pass: bool,
     /// A column of the old FROM is left (not a key, not in an aggregate).
     leftover: bool,
     /// With listed keys: true for a person's row, NULL for a key's own row
@@ -696,7 +715,7 @@ impl Rewrite {
                 if i < call.first {
                     if let Some((j, combine)) = call.value {
                         (*entry).expr = pg_sys::copyObjectImpl(self.values[j].cast()).cast();
-                        if combine == Combine::Present {
+                        if combine == Combine::Present && !self.pass {
                             (*(*(*copy).aggargtypes).elements).oid_value = pg_sys::INT8OID;
                         }
                     }

@@ -11,6 +11,45 @@ use crate::gate::{list_items, refuse, SHAPE};
 use pgrx::pg_sys;
 use std::ffi::{CStr, CString};
 
+/// The rows as they are, for a level of one row per person whose keys
+/// the policy lists (`super::Listing::Values`): nothing to bound, only
+/// each listed key's own row to add, as `per_person_sql` adds it (each
+/// value keeps its type; the last column is true for a row, NULL for a
+/// key's own).
+///
+/// # Safety
+/// As `per_person_sql`.
+pub(super) unsafe fn pass_through_sql(
+    columns: &[*mut pg_sys::Node],
+    values: usize,
+) -> Result<String, crate::gate::Refusal> {
+    // SAFETY: the caller's contract.
+    unsafe {
+        let types = column_types(columns)?;
+        let key_count = columns.len() - 1 - values;
+        let mut inner: Vec<String> = (1..=1 + key_count).map(|i| format!("p.c{i}")).collect();
+        let mut outer: Vec<String> = (1..=1 + key_count).map(|i| format!("b.c{i}")).collect();
+        for j in 0..values {
+            inner.push(format!("p.c{} AS v{j}", 2 + key_count + j));
+            outer.push(format!("b.v{j}"));
+        }
+        outer.push("true".to_string());
+        let mut own = vec![format!("NULL::{}", types[0])];
+        own.extend((1..=key_count).map(|i| format!("k.c{i}")));
+        own.extend(types[1 + key_count..].iter().map(|ty| format!("NULL::{ty}")));
+        own.push("NULL::pg_catalog.bool".to_string());
+        Ok(format!(
+            "SELECT {} FROM (SELECT {} FROM (SELECT {}) AS p) AS b \
+             UNION ALL SELECT {} FROM (SELECT {}) AS k",
+            outer.join(", "),
+            inner.join(", "),
+            stand_in(&types),
+            own.join(", "),
+            stand_in(&types[1..=key_count])
+        ))
+    }
+}
+
 /// The per-person level without keys as SQL over `p` (as `per_person_sql`'s
 /// stand-in): each person's rows aggregated by the person, one row each,
 /// with their combined values: `SELECT c1, <combines> FROM p GROUP BY c1`,

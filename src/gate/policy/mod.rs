@@ -67,7 +67,7 @@ mod bounds;
 mod errors;
 mod forms;
 mod values;
-pub(super) use values::answer_from_lists;
+pub(super) use values::{answer_from_lists, listed_keys};
 
 /// What the rewrite carries over the statement.
 struct Context<'a> {

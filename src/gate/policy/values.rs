@@ -120,7 +120,7 @@ unsafe fn listed(
         if columns.found.iter().any(|&v| (*v).varattno != column) || column <= 0 {
             return None;
         }
-        let list = protected.policy.lists.get(&((*rte).relid, column))?;
+        let (list, _) = protected.policy.lists.get(&((*rte).relid, column))?;
         Some((rtindex, var, list.clone()))
     }
 }
@@ -191,19 +191,10 @@ unsafe fn from_list(level: *mut pg_sys::Query, rtindex: i32, var: *mut pg_sys::V
     unsafe {
         let rte = list_items::<pg_sys::RangeTblEntry>((*level).rtable)[rtindex as usize - 1];
         let column = (*var).varattno;
-        let Ok(types) = super::super::bounding::column_types(&[var.cast()]) else {
+        let Some((array, collate)) = array_of(var, list) else {
             return;
         };
-        let literal = std::ffi::CString::new(list).expect("no NUL in an array's text");
-        let quoted = std::ffi::CStr::from_ptr(pg_sys::quote_literal_cstr(literal.as_ptr()))
-            .to_string_lossy()
-            .into_owned();
-        let (ty, collate) = match types[0].split_once(" COLLATE ") {
-            Some((ty, collation)) => (ty.to_string(), format!(" COLLATE {collation}")),
-            None => (types[0].clone(), String::new()),
-        };
-        let text =
-            format!("SELECT l.v{collate} AS v FROM pg_catalog.unnest({quoted}::{ty}[]) AS l(v)");
+        let text = format!("SELECT l.v{collate} AS v FROM pg_catalog.unnest({array}) AS l(v)");
         let list_query = super::super::bounding::parse(&text);
         crate::versions::waive_privileges(crate::versions::query_permissions(level), rte);
         let name = (*(*rte).eref).aliasname;
@@ -227,5 +218,126 @@ unsafe fn from_list(level: *mut pg_sys::Query, rtindex: i32, var: *mut pg_sys::V
             set: true,
         }
         .walk(level);
+    }
+}
+
+/// A list as an array constant of `var`'s type (`'{…}'::<type>[]`), and
+/// the column's collation clause (empty without one).
+///
+/// # Safety
+/// `var` is a live Var; inside a transaction.
+unsafe fn array_of(var: *mut pg_sys::Var, list: &str) -> Option<(String, String)> {
+    // SAFETY: the caller's contract; quote_literal_cstr returns a palloc'd string.
+    unsafe {
+        let types = super::super::bounding::column_types(&[var.cast()]).ok()?;
+        let literal = std::ffi::CString::new(list).expect("no NUL in an array's text");
+        let quoted = std::ffi::CStr::from_ptr(pg_sys::quote_literal_cstr(literal.as_ptr()))
+            .to_string_lossy()
+            .into_owned();
+        let (ty, collate) = match types[0].split_once(" COLLATE ") {
+            Some((ty, collation)) => (ty.to_string(), format!(" COLLATE {collation}")),
+            None => (types[0].clone(), String::new()),
+        };
+        Some((format!("{quoted}::{ty}[]"), collate))
+    }
+}
+
+/// The most groups a level's listed keys may show (the product of their
+/// lists' lengths): as many as one list may hold.
+const MOST_LISTED_GROUPS: usize = 10_000;
+
+/// Group keys from the policy's lists: when every GROUP BY key of an
+/// aggregating `level` is a column of one of its protected tables whose
+/// list the DBA declared, the SQL of the level's public keys, `SELECT
+/// l1.v AS c1, l2.v AS c2 … FROM unnest(<list 1>) AS l1(v), …` (every
+/// combination, in `keys`' order). The level then shows every listed key,
+/// each with its noisy answer (those without rows too), as a public table
+/// of keys LEFT JOINed would: the keys shown say nothing of the rows and
+/// need no partition selection (no δ, no selection ε); a row whose value
+/// the list lacks is in no group shown. `None` when a key is anything
+/// else, or the combinations pass `MOST_LISTED_GROUPS`.
+///
+/// # Safety
+/// `level` is a live Query the gate is checking, its range table
+/// `rtable`; `keys` its GROUP BY keys' expressions; inside a transaction.
+pub(in crate::gate) unsafe fn listed_keys(
+    level: *mut pg_sys::Query,
+    rtable: &[*mut pg_sys::RangeTblEntry],
+    keys: &[*mut pg_sys::Node],
+    protected: &Protected,
+) -> Option<String> {
+    if keys.is_empty() || protected.policy.lists.is_empty() {
+        return None;
+    }
+    // SAFETY: the caller's contract; node and RTE casts follow their tags and kinds.
+    unsafe {
+        let (mut columns, mut sources, mut groups) = (Vec::new(), Vec::new(), 1usize);
+        for (i, key) in keys.iter().enumerate() {
+            let flat = crate::versions::flatten_join_alias_vars(
+                level,
+                pg_sys::copyObjectImpl(key.cast()).cast(),
+            );
+            // A long text key is read through its cap (`substitute`), a
+            // key of a type whose equal values differ in bytes through its
+            // normal form (`keys::canonical`): the list's values pass
+            // through the same, to meet the rows' keys and show as they do.
+            let mut flat = flat;
+            let mut through = Vec::new();
+            while (*flat).type_ == pg_sys::NodeTag::T_FuncExpr {
+                let call = flat as *mut pg_sys::FuncExpr;
+                let args = super::super::list_nodes((*call).args);
+                let [arg] = args[..] else { return None };
+                if !protected.forms.values().any(|f| *f == (*call).funcid) {
+                    return None;
+                }
+                through.push((*call).funcid);
+                flat = arg;
+            }
+            if (*flat).type_ != pg_sys::NodeTag::T_Var {
+                return None;
+            }
+            let var = flat as *mut pg_sys::Var;
+            if (*var).varlevelsup != 0 || (*var).varattno <= 0 {
+                return None;
+            }
+            let rte = *rtable.get(((*var).varno as usize).checked_sub(1)?)?;
+            if (*rte).rtekind != pg_sys::RTEKind::RTE_RELATION
+                || !protected.tables.contains_key(&(*rte).relid)
+            {
+                return None;
+            }
+            let (list, length) = protected.policy.lists.get(&((*rte).relid, (*var).varattno))?;
+            let (array, collate) = array_of(var, list)?;
+            groups = groups.checked_mul(*length)?;
+            let mut column = format!("l{i}.v{collate}");
+            for funcid in through.iter().rev() {
+                column = format!("{}({column})", qualified_name(*funcid)?);
+            }
+            columns.push(format!("{column} AS c{}", i + 1));
+            sources.push(format!("pg_catalog.unnest({array}) AS l{i}(v)"));
+        }
+        (groups <= MOST_LISTED_GROUPS)
+            .then(|| format!("SELECT {} FROM {}", columns.join(", "), sources.join(", ")))
+    }
+}
+
+/// A function's name, schema-qualified and quoted, to call it in SQL.
+///
+/// # Safety
+/// Inside a transaction.
+unsafe fn qualified_name(funcid: pg_sys::Oid) -> Option<String> {
+    // SAFETY: the caller's contract; catalog lookups return palloc'd strings or null.
+    unsafe {
+        let name = pg_sys::get_func_name(funcid);
+        let schema = pg_sys::get_namespace_name(pg_sys::get_func_namespace(funcid));
+        if name.is_null() || schema.is_null() {
+            return None;
+        }
+        let quote = |s: *mut std::ffi::c_char| {
+            std::ffi::CStr::from_ptr(pg_sys::quote_identifier(s))
+                .to_string_lossy()
+                .into_owned()
+        };
+        Some(format!("{}.{}", quote(schema), quote(name)))
     }
 }
