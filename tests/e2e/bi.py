@@ -226,6 +226,16 @@ def main(port):
     values = an.execute("SELECT site AS site FROM public.visits GROUP BY site ORDER BY site ASC LIMIT 1000").fetchall()
     check("filter values of a listed column are its list, free",
           values == [(f"s{i}",) for i in range(5)] and charges() == before, f"{values}")
+    # The bar chart of that column then shows every listed site (s4, with
+    # no visits, near 0), its keys from the list: no partition selection,
+    # so no selection δ (the run time's 1e-7 alone).
+    before = su.execute("SELECT coalesce(max(id), 0) FROM dpnoise.ledger").fetchone()[0]
+    bars = an.execute("SELECT site AS site, COUNT(*) AS count FROM public.visits GROUP BY site ORDER BY site").fetchall()
+    deltas = [d for (d,) in su.execute("SELECT delta FROM dpnoise.ledger WHERE id > %s", (before,)).fetchall()]
+    check("a bar chart of a listed column shows every listed key, without selection δ",
+          [b[0] for b in bars] == [f"s{i}" for i in range(5)]
+          and all(abs(n - 3000) < 600 for _, n in bars[:4]) and abs(bars[4][1]) < 600
+          and len(deltas) == 1 and deltas[0] < 1e-6, f"{bars} {deltas}")
     before = charges()
     try:
         an.execute("SELECT * FROM visits LIMIT 1001").fetchall()

@@ -103,6 +103,9 @@ CREATE SEQUENCE pw_seq;
 GRANT SELECT ON pw_regions, pw_people TO {ANALYST};
 GRANT USAGE, SELECT ON SEQUENCE pw_seq TO {ANALYST};
 SELECT dp_protect('pw_staff', 'person_id'), dp_protect('pw_visits', 'person_id', 2);
+-- Public lists of values: group keys from the policy (no partition selection).
+SELECT dp_domain('pw_staff', 'age', (SELECT array_agg(a::text) FROM generate_series(15, 65) a));
+SELECT dp_domain('pw_visits', 'month', (SELECT array_agg(m::text) FROM generate_series(1, 13) m));
 SELECT dp_analyst('{ANALYST}');
 SELECT dp_budget_grant('{ANALYST}', 1e9, 1);
 """
@@ -131,6 +134,7 @@ GRANT SELECT ON id_regions, id_people TO {ANALYST}, {CURATOR};
 GRANT SELECT ON id_staff, id_visits TO {CURATOR};
 SELECT dp_protect('id_staff', 'person_id'), dp_protect('id_visits', 'person_id', 2);
 SELECT dp_track('id_staff'), dp_track('id_visits'), dp_track('id_regions'), dp_track('id_people');
+SELECT dp_domain('id_staff', 'pay', ARRAY['0', '1', '2', '3', '4', '5', '6', '7']);
 SELECT dp_budget_grant('{CURATOR}', 1e9, 1);
 """
 
@@ -187,6 +191,10 @@ IDENTIFIED = [
      "AS virtual_table",
      "SELECT count(*), sum(n) FROM (SELECT site, count(DISTINCT person_id) AS n FROM id_visits WHERE month <= 6 "
      "GROUP BY site) AS virtual_table"),
+    ("keys from the policy's list, numerics of several scales (3, 3.0, 3.00)", ANALYST,
+     "SELECT pay, dp_count(1000) FROM id_staff WHERE age > 25 GROUP BY pay",
+     "SELECT v, count(s.pay) FROM unnest('{0,1,2,3,4,5,6,7}'::numeric[]) v LEFT JOIN id_staff s "
+     "ON s.pay = v AND s.age > 25 GROUP BY v"),
     ("listed keys, public table", CURATOR,
      "SELECT r.region, dp_count(1000) FROM id_regions r LEFT JOIN id_staff s ON s.region = r.region AND s.age > 30 "
      "GROUP BY r.region",
@@ -238,6 +246,9 @@ ADMITTED = [
                     "WHERE p.label = 'l1'"),
     ("a virtual dataset", "SELECT region, count(*) FROM (SELECT * FROM pw_staff WHERE age > 30) AS virtual_table "
                           "GROUP BY region"),
+    ("keys from the policy's list", "SELECT age, count(*) FROM pw_staff WHERE salary > 1000 GROUP BY age"),
+    ("keys from the policy's list, bounded", "SELECT month, count(*), dp_sum(amount, 1.0, 0, 100) FROM pw_visits "
+                                             "WHERE amount > 10 GROUP BY month"),
     ("answers post-processed", "SELECT count(*), max(c) FROM (SELECT region, dp_count(1.0) AS c FROM pw_staff "
                                "GROUP BY region) x"),
 ]
@@ -259,6 +270,11 @@ PROBES = [
                                    "LEFT JOIN pw_staff s ON s.person_id = k.g AND {c} GROUP BY k.g, k.n"),
     ("listed keys, pure list", "SELECT k.g, dp_count(1e-9) FROM generate_series(10, 20) k(g) LEFT JOIN pw_staff s ON s.person_id = k.g AND {c} "
                                "GROUP BY k.g ORDER BY k.g"),
+    ("keys from the policy's list", "SELECT s.age, dp_count(1e-9) FROM pw_staff s WHERE s.person_id = 17 AND {c} "
+                                    "GROUP BY s.age ORDER BY s.age"),
+    ("keys from the policy's list, joined", "SELECT v.month, dp_count(1e-9) FROM pw_visits v JOIN pw_staff s "
+                                            "ON s.person_id = v.person_id WHERE s.person_id = 17 AND {c} "
+                                            "GROUP BY v.month ORDER BY v.month"),
     ("rescanned aggregate", "SELECT g, x.c FROM generate_series(1, 20) g LEFT JOIN "
                             "(SELECT dp_count(0.01) AS c FROM pw_staff s WHERE {c}) x ON x.c > g"),
     ("raw rows through a wrapper", "SELECT dp_count(1e-9) FROM (SELECT * FROM pw_staff s WHERE s.person_id = 17 AND {c}) w"),
