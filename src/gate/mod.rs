@@ -112,6 +112,7 @@ pub(super) fn max_groups(tables: i32) -> i32 {
 
 pub fn init() {
     statistics::init();
+    policy::define_narrowed_domains();
     // SAFETY: runs once, from _PG_init, on the process's only thread; the callbacks have the
     // transaction and relcache callbacks' signatures.
     unsafe {

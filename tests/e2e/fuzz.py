@@ -845,7 +845,9 @@ class Gen:
             inner += self.pick([" ORDER BY 2 LIMIT 10", " LIMIT 100", " OFFSET 1"])
         cols = fcols + [("pp.person_id", "int")] if not self.tame and self.p(0.1) else fcols
         # Outer level over the per-person rows.
-        aggs = [self.dp_agg(cols) for _ in range(self.r.choice([1, 1, 2, 3]))]
+        # dpnoise aggregates, or plain ones of the person's values (bounded by the policy).
+        aggs = [self.plain_agg(cols) if self.p(0.3) else self.dp_agg(cols)
+                for _ in range(self.r.choice([1, 1, 2, 3]))]
         keys = [self.expr(self.pick(["int", "text", "bool", "date"]), cols, 0)] if self.p(0.3) else []
         if not self.tame and self.p(0.05):
             keys = ["person_id"]

@@ -19,8 +19,9 @@ its tolerance, any refusal is not ZB003 or charged, or fewer than 27 of the
 30 are answered. Then each question's true-answer SQL (plain count, sum,
 avg, stddev, percentile_cont, max, count(DISTINCT person_id)) is asked as the
 analyst under the tables' policies: answered within the same tolerance,
-or refused with ZB003 before any charge; at least 23 answered (those reading
-per-person values other than their count, and FILTER, stay refused).
+or refused with ZB003 before any charge; at least 29 answered (a person's
+values are bounded by the policy; a subquery grouped by the person and a
+site stays refused).
 
 The data keep each person's visits in one site, one amount bucket and at
 most 2 months, so bounding to k = 3 groups drops nobody and the true
@@ -220,7 +221,7 @@ def main():
     plain_answered = [o for o in plain if o[2] == "answered"]
     for i, title, _, why in (o for o in plain if o[2] == "refused"):
         print(f"refused in plain SQL {i:2d}. {title}: {why}")
-    check("at least 23 of 30 answered in plain SQL", len(plain_answered) >= 23, f"{len(plain_answered)} answered")
+    check("at least 29 of 30 answered in plain SQL", len(plain_answered) >= 29, f"{len(plain_answered)} answered")
     failed = [r for r in RESULTS if not r[0]]
     print(f"{len(RESULTS) - len(failed)}/{len(RESULTS)} checks passed in {time.time() - t0:.1f} s")
     sys.exit(1 if failed else 0)

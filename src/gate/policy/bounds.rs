@@ -44,26 +44,12 @@ pub(super) unsafe fn domain(
 /// # Safety
 /// `node` is a live expression.
 unsafe fn is_column(mut node: *mut pg_sys::Node) -> bool {
-    // SAFETY: the caller's contract; casts follow the node tags.
+    // SAFETY: the caller's contract.
     unsafe {
-        loop {
-            match (*node).type_ {
-                pg_sys::NodeTag::T_RelabelType => {
-                    node = (*(node as *mut pg_sys::RelabelType)).arg.cast()
-                }
-                pg_sys::NodeTag::T_FuncExpr => {
-                    let call = node as *mut pg_sys::FuncExpr;
-                    let args = list_items::<pg_sys::Node>((*call).args);
-                    if (*call).funcformat != pg_sys::CoercionForm::COERCE_IMPLICIT_CAST
-                        || args.len() != 1
-                    {
-                        return false;
-                    }
-                    node = args[0];
-                }
-                tag => return tag == pg_sys::NodeTag::T_Var,
-            }
+        while let Some(inner) = implicit_cast(node) {
+            node = inner;
         }
+        (*node).type_ == pg_sys::NodeTag::T_Var
     }
 }
 
@@ -81,20 +67,8 @@ unsafe fn bounded(mut arg: *mut pg_sys::Node, c: &Context) -> Option<Option<(f64
     unsafe {
         // Through the implicit cast to the aggregate's argument type
         // (percentile_cont of an integer reads it as float8).
-        while let pg_sys::NodeTag::T_FuncExpr | pg_sys::NodeTag::T_RelabelType = (*arg).type_ {
-            arg = match (*arg).type_ {
-                pg_sys::NodeTag::T_RelabelType => (*(arg as *mut pg_sys::RelabelType)).arg.cast(),
-                _ => {
-                    let call = arg as *mut pg_sys::FuncExpr;
-                    let args = list_items::<pg_sys::Node>((*call).args);
-                    if (*call).funcformat != pg_sys::CoercionForm::COERCE_IMPLICIT_CAST
-                        || args.len() != 1
-                    {
-                        return None;
-                    }
-                    args[0]
-                }
-            };
+        while let Some(inner) = implicit_cast(arg) {
+            arg = inner;
         }
         // A domain bounds numbers: a column of another type is left as written.
         let numeric = [
@@ -110,17 +84,21 @@ unsafe fn bounded(mut arg: *mut pg_sys::Node, c: &Context) -> Option<Option<(f64
                 let var = arg as *mut pg_sys::Var;
                 let rte = pg_sys::list_nth(c.level.rtable, (*var).varno as i32 - 1)
                     as *mut pg_sys::RangeTblEntry;
-                if (*var).varlevelsup != 0
-                    || (*rte).rtekind != pg_sys::RTEKind::RTE_RELATION
-                    || !numeric.contains(&(*var).vartype)
-                {
+                if (*var).varlevelsup != 0 || !numeric.contains(&(*var).vartype) {
                     return None;
                 }
+                if (*rte).rtekind == pg_sys::RTEKind::RTE_SUBQUERY && c.level.per_person {
+                    return person_value(rte, (*var).varattno, c).map(Some);
+                }
+                if (*rte).rtekind != pg_sys::RTEKind::RTE_RELATION {
+                    return None;
+                }
+                // The DBA's domain, narrowed by the analyst's setting.
                 c.protected
                     .policy
                     .domains
                     .get(&((*rte).relid, (*var).varattno))
-                    .map(|&d| Some(d))
+                    .map(|&d| Some(super::narrowed::narrow((*rte).relid, (*var).varattno, d)))
             }
             pg_sys::NodeTag::T_Const => {
                 let constant = arg as *mut pg_sys::Const;
@@ -162,6 +140,103 @@ unsafe fn bounded(mut arg: *mut pg_sys::Node, c: &Context) -> Option<Option<(f64
                     }
                 }
                 Some(whole)
+            }
+            _ => None,
+        }
+    }
+}
+
+/// The bounds of a per-person subquery's output (`attno` of `rte`, a level
+/// grouped by the privacy unit), derived from the policy: a person's count
+/// of rows, [0, R]; their sum of a bounded value, R times its bounds (each
+/// widened to hold 0); their average, minimum or maximum of one, its
+/// bounds. R is the policy's rows a person adds (1 for a table of one row
+/// per person), the R a count or sum over their rows takes directly: the
+/// release clamps a person's value into these bounds as it would their
+/// rows. None for anything else (a key, a date, an expression of values).
+///
+/// # Safety
+/// `rte` is a live subquery entry of the level `c` holds, before planning;
+/// inside a transaction.
+unsafe fn person_value(rte: *mut pg_sys::RangeTblEntry, attno: i16, c: &Context) -> Option<(f64, f64)> {
+    // SAFETY: the caller's contract; casts follow the node tags and RTE kinds.
+    unsafe {
+        let sub = (*rte).subquery;
+        if sub.is_null() || !(*sub).groupingSets.is_null() || !(*sub).setOperations.is_null() {
+            return None;
+        }
+        let entry = list_items::<pg_sys::TargetEntry>((*sub).targetList)
+            .into_iter()
+            .find(|e| (**e).resno == attno)?;
+        let mut expr = (*entry).expr as *mut pg_sys::Node;
+        while let Some(inner) = implicit_cast(expr) {
+            expr = inner;
+        }
+        if (*expr).type_ != pg_sys::NodeTag::T_Aggref {
+            return None;
+        }
+        let aggref = expr as *mut pg_sys::Aggref;
+        // The persons' rows: the protected tables of its own FROM, and the
+        // fewest rows a person adds among them.
+        let rows = list_items::<pg_sys::RangeTblEntry>((*sub).rtable)
+            .into_iter()
+            .filter(|r| (**r).rtekind == pg_sys::RTEKind::RTE_RELATION)
+            .filter_map(|r| c.protected.tables.get(&(*r).relid).map(|t| ((*r).relid, *t)))
+            .map(|(relid, table)| {
+                if table.one_row {
+                    1
+                } else {
+                    *c.protected
+                        .policy
+                        .rows
+                        .get(&relid)
+                        .unwrap_or(&crate::gucs::policy_rows_per_person())
+                }
+            })
+            .min()? as f64;
+        let inner = Context {
+            protected: c.protected,
+            epsilon: 0.0,
+            found: 0,
+            statement: f64::INFINITY,
+            level: super::Level {
+                rtable: (*sub).rtable,
+                ..super::Level::none()
+            },
+            below: false,
+            refusal: None,
+        };
+        let value = |aggref: *mut pg_sys::Aggref| -> Option<(f64, f64)> {
+            bounded(first_argument(aggref)?, &inner)?
+        };
+        match super::forms::plain(aggref)? {
+            Plain::CountStar | Plain::Count => Some((0.0, rows)),
+            Plain::Sum => value(aggref).map(|(lo, hi)| (rows * lo.min(0.0), rows * hi.max(0.0))),
+            Plain::Avg | Plain::Min | Plain::Max => value(aggref),
+            _ => None,
+        }
+    }
+}
+
+/// The argument of an implicit cast of one argument (a RelabelType or a
+/// cast function), or None.
+///
+/// # Safety
+/// `node` is a live expression.
+unsafe fn implicit_cast(node: *mut pg_sys::Node) -> Option<*mut pg_sys::Node> {
+    // SAFETY: the caller's contract; casts follow the node tags.
+    unsafe {
+        match (*node).type_ {
+            pg_sys::NodeTag::T_RelabelType => Some((*(node as *mut pg_sys::RelabelType)).arg.cast()),
+            pg_sys::NodeTag::T_FuncExpr => {
+                let call = node as *mut pg_sys::FuncExpr;
+                let args = list_items::<pg_sys::Node>((*call).args);
+                match args[..] {
+                    [arg] if (*call).funcformat == pg_sys::CoercionForm::COERCE_IMPLICIT_CAST => {
+                        Some(arg)
+                    }
+                    _ => None,
+                }
             }
             _ => None,
         }

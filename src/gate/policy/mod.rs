@@ -47,8 +47,10 @@
 //! left as written, and the checks refuse it with what to write. Left
 //! alone too: a level grouped by the privacy unit (it answers per person,
 //! with PostgreSQL's own aggregates; a `count(*)` over such a subquery is
-//! the persons, `dp_count(ε)`, and its other aggregates, of values
-//! without a domain, are left), and any level below one with
+//! the persons, `dp_count(ε)`, and its other aggregates are rewritten
+//! where the policy bounds the person's value: a count in [0, R], a sum R
+//! times its column's domain, an average, minimum or maximum in it:
+//! `bounds::person_value`), and any level below one with
 //! dpnoise aggregates (a subquery feeding them must be per person); below
 //! plain aggregates of released values (a BI tool's `SELECT count(*) FROM
 //! (...) AS virtual_table`) a level is rewritten.
@@ -66,7 +68,9 @@ use pgrx::prelude::*;
 mod bounds;
 mod errors;
 mod forms;
+mod narrowed;
 mod values;
+pub(super) use narrowed::define as define_narrowed_domains;
 pub(super) use values::{answer_from_lists, listed_keys};
 
 /// What the rewrite carries over the statement.
@@ -92,8 +96,9 @@ struct Level {
     /// Several rows per person (or a join): counts count rows, R at most.
     several: Option<i32>,
     /// Over a per-person subquery (one row per person, its values
-    /// PostgreSQL's aggregates of the person's rows): only count(*), the
-    /// persons, is rewritten; the values have no domain.
+    /// PostgreSQL's aggregates of the person's rows): count(*) is the
+    /// persons; an aggregate of a value is rewritten where the policy
+    /// bounds the value (`bounds::person_value`).
     per_person: bool,
     /// Its protected tables, its FROM items, whether it groups (`errors`).
     tables: Vec<Table>,
@@ -404,7 +409,16 @@ unsafe fn mutate(node: *mut pg_sys::Node, context: *mut std::ffi::c_void) -> *mu
             }
             let aggref = node as *mut pg_sys::Aggref;
             let c = &mut *(context as *mut Context);
-            if c.level.per_person && plain(aggref) != Some(Plain::CountStar) {
+            // Over a per-person subquery: the persons, and aggregates of
+            // the person's values whose bounds the policy gives
+            // (`bounds::person_value`).
+            if c.level.per_person
+                && !matches!(
+                    plain(aggref),
+                    Some(Plain::CountStar | Plain::Sum | Plain::Avg | Plain::Variance | Plain::Stddev
+                        | Plain::Min | Plain::Max | Plain::Quantile(_))
+                )
+            {
                 return node;
             }
             // Left as written: the checks refuse it, naming the dpnoise
