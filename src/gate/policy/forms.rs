@@ -43,10 +43,10 @@ pub(super) unsafe fn plain(aggref: *mut pg_sys::Aggref) -> Option<Plain> {
             return None;
         }
         let name = std::ffi::CStr::from_ptr(name).to_bytes();
-        // FILTER (WHERE f) on a count, sum or average is folded into its
-        // argument (`filtered`); on the others it is left as written.
-        let filterable = matches!(name, b"count" | b"sum" | b"avg");
-        if !a.aggfilter.is_null() && (!filterable || !a.aggdistinct.is_null()) {
+        // FILTER (WHERE f) is folded into the argument (`filtered`): the
+        // dpnoise aggregates skip NULL values, as PostgreSQL's do. Not
+        // with DISTINCT (a count of persons counts rows, not values).
+        if !a.aggfilter.is_null() && !a.aggdistinct.is_null() {
             return None;
         }
         if !a.aggdistinct.is_null() {
@@ -300,7 +300,7 @@ unsafe fn filtered(aggref: *mut pg_sys::Aggref, kind: Plain) -> (Plain, Option<*
                 .cast(),
             ),
             (kind, Some(value)) => (kind, value),
-            (_, None) => unreachable!("count(x), sum(x) and avg(x) have an argument"),
+            (_, None) => unreachable!("every aggregate but count(*) has an argument"),
         };
         let when =
             pg_sys::palloc0(std::mem::size_of::<pg_sys::CaseWhen>()) as *mut pg_sys::CaseWhen;

@@ -13,8 +13,8 @@
 //! | `sum(x)`   | `dp_sum(x::float8, ε, lower, upper)::<sum type>`  |
 //! | `avg(x)`   | `dp_avg(x::float8, ε, lower, upper)::<avg type>`  |
 //!
-//! With `FILTER (WHERE f)`, a count, sum or average reads its argument
-//! only where f holds (`CASE WHEN f THEN x END`, `forms::filtered`); a
+//! With `FILTER (WHERE f)`, any of them (but a count of DISTINCT persons)
+//! reads its argument only where f holds (`CASE WHEN f THEN x END`, `forms::filtered`); a
 //! sum's or average's argument may also be a CASE whose results are
 //! columns with a domain and numbers (Metabase's "sum where"
 //! `SUM(CASE WHEN f THEN amount ELSE 0.0 END)`), bounded by them all

@@ -1,5 +1,5 @@
 -- Plain aggregates with a condition (issue 48), as BI tools write them:
--- FILTER (WHERE ...) on count, sum and avg, and Metabase's "count where"
+-- FILTER (WHERE ...) on count, sum, avg and the rest, and Metabase's "count where"
 -- and "sum where" (SUM(CASE WHEN c THEN 1 ELSE 0.0 END)), answered under
 -- the table's policy like the unconditioned forms (src/gate/policy/).
 DO $$ BEGIN
@@ -65,11 +65,17 @@ FROM (SELECT SUM(CASE WHEN site = 's1' THEN 1 ELSE 0 END) AS cw, dp_error(SUM(CA
 SELECT abs(a - 70) < 1 AS avg_near FROM (SELECT avg(amount) AS a FROM pf_heavy) q;
 SELECT site, abs(a - 70) < 1 AS avg_near FROM (SELECT site, avg(amount) AS a FROM pf_heavy GROUP BY site) q ORDER BY 1;
 
+-- FILTER on a spread, an order statistic, a percentile: the value only
+-- where the condition holds (north: even amounts 0 to 98, spread 28.9;
+-- south: odd ones, median 50).
+SELECT m BETWEEN 85 AND 100 AS max_high, abs(sd - 28.9) < 3 AS spread_near, abs(md - 50) < 4 AS median_near
+FROM (SELECT max(amount) FILTER (WHERE region = 'north') m, stddev(amount) FILTER (WHERE region = 'north') sd,
+             percentile_cont(0.5) WITHIN GROUP (ORDER BY amount) FILTER (WHERE region = 'south') md FROM pf_persons) q;
+
 -- Left as written and refused, before any charge: an expression without
--- a domain, FILTER on a spread or an order statistic, FILTER with DISTINCT.
+-- a domain, an order statistic of a CASE, FILTER with DISTINCT.
 SELECT coalesce(max(id), 0) AS seen FROM dp_my_ledger \gset
 SELECT outcome($$SELECT sum(CASE WHEN site = 's1' THEN amount * 2 ELSE 0 END) FROM pf_visits$$);
-SELECT outcome($$SELECT max(amount) FILTER (WHERE region = 'north') FROM pf_persons$$);
 SELECT outcome($$SELECT max(CASE WHEN region = 'north' THEN amount END) FROM pf_persons$$);
 SELECT outcome($$SELECT count(DISTINCT person_id) FILTER (WHERE site = 's1') FROM pf_visits$$);
 SELECT count(*) AS charges FROM dp_my_ledger WHERE id > :seen;
