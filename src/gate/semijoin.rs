@@ -22,10 +22,12 @@
 //! that is `x IN (SELECT y ...)` (one column, an equality that agrees with
 //! the list's DISTINCT) over a SELECT that reads no protected table,
 //! refers to nothing outside itself, and has no LIMIT, OFFSET or set
-//! operation (DISTINCT would change what they pick). NOT IN (its NULLs),
-//! `> ANY`, EXISTS (its one-time test would run only when a protected row
-//! arrives), a sublink elsewhere, a correlated or protected one stay as
-//! written, and are refused.
+//! operation (DISTINCT would change what they pick); and a correlated
+//! `EXISTS (SELECT ... FROM public WHERE p.y = x AND ...)` on one equality
+//! as the IN list it asks (`exists_as_list`). NOT IN (its NULLs), NOT
+//! EXISTS, `> ANY`, an uncorrelated EXISTS (its one-time test would run
+//! only when a protected row arrives), a sublink elsewhere, a correlated or
+//! protected one stay as written, and are refused.
 
 use super::catalog::Protected;
 use super::joins::{reads_protected, refers_outside};
@@ -184,6 +186,9 @@ unsafe fn public_list(condition: *mut pg_sys::Node, protected: &Protected) -> Op
             return None;
         }
         let sublink = condition as *mut pg_sys::SubLink;
+        if (*sublink).subLinkType == pg_sys::SubLinkType::EXISTS_SUBLINK {
+            return exists_as_list(sublink, protected);
+        }
         let select = (*sublink).subselect as *mut pg_sys::Query;
         let q = &*select;
         let public = q.commandType == pg_sys::CmdType::CMD_SELECT
@@ -239,6 +244,136 @@ unsafe fn public_list(condition: *mut pg_sys::Node, protected: &Protected) -> Op
             }
             _ => None,
         }
+    }
+}
+
+/// A correlated EXISTS on the public side as the IN list it asks:
+/// `EXISTS (SELECT ... FROM public WHERE p.y = x AND <conditions on
+/// public>)`, with x a column or expression of this level alone and p.y
+/// of the subquery alone, is `x IN (SELECT p.y FROM public WHERE
+/// <conditions>)`, then taken in as any list (`public_list`). Not with
+/// several correlated conditions, a correlation other than that one
+/// equality, aggregates, grouping, windows, LIMIT or OFFSET (they would
+/// change what is listed), or a subquery that reads a protected table.
+///
+/// # Safety
+/// `sublink` is a live EXISTS sublink of a level not yet planned.
+unsafe fn exists_as_list(sublink: *mut pg_sys::SubLink, protected: &Protected) -> Option<List> {
+    // SAFETY: the caller's contract; casts follow the node tags; the copy is the gate's own.
+    unsafe {
+        let original = (*sublink).subselect as *mut pg_sys::Query;
+        let q = &*original;
+        let shape = q.commandType == pg_sys::CmdType::CMD_SELECT
+            && q.utilityStmt.is_null()
+            && q.setOperations.is_null()
+            && q.limitCount.is_null()
+            && q.limitOffset.is_null()
+            && q.distinctClause.is_null()
+            && q.groupClause.is_null()
+            && q.groupingSets.is_null()
+            && q.havingQual.is_null()
+            && !q.hasAggs
+            && !q.hasWindowFuncs
+            && !q.hasTargetSRFs
+            && q.rowMarks.is_null()
+            && !q.hasModifyingCTE
+            && !q.jointree.is_null()
+            && !(*q.jointree).quals.is_null()
+            && !reads_protected(original.cast(), protected);
+        if !shape {
+            return None;
+        }
+        let select = pg_sys::copyObjectImpl(original.cast()) as *mut pg_sys::Query;
+        let conditions =
+            list_items::<pg_sys::Node>(pg_sys::make_ands_implicit((*(*select).jointree).quals.cast()));
+        let outside = |n: *mut pg_sys::Node| pg_sys::contain_vars_of_level(n, 1);
+        let correlated: Vec<usize> = (0..conditions.len()).filter(|&i| outside(conditions[i])).collect();
+        let [at] = correlated[..] else { return None };
+        let equality = conditions[at];
+        if (*equality).type_ != pg_sys::NodeTag::T_OpExpr {
+            return None;
+        }
+        let op = equality as *mut pg_sys::OpExpr;
+        let [a, b] = list_items::<pg_sys::Node>((*op).args)[..] else {
+            return None;
+        };
+        // Which side is this level's column (x) and which the list's
+        // (p.y, of the subquery alone: `refers_outside` checks it below).
+        let outer_column = |n: *mut pg_sys::Node| {
+            let mut n = n;
+            while (*n).type_ == pg_sys::NodeTag::T_RelabelType {
+                n = (*(n as *mut pg_sys::RelabelType)).arg.cast();
+            }
+            (*n).type_ == pg_sys::NodeTag::T_Var && (*(n as *mut pg_sys::Var)).varlevelsup == 1
+        };
+        let (outer, inner, commuted) = if outer_column(a) && !outside(b) {
+            (a, b, false)
+        } else if outer_column(b) && !outside(a) {
+            (b, a, true)
+        } else {
+            return None;
+        };
+        let opno = if commuted {
+            pg_sys::get_commutator((*op).opno)
+        } else {
+            (*op).opno
+        };
+        if opno == pg_sys::InvalidOid {
+            return None;
+        }
+        // The list: p.y, where the other conditions hold.
+        let rest: Vec<*mut pg_sys::Node> = conditions
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| *i != at)
+            .map(|(_, c)| *c)
+            .collect();
+        let mut quals = std::ptr::null_mut();
+        for c in rest {
+            quals = pg_sys::lappend(quals, c.cast());
+        }
+        (*(*select).jointree).quals = if quals.is_null() {
+            std::ptr::null_mut()
+        } else {
+            pg_sys::make_ands_explicit(quals).cast()
+        };
+        let entry = pg_sys::makeTargetEntry(inner.cast(), 1, pg_sys::pstrdup(c"listed".as_ptr()), false);
+        (*select).targetList = pg_sys::lappend(std::ptr::null_mut(), entry.cast());
+        (*select).sortClause = std::ptr::null_mut();
+        if refers_outside(select) {
+            return None;
+        }
+        // x = <the list's value>, as an IN list's test reads it.
+        let param = pg_sys::palloc0(std::mem::size_of::<pg_sys::Param>()) as *mut pg_sys::Param;
+        (*param).xpr.type_ = pg_sys::NodeTag::T_Param;
+        (*param).paramkind = pg_sys::ParamKind::PARAM_SUBLINK;
+        (*param).paramid = 1;
+        (*param).paramtype = pg_sys::exprType(inner);
+        (*param).paramtypmod = pg_sys::exprTypmod(inner);
+        (*param).paramcollid = pg_sys::exprCollation(inner);
+        (*param).location = -1;
+        // x, now of this level.
+        let outer = pg_sys::copyObjectImpl(outer.cast()) as *mut pg_sys::Node;
+        let mut var = outer;
+        while (*var).type_ == pg_sys::NodeTag::T_RelabelType {
+            var = (*(var as *mut pg_sys::RelabelType)).arg.cast();
+        }
+        (*(var as *mut pg_sys::Var)).varlevelsup = 0;
+        let test = pg_sys::make_opclause(
+            opno,
+            pg_sys::BOOLOID,
+            false,
+            outer.cast(),
+            param.cast(),
+            pg_sys::InvalidOid,
+            (*op).inputcollid,
+        );
+        (*(test as *mut pg_sys::OpExpr)).opfuncid = pg_sys::get_opcode(opno);
+        let list = pg_sys::copyObjectImpl(sublink.cast()) as *mut pg_sys::SubLink;
+        (*list).subLinkType = pg_sys::SubLinkType::ANY_SUBLINK;
+        (*list).testexpr = test.cast();
+        (*list).subselect = select.cast();
+        public_list(list.cast(), protected)
     }
 }
 

@@ -102,6 +102,11 @@ pub(super) const SUBSTITUTES: &[(u32, &str)] = &[
     (3846, "dp_total_make_date"),
     (2049, "dp_total_timestamp_to_char"), // to_char(timestamp, text)
     (1770, "dp_total_timestamptz_to_char"), // to_char(timestamptz, text); dates arrive cast
+    (1773, "dp_total_int4_to_char"),        // to_char(integer, text); smallint arrives cast
+    (1774, "dp_total_int8_to_char"),
+    (1775, "dp_total_float4_to_char"),
+    (1776, "dp_total_float8_to_char"),
+    (1772, "dp_total_numeric_to_char"),
     // date ± integer.
     (1141, "dp_total_date_pli"),
     (2550, "dp_total_integer_pl_date"),
@@ -212,9 +217,10 @@ const REFUSED: &[(&[u32], &str)] = &[
          \"regular expression is too complex\", out of memory). Use LIKE or ILIKE: site LIKE 's0%'.",
     ),
     (
-        &[1768, 1772, 1773, 1774, 1775, 1776], // to_char of intervals and numbers
-        "to_char of numbers and intervals is not admitted on protected rows (some format fields fail on some values). \
-         Use round(...) or width_bucket(...) as keys and format the released keys in an outer query: \
+        &[1768, 1772, 1773, 1774, 1775, 1776], // to_char of intervals (and numbers, before 0.23.0)
+        "to_char of intervals is not admitted on protected rows (some format fields fail on some values); of numbers, \
+         with formats of 9, 0, separators and one decimal point (ALTER EXTENSION dpnoise UPDATE if it is refused). \
+         Or use round(...) or width_bucket(...) as keys and format the released keys in an outer query: \
          SELECT to_char(b, '999'), n FROM (SELECT round(amount) b, dp_count(1.0) n ... GROUP BY 1) s.",
     ),
 ];

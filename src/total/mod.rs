@@ -13,15 +13,16 @@
 //! in docs/analysts.md.
 //!
 //! By kind: `numbers` (int4, int8, float4, float8 and numeric: arithmetic,
-//! casts, rounding, width_bucket), `text` (case, LIKE and ILIKE, substr)
-//! and `dates` (date_trunc, date_part and extract, casts, make_date,
-//! to_char).
+//! casts, rounding, width_bucket), `text` (case, LIKE and ILIKE, substr),
+//! `dates` (date_trunc, date_part and extract, casts, make_date,
+//! to_char) and `formats` (to_char of numbers).
 
 use crate::fmgr::arg_datum;
 use pgrx::pg_sys;
 
 mod dates;
 pub use dates::{date_time_comparison, load_zone, restrict_zones};
+mod formats;
 mod numbers;
 mod text;
 

@@ -261,6 +261,26 @@ COMMENT ON FUNCTION dp_total_timestamp_to_char(timestamp without time zone, text
     'Total form of to_char(timestamp without time zone,text): NULL for a format over 1 KB or with a TM (localized) field; the analyst gate writes it in place of the built-in (docs/analysts.md).';
 COMMENT ON FUNCTION dp_total_timestamptz_to_char(timestamp with time zone, text) IS
     'Total form of to_char(timestamp with time zone,text): NULL for a format over 1 KB or with a TM (localized) field; the analyst gate writes it in place of the built-in (docs/analysts.md).';
+CREATE FUNCTION dp_total_int4_to_char(integer, text) RETURNS text
+    AS 'MODULE_PATHNAME', 'dp_total_int4_to_char' LANGUAGE C STABLE STRICT PARALLEL SAFE LEAKPROOF;
+COMMENT ON FUNCTION dp_total_int4_to_char(integer, text) IS
+    'Total form of to_char(integer,text): NULL unless the format has only 9, 0, comma, G, one . or D, L, FM and spaces (at most 1 KB), which format every value; the analyst gate writes it in place of the built-in (docs/analysts.md).';
+CREATE FUNCTION dp_total_int8_to_char(bigint, text) RETURNS text
+    AS 'MODULE_PATHNAME', 'dp_total_int8_to_char' LANGUAGE C STABLE STRICT PARALLEL SAFE LEAKPROOF;
+COMMENT ON FUNCTION dp_total_int8_to_char(bigint, text) IS
+    'Total form of to_char(bigint,text): NULL unless the format has only 9, 0, comma, G, one . or D, L, FM and spaces (at most 1 KB), which format every value; the analyst gate writes it in place of the built-in (docs/analysts.md).';
+CREATE FUNCTION dp_total_float4_to_char(real, text) RETURNS text
+    AS 'MODULE_PATHNAME', 'dp_total_float4_to_char' LANGUAGE C STABLE STRICT PARALLEL SAFE LEAKPROOF;
+COMMENT ON FUNCTION dp_total_float4_to_char(real, text) IS
+    'Total form of to_char(real,text): NULL unless the format has only 9, 0, comma, G, one . or D, L, FM and spaces (at most 1 KB), which format every value; the analyst gate writes it in place of the built-in (docs/analysts.md).';
+CREATE FUNCTION dp_total_float8_to_char(double precision, text) RETURNS text
+    AS 'MODULE_PATHNAME', 'dp_total_float8_to_char' LANGUAGE C STABLE STRICT PARALLEL SAFE LEAKPROOF;
+COMMENT ON FUNCTION dp_total_float8_to_char(double precision, text) IS
+    'Total form of to_char(double precision,text): NULL unless the format has only 9, 0, comma, G, one . or D, L, FM and spaces (at most 1 KB), which format every value; the analyst gate writes it in place of the built-in (docs/analysts.md).';
+CREATE FUNCTION dp_total_numeric_to_char(numeric, text) RETURNS text
+    AS 'MODULE_PATHNAME', 'dp_total_numeric_to_char' LANGUAGE C STABLE STRICT PARALLEL SAFE LEAKPROOF;
+COMMENT ON FUNCTION dp_total_numeric_to_char(numeric, text) IS
+    'Total form of to_char(numeric,text): NULL unless the format has only 9, 0, comma, G, one . or D, L, FM and spaces (at most 1 KB), which format every value; the analyst gate writes it in place of the built-in (docs/analysts.md).';
 CREATE FUNCTION dp_total_numeric_capped(numeric) RETURNS numeric
     AS 'MODULE_PATHNAME', 'dp_total_numeric_capped' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
 COMMENT ON FUNCTION dp_total_numeric_capped(numeric) IS

@@ -226,6 +226,7 @@ def analysts(coord, workers, ports):
     coord.execute("SELECT dp_protect('staff', 'id')")
     # A Citus table cannot be tracked for writes: dp_policy says so (NOTICE).
     coord.execute("SELECT dp_policy('staff', 4.0, 1)")
+    coord.execute("SELECT dp_domain('staff', 'salary', 0, 100000)")
     coord.execute("SELECT dp_protect('visits', 'person', 3)")
     coord.execute("SELECT dp_protect('visits_by_site', 'person', 3)")
     coord.execute("DROP ROLE IF EXISTS citus_analyst")
@@ -276,6 +277,27 @@ def analysts(coord, workers, ports):
               after[0] == before[0] + 1 and abs(float(after[1]) - epsilon - t_eps) < 1e-9 and aw == lw, f"{before} -> {after}, workers {lw} -> {aw}")
     analyst.execute("RESET citus.log_remote_commands")
     analyst.execute("RESET client_min_messages")
+
+    # A spread and a median in plain SQL over the distributed table (issue
+    # 48: dp_stddev and dp_quantile under the policy, epsilon 2 each): near
+    # the truth and charged once, or refused with a hint (0A000: the spread
+    # and quantiles are not split across workers yet) and charged nothing;
+    # never wrong.
+    true_sd, true_median = one(coord, "SELECT stddev(salary), percentile_cont(0.5) WITHIN GROUP (ORDER BY salary) "
+                                      "FROM staff_local")
+    before = analyst_charges(coord)
+    try:
+        sd, median = analyst.execute("SELECT stddev(salary) AS sd, percentile_cont(0.5) WITHIN GROUP (ORDER BY salary) "
+                                     "AS median FROM staff").fetchone()
+        after = analyst_charges(coord)
+        check("analyst, plain stddev and median over a distributed table: near the truth, charged once",
+              abs(sd - true_sd) < 0.05 * true_sd and abs(median - true_median) < 2000 and after[0] == before[0] + 1,
+              f"{sd} {median} (true {true_sd} {true_median}), charges {before} -> {after}")
+    except psycopg.Error as e:
+        after = analyst_charges(coord)
+        check("analyst, plain stddev and median over a distributed table: refused with a hint, charged nothing",
+              e.sqlstate in ("ZB003", "0A000") and bool(e.diag.message_hint) and after[0] == before[0],
+              f"{e.sqlstate} {str(e).splitlines()[0]}")
 
     # The same analyst under the zCDP accountant: the coordinator charges
     # the statement's rho (the sum, the separate selection of a Citus level
@@ -386,9 +408,10 @@ def analysts(coord, workers, ports):
         ("SELECT * FROM staff LIMIT 1", "ZB003"),
         ("SELECT worker_partial_agg('dp_count(double precision)'::regprocedure, 1.0) FROM staff", "ZB003"),
         # An exact partial through the function that reads them: refused as
-        # the raw sum it is (a plain count would be answered, with noise,
-        # under the table's policy, as if asked directly).
-        ("SELECT * FROM dp_partials('SELECT sum(salary) FROM staff') AS p(s float8)", "ZB003"),
+        # the raw sum it is (a plain count, or a sum of a column with a
+        # domain, would be answered, with noise, under the table's policy,
+        # as if asked directly).
+        ("SELECT * FROM dp_partials('SELECT sum(age) FROM staff') AS p(s float8)", "ZB003"),
     ]:
         ok, detail = refused(analyst, sql, state)
         check(f"analyst on the coordinator: {sql[:60]}", ok, detail)

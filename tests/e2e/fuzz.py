@@ -435,9 +435,16 @@ class Gen:
             t = self.expr("text", cols, 0)
             return f"{t} {self.pick(['IN', 'NOT IN', '= ANY', '<> ALL'])} ({sub})"
         if form < 0.91:
+            # Uncorrelated, or correlated with this level on one equality
+            # (read as a public IN list), or on more.
+            t = self.expr("text", cols, 0)
             sub = self.pick([
                 "SELECT 1 FROM sites WHERE capacity > 50", "SELECT 1 FROM visits WHERE amount > 1000",
-                "SELECT 1 FROM regions r2 WHERE r2.zone = 'z2'", "SELECT dp_count(1.0) FROM people"])
+                "SELECT 1 FROM regions r2 WHERE r2.zone = 'z2'", "SELECT dp_count(1.0) FROM people",
+                f"SELECT 1 FROM sites s9 WHERE s9.site = {t} AND s9.capacity > 50",
+                f"SELECT * FROM sites s9 WHERE {t} = s9.site",
+                f"SELECT 1 FROM sites s9 WHERE s9.site = {t} AND s9.site > {t}",
+                f"SELECT 1 FROM visits v9 WHERE v9.site = {t} LIMIT 1"])
             return f"{self.pick(['EXISTS', 'NOT EXISTS'])} ({sub})"
         if form < 0.95:
             n = self.pick([2, 3, 5, 2000])

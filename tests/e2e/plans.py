@@ -249,6 +249,8 @@ ADMITTED = [
     ("keys from the policy's list", "SELECT age, count(*) FROM pw_staff WHERE salary > 1000 GROUP BY age"),
     ("keys from the policy's list, bounded", "SELECT month, count(*), dp_sum(amount, 1.0, 0, 100) FROM pw_visits "
                                              "WHERE amount > 10 GROUP BY month"),
+    ("a public EXISTS", "SELECT dp_count(1.0) FROM pw_staff s WHERE EXISTS (SELECT 1 FROM pw_people p "
+                        "WHERE p.person_id = s.person_id AND p.label = 'l1')"),
     ("answers post-processed", "SELECT count(*), max(c) FROM (SELECT region, dp_count(1.0) AS c FROM pw_staff "
                                "GROUP BY region) x"),
 ]
@@ -284,6 +286,9 @@ PROBES = [
                                             "AND (timestamptz '2024-01-01 00:00+00' AT TIME ZONE s.region) IS NOT NULL"),
     ("a public IN list with a division", "SELECT dp_count(1e-9) FROM pw_staff s WHERE s.person_id = 17 AND {c} "
                                          "AND s.age IN (SELECT 100 / (g - 1) FROM generate_series(1, 2) g)"),
+    ("a public EXISTS with a division", "SELECT dp_count(1e-9) FROM pw_staff s WHERE s.person_id = 17 AND {c} "
+                                        "AND EXISTS (SELECT 1 FROM pw_people p WHERE p.person_id = s.age "
+                                        "AND 100 / (p.person_id - 50) > 0)"),
     ("amplified run time", "SELECT dp_count(1e-9) FROM pw_staff s CROSS JOIN generate_series(1, 200000) "
                            "WHERE s.person_id = 17 AND {c}"),
 ]

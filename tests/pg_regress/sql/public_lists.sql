@@ -1,7 +1,9 @@
 -- A public list in WHERE (issue 49): x IN (SELECT y FROM <public tables>)
 -- becomes a join with the DISTINCT list before the gate's checks
--- (src/gate/semijoin.rs), answered as the join would be; NOT IN, other
--- comparisons, EXISTS, correlated or protected lists stay refused.
+-- (src/gate/semijoin.rs), answered as the join would be; so does a
+-- correlated EXISTS on one equality; NOT IN, NOT EXISTS, other
+-- comparisons, uncorrelated EXISTS, correlated or protected lists stay
+-- refused.
 DO $$ BEGIN
     CREATE ROLE dp_lists_analyst LOGIN;
 EXCEPTION WHEN duplicate_object THEN NULL; END $$;
@@ -33,8 +35,23 @@ FROM (SELECT count(*) AS n FROM pl_visits WHERE amount > 3 AND site IN (SELECT s
 -- Grouped by the list's own column, through = ANY.
 SELECT site, abs(n - 333) <= 10 AS near FROM (
   SELECT site, dp_count(100) AS n FROM pl_visits WHERE site = ANY (SELECT site FROM pl_sites) GROUP BY site) q ORDER BY 1;
--- Stay refused, before any charge.
+-- A correlated EXISTS on the public side is the IN list it asks (the
+-- same persons; s1 listed twice still counts each row once), either way
+-- round, with other conditions on the public side.
+SELECT abs(n - t.persons) <= 3 AS persons_near
+FROM (SELECT dp_count(100) AS n FROM pl_visits v
+      WHERE EXISTS (SELECT 1 FROM pl_sites s WHERE s.site = v.site AND s.region = 'north')) q, pl_truth t;
+SELECT abs(n - t.rows) <= 10 AS rows_near
+FROM (SELECT count(*) AS n FROM pl_visits v
+      WHERE v.amount > 3 AND EXISTS (SELECT * FROM pl_sites s WHERE s.region = 'north' AND v.site = s.site)) q, pl_truth t;
+-- Stay refused, before any charge: NOT EXISTS, an EXISTS correlated on
+-- two columns or by anything but an equality, one of protected rows.
 SELECT coalesce(max(id), 0) AS seen FROM dp_my_ledger \gset
+SELECT outcome($$SELECT dp_count(1) FROM pl_visits v WHERE NOT EXISTS (SELECT 1 FROM pl_sites s WHERE s.site = v.site)$$);
+SELECT outcome($$SELECT dp_count(1) FROM pl_visits v WHERE EXISTS (SELECT 1 FROM pl_sites s WHERE s.site = v.site AND s.region > v.site)$$);
+SELECT outcome($$SELECT dp_count(1) FROM pl_visits v WHERE EXISTS (SELECT 1 FROM pl_sites s WHERE s.site > v.site)$$);
+SELECT outcome($$SELECT dp_count(1) FROM pl_visits v WHERE EXISTS (SELECT 1 FROM pl_visits w WHERE w.person_id = v.person_id AND w.amount > 40)$$);
+SELECT outcome($$SELECT dp_count(1) FROM pl_visits v WHERE EXISTS (SELECT 1 FROM pl_sites s WHERE s.site = v.site LIMIT 1)$$);
 SELECT outcome($$SELECT dp_count(1) FROM pl_visits WHERE site NOT IN (SELECT site FROM pl_sites)$$);
 SELECT outcome($$SELECT dp_count(1) FROM pl_visits WHERE site > ANY (SELECT site FROM pl_sites)$$);
 SELECT outcome($$SELECT dp_count(1) FROM pl_visits WHERE EXISTS (SELECT 1 FROM pl_sites WHERE region = 'north')$$);
