@@ -253,8 +253,9 @@ const MOST_LISTED_GROUPS: usize = 10_000;
 /// combination, in `keys`' order). The level then shows every listed key,
 /// each with its noisy answer (those without rows too), as a public table
 /// of keys LEFT JOINed would: the keys shown say nothing of the rows and
-/// need no partition selection (no δ, no selection ε); a row whose value
-/// the list lacks is in no group shown. `None` when a key is anything
+/// need no partition selection (no δ, no selection ε); a row whose key
+/// is not a listed key is in no group shown (under a function of the
+/// column, a row whose value maps to a listed key counts under it). `None` when a key is anything
 /// else, or the combinations pass `MOST_LISTED_GROUPS`.
 ///
 /// # Safety
