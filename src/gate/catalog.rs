@@ -375,7 +375,9 @@ fn load() -> Option<std::rc::Rc<Protected>> {
                         row.get::<String>(3)?,
                         row.get::<i32>(4)?,
                     ) {
-                        policy.lists.insert((relid, column), (values, length.max(0) as usize));
+                        policy
+                            .lists
+                            .insert((relid, column), (values, length.max(0) as usize));
                     }
                 }
             }

@@ -109,13 +109,10 @@ pub(super) unsafe fn check_level(query: *mut pg_sys::Query, walk: &Walk) -> Resu
             Some(join) => Some(bounding::Listing::Join(join)),
             // (FILTER is the policy's on a table of one row per person,
             // refused on several: the rewrite's own filter would replace it.)
-            None if (*query).hasAggs && !filtered(query) => super::policy::listed_keys(
-                query,
-                &rtable,
-                &key_expressions(query),
-                &walk.protected,
-            )
-            .map(bounding::Listing::Values),
+            None if (*query).hasAggs && !filtered(query) => {
+                super::policy::listed_keys(query, &rtable, &key_expressions(query), &walk.protected)
+                    .map(bounding::Listing::Values)
+            }
             None => None,
         };
         if grouped && listing.is_none() {

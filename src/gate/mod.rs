@@ -259,6 +259,12 @@ pub unsafe extern "C-unwind" fn check_query(query: *mut pg_sys::Query) {
     if let Some(refusal) = walk.refused {
         raise(refusal);
     }
+    // What it reads of protected tables comes in an order that is a
+    // function of its rows, not of its plan.
+    if joins::reads_protected(query.cast(), &walk.protected) {
+        // SAFETY: the caller's contract.
+        unsafe { crate::output::order::order_rows(query) };
+    }
 }
 
 /// # Safety

@@ -284,10 +284,13 @@ unsafe fn exists_as_list(sublink: *mut pg_sys::SubLink, protected: &Protected) -
             return None;
         }
         let select = pg_sys::copyObjectImpl(original.cast()) as *mut pg_sys::Query;
-        let conditions =
-            list_items::<pg_sys::Node>(pg_sys::make_ands_implicit((*(*select).jointree).quals.cast()));
+        let conditions = list_items::<pg_sys::Node>(pg_sys::make_ands_implicit(
+            (*(*select).jointree).quals.cast(),
+        ));
         let outside = |n: *mut pg_sys::Node| pg_sys::contain_vars_of_level(n, 1);
-        let correlated: Vec<usize> = (0..conditions.len()).filter(|&i| outside(conditions[i])).collect();
+        let correlated: Vec<usize> = (0..conditions.len())
+            .filter(|&i| outside(conditions[i]))
+            .collect();
         let [at] = correlated[..] else { return None };
         let equality = conditions[at];
         if (*equality).type_ != pg_sys::NodeTag::T_OpExpr {
@@ -337,7 +340,8 @@ unsafe fn exists_as_list(sublink: *mut pg_sys::SubLink, protected: &Protected) -
         } else {
             pg_sys::make_ands_explicit(quals).cast()
         };
-        let entry = pg_sys::makeTargetEntry(inner.cast(), 1, pg_sys::pstrdup(c"listed".as_ptr()), false);
+        let entry =
+            pg_sys::makeTargetEntry(inner.cast(), 1, pg_sys::pstrdup(c"listed".as_ptr()), false);
         (*select).targetList = pg_sys::lappend(std::ptr::null_mut(), entry.cast());
         (*select).sortClause = std::ptr::null_mut();
         if refers_outside(select) {

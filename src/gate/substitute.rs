@@ -102,7 +102,7 @@ pub(super) const SUBSTITUTES: &[(u32, &str)] = &[
     (3846, "dp_total_make_date"),
     (2049, "dp_total_timestamp_to_char"), // to_char(timestamp, text)
     (1770, "dp_total_timestamptz_to_char"), // to_char(timestamptz, text); dates arrive cast
-    (1773, "dp_total_int4_to_char"),        // to_char(integer, text); smallint arrives cast
+    (1773, "dp_total_int4_to_char"),      // to_char(integer, text); smallint arrives cast
     (1774, "dp_total_int8_to_char"),
     (1775, "dp_total_float4_to_char"),
     (1776, "dp_total_float8_to_char"),

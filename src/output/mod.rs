@@ -11,10 +11,14 @@
 //! would tell which protected row came first. docs/analysts.md, "Canonical
 //! values", lists what is normalised and what is refused.
 //!
+//! Rows leave in an order that is a function of the rows (`order`): the
+//! statement's ORDER BY, then each of its columns.
+//!
 //! The run time leaves here too: a fresh statement's answer is held for a
 //! calibrated random delay (`timing`), so that when it arrives is a release.
 
 pub mod canonical;
+pub mod order;
 pub mod timing;
 
 pgrx::extension_sql_file!("canonical.sql", name = "canonical_sql");

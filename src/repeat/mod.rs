@@ -24,8 +24,11 @@
 //! What cannot be identified is a fresh release: charged, with fresh
 //! noise from the backend's generator.
 
+mod atoms;
 mod determined;
 mod identity;
+mod order;
+mod record;
 mod serve;
 mod store;
 mod versions;
@@ -122,12 +125,12 @@ impl Drop for Reading {
 pub fn aborted() {
     READING.with(|r| r.set(false));
     PENDING.with(|p| p.borrow_mut().clear());
-    serve::aborted();
+    record::aborted();
 }
 
 /// An execution ended: its answers were kept, or will not be.
 pub fn ended(estate: *mut pg_sys::EState) {
-    serve::ended(estate);
+    record::ended(estate);
 }
 
 /// Identifies the repeatable releases of `parse` (`identity::mark`: their
@@ -167,7 +170,8 @@ pub unsafe fn mark(parse: *mut pg_sys::Query, params: pg_sys::ParamListInfo) -> 
 }
 
 /// Appends the marker entry that carries `names` (`mark`) to the plan's
-/// range table (nothing if no call was identified).
+/// range table (nothing if no call was identified), and splits its
+/// identified Agg nodes into their atoms (`atoms`).
 ///
 /// # Safety
 /// `planned` is the live PlannedStmt the planner just made; `names` is
@@ -185,6 +189,8 @@ pub unsafe fn attach(planned: *mut pg_sys::PlannedStmt, names: *mut pg_sys::List
         let name = std::ffi::CString::new(MARKER).expect("no NUL");
         (*rte).eref = pg_sys::makeAlias(name.as_ptr(), names);
         (*planned).rtable = pg_sys::lappend((*planned).rtable, rte.cast());
+        // Its Agg nodes output the same atoms under every plan.
+        atoms::split(planned, &marked(planned));
     }
 }
 
@@ -327,7 +333,7 @@ pub unsafe fn identify(query: *mut pg_sys::QueryDesc, eflags: i32) {
 }
 
 /// Registers the identities `identify` read for the query just started,
-/// and records the answers its Agg nodes give (`serve::record`). Every
+/// and records the answers its Agg nodes give (`record::record`). Every
 /// identified call left in the plan it runs is charged, paid before or
 /// not: a repeat is free only when answered from the store.
 ///
@@ -347,7 +353,7 @@ pub unsafe fn start(query: *mut pg_sys::QueryDesc, _eflags: i32) {
         let estate = (*query).estate;
         let paid = vec![false; pending.identities.len()];
         if let Some(secret) = KEY.with(|k| *k.borrow()) {
-            serve::record(
+            record::record(
                 query,
                 &serve::Calls {
                     identities: &pending.identities,

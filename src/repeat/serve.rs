@@ -5,11 +5,12 @@
 //! shape (what each column computes, with the plan's own numbering of its
 //! input replaced by the group keys' labels and the releases by their
 //! identities), so sorted, hashed and parallel plans of one query level
-//! share it. When such a node runs to its end, its output rows are kept
+//! share it. Such a node runs to its end and its output rows are kept
 //! (`record`: `store::keep`). When a statement starts, every Agg node whose
 //! answer is stored is replaced, in a copy of the plan, by a scan of the
-//! stored rows (`serve`): nothing below it is initialised or read, and its
-//! releases are free. A release that runs is charged, even if paid before:
+//! stored rows (`serve`), sorted as a sorted aggregation hands them out
+//! (`order`): nothing below it is initialised or read, and its releases
+//! are free. A release that runs is charged, even if paid before:
 //! a repeat is free only when it reads no protected row, so that its run
 //! time tells nothing that the first, charged, run did not.
 
@@ -17,7 +18,6 @@ use super::identity;
 use super::store;
 use crate::pg_list::list_nodes;
 use pgrx::pg_sys;
-use std::cell::RefCell;
 use std::ffi::c_void;
 
 /// What the answer keys of a plan's Agg nodes are made of: its marked
@@ -30,21 +30,39 @@ pub struct Calls<'a> {
 }
 
 /// An Agg node of a plan with an answer key.
-struct Found {
-    plan: *mut pg_sys::Plan,
-    key: [u8; 32],
+pub(super) struct Found {
+    pub plan: *mut pg_sys::Plan,
+    pub key: [u8; 32],
 }
 
 /// The Agg nodes of `stmt` that have an answer key and run in this
-/// process (none below a Gather: its workers would each run a copy), in
-/// their places in the plan (`slot`: the pointer that holds each).
+/// process, in their places in the plan (`slot`: the pointer that holds each).
 ///
 /// # Safety
 /// `stmt` is a live PlannedStmt; `calls` what its marked calls are.
-unsafe fn keyed(
+pub(super) unsafe fn keyed(
     stmt: *mut pg_sys::PlannedStmt,
     calls: &Calls,
 ) -> Vec<(*mut *mut pg_sys::Plan, Found)> {
+    // SAFETY: the caller's contract.
+    unsafe {
+        agg_slots(stmt)
+            .into_iter()
+            .filter_map(|slot| {
+                let plan = *slot;
+                answer_key(plan, calls).map(|key| (slot, Found { plan, key }))
+            })
+            .collect()
+    }
+}
+
+/// The slots (the pointers that hold them) of `stmt`'s Agg nodes that run
+/// in this process: none below a Gather, whose workers would each run a
+/// copy.
+///
+/// # Safety
+/// `stmt` is a live PlannedStmt.
+pub(super) unsafe fn agg_slots(stmt: *mut pg_sys::PlannedStmt) -> Vec<*mut *mut pg_sys::Plan> {
     let mut slots: Vec<*mut *mut pg_sys::Plan> = Vec::new();
     // SAFETY: the caller's contract; the plan tree and its subplans List hold live Plan pointers.
     unsafe {
@@ -57,14 +75,8 @@ unsafe fn keyed(
                 );
             }
         }
-        slots
-            .into_iter()
-            .filter_map(|slot| {
-                let plan = *slot;
-                answer_key(plan, calls).map(|key| (slot, Found { plan, key }))
-            })
-            .collect()
     }
+    slots
 }
 
 /// Collects the slots holding Agg nodes under `slot`, not below a Gather
@@ -452,7 +464,76 @@ unsafe fn stored_scan(
             lists = pg_sys::lappend(lists, consts.cast());
         }
         (*scan).values_lists = lists;
-        Some(scan.cast())
+        Some(in_order(agg, scan.cast()))
+    }
+}
+
+/// `scan` (of a stored answer, with `agg`'s output columns), sorted as
+/// `agg` would hand its rows out when it is a sorted aggregation: the
+/// nodes above it were planned for that order (`order`).
+///
+/// # Safety
+/// `agg` is a live Agg plan node; `scan` the live scan that replaces it.
+unsafe fn in_order(agg: *mut pg_sys::Plan, scan: *mut pg_sys::Plan) -> *mut pg_sys::Plan {
+    // SAFETY: the caller's contract; the Sort is palloc'd and filled as setrefs leaves one.
+    unsafe {
+        let node = agg as *mut pg_sys::Agg;
+        if (*node).aggstrategy != pg_sys::AggStrategy::AGG_SORTED {
+            return scan;
+        }
+        let mut keys = super::order::ordering(agg);
+        if keys.is_empty() {
+            keys = super::order::fallback(node);
+        }
+        if keys.is_empty() {
+            return scan;
+        }
+        let sort = pg_sys::palloc0(std::mem::size_of::<pg_sys::Sort>()) as *mut pg_sys::Sort;
+        (*sort).plan.type_ = pg_sys::NodeTag::T_Sort;
+        (*sort).plan.startup_cost = (*scan).total_cost;
+        (*sort).plan.total_cost = (*scan).total_cost;
+        (*sort).plan.plan_rows = (*scan).plan_rows;
+        (*sort).plan.plan_width = (*scan).plan_width;
+        (*sort).plan.plan_node_id = (*scan).plan_node_id;
+        let mut targetlist: *mut pg_sys::List = std::ptr::null_mut();
+        for (i, entry) in list_nodes((*scan).targetlist).into_iter().enumerate() {
+            let entry = entry as *mut pg_sys::TargetEntry;
+            let expr = (*entry).expr as *mut pg_sys::Node;
+            let var = pg_sys::makeVar(
+                pg_sys::OUTER_VAR as _,
+                (i + 1) as i16,
+                pg_sys::exprType(expr),
+                pg_sys::exprTypmod(expr),
+                pg_sys::exprCollation(expr),
+                0,
+            );
+            let tle = pg_sys::makeTargetEntry(
+                var.cast(),
+                (i + 1) as i16,
+                (*entry).resname,
+                (*entry).resjunk,
+            );
+            (*tle).ressortgroupref = (*entry).ressortgroupref;
+            (*tle).resorigtbl = (*entry).resorigtbl;
+            (*tle).resorigcol = (*entry).resorigcol;
+            targetlist = pg_sys::lappend(targetlist, tle.cast());
+        }
+        (*sort).plan.targetlist = targetlist;
+        (*sort).plan.lefttree = scan;
+        let n = keys.len();
+        let array = |size: usize| pg_sys::palloc0(size * n);
+        (*sort).numCols = n as i32;
+        (*sort).sortColIdx = array(std::mem::size_of::<pg_sys::AttrNumber>()).cast();
+        (*sort).sortOperators = array(std::mem::size_of::<pg_sys::Oid>()).cast();
+        (*sort).collations = array(std::mem::size_of::<pg_sys::Oid>()).cast();
+        (*sort).nullsFirst = array(std::mem::size_of::<bool>()).cast();
+        for (i, key) in keys.iter().enumerate() {
+            *(*sort).sortColIdx.add(i) = key.column;
+            *(*sort).sortOperators.add(i) = key.operator;
+            *(*sort).collations.add(i) = key.collation;
+            *(*sort).nullsFirst.add(i) = key.nulls_first;
+        }
+        sort.cast()
     }
 }
 
@@ -528,221 +609,4 @@ unsafe fn decode(
         rows.push(row);
     }
     Some(rows)
-}
-
-/// Recording an Agg node's output while it runs, to keep it when it ends.
-struct Recorder {
-    state: *mut pg_sys::PlanState,
-    inner: pg_sys::ExecProcNodeMtd,
-    key: [u8; 32],
-    /// Each column's binary send function.
-    send: Vec<pg_sys::Oid>,
-    rows: Vec<Vec<u8>>,
-    /// Digests of the rows kept (a rescan runs the node again).
-    seen: std::collections::HashSet<u64>,
-    bytes: usize,
-    /// Over the store's limit, or finished: nothing more is recorded.
-    done: bool,
-    /// The finished answer, stored only when its execution ends without
-    /// error (`ended`): after the run time's delay and the sending of the
-    /// held rows, so that a timeout or cancel during them leaves nothing
-    /// to serve (a free repeat would tell that the run itself was shorter).
-    answer: Option<Vec<u8>>,
-}
-
-thread_local! {
-    static RECORDERS: RefCell<Vec<Recorder>> = const { RefCell::new(Vec::new()) };
-}
-
-/// Records the output of every Agg node with an answer key in the started
-/// query `query` (whose plan's marked calls `calls` describes).
-///
-/// # Safety
-/// `query` is the live QueryDesc just started (its plan state built); inside a transaction.
-pub unsafe fn record(query: *mut pg_sys::QueryDesc, calls: &Calls) {
-    // SAFETY: the caller's contract; the plan state tree and es_subplanstates are the execution's.
-    unsafe {
-        let found = keyed((*query).plannedstmt, calls);
-        if found.is_empty() {
-            return;
-        }
-        let mut states = Vec::new();
-        let mut roots = vec![(*query).planstate];
-        roots.extend(
-            list_nodes((*(*query).estate).es_subplanstates)
-                .into_iter()
-                .map(|s| s as *mut pg_sys::PlanState),
-        );
-        while let Some(state) = roots.pop() {
-            if state.is_null() {
-                continue;
-            }
-            states.push(state);
-            roots.extend(crate::budget::plan_children(state));
-        }
-        for (_, f) in found {
-            let Some(&state) = states.iter().find(|s| (***s).plan == f.plan) else {
-                continue;
-            };
-            if store::lookup(&f.key).is_some() {
-                continue;
-            }
-            // The node's output columns, as its target list types them (its result slot's).
-            let send = list_nodes((*f.plan).targetlist)
-                .into_iter()
-                .map(|entry| {
-                    let type_ =
-                        pg_sys::exprType((*(entry as *mut pg_sys::TargetEntry)).expr.cast());
-                    let mut send = pg_sys::InvalidOid;
-                    let mut varlena = false;
-                    pg_sys::getTypeBinaryOutputInfo(type_, &mut send, &mut varlena);
-                    send
-                })
-                .collect();
-            let inner = (*state).ExecProcNodeReal;
-            RECORDERS.with(|r| {
-                r.borrow_mut().push(Recorder {
-                    state,
-                    inner,
-                    key: f.key,
-                    send,
-                    rows: Vec::new(),
-                    seen: Default::default(),
-                    bytes: 8,
-                    done: false,
-                    answer: None,
-                });
-            });
-            (*state).ExecProcNodeReal = Some(recording);
-        }
-    }
-}
-
-/// The execution `estate` ended without error: the answers it finished are
-/// stored, and its recorders forgotten.
-pub fn ended(estate: *mut pg_sys::EState) {
-    RECORDERS.with(|r| {
-        r.borrow_mut().retain_mut(|x| {
-            // SAFETY: a recorder's state lives until its execution ends, which is now at the
-            // earliest (an aborted one's are cleared by `aborted` first).
-            if unsafe { (*x.state).state } != estate {
-                return true;
-            }
-            if let Some(answer) = x.answer.take() {
-                store::keep(&x.key, &answer);
-            }
-            false
-        })
-    });
-}
-
-/// A (sub)transaction aborted: every recorded execution in it ended, and
-/// what they finished is not stored.
-pub fn aborted() {
-    RECORDERS.with(|r| r.borrow_mut().clear());
-}
-
-/// The Agg node's ExecProcNode while it is recorded: passes its rows on,
-/// keeps a copy of each new one, and holds the answer at its end.
-///
-/// # Safety
-/// Called by the executor with the live PlanState `record` wrapped.
-#[pgrx::pg_guard]
-unsafe extern "C-unwind" fn recording(
-    state: *mut pg_sys::PlanState,
-) -> *mut pg_sys::TupleTableSlot {
-    let Some((inner, done)) = RECORDERS.with(|r| {
-        r.borrow()
-            .iter()
-            .rev()
-            .find(|x| x.state == state)
-            .map(|x| (x.inner, x.done))
-    }) else {
-        return std::ptr::null_mut();
-    };
-    let inner = inner.expect("a started node has an ExecProcNode");
-    // SAFETY: the executor's contract; nothing here owns anything an error unwinding through the
-    // call below would need to drop (no RECORDERS borrow is held across it).
-    let slot = unsafe { inner(state) };
-    if done {
-        return slot;
-    }
-    // SAFETY: the slot is the node's live result slot (or null / empty at its end); its values are
-    // read after slot_getallattrs, each sent with its column's send function.
-    unsafe {
-        if slot.is_null() || (*slot).tts_flags & pg_sys::TTS_FLAG_EMPTY as u16 != 0 {
-            finish(state);
-            return slot;
-        }
-        pg_sys::slot_getallattrs(slot);
-        let send = RECORDERS
-            .with(|r| {
-                r.borrow()
-                    .iter()
-                    .rev()
-                    .find(|x| x.state == state)
-                    .map(|x| x.send.clone())
-            })
-            .unwrap_or_default();
-        let mut row = Vec::new();
-        for (i, send) in send.iter().enumerate() {
-            if *(*slot).tts_isnull.add(i) {
-                row.push(0u8);
-                continue;
-            }
-            let bytes = pg_sys::OidSendFunctionCall(*send, *(*slot).tts_values.add(i));
-            let len = pgrx::varlena::varsize_any_exhdr(bytes.cast());
-            let body = std::slice::from_raw_parts(
-                pgrx::varlena::vardata_any(bytes.cast()) as *const u8,
-                len,
-            );
-            row.push(1);
-            row.extend_from_slice(&(len as u32).to_le_bytes());
-            row.extend_from_slice(body);
-            pg_sys::pfree(bytes.cast());
-        }
-        RECORDERS.with(|r| {
-            let mut r = r.borrow_mut();
-            let Some(x) = r.iter_mut().rev().find(|x| x.state == state) else {
-                return;
-            };
-            // A row seen before: the node was rescanned and runs again (a
-            // group's row is unique: its keys differ from every other's).
-            let digest = {
-                use std::hash::{Hash, Hasher};
-                let mut h = std::collections::hash_map::DefaultHasher::new();
-                row.hash(&mut h);
-                h.finish()
-            };
-            if !x.seen.insert(digest) {
-                return;
-            }
-            x.bytes += row.len();
-            if x.bytes > store::MOST_BYTES {
-                x.done = true;
-                x.rows.clear();
-                return;
-            }
-            x.rows.push(row);
-        });
-        slot
-    }
-}
-
-/// Holds a finished node's answer until its execution ends (`ended`).
-fn finish(state: *mut pg_sys::PlanState) {
-    RECORDERS.with(|r| {
-        let mut r = r.borrow_mut();
-        let Some(x) = r.iter_mut().rev().find(|x| x.state == state) else {
-            return;
-        };
-        x.done = true;
-        let mut answer = Vec::with_capacity(x.bytes);
-        answer.extend_from_slice(&(x.send.len() as u32).to_le_bytes());
-        answer.extend_from_slice(&(x.rows.len() as u32).to_le_bytes());
-        for row in x.rows.drain(..) {
-            answer.extend_from_slice(&row);
-        }
-        x.answer = Some(answer);
-    });
 }

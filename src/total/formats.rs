@@ -44,7 +44,8 @@ macro_rules! number_to_char {
             // SAFETY: STRICT, declared (a number, text); the built-in is called with the same
             // arguments once the format is one that formats every value.
             unsafe {
-                if text_bytes(fcinfo, 1) > FORMAT_BYTES || !number_format_total(text_arg(fcinfo, 1)) {
+                if text_bytes(fcinfo, 1) > FORMAT_BYTES || !number_format_total(text_arg(fcinfo, 1))
+                {
                     return return_null(fcinfo);
                 }
                 pg_sys::$builtin(fcinfo)
@@ -53,11 +54,31 @@ macro_rules! number_to_char {
     };
 }
 
-number_to_char!(pg_finfo_dp_total_int4_to_char, dp_total_int4_to_char, int4_to_char);
-number_to_char!(pg_finfo_dp_total_int8_to_char, dp_total_int8_to_char, int8_to_char);
-number_to_char!(pg_finfo_dp_total_float4_to_char, dp_total_float4_to_char, float4_to_char);
-number_to_char!(pg_finfo_dp_total_float8_to_char, dp_total_float8_to_char, float8_to_char);
-number_to_char!(pg_finfo_dp_total_numeric_to_char, dp_total_numeric_to_char, numeric_to_char);
+number_to_char!(
+    pg_finfo_dp_total_int4_to_char,
+    dp_total_int4_to_char,
+    int4_to_char
+);
+number_to_char!(
+    pg_finfo_dp_total_int8_to_char,
+    dp_total_int8_to_char,
+    int8_to_char
+);
+number_to_char!(
+    pg_finfo_dp_total_float4_to_char,
+    dp_total_float4_to_char,
+    float4_to_char
+);
+number_to_char!(
+    pg_finfo_dp_total_float8_to_char,
+    dp_total_float8_to_char,
+    float8_to_char
+);
+number_to_char!(
+    pg_finfo_dp_total_numeric_to_char,
+    dp_total_numeric_to_char,
+    numeric_to_char
+);
 
 #[cfg(test)]
 mod tests {
@@ -65,10 +86,21 @@ mod tests {
 
     #[test]
     fn only_formats_that_cannot_fail() {
-        for ok in ["999", "FM999,999.00", "999G999D99", "L 9 9 9", "fm0000", "", "9.", "FM"] {
+        for ok in [
+            "999",
+            "FM999,999.00",
+            "999G999D99",
+            "L 9 9 9",
+            "fm0000",
+            "",
+            "9.",
+            "FM",
+        ] {
             assert!(number_format_total(ok.as_bytes()), "{ok}");
         }
-        for refused in ["9.9.9", "9D9.9", "999V99", "S999", "9999MI", "9.99EEEE", "RN", "999th", "F9", "'x'999"] {
+        for refused in [
+            "9.9.9", "9D9.9", "999V99", "S999", "9999MI", "9.99EEEE", "RN", "999th", "F9", "'x'999",
+        ] {
             assert!(!number_format_total(refused.as_bytes()), "{refused}");
         }
         assert!(!number_format_total("9".repeat(2000).as_bytes()));

@@ -135,6 +135,7 @@ GRANT SELECT ON id_staff, id_visits TO {CURATOR};
 SELECT dp_protect('id_staff', 'person_id'), dp_protect('id_visits', 'person_id', 2);
 SELECT dp_track('id_staff'), dp_track('id_visits'), dp_track('id_regions'), dp_track('id_people');
 SELECT dp_domain('id_staff', 'pay', ARRAY['0', '1', '2', '3', '4', '5', '6', '7']);
+SELECT dp_policy('id_staff', 1000);
 SELECT dp_budget_grant('{CURATOR}', 1e9, 1);
 """
 
@@ -195,6 +196,14 @@ IDENTIFIED = [
      "SELECT pay, dp_count(1000) FROM id_staff WHERE age > 25 GROUP BY pay",
      "SELECT v, count(s.pay) FROM unnest('{0,1,2,3,4,5,6,7}'::numeric[]) v LEFT JOIN id_staff s "
      "ON s.pay = v AND s.age > 25 GROUP BY v"),
+    ("plain count(*), ORDER BY the key DESC LIMIT (cast in the Agg or above the Sort; a sorted plan's LIMIT "
+     "stops early)", ANALYST,
+     "SELECT age, count(*) FROM id_staff WHERE team < 3 GROUP BY age ORDER BY age DESC LIMIT 3",
+     "SELECT age, count(*) FROM id_staff WHERE team < 3 GROUP BY age ORDER BY age DESC LIMIT 3"),
+    ("plain count(*) of listed keys, ORDER BY the key DESC LIMIT", ANALYST,
+     "SELECT pay, count(*) FROM id_staff WHERE age > 22 GROUP BY pay ORDER BY pay DESC LIMIT 2",
+     "SELECT v, count(s.pay) FROM unnest('{0,1,2,3,4,5,6,7}'::numeric[]) v LEFT JOIN id_staff s "
+     "ON s.pay = v AND s.age > 22 GROUP BY v ORDER BY v DESC LIMIT 2"),
     ("listed keys, public table", CURATOR,
      "SELECT r.region, dp_count(1000) FROM id_regions r LEFT JOIN id_staff s ON s.region = r.region AND s.age > 30 "
      "GROUP BY r.region",

@@ -36,7 +36,11 @@ pub(super) unsafe fn pass_through_sql(
         outer.push("true".to_string());
         let mut own = vec![format!("NULL::{}", types[0])];
         own.extend((1..=key_count).map(|i| format!("k.c{i}")));
-        own.extend(types[1 + key_count..].iter().map(|ty| format!("NULL::{ty}")));
+        own.extend(
+            types[1 + key_count..]
+                .iter()
+                .map(|ty| format!("NULL::{ty}")),
+        );
         own.push("NULL::pg_catalog.bool".to_string());
         Ok(format!(
             "SELECT {} FROM (SELECT {} FROM (SELECT {}) AS p) AS b \

@@ -158,7 +158,11 @@ unsafe fn bounded(mut arg: *mut pg_sys::Node, c: &Context) -> Option<Option<(f64
 /// # Safety
 /// `rte` is a live subquery entry of the level `c` holds, before planning;
 /// inside a transaction.
-unsafe fn person_value(rte: *mut pg_sys::RangeTblEntry, attno: i16, c: &Context) -> Option<(f64, f64)> {
+unsafe fn person_value(
+    rte: *mut pg_sys::RangeTblEntry,
+    attno: i16,
+    c: &Context,
+) -> Option<(f64, f64)> {
     // SAFETY: the caller's contract; casts follow the node tags and RTE kinds.
     unsafe {
         let sub = (*rte).subquery;
@@ -181,7 +185,12 @@ unsafe fn person_value(rte: *mut pg_sys::RangeTblEntry, attno: i16, c: &Context)
         let rows = list_items::<pg_sys::RangeTblEntry>((*sub).rtable)
             .into_iter()
             .filter(|r| (**r).rtekind == pg_sys::RTEKind::RTE_RELATION)
-            .filter_map(|r| c.protected.tables.get(&(*r).relid).map(|t| ((*r).relid, *t)))
+            .filter_map(|r| {
+                c.protected
+                    .tables
+                    .get(&(*r).relid)
+                    .map(|t| ((*r).relid, *t))
+            })
             .map(|(relid, table)| {
                 if table.one_row {
                     1
@@ -227,7 +236,9 @@ unsafe fn implicit_cast(node: *mut pg_sys::Node) -> Option<*mut pg_sys::Node> {
     // SAFETY: the caller's contract; casts follow the node tags.
     unsafe {
         match (*node).type_ {
-            pg_sys::NodeTag::T_RelabelType => Some((*(node as *mut pg_sys::RelabelType)).arg.cast()),
+            pg_sys::NodeTag::T_RelabelType => {
+                Some((*(node as *mut pg_sys::RelabelType)).arg.cast())
+            }
             pg_sys::NodeTag::T_FuncExpr => {
                 let call = node as *mut pg_sys::FuncExpr;
                 let args = list_items::<pg_sys::Node>((*call).args);

@@ -415,8 +415,16 @@ unsafe fn mutate(node: *mut pg_sys::Node, context: *mut std::ffi::c_void) -> *mu
             if c.level.per_person
                 && !matches!(
                     plain(aggref),
-                    Some(Plain::CountStar | Plain::Sum | Plain::Avg | Plain::Variance | Plain::Stddev
-                        | Plain::Min | Plain::Max | Plain::Quantile(_))
+                    Some(
+                        Plain::CountStar
+                            | Plain::Sum
+                            | Plain::Avg
+                            | Plain::Variance
+                            | Plain::Stddev
+                            | Plain::Min
+                            | Plain::Max
+                            | Plain::Quantile(_)
+                    )
                 )
             {
                 return node;

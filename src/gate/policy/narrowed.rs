@@ -127,7 +127,9 @@ pub(super) unsafe fn narrow(relid: pg_sys::Oid, attno: i16, domain: (f64, f64)) 
     };
     let (mut lower, mut upper) = domain;
     for entry in entries.iter().filter(|e| {
-        e.table == table && e.column == column && e.schema.as_ref().is_none_or(|s| Some(s) == schema.as_ref())
+        e.table == table
+            && e.column == column
+            && e.schema.as_ref().is_none_or(|s| Some(s) == schema.as_ref())
     }) {
         lower = entry.lower.clamp(lower, upper);
         upper = entry.upper.clamp(lower, upper);
@@ -150,7 +152,9 @@ unsafe extern "C-unwind" fn check(
         return true;
     }
     // SAFETY: a proposed string value is NUL-terminated and lives for the whole hook call.
-    let text = unsafe { CStr::from_ptr(value) }.to_string_lossy().into_owned();
+    let text = unsafe { CStr::from_ptr(value) }
+        .to_string_lossy()
+        .into_owned();
     let Err(why) = parse(&text) else {
         return true;
     };
@@ -193,8 +197,16 @@ mod tests {
         assert_eq!(entries[1].schema.as_deref(), Some("public"));
         assert_eq!((entries[1].lower, entries[1].upper), (-1000.0, 25000.0));
         assert!(parse("").unwrap().is_empty());
-        for bad in ["visits.amount", "visits.amount=1", "amount=0:1", "visits.amount=5:1", "visits.amount=0:inf",
-                    "a.b.c.d=0:1", ".amount=0:1", "visits.amount=x:1"] {
+        for bad in [
+            "visits.amount",
+            "visits.amount=1",
+            "amount=0:1",
+            "visits.amount=5:1",
+            "visits.amount=0:inf",
+            "a.b.c.d=0:1",
+            ".amount=0:1",
+            "visits.amount=x:1",
+        ] {
             assert!(parse(bad).is_err(), "{bad}");
         }
     }

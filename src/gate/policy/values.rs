@@ -307,7 +307,10 @@ pub(in crate::gate) unsafe fn listed_keys(
             {
                 return None;
             }
-            let (list, length) = protected.policy.lists.get(&((*rte).relid, (*var).varattno))?;
+            let (list, length) = protected
+                .policy
+                .lists
+                .get(&((*rte).relid, (*var).varattno))?;
             let (array, collate) = array_of(var, list)?;
             groups = groups.checked_mul(*length)?;
             let mut column = format!("l{i}.v{collate}");

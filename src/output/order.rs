@@ -1,0 +1,140 @@
+//! The order in which an analyst's rows come: a function of the rows.
+//!
+//! Where a statement does not order its rows fully, PostgreSQL hands them
+//! out in the order its plan makes them: a hash table's, a sort's on other
+//! keys, a scan's. Which plan runs follows the analyst's own settings, and
+//! a hash table's order can follow the order in which it met the rows (two
+//! keys in one bucket stay in the order they came). The order of the rows,
+//! and which rows a LIMIT keeps, would then tell the plan, and perhaps the
+//! order of protected rows; a repeat answered from the release store
+//! (sorted as the plan above it expects) would come in another order than
+//! the first run.
+//!
+//! So each level whose order an analyst observes (the statement's own, and
+//! every subquery with LIMIT or OFFSET, whose rows are those its order puts
+//! first) is ordered by its own ORDER BY, then by each of its columns in
+//! turn, in the column type's default order, NULLs last: rows that differ
+//! come in one order under every plan, and rows that do not cannot be told
+//! apart. A column whose type has no default order (json, point, a record)
+//! breaks no tie. Window functions and order-sensitive aggregates over
+//! released rows without an ORDER BY of their own (`row_number() OVER ()`,
+//! `array_agg(x)`) still see the rows in the plan's order (docs/analysts.md,
+//! "Row order").
+
+use pgrx::pg_sys;
+
+/// Orders every level of `query` whose row order an analyst observes.
+///
+/// # Safety
+/// `query` is the live top-level Query of an analyst's statement, before planning.
+pub unsafe fn order_rows(query: *mut pg_sys::Query) {
+    // SAFETY: the caller's contract.
+    unsafe {
+        if (*query).commandType != pg_sys::CmdType::CMD_SELECT || !(*query).utilityStmt.is_null() {
+            return;
+        }
+        break_ties(query);
+        pg_sys::query_tree_walker(query, Some(walker), std::ptr::null_mut(), 0);
+    }
+}
+
+/// Orders each subquery with LIMIT or OFFSET below the node.
+///
+/// # Safety
+/// Called by PostgreSQL's tree walkers with live nodes.
+#[pgrx::pg_guard]
+unsafe extern "C-unwind" fn walker(
+    node: *mut pg_sys::Node,
+    context: *mut std::ffi::c_void,
+) -> bool {
+    // SAFETY: the caller's contract; casts follow node tags.
+    unsafe {
+        if node.is_null() {
+            return false;
+        }
+        if (*node).type_ == pg_sys::NodeTag::T_Query {
+            let query = node as *mut pg_sys::Query;
+            if (*query).commandType == pg_sys::CmdType::CMD_SELECT
+                && (!(*query).limitCount.is_null() || !(*query).limitOffset.is_null())
+            {
+                break_ties(query);
+            }
+            return pg_sys::query_tree_walker(query, Some(walker), context, 0);
+        }
+        pg_sys::expression_tree_walker(node, Some(walker), context)
+    }
+}
+
+/// Appends to `level`'s ORDER BY each of its columns it does not order by
+/// yet, whose type has a default order.
+///
+/// # Safety
+/// `level` is a live SELECT Query.
+unsafe fn break_ties(level: *mut pg_sys::Query) {
+    // SAFETY: the caller's contract; the target list is a List of TargetEntry, the sort clause
+    // of SortGroupClause.
+    unsafe {
+        let entries: Vec<*mut pg_sys::TargetEntry> =
+            crate::pg_list::list_nodes((*level).targetList)
+                .into_iter()
+                .map(|e| e.cast())
+                .collect();
+        let ordered: Vec<u32> = crate::pg_list::list_nodes((*level).sortClause)
+            .into_iter()
+            .map(|c| (*(c as *mut pg_sys::SortGroupClause)).tleSortGroupRef)
+            .collect();
+        let mut next = entries
+            .iter()
+            .map(|e| (**e).ressortgroupref)
+            .max()
+            .unwrap_or(0);
+        for entry in entries {
+            if (*entry).resjunk
+                || ((*entry).ressortgroupref != 0 && ordered.contains(&(*entry).ressortgroupref))
+            {
+                continue;
+            }
+            let expr = (*entry).expr as *mut pg_sys::Node;
+            if pg_sys::expression_returns_set(expr) {
+                continue;
+            }
+            let Some((sortop, eqop)) = default_order(pg_sys::exprType(expr)) else {
+                continue;
+            };
+            if (*entry).ressortgroupref == 0 {
+                next += 1;
+                (*entry).ressortgroupref = next;
+            }
+            let clause = pg_sys::palloc0(std::mem::size_of::<pg_sys::SortGroupClause>())
+                as *mut pg_sys::SortGroupClause;
+            (*clause).type_ = pg_sys::NodeTag::T_SortGroupClause;
+            (*clause).tleSortGroupRef = (*entry).ressortgroupref;
+            (*clause).eqop = eqop;
+            (*clause).sortop = sortop;
+            (*clause).nulls_first = false;
+            (*clause).hashable = false;
+            (*level).sortClause = pg_sys::lappend((*level).sortClause, clause.cast());
+        }
+    }
+}
+
+/// The default ordering and equality operators of `type_` (None: no
+/// default order, or a record or composite, whose comparison can fail on
+/// a column).
+///
+/// # Safety
+/// Inside a transaction.
+unsafe fn default_order(type_: pg_sys::Oid) -> Option<(pg_sys::Oid, pg_sys::Oid)> {
+    // SAFETY: the caller's contract; the type cache entry lives for the session.
+    unsafe {
+        if type_ == pg_sys::RECORDOID || pg_sys::type_is_rowtype(type_) {
+            return None;
+        }
+        let cache = pg_sys::lookup_type_cache(
+            type_,
+            (pg_sys::TYPECACHE_LT_OPR | pg_sys::TYPECACHE_EQ_OPR) as i32,
+        );
+        let (lt, eq) = ((*cache).lt_opr, (*cache).eq_opr);
+        (lt != pg_sys::InvalidOid && eq != pg_sys::InvalidOid).then_some((lt, eq))
+    }
+}

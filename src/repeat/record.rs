@@ -1,0 +1,291 @@
+//! Recording the answers of a starting plan's Agg nodes, to keep those
+//! that finish (`store::keep`) when their execution ends.
+//!
+//! A recorded node runs to its end at its first call, whatever is above
+//! it: its rows are held (a tuplestore within work_mem) and handed out as
+//! they are asked for. A parent that stops early (a LIMIT over a sorted
+//! aggregation, a merge join, a cursor fetched in part) would otherwise
+//! leave the answer unfinished, and whether a repeat is free would follow
+//! the plan: a hashed aggregation under a Sort runs to its end, a sorted
+//! one under the LIMIT does not.
+
+use super::serve::{keyed, Calls};
+use super::store;
+use crate::pg_list::list_nodes;
+use pgrx::pg_sys;
+use std::cell::RefCell;
+
+/// Recording an Agg node's output, to keep it when its execution ends.
+struct Recorder {
+    state: *mut pg_sys::PlanState,
+    inner: pg_sys::ExecProcNodeMtd,
+    key: [u8; 32],
+    /// Each column's binary send function.
+    send: Vec<pg_sys::Oid>,
+    rows: Vec<Vec<u8>>,
+    bytes: usize,
+    /// Over the store's limit: nothing more is recorded.
+    over: bool,
+    /// The node's whole output, read at its first call (null before).
+    held: *mut pg_sys::Tuplestorestate,
+    /// The slot the held rows are read into.
+    out: *mut pg_sys::TupleTableSlot,
+    /// The finished answer, stored only when its execution ends without
+    /// error (`ended`): after the run time's delay and the sending of the
+    /// held rows, so that a timeout or cancel during them leaves nothing
+    /// to serve (a free repeat would tell that the run itself was shorter).
+    answer: Option<Vec<u8>>,
+}
+
+thread_local! {
+    static RECORDERS: RefCell<Vec<Recorder>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Records the output of every Agg node with an answer key in the started
+/// query `query` (whose plan's marked calls `calls` describes).
+///
+/// # Safety
+/// `query` is the live QueryDesc just started (its plan state built); inside a transaction.
+pub unsafe fn record(query: *mut pg_sys::QueryDesc, calls: &Calls) {
+    // SAFETY: the caller's contract; the plan state tree and es_subplanstates are the execution's.
+    unsafe {
+        let found = keyed((*query).plannedstmt, calls);
+        if found.is_empty() {
+            return;
+        }
+        let mut states = Vec::new();
+        let mut roots = vec![(*query).planstate];
+        roots.extend(
+            list_nodes((*(*query).estate).es_subplanstates)
+                .into_iter()
+                .map(|s| s as *mut pg_sys::PlanState),
+        );
+        while let Some(state) = roots.pop() {
+            if state.is_null() {
+                continue;
+            }
+            states.push(state);
+            roots.extend(crate::budget::plan_children(state));
+        }
+        for (_, f) in found {
+            let Some(&state) = states.iter().find(|s| (***s).plan == f.plan) else {
+                continue;
+            };
+            if store::lookup(&f.key).is_some() {
+                continue;
+            }
+            // The node's output columns, as its target list types them (its result slot's).
+            let send = list_nodes((*f.plan).targetlist)
+                .into_iter()
+                .map(|entry| {
+                    let type_ =
+                        pg_sys::exprType((*(entry as *mut pg_sys::TargetEntry)).expr.cast());
+                    let mut send = pg_sys::InvalidOid;
+                    let mut varlena = false;
+                    pg_sys::getTypeBinaryOutputInfo(type_, &mut send, &mut varlena);
+                    send
+                })
+                .collect();
+            let inner = (*state).ExecProcNodeReal;
+            RECORDERS.with(|r| {
+                r.borrow_mut().push(Recorder {
+                    state,
+                    inner,
+                    key: f.key,
+                    send,
+                    rows: Vec::new(),
+                    bytes: 8,
+                    over: false,
+                    held: std::ptr::null_mut(),
+                    out: std::ptr::null_mut(),
+                    answer: None,
+                });
+            });
+            (*state).ExecProcNodeReal = Some(recording);
+        }
+    }
+}
+
+/// The execution `estate` ended without error: the answers it finished are
+/// stored, and its recorders forgotten.
+pub fn ended(estate: *mut pg_sys::EState) {
+    RECORDERS.with(|r| {
+        r.borrow_mut().retain_mut(|x| {
+            // SAFETY: a recorder's state lives until its execution ends, which is now at the
+            // earliest (an aborted one's are cleared by `aborted` first); its tuplestore too.
+            unsafe {
+                if (*x.state).state != estate {
+                    return true;
+                }
+                if !x.held.is_null() {
+                    pg_sys::tuplestore_end(x.held);
+                }
+            }
+            if let Some(answer) = x.answer.take() {
+                store::keep(&x.key, &answer);
+            }
+            false
+        })
+    });
+}
+
+/// A (sub)transaction aborted: every recorded execution in it ended, and
+/// what they finished is not stored (their memory and files go with it).
+pub fn aborted() {
+    RECORDERS.with(|r| r.borrow_mut().clear());
+}
+
+/// The Agg node's ExecProcNode while it is recorded: at its first call,
+/// runs the node to its end, keeping a copy of each row (`fill`); hands
+/// the held rows out, from the first again after a rescan.
+///
+/// # Safety
+/// Called by the executor with the live PlanState `record` wrapped.
+#[pgrx::pg_guard]
+unsafe extern "C-unwind" fn recording(
+    state: *mut pg_sys::PlanState,
+) -> *mut pg_sys::TupleTableSlot {
+    let Some((held, out)) = RECORDERS.with(|r| {
+        r.borrow()
+            .iter()
+            .rev()
+            .find(|x| x.state == state)
+            .map(|x| (x.held, x.out))
+    }) else {
+        return std::ptr::null_mut();
+    };
+    // SAFETY: the executor's contract; `state` is an AggState (only Agg nodes are recorded); the
+    // tuplestore and slot live in the execution's memory.
+    unsafe {
+        let (held, out) = if held.is_null() {
+            fill(state)
+        } else {
+            // A rescan (ExecReScanAgg clears agg_done, which the run to
+            // the end set): the same rows again, from the first.
+            let agg = state as *mut pg_sys::AggState;
+            if !(*agg).agg_done {
+                pg_sys::tuplestore_rescan(held);
+                (*agg).agg_done = true;
+            }
+            (held, out)
+        };
+        // In the node's own result slot, of the kind its parent's
+        // expressions were built for.
+        let result = (*state).ps_ResultTupleSlot;
+        if pg_sys::tuplestore_gettupleslot(held, true, false, out) {
+            pg_sys::ExecCopySlot(result, out)
+        } else {
+            pg_sys::ExecClearTuple(result)
+        }
+    }
+}
+
+/// Runs the recorded node to its end, holding its rows and keeping a copy
+/// of each; then holds its answer until its execution ends (`ended`).
+///
+/// # Safety
+/// `state` is a live recorded AggState, at its first call; inside its execution.
+unsafe fn fill(
+    state: *mut pg_sys::PlanState,
+) -> (*mut pg_sys::Tuplestorestate, *mut pg_sys::TupleTableSlot) {
+    let (inner, send) = RECORDERS.with(|r| {
+        let r = r.borrow();
+        let x = r.iter().rev().find(|x| x.state == state).expect("recorded");
+        (
+            x.inner.expect("a started node has an ExecProcNode"),
+            x.send.clone(),
+        )
+    });
+    // SAFETY: the caller's contract; the tuplestore and the slot are made in the execution's
+    // memory; each slot is the node's live result slot, read after slot_getallattrs and sent
+    // with its column's send function. An error in `inner` unwinds through here, which holds
+    // no RECORDERS borrow, to the abort that clears RECORDERS.
+    unsafe {
+        let estate = (*state).state;
+        let old = pg_sys::MemoryContextSwitchTo((*estate).es_query_cxt);
+        let held = pg_sys::tuplestore_begin_heap(false, false, pg_sys::work_mem);
+        let out = pg_sys::ExecAllocTableSlot(
+            &raw mut (*estate).es_tupleTable,
+            (*state).ps_ResultTupleDesc,
+            &raw const pg_sys::TTSOpsMinimalTuple,
+        );
+        pg_sys::MemoryContextSwitchTo(old);
+        RECORDERS.with(|r| {
+            if let Some(x) = r.borrow_mut().iter_mut().rev().find(|x| x.state == state) {
+                x.held = held;
+                x.out = out;
+            }
+        });
+        loop {
+            let slot = inner(state);
+            if slot.is_null() || (*slot).tts_flags & pg_sys::TTS_FLAG_EMPTY as u16 != 0 {
+                break;
+            }
+            pg_sys::slot_getallattrs(slot);
+            let row = encode(slot, &send);
+            pg_sys::tuplestore_puttupleslot(held, slot);
+            RECORDERS.with(|r| {
+                let mut r = r.borrow_mut();
+                let Some(x) = r.iter_mut().rev().find(|x| x.state == state) else {
+                    return;
+                };
+                if x.over {
+                    return;
+                }
+                x.bytes += row.len();
+                if x.bytes > store::MOST_BYTES {
+                    x.over = true;
+                    x.rows.clear();
+                    return;
+                }
+                x.rows.push(row);
+            });
+        }
+        RECORDERS.with(|r| {
+            let mut r = r.borrow_mut();
+            let Some(x) = r.iter_mut().rev().find(|x| x.state == state) else {
+                return;
+            };
+            if x.over {
+                return;
+            }
+            let mut answer = Vec::with_capacity(x.bytes);
+            answer.extend_from_slice(&(x.send.len() as u32).to_le_bytes());
+            answer.extend_from_slice(&(x.rows.len() as u32).to_le_bytes());
+            for row in x.rows.drain(..) {
+                answer.extend_from_slice(&row);
+            }
+            x.answer = Some(answer);
+        });
+        (held, out)
+    }
+}
+
+/// A row's columns, each as a presence byte, then its length and its
+/// binary form.
+///
+/// # Safety
+/// `slot` holds a row whose attributes are all deformed; `send` its columns' send functions.
+unsafe fn encode(slot: *mut pg_sys::TupleTableSlot, send: &[pg_sys::Oid]) -> Vec<u8> {
+    // SAFETY: the caller's contract.
+    unsafe {
+        let mut row = Vec::new();
+        for (i, send) in send.iter().enumerate() {
+            if *(*slot).tts_isnull.add(i) {
+                row.push(0u8);
+                continue;
+            }
+            let bytes = pg_sys::OidSendFunctionCall(*send, *(*slot).tts_values.add(i));
+            let len = pgrx::varlena::varsize_any_exhdr(bytes.cast());
+            let body = std::slice::from_raw_parts(
+                pgrx::varlena::vardata_any(bytes.cast()) as *const u8,
+                len,
+            );
+            row.push(1);
+            row.extend_from_slice(&(len as u32).to_le_bytes());
+            row.extend_from_slice(body);
+            pg_sys::pfree(bytes.cast());
+        }
+        row
+    }
+}

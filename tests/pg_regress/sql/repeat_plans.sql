@@ -1,0 +1,70 @@
+-- Whether a repeat is free, and what it shows, never follows the plan
+-- (src/repeat/record.rs, order.rs, atoms.rs): a sorted aggregation under a
+-- LIMIT runs to its end and keeps its answer; a stored answer served under
+-- a sorted plan comes in that plan's order; count(*), cast to bigint in
+-- the Agg node under one plan and above the final Sort under another,
+-- keeps one answer for both. As an analyst, under forced plans.
+DO $$ BEGIN
+    CREATE ROLE dp_rp_analyst LOGIN;
+EXCEPTION WHEN duplicate_object THEN NULL; END $$;
+-- 3000 persons of ages 20 to 59 in three regions; an index on age gives
+-- a sorted plan its order (an index scan, backward for DESC).
+CREATE TABLE rp_staff (person_id int PRIMARY KEY, age int, region text);
+INSERT INTO rp_staff SELECT i, 20 + i % 40, (ARRAY['north', 'south', 'east'])[1 + i % 3]
+FROM generate_series(1, 3000) i;
+CREATE INDEX ON rp_staff (age);
+ANALYZE rp_staff;
+GRANT SELECT ON rp_staff TO dp_rp_analyst;
+SELECT dp_protect('rp_staff', 'person_id'), dp_policy('rp_staff', 1.0);
+SELECT dp_domain('rp_staff', 'region', ARRAY['east', 'north', 'south', 'west']);
+SELECT dp_analyst('dp_rp_analyst');
+SELECT dp_budget_grant('dp_rp_analyst', 1e6, 1);
+\c - dp_rp_analyst
+SELECT coalesce(max(id), 0) AS seen FROM dp_my_ledger \gset
+-- Hashed first (a Sort above the Agg reads all its groups), then sorted
+-- (the index read backward, the LIMIT stopping after one group): the
+-- oldest age both times, one answer, charged once.
+SET enable_hashagg = on;
+SELECT age, count(*) AS n FROM rp_staff GROUP BY age ORDER BY age DESC LIMIT 1 \gset h_
+SET enable_hashagg = off; SET enable_sort = off;
+SELECT age, count(*) AS n FROM rp_staff GROUP BY age ORDER BY age DESC LIMIT 1 \gset s_
+SELECT :h_age AS hashed, :s_age AS sorted, :h_n = :s_n AS same,
+       (SELECT count(*) FROM dp_my_ledger WHERE id > :seen) AS charges;
+-- Sorted first (stopped after two groups), then sorted again, then hashed:
+-- the youngest ages each time, one answer, charged once.
+SELECT coalesce(max(id), 0) AS seen FROM dp_my_ledger \gset
+SELECT age, count(*) AS n FROM rp_staff WHERE region <> 'east' GROUP BY age ORDER BY age LIMIT 1 \gset a_
+SELECT age, count(*) AS n FROM rp_staff WHERE region <> 'east' GROUP BY age ORDER BY age LIMIT 1 \gset b_
+RESET enable_hashagg; RESET enable_sort;
+SELECT age, count(*) AS n FROM rp_staff WHERE region <> 'east' GROUP BY age ORDER BY age LIMIT 1 \gset c_
+SELECT :a_age AS first, :b_age AS again, :c_age AS hashed, :a_n = :b_n AND :b_n = :c_n AS same,
+       (SELECT count(*) FROM dp_my_ledger WHERE id > :seen) AS charges;
+-- Listed keys, in descending order: under a hashed plan the cast of the
+-- count is computed above the Sort, under a sorted one in the Agg node.
+SELECT coalesce(max(id), 0) AS seen FROM dp_my_ledger \gset
+SELECT region, count(*) AS n FROM rp_staff GROUP BY region ORDER BY region DESC LIMIT 1 \gset lh_
+SET enable_hashagg = off;
+SELECT region, count(*) AS n FROM rp_staff GROUP BY region ORDER BY region DESC LIMIT 1 \gset ls_
+RESET enable_hashagg;
+SELECT :'lh_region' AS hashed, :'ls_region' AS sorted, :lh_n = :ls_n AS same,
+       (SELECT count(*) FROM dp_my_ledger WHERE id > :seen) AS charges;
+-- An expression over the release in the select list (a fresh release:
+-- another WHERE), hashed then sorted: one answer, charged once.
+SELECT coalesce(max(id), 0) AS seen FROM dp_my_ledger \gset
+SELECT region, count(*) * 2 + 1 AS n, 'x' AS tag FROM rp_staff WHERE age > 30 GROUP BY region ORDER BY region LIMIT 1 \gset h_
+SET enable_hashagg = off;
+SELECT region, count(*) * 2 + 1 AS n, 'x' AS tag FROM rp_staff WHERE age > 30 GROUP BY region ORDER BY region LIMIT 1 \gset s_
+RESET enable_hashagg;
+SELECT :'h_region' AS hashed, :'s_region' AS sorted, :h_n = :s_n AS same, :'s_tag' AS tag,
+       (SELECT count(*) FROM dp_my_ledger WHERE id > :seen) AS charges;
+-- The release of the listed keys above, asked with an expression over
+-- it: the same atoms, answered from the store, free.
+SELECT coalesce(max(id), 0) AS seen FROM dp_my_ledger \gset
+SET enable_hashagg = off;
+SELECT region, count(*) - 1 AS n FROM rp_staff GROUP BY region ORDER BY region DESC LIMIT 1 \gset e_
+RESET enable_hashagg;
+SELECT :'e_region' AS region, :e_n = :ls_n - 1 AS same,
+       (SELECT count(*) FROM dp_my_ledger WHERE id > :seen) AS charges;
+-- The list goes (value_lists counts the database's lists).
+\c - postgres
+SELECT dp_domain('rp_staff', 'region', NULL);
