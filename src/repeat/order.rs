@@ -29,6 +29,21 @@ pub struct Key {
     pub nulls_first: bool,
 }
 
+/// The keys of a node with a sorting node's arrays (numCols, sortColIdx,
+/// sortOperators, collations, nullsFirst).
+macro_rules! sort_keys {
+    ($node:expr) => {{
+        let s = $node;
+        keys(
+            (*s).numCols,
+            (*s).sortColIdx,
+            (*s).sortOperators,
+            (*s).collations,
+            (*s).nullsFirst,
+        )
+    }};
+}
+
 /// The order of `plan`'s output rows, as far as the plan tells it (empty:
 /// none known).
 ///
@@ -42,46 +57,12 @@ pub unsafe fn ordering(plan: *mut pg_sys::Plan) -> Vec<Key> {
         }
         use pg_sys::NodeTag::*;
         match (*plan).type_ {
-            T_Sort => {
-                let s = plan as *mut pg_sys::Sort;
-                keys(
-                    (*s).numCols,
-                    (*s).sortColIdx,
-                    (*s).sortOperators,
-                    (*s).collations,
-                    (*s).nullsFirst,
-                )
-            }
+            T_Sort => sort_keys!(plan as *mut pg_sys::Sort),
             T_IncrementalSort => {
-                let s = &raw mut (*(plan as *mut pg_sys::IncrementalSort)).sort;
-                keys(
-                    (*s).numCols,
-                    (*s).sortColIdx,
-                    (*s).sortOperators,
-                    (*s).collations,
-                    (*s).nullsFirst,
-                )
+                sort_keys!(&raw mut (*(plan as *mut pg_sys::IncrementalSort)).sort)
             }
-            T_GatherMerge => {
-                let s = plan as *mut pg_sys::GatherMerge;
-                keys(
-                    (*s).numCols,
-                    (*s).sortColIdx,
-                    (*s).sortOperators,
-                    (*s).collations,
-                    (*s).nullsFirst,
-                )
-            }
-            T_MergeAppend => {
-                let s = plan as *mut pg_sys::MergeAppend;
-                keys(
-                    (*s).numCols,
-                    (*s).sortColIdx,
-                    (*s).sortOperators,
-                    (*s).collations,
-                    (*s).nullsFirst,
-                )
-            }
+            T_GatherMerge => sort_keys!(plan as *mut pg_sys::GatherMerge),
+            T_MergeAppend => sort_keys!(plan as *mut pg_sys::MergeAppend),
             T_IndexScan => {
                 let s = plan as *mut pg_sys::IndexScan;
                 index_ordering(

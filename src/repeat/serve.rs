@@ -187,7 +187,7 @@ unsafe fn answer_key(plan: *mut pg_sys::Plan, calls: &Calls) -> Option<[u8; 32]>
         }
         let copy = pg_sys::copyObjectImpl((*plan).qual.cast()) as *mut pg_sys::Node;
         identity::serialize(label(copy, (&raw mut context).cast()), &mut shape);
-        let mut parts: Vec<&[u8]> = vec![b"stored answer v1"];
+        let mut parts: Vec<&[u8]> = vec![b"stored answer v2"];
         parts.extend(ids.iter().map(|i| &i[..]));
         parts.push(&shape);
         Some(crate::seal::hmac(calls.secret, &parts))

@@ -1,0 +1,38 @@
+-- The order of an analyst's rows is a function of the rows, never of the
+-- plan (src/output/order.rs): the statement's ORDER BY, then each of its
+-- columns in turn; a subquery with LIMIT too. As an analyst, under forced
+-- plans: a hashed aggregation hands its groups out in its hash table's
+-- order, a sorted one in its keys'.
+DO $$ BEGIN
+    CREATE ROLE dp_order_analyst LOGIN;
+EXCEPTION WHEN duplicate_object THEN NULL; END $$;
+-- 4000 persons in four regions of 1000, and a fifth region listed
+-- without rows.
+CREATE TABLE ro_staff (person_id int PRIMARY KEY, region text, team int);
+INSERT INTO ro_staff SELECT i, (ARRAY['north', 'south', 'east', 'centre'])[1 + i % 4], i % 7
+FROM generate_series(1, 4000) i;
+ANALYZE ro_staff;
+GRANT SELECT ON ro_staff TO dp_order_analyst;
+SELECT dp_protect('ro_staff', 'person_id'), dp_policy('ro_staff', 10.0);
+SELECT dp_domain('ro_staff', 'region', ARRAY['centre', 'east', 'north', 'south', 'west']);
+SELECT dp_analyst('dp_order_analyst');
+SELECT dp_budget_grant('dp_order_analyst', 1e6, 1);
+\c - dp_order_analyst
+-- No ORDER BY: the rows by their columns, hashed and sorted alike.
+SET enable_hashagg = on;
+SELECT region, count(*) > 500 AS many FROM ro_staff GROUP BY region;
+SET enable_hashagg = off;
+SELECT region, count(*) > 500 AS many FROM ro_staff GROUP BY region;
+-- LIMIT without ORDER BY keeps the first rows by their columns.
+SET enable_hashagg = on;
+SELECT region, count(*) > 500 AS many FROM ro_staff GROUP BY region LIMIT 2;
+SELECT region FROM (SELECT region, count(*) AS n FROM ro_staff GROUP BY region LIMIT 3) s ORDER BY 1 DESC;
+-- Ties of the ORDER BY (regions of one length) broken by the columns.
+SELECT region, count(*) > 500 AS many FROM ro_staff GROUP BY region ORDER BY length(region) DESC;
+SET enable_hashagg = off;
+SELECT region, count(*) > 500 AS many FROM ro_staff GROUP BY region ORDER BY length(region) DESC;
+RESET enable_hashagg;
+-- Two keys, no ORDER BY: by the first column, then the second.
+SELECT team, region, count(*) > 100 AS many FROM ro_staff WHERE team < 2 AND region < 'n' GROUP BY region, team;
+\c - postgres
+SELECT dp_domain('ro_staff', 'region', NULL);
