@@ -355,10 +355,10 @@ unsafe fn all_fixed(args: *mut pg_sys::List, data: usize, entries: bool) -> bool
 pub unsafe fn check_plan(stmt: *mut pg_sys::PlannedStmt) {
     // SAFETY: `stmt` is null (returns) or the live PlannedStmt ExecutorStart was given (the
     // caller's contract), as plan_nodes requires; each node's header is read, and its
-    // `targetlist` and `qual` are null (skipped) or Lists of expressions, which
-    // expression_tree_walker walks. `found` points to the local `search`, which outlives every
-    // walk: check_call is the only user of the pointer, and `search` itself is read only after a
-    // walk has returned. The catalog lookups run in the caller's transaction.
+    // `targetlist` and `qual` (and a function scan's functions, a values scan's lists) are null
+    // (skipped) or Lists of expressions, which expression_tree_walker walks. `found` points to
+    // the local `search`, which outlives every walk: check_call is the only user of the pointer,
+    // and `search` itself is read only after a walk has returned. The catalog lookups run in the caller's transaction.
     unsafe {
         if stmt.is_null() {
             return;
@@ -371,7 +371,13 @@ pub unsafe fn check_plan(stmt: *mut pg_sys::PlannedStmt) {
         };
         let found = &raw mut search;
         for plan in plan_nodes(stmt) {
-            for list in [(*plan).targetlist, (*plan).qual] {
+            // A function in FROM, or a VALUES list, is evaluated by its scan.
+            let scanned = match (*plan).type_ {
+                pg_sys::NodeTag::T_FunctionScan => (*(plan as *mut pg_sys::FunctionScan)).functions,
+                pg_sys::NodeTag::T_ValuesScan => (*(plan as *mut pg_sys::ValuesScan)).values_lists,
+                _ => std::ptr::null_mut(),
+            };
+            for list in [(*plan).targetlist, (*plan).qual, scanned] {
                 if !list.is_null()
                     && pg_sys::expression_tree_walker(list.cast(), Some(check_call), found.cast())
                 {
@@ -474,6 +480,30 @@ pub(crate) unsafe fn releasing(
     })
 }
 
+/// dpnoise's estimates of a query's error (`dp_query_accuracy`,
+/// `dp_aggregate_accuracy`), whose every argument is a parameter: one
+/// computed as the statement runs (from `dp_laplace(…)`, a release) would
+/// be refused only after that release's charge.
+///
+/// # Safety
+/// Inside a transaction.
+unsafe fn estimate(funcid: pg_sys::Oid) -> Option<(String, usize)> {
+    // SAFETY: the caller's contract; get_func_name returns null or a palloc'd copy.
+    unsafe {
+        if untrusted(funcid) {
+            return None;
+        }
+        let name = pg_sys::get_func_name(funcid);
+        if name.is_null() {
+            return None;
+        }
+        let name = std::ffi::CStr::from_ptr(name)
+            .to_string_lossy()
+            .into_owned();
+        matches!(name.as_str(), "dp_query_accuracy" | "dp_aggregate_accuracy").then_some((name, 0))
+    }
+}
+
 /// # Safety
 /// `node` is null or a live node of the tree being walked (a Query or an
 /// expression node); `context` is the `*mut Search` that `check_plan` or
@@ -520,7 +550,9 @@ unsafe extern "C-unwind" fn check_call(
             }
             pg_sys::NodeTag::T_FuncExpr => {
                 let call = node as *mut pg_sys::FuncExpr;
-                if let Some((name, first)) = releasing((*call).funcid, &[]) {
+                if let Some((name, first)) =
+                    releasing((*call).funcid, &[]).or_else(|| estimate((*call).funcid))
+                {
                     if !arguments_pass((*call).args, first, false, &*(context as *mut Search)) {
                         (*(context as *mut Search)).found = Some(name);
                         return true;

@@ -10,16 +10,18 @@
 //! (sorted as the plan above it expects) would come in another order than
 //! the first run.
 //!
-//! So each level whose order an analyst observes (the statement's own, and
+//! So each level whose order an analyst observes (the statement's own,
 //! every subquery with LIMIT or OFFSET, whose rows are those its order puts
-//! first) is ordered by its own ORDER BY, then by each of its columns in
-//! turn, in the column type's default order, NULLs last: rows that differ
-//! come in one order under every plan, and rows that do not cannot be told
-//! apart. A column whose type has no default order (json, point, a record)
-//! breaks no tie. Window functions and order-sensitive aggregates over
-//! released rows without an ORDER BY of their own (`row_number() OVER ()`,
-//! `array_agg(x)`) still see the rows in the plan's order (docs/analysts.md,
-//! "Row order").
+//! first, and every subquery whose rows are releases, which the level above
+//! meets in the order they come: a window's ties, a float sum's rounding)
+//! is ordered by its own ORDER BY, then by each of its columns in
+//! turn, in the column type's default order, NULLs last, and, for a type
+//! whose equal values can differ in bytes (`-0` and `0`, `0.0` and
+//! `0.00`), by their binary form: rows that differ come in one order under
+//! every plan, and rows that do not cannot be told apart. A column whose
+//! type has no default order (json, point, a record) breaks no tie. A level above the releases that reorders them (a join,
+//! a hashed grouping) passes them on in its own plan's order
+//! (docs/analysts.md, "Row order").
 
 use pgrx::pg_sys;
 
@@ -55,7 +57,9 @@ unsafe extern "C-unwind" fn walker(
         if (*node).type_ == pg_sys::NodeTag::T_Query {
             let query = node as *mut pg_sys::Query;
             if (*query).commandType == pg_sys::CmdType::CMD_SELECT
-                && (!(*query).limitCount.is_null() || !(*query).limitOffset.is_null())
+                && (!(*query).limitCount.is_null()
+                    || !(*query).limitOffset.is_null()
+                    || releases((*query).targetList.cast()))
             {
                 break_ties(query);
             }
@@ -65,8 +69,49 @@ unsafe extern "C-unwind" fn walker(
     }
 }
 
+/// Whether `node` (a level's target list) holds a dpnoise aggregate of its
+/// own level: the level's rows are releases, which the level above reads in
+/// the order they come (a window's ties, a float sum's rounding).
+///
+/// # Safety
+/// `node` is null or a live expression tree; inside a transaction.
+unsafe fn releases(node: *mut pg_sys::Node) -> bool {
+    /// # Safety
+    /// Called by the expression walker with live nodes and the extension's OID.
+    #[pgrx::pg_guard]
+    unsafe extern "C-unwind" fn find(
+        node: *mut pg_sys::Node,
+        context: *mut std::ffi::c_void,
+    ) -> bool {
+        // SAFETY: the caller's contract; casts follow node tags; a sublink's query is another level.
+        unsafe {
+            if node.is_null() || (*node).type_ == pg_sys::NodeTag::T_Query {
+                return false;
+            }
+            if (*node).type_ == pg_sys::NodeTag::T_Aggref {
+                let aggref = node as *mut pg_sys::Aggref;
+                let extension = *(context as *const pg_sys::Oid);
+                return (*aggref).agglevelsup == 0
+                    && pg_sys::getExtensionOfObject(
+                        pg_sys::ProcedureRelationId,
+                        (*aggref).aggfnoid,
+                    ) == extension;
+            }
+            pg_sys::expression_tree_walker(node, Some(find), context)
+        }
+    }
+    // SAFETY: the caller's contract.
+    unsafe {
+        let mut extension = crate::extensions::oid(crate::extensions::Extension::Dpnoise);
+        find(node, (&raw mut extension).cast())
+    }
+}
+
 /// Appends to `level`'s ORDER BY each of its columns it does not order by
-/// yet, whose type has a default order.
+/// yet, whose type has a default order; then, for each column whose equal
+/// values can differ in bytes (`-0` and `0`, `0.0` and `0.00`: not an
+/// image, `canonical::form`), its binary form (the type's send function,
+/// a bytea), so that equal values shown differently come in one order too.
 ///
 /// # Safety
 /// `level` is a live SELECT Query.
@@ -88,33 +133,93 @@ unsafe fn break_ties(level: *mut pg_sys::Query) {
             .map(|e| (**e).ressortgroupref)
             .max()
             .unwrap_or(0);
+        let mut bytes = Vec::new();
         for entry in entries {
-            if (*entry).resjunk
-                || ((*entry).ressortgroupref != 0 && ordered.contains(&(*entry).ressortgroupref))
-            {
+            if (*entry).resjunk {
                 continue;
             }
             let expr = (*entry).expr as *mut pg_sys::Node;
             if pg_sys::expression_returns_set(expr) {
                 continue;
             }
-            let Some((sortop, eqop)) = default_order(pg_sys::exprType(expr)) else {
+            let type_ = pg_sys::exprType(expr);
+            let Some((sortop, eqop)) = default_order(type_) else {
                 continue;
             };
-            if (*entry).ressortgroupref == 0 {
-                next += 1;
-                (*entry).ressortgroupref = next;
+            if (*entry).ressortgroupref == 0 || !ordered.contains(&(*entry).ressortgroupref) {
+                if (*entry).ressortgroupref == 0 {
+                    next += 1;
+                    (*entry).ressortgroupref = next;
+                }
+                sort_by(level, (*entry).ressortgroupref, sortop, eqop);
             }
-            let clause = pg_sys::palloc0(std::mem::size_of::<pg_sys::SortGroupClause>())
-                as *mut pg_sys::SortGroupClause;
-            (*clause).type_ = pg_sys::NodeTag::T_SortGroupClause;
-            (*clause).tleSortGroupRef = (*entry).ressortgroupref;
-            (*clause).eqop = eqop;
-            (*clause).sortop = sortop;
-            (*clause).nulls_first = false;
-            (*clause).hashable = false;
-            (*level).sortClause = pg_sys::lappend((*level).sortClause, clause.cast());
+            // A volatile column (a release per row: dp_laplace) is not
+            // copied into a junk column: the copy would be another call.
+            if super::canonical::form(type_, pg_sys::exprCollation(expr))
+                != super::canonical::Form::Image
+                && !pg_sys::contain_volatile_functions(expr)
+            {
+                bytes.push(expr);
+            }
         }
+        // A junk column may not be sorted under DISTINCT; and at a level
+        // that aggregates, a copy of a release in a junk column would be
+        // another call (and the send function runs in the aggregate node,
+        // among protected rows, where the plan check admits only LEAKPROOF
+        // functions): there, equal values shown differently keep the
+        // plan's order (docs/analysts.md, "Row order").
+        if !(*level).distinctClause.is_null()
+            || (*level).hasAggs
+            || (*level).hasWindowFuncs
+            || !(*level).groupClause.is_null()
+        {
+            return;
+        }
+        let (sortop, eqop) = default_order(pg_sys::BYTEAOID).expect("bytea has a default order");
+        for expr in bytes {
+            let mut send = pg_sys::InvalidOid;
+            let mut varlena = false;
+            pg_sys::getTypeBinaryOutputInfo(pg_sys::exprType(expr), &mut send, &mut varlena);
+            let call = pg_sys::makeFuncExpr(
+                send,
+                pg_sys::BYTEAOID,
+                pg_sys::lappend(std::ptr::null_mut(), pg_sys::copyObjectImpl(expr.cast())),
+                pg_sys::InvalidOid,
+                pg_sys::InvalidOid,
+                pg_sys::CoercionForm::COERCE_EXPLICIT_CALL,
+            );
+            let resno = crate::pg_list::list_nodes((*level).targetList).len() as i16 + 1;
+            let junk = pg_sys::makeTargetEntry(call.cast(), resno, std::ptr::null_mut(), true);
+            next += 1;
+            (*junk).ressortgroupref = next;
+            (*level).targetList = pg_sys::lappend((*level).targetList, junk.cast());
+            sort_by(level, next, sortop, eqop);
+        }
+    }
+}
+
+/// Appends to `level`'s ORDER BY its column of reference `reference`, by
+/// `sortop`, NULLs last.
+///
+/// # Safety
+/// `level` is a live Query with a target entry of that reference.
+unsafe fn sort_by(
+    level: *mut pg_sys::Query,
+    reference: u32,
+    sortop: pg_sys::Oid,
+    eqop: pg_sys::Oid,
+) {
+    // SAFETY: the caller's contract; the clause is palloc'd as the parser makes one.
+    unsafe {
+        let clause = pg_sys::palloc0(std::mem::size_of::<pg_sys::SortGroupClause>())
+            as *mut pg_sys::SortGroupClause;
+        (*clause).type_ = pg_sys::NodeTag::T_SortGroupClause;
+        (*clause).tleSortGroupRef = reference;
+        (*clause).eqop = eqop;
+        (*clause).sortop = sortop;
+        (*clause).nulls_first = false;
+        (*clause).hashable = false;
+        (*level).sortClause = pg_sys::lappend((*level).sortClause, clause.cast());
     }
 }
 

@@ -64,6 +64,7 @@ pub unsafe fn mark(parse: *mut pg_sys::Query, params: pg_sys::ParamListInfo) -> 
         params,
         marked: Vec::new(),
         extension,
+        top: parse,
     };
     // SAFETY: the caller's contract; `walk` outlives the walk and is only reached through the pointer.
     unsafe { levels(parse.cast(), (&raw mut walk).cast()) };
@@ -74,6 +75,8 @@ struct Levels {
     params: pg_sys::ParamListInfo,
     marked: Vec<Marked>,
     extension: pg_sys::Oid,
+    /// The statement's own level.
+    top: *mut pg_sys::Query,
 }
 
 /// Visits every query level (subqueries, CTEs and sublinks included).
@@ -205,6 +208,7 @@ unsafe fn identify(level: *mut pg_sys::Query, walk: &mut Levels) {
         if !level_check.ok {
             return;
         }
+        let before = walk.marked.len();
         for aggref in calls {
             let mut call = Check {
                 relations: Vec::new(),
@@ -250,6 +254,41 @@ unsafe fn identify(level: *mut pg_sys::Query, walk: &mut Levels) {
             });
         }
         level_check.relations.clear();
+        if walk.marked.len() > before && level != walk.top {
+            fence(level);
+        }
+    }
+}
+
+/// Keeps the planner from pushing an outer level's conditions into a
+/// level of identified calls. PostgreSQL moves a condition on a
+/// subquery's group key (`SELECT * FROM (SELECT region, count(*) …
+/// GROUP BY region) v WHERE region = 'north'`) into the subquery's WHERE,
+/// where the identity, read from the level as written, does not see it:
+/// the filtered answer would be kept, and served to the unfiltered
+/// statement (an attack found it). An OFFSET 0 (no Limit node: the
+/// planner drops it) makes the level a barrier, as PostgreSQL documents;
+/// its groups are computed whole and the outer condition filters them.
+///
+/// # Safety
+/// `level` is a live Query of the statement being planned; palloc'd in
+/// the planner's memory context.
+unsafe fn fence(level: *mut pg_sys::Query) {
+    // SAFETY: the caller's contract.
+    unsafe {
+        if !(*level).limitOffset.is_null() || !(*level).limitCount.is_null() {
+            return;
+        }
+        (*level).limitOffset = pg_sys::makeConst(
+            pg_sys::INT8OID,
+            -1,
+            pg_sys::InvalidOid,
+            8,
+            pg_sys::Datum::from(0i64),
+            false,
+            true,
+        )
+        .cast();
     }
 }
 

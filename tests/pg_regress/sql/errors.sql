@@ -45,3 +45,10 @@ SELECT count(*) - :charges AS new_charges FROM dpnoise.ledger;
 -- An ORDER BY inside a dpnoise aggregate sorts its rows; its arguments are
 -- still its own (the sort key is not read as one).
 SELECT dp_count(0.1 ORDER BY 1) IS NOT NULL AS released FROM generate_series(1, 3);
+-- An estimate's parameters are fixed too, in FROM as in a select list: an
+-- ε drawn as the statement runs (a release) is refused before anything is
+-- charged (the fuzzer found it refused only after dp_laplace's charge).
+SELECT count(*) AS charges FROM dpnoise.ledger \gset
+SELECT outcome($$SELECT * FROM dp_query_accuracy('count', dp_laplace(1.0, 1.0, 1.0), '{t}', 0, 100)$$);
+SELECT outcome($$SELECT * FROM (VALUES (dp_laplace(1.0, random(), 1.0))) v$$);
+SELECT count(*) - :charges AS new_charges FROM dpnoise.ledger;

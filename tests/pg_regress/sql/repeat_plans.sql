@@ -65,6 +65,17 @@ SELECT region, count(*) - 1 AS n FROM rp_staff GROUP BY region ORDER BY region D
 RESET enable_hashagg;
 SELECT :'e_region' AS region, :e_n = :ls_n - 1 AS same,
        (SELECT count(*) FROM dp_my_ledger WHERE id > :seen) AS charges;
+-- A condition of an outer level on a group key is not pushed into the
+-- level of the releases (an attack found the filtered answer kept, then
+-- served to the unfiltered statement): north alone, then every listed
+-- region, each charged once.
+SELECT coalesce(max(id), 0) AS seen FROM dp_my_ledger \gset
+SELECT region FROM (SELECT region, count(*) AS n FROM rp_staff WHERE age > 40 GROUP BY region) v
+WHERE region = 'north';
+SELECT region FROM (SELECT region, count(*) AS n FROM rp_staff WHERE age > 40 GROUP BY region) v;
+SELECT region FROM (SELECT region, count(*) AS n FROM rp_staff WHERE age > 40 GROUP BY region) v
+WHERE region = 'south';
+SELECT count(*) AS charges FROM dp_my_ledger WHERE id > :seen;
 -- The list goes (value_lists counts the database's lists).
 \c - postgres
 SELECT dp_domain('rp_staff', 'region', NULL);

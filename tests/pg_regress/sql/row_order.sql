@@ -34,5 +34,20 @@ SELECT region, count(*) > 500 AS many FROM ro_staff GROUP BY region ORDER BY len
 RESET enable_hashagg;
 -- Two keys, no ORDER BY: by the first column, then the second.
 SELECT team, region, count(*) > 100 AS many FROM ro_staff WHERE team < 2 AND region < 'n' GROUP BY region, team;
+-- Equal values shown differently (0.0 and 0.00) come in one order too
+-- (by their binary form, at a level that does not aggregate), and so do a
+-- subquery's released rows that the level above reads in order: a float
+-- sum over them rounds alike.
+SET enable_hashagg = on;
+SELECT CASE WHEN region = 'east' THEN 0.00 ELSE 0.0 END AS z
+FROM (SELECT region, count(*) AS n FROM ro_staff GROUP BY region) v;
+SELECT sum(CASE region WHEN 'north' THEN 1e16::float8 WHEN 'south' THEN -1e16 ELSE 1 END) AS total
+FROM (SELECT region, count(*) AS n FROM ro_staff GROUP BY region) v;
+SET enable_hashagg = off;
+SELECT CASE WHEN region = 'east' THEN 0.00 ELSE 0.0 END AS z
+FROM (SELECT region, count(*) AS n FROM ro_staff GROUP BY region) v;
+SELECT sum(CASE region WHEN 'north' THEN 1e16::float8 WHEN 'south' THEN -1e16 ELSE 1 END) AS total
+FROM (SELECT region, count(*) AS n FROM ro_staff GROUP BY region) v;
+RESET enable_hashagg;
 \c - postgres
 SELECT dp_domain('ro_staff', 'region', NULL);
