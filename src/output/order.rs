@@ -168,7 +168,10 @@ unsafe fn break_ties(level: *mut pg_sys::Query) {
         // among protected rows, where the plan check admits only LEAKPROOF
         // functions): there, equal values shown differently keep the
         // plan's order (docs/analysts.md, "Row order").
+        // Nor in a set operation's own target list (PostgreSQL implements
+        // none there).
         if !(*level).distinctClause.is_null()
+            || !(*level).setOperations.is_null()
             || (*level).hasAggs
             || (*level).hasWindowFuncs
             || !(*level).groupClause.is_null()
