@@ -211,6 +211,11 @@ unsafe fn run(
             } else {
                 run()
             }
+            // Run to its end: the releases its plan skipped are kept too,
+            // within the run time held.
+            if count == 0 && direction == pg_sys::ScanDirection::ForwardScanDirection {
+                crate::repeat::complete((*query).estate);
+            }
         });
         execution::leave_run();
     }

@@ -128,6 +128,16 @@ pub fn aborted() {
     record::aborted();
 }
 
+/// An execution ran to its end: the recorded nodes its plan never called
+/// run now (`record::complete`).
+///
+/// # Safety
+/// `estate` is the live EState of an execution whose run just ended, inside it.
+pub unsafe fn complete(estate: *mut pg_sys::EState) {
+    // SAFETY: the caller's contract.
+    unsafe { record::complete(estate) }
+}
+
 /// An execution ended: its answers were kept, or will not be.
 pub fn ended(estate: *mut pg_sys::EState) {
     record::ended(estate);

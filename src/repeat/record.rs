@@ -129,6 +129,64 @@ pub fn ended(estate: *mut pg_sys::EState) {
     });
 }
 
+/// The execution `estate` ran to its end: each recorded node it never
+/// called (the inner side of a hash join whose other side was empty, a
+/// subquery a CASE never reached) runs now, to its end, so that its answer
+/// is kept whatever the plan chose to skip: it was paid for, and whether
+/// its repeat is free must not follow the plan. A node above a Gather, a
+/// foreign or a custom scan is left (those are shut down by now).
+///
+/// # Safety
+/// `estate` is the live EState of an execution whose run just ended, inside it.
+pub unsafe fn complete(estate: *mut pg_sys::EState) {
+    let idle: Vec<*mut pg_sys::PlanState> = RECORDERS.with(|r| {
+        r.borrow()
+            .iter()
+            // SAFETY: a recorder's state lives until its execution ends.
+            .filter(|x| x.held.is_null() && unsafe { (*x.state).state } == estate)
+            .map(|x| x.state)
+            .collect()
+    });
+    for state in idle {
+        // SAFETY: the caller's contract; the node was started and never called.
+        unsafe {
+            if !restartable((*state).plan) {
+                continue;
+            }
+            let old = pg_sys::MemoryContextSwitchTo((*estate).es_query_cxt);
+            fill(state);
+            pg_sys::MemoryContextSwitchTo(old);
+        }
+    }
+}
+
+/// Whether nothing under `plan` is shut down at the end of a run (a Gather
+/// and its workers, a foreign or custom scan).
+///
+/// # Safety
+/// `plan` is null or a live Plan.
+unsafe fn restartable(plan: *mut pg_sys::Plan) -> bool {
+    // SAFETY: the caller's contract; casts follow node tags.
+    unsafe {
+        if plan.is_null() {
+            return true;
+        }
+        use pg_sys::NodeTag::*;
+        let children = match (*plan).type_ {
+            T_Gather | T_GatherMerge | T_CustomScan | T_ForeignScan => return false,
+            T_Append => crate::pg_list::list_nodes((*(plan as *mut pg_sys::Append)).appendplans),
+            T_MergeAppend => {
+                crate::pg_list::list_nodes((*(plan as *mut pg_sys::MergeAppend)).mergeplans)
+            }
+            T_SubqueryScan => vec![(*(plan as *mut pg_sys::SubqueryScan)).subplan.cast()],
+            _ => Vec::new(),
+        };
+        children.into_iter().all(|c| restartable(c.cast()))
+            && restartable((*plan).lefttree)
+            && restartable((*plan).righttree)
+    }
+}
+
 /// A (sub)transaction aborted: every recorded execution in it ended, and
 /// what they finished is not stored (their memory and files go with it).
 pub fn aborted() {

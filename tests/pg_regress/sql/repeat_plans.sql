@@ -76,6 +76,23 @@ SELECT region FROM (SELECT region, count(*) AS n FROM rp_staff WHERE age > 40 GR
 SELECT region FROM (SELECT region, count(*) AS n FROM rp_staff WHERE age > 40 GROUP BY region) v
 WHERE region = 'south';
 SELECT count(*) AS charges FROM dp_my_ledger WHERE id > :seen;
+-- A release the plan never runs (the inner side of a hash join whose
+-- outer side is empty) runs at the end of the statement, which paid for
+-- it: its repeat is free as under a nested loop (an attack found it
+-- charged again under the hash join alone).
+\c - postgres
+CREATE TABLE rp_regions (region text);
+INSERT INTO rp_regions VALUES ('north'), ('south'), ('east');
+GRANT SELECT ON rp_regions TO dp_rp_analyst;
+\c - dp_rp_analyst
+SELECT coalesce(max(id), 0) AS seen FROM dp_my_ledger \gset
+SET enable_nestloop = off; SET enable_mergejoin = off;
+SELECT v.region FROM rp_regions r JOIN (SELECT region, count(*) AS n FROM rp_staff WHERE age < 30 GROUP BY region) v
+ON r.region = v.region WHERE r.region || 'x' = 'nowherex';
+SELECT v.region FROM rp_regions r JOIN (SELECT region, count(*) AS n FROM rp_staff WHERE age < 30 GROUP BY region) v
+ON r.region = v.region WHERE r.region || 'x' = 'nowherex';
+RESET enable_nestloop; RESET enable_mergejoin;
+SELECT count(*) AS charges FROM dp_my_ledger WHERE id > :seen;
 -- The list goes (value_lists counts the database's lists).
 \c - postgres
 SELECT dp_domain('rp_staff', 'region', NULL);
