@@ -260,10 +260,14 @@ pub unsafe extern "C-unwind" fn check_query(query: *mut pg_sys::Query) {
         raise(refusal);
     }
     // What it reads of protected tables comes in an order that is a
-    // function of its rows, not of its plan.
+    // function of its rows, not of its plan, and float sums over them do
+    // not round by that order.
     if joins::reads_protected(query.cast(), &walk.protected) {
         // SAFETY: the caller's contract.
-        unsafe { crate::output::order::order_rows(query) };
+        unsafe {
+            crate::output::order::order_rows(query);
+            crate::output::exact::exact_sums(query);
+        }
     }
 }
 

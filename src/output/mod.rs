@@ -12,12 +12,14 @@
 //! values", lists what is normalised and what is refused.
 //!
 //! Rows leave in an order that is a function of the rows (`order`): the
-//! statement's ORDER BY, then each of its columns.
+//! statement's ORDER BY, then each of its columns; and float sums over
+//! them do not round by that order (`exact`).
 //!
 //! The run time leaves here too: a fresh statement's answer is held for a
 //! calibrated random delay (`timing`), so that when it arrives is a release.
 
 pub mod canonical;
+pub mod exact;
 pub mod order;
 pub mod timing;
 

@@ -48,6 +48,17 @@ SELECT CASE WHEN region = 'east' THEN 0.00 ELSE 0.0 END AS z
 FROM (SELECT region, count(*) AS n FROM ro_staff GROUP BY region) v;
 SELECT sum(CASE region WHEN 'north' THEN 1e16::float8 WHEN 'south' THEN -1e16 ELSE 1 END) AS total
 FROM (SELECT region, count(*) AS n FROM ro_staff GROUP BY region) v;
+-- A float sum over the releases at a grouping level above them runs in
+-- numeric (src/output/exact.rs): exact, so hashed and sorted groupings
+-- round alike (an attack read 500 under one and 502 under the other).
+SET enable_hashagg = on;
+SELECT k, sum(x) AS total FROM (SELECT team % 2 AS k, CASE WHEN region = 'north' THEN 1e16::float8
+  WHEN region = 'south' THEN -1e16::float8 ELSE 1.0 / 3 END AS x
+  FROM (SELECT region, team, count(*) AS n FROM ro_staff GROUP BY region, team) v) w GROUP BY k;
+SET enable_hashagg = off;
+SELECT k, sum(x) AS total FROM (SELECT team % 2 AS k, CASE WHEN region = 'north' THEN 1e16::float8
+  WHEN region = 'south' THEN -1e16::float8 ELSE 1.0 / 3 END AS x
+  FROM (SELECT region, team, count(*) AS n FROM ro_staff GROUP BY region, team) v) w GROUP BY k;
 RESET enable_hashagg;
 -- A set operation is ordered by its columns (its own target list takes no
 -- other column: the fuzzer once met PostgreSQL's "resjunk output columns
