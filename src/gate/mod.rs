@@ -259,12 +259,18 @@ pub unsafe extern "C-unwind" fn check_query(query: *mut pg_sys::Query) {
     if let Some(refusal) = walk.refused {
         raise(refusal);
     }
-    // What it reads of protected tables comes in an order that is a
-    // function of its rows, not of its plan, and float sums over them do
-    // not round by that order.
+    // What it reads of protected tables is shown in normal forms above the
+    // releases, comes in an order that is a function of its rows, not of
+    // its plan, and float sums over them do not round by that order.
     if joins::reads_protected(query.cast(), &walk.protected) {
+        let protected = |relid: pg_sys::Oid| walk.protected.tables.contains_key(&relid);
+        let forms = crate::output::normal::Forms {
+            functions: &walk.protected.forms,
+            protected: &protected,
+        };
         // SAFETY: the caller's contract.
         unsafe {
+            crate::output::normal::normal_values(query, &forms);
             crate::output::order::order_rows(query);
             crate::output::exact::exact_sums(query);
         }

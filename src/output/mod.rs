@@ -13,13 +13,15 @@
 //!
 //! Rows leave in an order that is a function of the rows (`order`): the
 //! statement's ORDER BY, then each of its columns; and float sums over
-//! them do not round by that order (`exact`).
+//! them do not round by that order (`exact`). Above the releases, values
+//! are shown, grouped and compared in their normal form (`normal`).
 //!
 //! The run time leaves here too: a fresh statement's answer is held for a
 //! calibrated random delay (`timing`), so that when it arrives is a release.
 
 pub mod canonical;
 pub mod exact;
+pub mod normal;
 pub mod order;
 pub mod timing;
 

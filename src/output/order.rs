@@ -75,7 +75,7 @@ unsafe extern "C-unwind" fn walker(
 ///
 /// # Safety
 /// `node` is null or a live expression tree; inside a transaction.
-unsafe fn releases(node: *mut pg_sys::Node) -> bool {
+pub(super) unsafe fn releases(node: *mut pg_sys::Node) -> bool {
     /// # Safety
     /// Called by the expression walker with live nodes and the extension's OID.
     #[pgrx::pg_guard]

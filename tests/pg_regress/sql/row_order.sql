@@ -34,20 +34,40 @@ SELECT region, count(*) > 500 AS many FROM ro_staff GROUP BY region ORDER BY len
 RESET enable_hashagg;
 -- Two keys, no ORDER BY: by the first column, then the second.
 SELECT team, region, count(*) > 100 AS many FROM ro_staff WHERE team < 2 AND region < 'n' GROUP BY region, team;
--- Equal values shown differently (0.0 and 0.00) come in one order too
--- (by their binary form, at a level that does not aggregate), and so do a
--- subquery's released rows that the level above reads in order: a float
--- sum over them rounds alike.
+-- Above the releases, values are shown, grouped, deduplicated and
+-- compared in their normal form (src/output/normal.rs): 0.0, 0.00 and
+-- 0.000 are one value, shown as 0, and -0 is 0, under hashed and sorted
+-- plans alike (an attack read 0.0 from one and 0.000 from the other);
+-- a subquery's released rows come to the level above in one order: a
+-- float sum over them rounds alike.
 SET enable_hashagg = on;
 SELECT CASE WHEN region = 'east' THEN 0.00 ELSE 0.0 END AS z
+FROM (SELECT region, count(*) AS n FROM ro_staff GROUP BY region) v;
+SELECT x FROM (SELECT CASE WHEN team = 4 THEN 1 WHEN team % 2 = 0 THEN 0.0 ELSE 0.00 END AS x
+  FROM (SELECT region, team, count(*) AS n FROM ro_staff GROUP BY region, team) v UNION SELECT 0.000) u;
+SELECT k, max(x) FROM (SELECT team % 2 AS k, CASE WHEN team < 3 THEN 0.0 ELSE 0.00 END AS x
+  FROM (SELECT region, team, count(*) AS n FROM ro_staff GROUP BY region, team) v) w GROUP BY k;
+SELECT DISTINCT x FROM (SELECT CASE WHEN team < 3 THEN '-0'::float8 ELSE 0 END AS x
+  FROM (SELECT region, team, count(*) AS n FROM ro_staff GROUP BY region, team) v) w;
+-- A value of a type without a normal form (an array) ties by its binary form.
+SELECT CASE WHEN region = 'east' THEN ARRAY[0.00] ELSE ARRAY[0.0] END AS a
 FROM (SELECT region, count(*) AS n FROM ro_staff GROUP BY region) v;
 SELECT sum(CASE region WHEN 'north' THEN 1e16::float8 WHEN 'south' THEN -1e16 ELSE 1 END) AS total
 FROM (SELECT region, count(*) AS n FROM ro_staff GROUP BY region) v;
 SET enable_hashagg = off;
 SELECT CASE WHEN region = 'east' THEN 0.00 ELSE 0.0 END AS z
 FROM (SELECT region, count(*) AS n FROM ro_staff GROUP BY region) v;
+SELECT x FROM (SELECT CASE WHEN team = 4 THEN 1 WHEN team % 2 = 0 THEN 0.0 ELSE 0.00 END AS x
+  FROM (SELECT region, team, count(*) AS n FROM ro_staff GROUP BY region, team) v UNION SELECT 0.000) u;
+SELECT k, max(x) FROM (SELECT team % 2 AS k, CASE WHEN team < 3 THEN 0.0 ELSE 0.00 END AS x
+  FROM (SELECT region, team, count(*) AS n FROM ro_staff GROUP BY region, team) v) w GROUP BY k;
+SELECT DISTINCT x FROM (SELECT CASE WHEN team < 3 THEN '-0'::float8 ELSE 0 END AS x
+  FROM (SELECT region, team, count(*) AS n FROM ro_staff GROUP BY region, team) v) w;
+SELECT CASE WHEN region = 'east' THEN ARRAY[0.00] ELSE ARRAY[0.0] END AS a
+FROM (SELECT region, count(*) AS n FROM ro_staff GROUP BY region) v;
 SELECT sum(CASE region WHEN 'north' THEN 1e16::float8 WHEN 'south' THEN -1e16 ELSE 1 END) AS total
 FROM (SELECT region, count(*) AS n FROM ro_staff GROUP BY region) v;
+RESET enable_hashagg;
 -- A float sum over the releases at a grouping level above them runs in
 -- numeric (src/output/exact.rs): exact, so hashed and sorted groupings
 -- round alike (an attack read 500 under one and 502 under the other).
