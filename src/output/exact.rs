@@ -29,34 +29,8 @@ const IN_NUMERIC: &[(u32, u32, u32, u32)] = &[
 /// # Safety
 /// `query` is the live top-level Query of an analyst's statement, before planning.
 pub unsafe fn exact_sums(query: *mut pg_sys::Query) {
-    // SAFETY: the caller's contract.
-    unsafe {
-        level(query);
-        pg_sys::query_tree_walker(query, Some(walker), std::ptr::null_mut(), 0);
-    }
-}
-
-/// Rewrites the levels below the node.
-///
-/// # Safety
-/// Called by PostgreSQL's tree walkers with live nodes.
-#[pgrx::pg_guard]
-unsafe extern "C-unwind" fn walker(
-    node: *mut pg_sys::Node,
-    context: *mut std::ffi::c_void,
-) -> bool {
-    // SAFETY: the caller's contract; casts follow node tags.
-    unsafe {
-        if node.is_null() {
-            return false;
-        }
-        if (*node).type_ == pg_sys::NodeTag::T_Query {
-            let query = node as *mut pg_sys::Query;
-            level(query);
-            return pg_sys::query_tree_walker(query, Some(walker), context, 0);
-        }
-        pg_sys::expression_tree_walker(node, Some(walker), context)
-    }
+    // SAFETY: the caller's contract; each level is a live Query of the tree.
+    unsafe { super::each_level(query, &mut |level, _| self::level(level)) };
 }
 
 /// Rewrites one level's select list and HAVING.

@@ -26,3 +26,43 @@ pub mod order;
 pub mod timing;
 
 pgrx::extension_sql_file!("canonical.sql", name = "canonical_sql");
+
+/// Calls `each` with `query` and then with every query level below it
+/// (subqueries, CTEs, sublinks), each with whether it is the top.
+///
+/// # Safety
+/// `query` is a live Query; `each` may rewrite a level, not replace it.
+unsafe fn each_level(
+    query: *mut pgrx::pg_sys::Query,
+    each: &mut dyn FnMut(*mut pgrx::pg_sys::Query, bool),
+) {
+    use pgrx::pg_sys;
+    /// # Safety
+    /// Called by PostgreSQL's tree walkers with live nodes and the callback.
+    #[pgrx::pg_guard]
+    unsafe extern "C-unwind" fn walker(
+        node: *mut pg_sys::Node,
+        context: *mut std::ffi::c_void,
+    ) -> bool {
+        // SAFETY: the caller's contract; casts follow node tags; the context is `each_level`'s
+        // callback, borrowed for the walk alone.
+        unsafe {
+            if node.is_null() {
+                return false;
+            }
+            if (*node).type_ == pg_sys::NodeTag::T_Query {
+                let query = node as *mut pg_sys::Query;
+                let each = &mut *(context as *mut &mut dyn FnMut(*mut pg_sys::Query, bool));
+                each(query, false);
+                return pg_sys::query_tree_walker(query, Some(walker), context, 0);
+            }
+            pg_sys::expression_tree_walker(node, Some(walker), context)
+        }
+    }
+    // SAFETY: the caller's contract; `each` outlives the walk.
+    unsafe {
+        each(query, true);
+        let mut each = each;
+        pg_sys::query_tree_walker(query, Some(walker), (&raw mut each).cast(), 0);
+    }
+}

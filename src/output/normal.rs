@@ -49,39 +49,8 @@ pub struct Forms<'a> {
 /// `query` is the live top-level Query of an analyst's statement, after the
 /// gate's checks, before planning.
 pub unsafe fn normal_values(query: *mut pg_sys::Query, forms: &Forms) {
-    // SAFETY: the caller's contract.
-    unsafe {
-        level(query, forms);
-        pg_sys::query_tree_walker(
-            query,
-            Some(walker),
-            (forms as *const Forms).cast_mut().cast(),
-            0,
-        );
-    }
-}
-
-/// Rewrites the levels below the node.
-///
-/// # Safety
-/// Called by PostgreSQL's tree walkers with live nodes and the `Forms`.
-#[pgrx::pg_guard]
-unsafe extern "C-unwind" fn walker(
-    node: *mut pg_sys::Node,
-    context: *mut std::ffi::c_void,
-) -> bool {
-    // SAFETY: the caller's contract; casts follow node tags.
-    unsafe {
-        if node.is_null() {
-            return false;
-        }
-        if (*node).type_ == pg_sys::NodeTag::T_Query {
-            let query = node as *mut pg_sys::Query;
-            level(query, &*(context as *const Forms));
-            return pg_sys::query_tree_walker(query, Some(walker), context, 0);
-        }
-        pg_sys::expression_tree_walker(node, Some(walker), context)
-    }
+    // SAFETY: the caller's contract; each level is a live Query of the tree.
+    unsafe { super::each_level(query, &mut |level, _| self::level(level, forms)) };
 }
 
 /// What `query`'s rows are, from its range table down.

@@ -30,42 +30,21 @@ use pgrx::pg_sys;
 /// # Safety
 /// `query` is the live top-level Query of an analyst's statement, before planning.
 pub unsafe fn order_rows(query: *mut pg_sys::Query) {
-    // SAFETY: the caller's contract.
+    // SAFETY: the caller's contract; each level is a live Query of the tree.
     unsafe {
         if (*query).commandType != pg_sys::CmdType::CMD_SELECT || !(*query).utilityStmt.is_null() {
             return;
         }
-        break_ties(query);
-        pg_sys::query_tree_walker(query, Some(walker), std::ptr::null_mut(), 0);
-    }
-}
-
-/// Orders each subquery with LIMIT or OFFSET below the node.
-///
-/// # Safety
-/// Called by PostgreSQL's tree walkers with live nodes.
-#[pgrx::pg_guard]
-unsafe extern "C-unwind" fn walker(
-    node: *mut pg_sys::Node,
-    context: *mut std::ffi::c_void,
-) -> bool {
-    // SAFETY: the caller's contract; casts follow node tags.
-    unsafe {
-        if node.is_null() {
-            return false;
-        }
-        if (*node).type_ == pg_sys::NodeTag::T_Query {
-            let query = node as *mut pg_sys::Query;
-            if (*query).commandType == pg_sys::CmdType::CMD_SELECT
-                && (!(*query).limitCount.is_null()
-                    || !(*query).limitOffset.is_null()
-                    || releases((*query).targetList.cast()))
+        super::each_level(query, &mut |level, top| {
+            if top
+                || (*level).commandType == pg_sys::CmdType::CMD_SELECT
+                    && (!(*level).limitCount.is_null()
+                        || !(*level).limitOffset.is_null()
+                        || releases((*level).targetList.cast()))
             {
-                break_ties(query);
+                break_ties(level);
             }
-            return pg_sys::query_tree_walker(query, Some(walker), context, 0);
-        }
-        pg_sys::expression_tree_walker(node, Some(walker), context)
+        });
     }
 }
 
