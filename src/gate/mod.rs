@@ -272,7 +272,7 @@ pub unsafe extern "C-unwind" fn check_query(query: *mut pg_sys::Query) {
         unsafe {
             crate::output::normal::normal_values(query, &forms);
             crate::output::order::order_rows(query);
-            crate::output::exact::exact_sums(query);
+            crate::output::exact::exact_sums(query, &walk.protected.forms);
         }
     }
 }

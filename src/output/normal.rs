@@ -50,14 +50,34 @@ pub struct Forms<'a> {
 /// gate's checks, before planning.
 pub unsafe fn normal_values(query: *mut pg_sys::Query, forms: &Forms) {
     // SAFETY: the caller's contract; each level is a live Query of the tree.
-    unsafe { super::each_level(query, &mut |level, _| self::level(level, forms)) };
+    unsafe {
+        // The statement's CTEs by name (a name given twice is not looked up).
+        let mut ctes: HashMap<Vec<u8>, Vec<*mut pg_sys::Query>> = HashMap::new();
+        super::each_level(query, &mut |level, _| {
+            for cte in list_nodes((*level).cteList) {
+                let cte = cte as *mut pg_sys::CommonTableExpr;
+                let name = std::ffi::CStr::from_ptr((*cte).ctename).to_bytes().to_vec();
+                // A recursive one reads itself: taken for protected rows.
+                let body = if (*cte).cterecursive {
+                    std::ptr::null_mut()
+                } else {
+                    (*cte).ctequery.cast()
+                };
+                ctes.entry(name).or_default().push(body);
+            }
+        });
+        super::each_level(query, &mut |level, _| self::level(level, forms, &ctes));
+    }
 }
+
+/// The statement's CTEs by name.
+type Ctes = HashMap<Vec<u8>, Vec<*mut pg_sys::Query>>;
 
 /// What `query`'s rows are, from its range table down.
 ///
 /// # Safety
 /// `query` is a live Query; inside a transaction.
-unsafe fn kind(query: *mut pg_sys::Query, forms: &Forms) -> Kind {
+unsafe fn kind(query: *mut pg_sys::Query, forms: &Forms, ctes: &Ctes) -> Kind {
     // SAFETY: the caller's contract; range table entries are read by their kinds.
     unsafe {
         let releases = super::order::releases((*query).targetList.cast())
@@ -67,18 +87,19 @@ unsafe fn kind(query: *mut pg_sys::Query, forms: &Forms) -> Kind {
             let rte = rte as *mut pg_sys::RangeTblEntry;
             let child = match (*rte).rtekind {
                 pg_sys::RTEKind::RTE_RELATION if (forms.protected)((*rte).relid) => Kind::Raw,
-                pg_sys::RTEKind::RTE_SUBQUERY => kind((*rte).subquery, forms),
-                // A CTE of this level is what its query is; one of a level
-                // above is not looked up: treated as protected rows.
-                pg_sys::RTEKind::RTE_CTE if (*rte).ctelevelsup == 0 => list_nodes((*query).cteList)
-                    .into_iter()
-                    .map(|c| c as *mut pg_sys::CommonTableExpr)
-                    .find(|c| {
-                        std::ffi::CStr::from_ptr((**c).ctename)
-                            == std::ffi::CStr::from_ptr((*rte).ctename)
-                    })
-                    .map_or(Kind::Raw, |c| kind((*c).ctequery.cast(), forms)),
-                pg_sys::RTEKind::RTE_CTE => Kind::Raw,
+                pg_sys::RTEKind::RTE_SUBQUERY => kind((*rte).subquery, forms, ctes),
+                // A CTE, of this level or one above, is what its query is
+                // (one whose name is given twice, or recursive, is taken for
+                // protected rows).
+                pg_sys::RTEKind::RTE_CTE => {
+                    match ctes
+                        .get(std::ffi::CStr::from_ptr((*rte).ctename).to_bytes())
+                        .map(Vec::as_slice)
+                    {
+                        Some([cte]) if !cte.is_null() => kind(*cte, forms, ctes),
+                        _ => Kind::Raw,
+                    }
+                }
                 _ => Kind::Public,
             };
             below = match (below, child) {
@@ -99,13 +120,13 @@ unsafe fn kind(query: *mut pg_sys::Query, forms: &Forms) -> Kind {
 ///
 /// # Safety
 /// `query` is a live Query; inside a transaction.
-unsafe fn level(query: *mut pg_sys::Query, forms: &Forms) {
+unsafe fn level(query: *mut pg_sys::Query, forms: &Forms, ctes: &Ctes) {
     // SAFETY: the caller's contract; the target list is a List of TargetEntry.
     unsafe {
         if (*query).commandType != pg_sys::CmdType::CMD_SELECT {
             return;
         }
-        let kind = kind(query, forms);
+        let kind = kind(query, forms, ctes);
         if kind != Kind::Release && kind != Kind::Post {
             return;
         }

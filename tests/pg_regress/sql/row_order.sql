@@ -80,6 +80,29 @@ SELECT k, sum(x) AS total FROM (SELECT team % 2 AS k, CASE WHEN region = 'north'
   WHEN region = 'south' THEN -1e16::float8 ELSE 1.0 / 3 END AS x
   FROM (SELECT region, team, count(*) AS n FROM ro_staff GROUP BY region, team) v) w GROUP BY k;
 RESET enable_hashagg;
+-- The same through a CTE that reads a CTE of releases, and a float sum
+-- over a window; a sum of one value is that value, and one beyond
+-- float8's range is Infinity (helper-16's attack on the first forms).
+SET enable_sort = off;
+WITH r AS (SELECT team, count(*) AS c FROM ro_staff GROUP BY team),
+q AS (SELECT team, CASE WHEN team = 1 THEN 1 WHEN team % 3 = 0 THEN 0.00 ELSE 0.0 END AS x,
+  CASE WHEN team % 3 = 0 THEN interval '24 hours' ELSE interval '1 day' END AS i FROM r)
+SELECT x, count(*), max(i) FROM q GROUP BY x;
+SELECT g, sum(x) OVER () AS w, avg(x) OVER () AS wa FROM (SELECT region AS g,
+  CASE region WHEN 'east' THEN 1e17 WHEN 'north' THEN -1e17 ELSE 1 END::float8 + n * 0 AS x
+  FROM (SELECT region, count(*) AS n FROM ro_staff GROUP BY region) v) q;
+RESET enable_sort; SET enable_hashagg = off;
+WITH r AS (SELECT team, count(*) AS c FROM ro_staff GROUP BY team),
+q AS (SELECT team, CASE WHEN team = 1 THEN 1 WHEN team % 3 = 0 THEN 0.00 ELSE 0.0 END AS x,
+  CASE WHEN team % 3 = 0 THEN interval '24 hours' ELSE interval '1 day' END AS i FROM r)
+SELECT x, count(*), max(i) FROM q GROUP BY x;
+SELECT g, sum(x) OVER () AS w, avg(x) OVER () AS wa FROM (SELECT region AS g,
+  CASE region WHEN 'east' THEN 1e17 WHEN 'north' THEN -1e17 ELSE 1 END::float8 + n * 0 AS x
+  FROM (SELECT region, count(*) AS n FROM ro_staff GROUP BY region) v) q;
+RESET enable_hashagg;
+SELECT sum(0.1::float8 + 0.2::float8 + n * 0) = 0.1::float8 + 0.2::float8 AS one_value_kept
+FROM (SELECT count(*) AS n FROM ro_staff) v;
+SELECT sum(1e308::float8 + n * 0) AS beyond FROM (SELECT region, count(*) AS n FROM ro_staff GROUP BY region) v;
 -- A set operation is ordered by its columns (its own target list takes no
 -- other column: the fuzzer once met PostgreSQL's "resjunk output columns
 -- are not implemented" here).
