@@ -121,7 +121,7 @@ pub(super) unsafe fn check(
                 "Join public tables, and protected tables on the privacy unit, inside the per-person subquery.",
             ));
         }
-        let unit_columns = inner(&(*rte).subquery, walk)?;
+        let unit_columns = inner(&(*rte).subquery, walk, (query, found[0]))?;
         let grouped = !(*query).groupClause.is_null();
         if !(*query).hasAggs && !grouped {
             return Err(refuse(
@@ -261,7 +261,11 @@ pub(super) unsafe fn grouped_by_unit(
 ///
 /// # Safety
 /// `sub` is a live Query, a subquery of an analyst's statement before planning.
-unsafe fn inner(sub: &*mut pg_sys::Query, walk: &Walk) -> Result<Vec<i16>, Refusal> {
+unsafe fn inner(
+    sub: &*mut pg_sys::Query,
+    walk: &Walk,
+    outer: (*mut pg_sys::Query, i32),
+) -> Result<Vec<i16>, Refusal> {
     // SAFETY: the caller's contract; RTE and node casts follow their kinds and tags.
     unsafe {
         let sub = *sub;
@@ -319,9 +323,10 @@ unsafe fn inner(sub: &*mut pg_sys::Query, walk: &Walk) -> Result<Vec<i16>, Refus
                 })
         });
         if !is_unit {
+            let hint = keyed_form(outer, sub, &rtable, &persons, walk);
             return Err(refuse(
                 "a subquery over protected rows that feeds dpnoise aggregates must be grouped by exactly the privacy unit (one row per person)",
-                PER_PERSON,
+                hint.as_deref().unwrap_or(PER_PERSON),
             ));
         }
         in_numeric(sub, &walk.protected.forms)?;
@@ -364,6 +369,218 @@ unsafe fn inner(sub: &*mut pg_sys::Query, walk: &Walk) -> Result<Vec<i16>, Refus
             })
             .map(|e| (*e).resno)
             .collect())
+    }
+}
+
+/// The form that answers a subquery grouped by the privacy unit and other
+/// keys (a person's value in each group, then a summary by group: "the
+/// mean, per site, of each person's mean there"): the table grouped by
+/// those keys itself, whose dpnoise aggregates combine each person's rows
+/// in a group as one value (bounded to k groups a person). None when the
+/// statement is not that shape: grouped by the unit and at least one
+/// column of one protected table, summarised by an outer aggregate whose
+/// pair with the person's has a dpnoise form (the average of averages, the
+/// sum of sums or of row counts, the least of minima, the greatest of
+/// maxima, a count of persons).
+///
+/// # Safety
+/// `sub` is a live Query whose range table is `rtable`; `persons` its
+/// protected leaves.
+unsafe fn keyed_form(
+    outer: (*mut pg_sys::Query, i32),
+    sub: *mut pg_sys::Query,
+    rtable: &[*mut pg_sys::RangeTblEntry],
+    persons: &[(i32, super::catalog::Table)],
+    walk: &Walk,
+) -> Option<String> {
+    // SAFETY: the caller's contract; node casts follow their tags; catalog lookups return palloc'd copies or null.
+    unsafe {
+        let [(leaf, table)] = persons else {
+            return None;
+        };
+        let relid = (*rtable[*leaf as usize - 1]).relid;
+        let name = |attno: i16| -> Option<String> {
+            let name = pg_sys::get_attname(relid, attno, true);
+            (!name.is_null()).then(|| quoted(name))
+        };
+        let column = |node: *mut pg_sys::Node| -> Option<i16> {
+            let mut node = crate::versions::flatten_join_alias_vars(
+                sub,
+                pg_sys::copyObjectImpl(node.cast()).cast(),
+            );
+            // Through implicit casts and the normal forms the gate wrote
+            // around text keys (`keys::canonical`).
+            while !node.is_null() {
+                node = match (*node).type_ {
+                    pg_sys::NodeTag::T_RelabelType => {
+                        (*(node as *mut pg_sys::RelabelType)).arg.cast()
+                    }
+                    pg_sys::NodeTag::T_FuncExpr
+                        if walk
+                            .protected
+                            .forms
+                            .values()
+                            .any(|f| *f == (*(node as *mut pg_sys::FuncExpr)).funcid) =>
+                    {
+                        let args =
+                            list_items::<pg_sys::Node>((*(node as *mut pg_sys::FuncExpr)).args);
+                        let [arg] = args[..] else { break };
+                        arg
+                    }
+                    _ => break,
+                };
+            }
+            let var = node as *mut pg_sys::Var;
+            (!node.is_null()
+                && (*node).type_ == pg_sys::NodeTag::T_Var
+                && (*var).varlevelsup == 0
+                && (*var).varno as i32 == *leaf)
+                .then(|| (*var).varattno)
+        };
+        let entries = list_items::<pg_sys::TargetEntry>((*sub).targetList);
+        let mut keys = Vec::new();
+        let mut unit = false;
+        for group in list_items::<pg_sys::SortGroupClause>((*sub).groupClause) {
+            let entry = entries
+                .iter()
+                .find(|e| (***e).ressortgroupref == (*group).tleSortGroupRef)?;
+            let attno = column((**entry).expr.cast())?;
+            if attno == table.unit {
+                unit = true;
+            } else {
+                keys.push(name(attno)?);
+            }
+        }
+        if !unit || keys.is_empty() {
+            return None;
+        }
+        // The first aggregate of the outer level over a person's value (an
+        // aggregate of the subquery), as a pair of function names: the
+        // dpnoise aggregate that combines and summarises alike.
+        let (query, index) = outer;
+        let function = |aggref: *mut pg_sys::Aggref| {
+            let name = pg_sys::get_func_name((*aggref).aggfnoid);
+            (!name.is_null()).then(|| {
+                std::ffi::CStr::from_ptr(name)
+                    .to_string_lossy()
+                    .into_owned()
+            })
+        };
+        // The value an aggregate reads: its first argument (the policy may
+        // have written the outer level's plain aggregates as dpnoise's).
+        let argument = |aggref: *mut pg_sys::Aggref| {
+            let args = list_items::<pg_sys::TargetEntry>((*aggref).args);
+            args.first().map(|arg| (**arg).expr.cast::<pg_sys::Node>())
+        };
+        let epsilon = walk
+            .protected
+            .policy
+            .epsilon
+            .get(&relid)
+            .copied()
+            .unwrap_or(1.0);
+        let bounds = |attno: i16| {
+            walk.protected
+                .policy
+                .domains
+                .get(&(relid, attno))
+                .map_or("lower, upper".to_string(), |(lo, hi)| format!("{lo}, {hi}"))
+        };
+        let rows = walk.protected.policy.rows.get(&relid).copied();
+        let mut found = Vec::new();
+        super::bounding::collect_aggregates((*query).targetList.cast(), &mut found);
+        let call = found.into_iter().find_map(|aggref| {
+            let outer = function(aggref)?;
+            let outer = outer.strip_prefix("dp_").unwrap_or(&outer).to_string();
+            if outer == "count" && ((*aggref).aggstar || function(aggref)? != outer) {
+                return Some(format!("dp_count({epsilon:?})"));
+            }
+            let mut node = argument(aggref)?;
+            // Through casts (the policy reads a count as a float8).
+            loop {
+                node = match (*node).type_ {
+                    pg_sys::NodeTag::T_RelabelType => {
+                        (*(node as *mut pg_sys::RelabelType)).arg.cast()
+                    }
+                    pg_sys::NodeTag::T_FuncExpr
+                        if (*(node as *mut pg_sys::FuncExpr)).funcformat
+                            != pg_sys::CoercionForm::COERCE_EXPLICIT_CALL =>
+                    {
+                        let args =
+                            list_items::<pg_sys::Node>((*(node as *mut pg_sys::FuncExpr)).args);
+                        let [arg] = args[..] else { return None };
+                        arg
+                    }
+                    _ => break,
+                };
+            }
+            let var = node as *mut pg_sys::Var;
+            if (*node).type_ != pg_sys::NodeTag::T_Var
+                || (*var).varlevelsup != 0
+                || (*var).varno as i32 != index
+            {
+                return None;
+            }
+            let entry = entries.iter().find(|e| (***e).resno == (*var).varattno)?;
+            let value = (**entry).expr.cast::<pg_sys::Node>();
+            if (*value).type_ != pg_sys::NodeTag::T_Aggref {
+                return None;
+            }
+            let inner = value as *mut pg_sys::Aggref;
+            let person = function(inner)?;
+            if person == "count" {
+                // The person's rows in the group, summed: at most the
+                // policy's rows per person.
+                let rows = rows.map_or("upper".to_string(), |r| r.to_string());
+                return (outer == "sum").then(|| format!("dp_sum(1, {epsilon:?}, 0, {rows})"));
+            }
+            let dp = match (outer.as_str(), person.as_str()) {
+                ("avg", "avg") => "dp_avg",
+                ("sum", "sum") => "dp_sum",
+                ("min", "min") => "dp_min",
+                ("max", "max") => "dp_max",
+                _ => return None,
+            };
+            let attno = column(argument(inner)?)?;
+            // A person's sum in a group spans their rows' values, the
+            // policy's rows per person of them at most.
+            let bounds = match (dp, walk.protected.policy.domains.get(&(relid, attno)), rows) {
+                ("dp_sum", Some((lo, hi)), Some(r)) => {
+                    format!("{}, {}", lo * r as f64, hi * r as f64)
+                }
+                _ => bounds(attno),
+            };
+            Some(format!("{dp}({}, {epsilon:?}, {bounds})", name(attno)?))
+        })?;
+        let keys = keys.join(", ");
+        let table = quoted(pg_sys::get_rel_name(relid));
+        let filter = if (*(*sub).jointree).quals.is_null() {
+            ""
+        } else {
+            " (with the subquery's WHERE)"
+        };
+        Some(format!(
+            "Group the table itself by {keys}: over several rows per person, dpnoise's aggregates combine each \
+             person's rows in a group as one value (dp_avg averages the persons' averages, dp_sum sums their sums, \
+             dp_count counts the persons, dp_min and dp_max take their least and greatest), each person in k groups \
+             at most. Here{filter}: SELECT {keys}, {call} FROM {table} GROUP BY {keys}"
+        ))
+    }
+}
+
+/// An identifier as SQL writes it (quoted where it must be).
+///
+/// # Safety
+/// `name` is null or a live C string.
+unsafe fn quoted(name: *const std::ffi::c_char) -> String {
+    // SAFETY: the caller's contract; quote_identifier returns its argument or a palloc'd copy.
+    unsafe {
+        if name.is_null() {
+            return String::new();
+        }
+        std::ffi::CStr::from_ptr(pg_sys::quote_identifier(name))
+            .to_string_lossy()
+            .into_owned()
     }
 }
 

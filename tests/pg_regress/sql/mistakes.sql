@@ -81,6 +81,15 @@ SELECT dp_median(amount, 1000, 0, 100) BETWEEN 0 AND 100 AS median,
        dp_quantile(amount, 1000, 0, 100, 0.5) BETWEEN 0 AND 100 AS quantile
 FROM mistake_visits;
 
+-- A person's value per site, then summarised per site (a subquery
+-- grouped by the person and a key): refused, with the table grouped by
+-- the key itself as the form (dp_avg averages the persons' averages in a
+-- group), written from the statement's own names.
+\set VERBOSITY default
+SELECT site, avg(a) FROM (SELECT site, avg(amount) AS a FROM mistake_visits GROUP BY person_id, site) s GROUP BY site;
+SELECT site, sum(n) FROM (SELECT site, count(*) AS n FROM mistake_visits GROUP BY person_id, site) s GROUP BY site;
+\set VERBOSITY terse
+
 -- What the refusal suggests answers per-person questions: at epsilon
 -- 1000 the noise is almost surely 0.
 SELECT dp_count(1000.0) AS persons, round(dp_avg(n, 1000.0, 0, 10)::numeric, 2) AS visits_per_person
