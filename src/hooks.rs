@@ -173,6 +173,11 @@ unsafe extern "C-unwind" fn executor_start(query: *mut pg_sys::QueryDesc, eflags
         // own checks, so their errors charge nothing).
         if !ledger {
             start_releases(query, eflags);
+            // An analyst's releases are drawn once, however often the
+            // plan reads them.
+            if crate::gate::gated() {
+                hold_releases(query);
+            }
             // Paid for its run time too: its answer is held.
             if crate::charge::prepay(query, eflags) {
                 crate::output::timing::hold(query, work);
@@ -492,6 +497,16 @@ unsafe extern "C-unwind" fn attach_releases(
 unsafe extern "C-unwind" fn identify_releases(query: *mut pg_sys::QueryDesc, eflags: i32) {
     // SAFETY: the caller's contract is identify's.
     unsafe { crate::repeat::identify(query, eflags) }
+}
+
+/// Holds the releases of a started analyst's execution (`repeat::hold`).
+///
+/// # Safety
+/// As `repeat::hold`.
+#[pg_guard]
+unsafe extern "C-unwind" fn hold_releases(query: *mut pg_sys::QueryDesc) {
+    // SAFETY: the caller's contract is hold's.
+    unsafe { crate::repeat::hold(query) }
 }
 
 /// Registers the identities of a started execution (`repeat::start`).

@@ -138,6 +138,15 @@ pub unsafe fn complete(estate: *mut pg_sys::EState) {
     unsafe { record::complete(estate) }
 }
 
+/// Holds the releases of a started analyst's query (`record::hold`).
+///
+/// # Safety
+/// `query` is the live QueryDesc just started; inside a transaction.
+pub unsafe fn hold(query: *mut pg_sys::QueryDesc) {
+    // SAFETY: the caller's contract.
+    unsafe { record::hold(query) }
+}
+
 /// An execution ended: its answers were kept, or will not be.
 pub fn ended(estate: *mut pg_sys::EState) {
     record::ended(estate);

@@ -18,8 +18,11 @@ use std::cell::RefCell;
 /// Recording an Agg node's output, to keep it when its execution ends.
 struct Recorder {
     state: *mut pg_sys::PlanState,
+    /// Its execution (read without the state, whose memory may be gone).
+    estate: *mut pg_sys::EState,
     inner: pg_sys::ExecProcNodeMtd,
-    key: [u8; 32],
+    /// The answer's key in the store; None for a node only held (`hold`).
+    key: Option<[u8; 32]>,
     /// Each column's binary send function.
     send: Vec<pg_sys::Oid>,
     rows: Vec<Vec<u8>>,
@@ -87,11 +90,13 @@ pub unsafe fn record(query: *mut pg_sys::QueryDesc, calls: &Calls) {
                 })
                 .collect();
             let inner = (*state).ExecProcNodeReal;
+            watch((*state).state);
             RECORDERS.with(|r| {
                 r.borrow_mut().push(Recorder {
                     state,
+                    estate: (*state).state,
                     inner,
-                    key: f.key,
+                    key: Some(f.key),
                     send,
                     rows: Vec::new(),
                     bytes: 8,
@@ -106,23 +111,95 @@ pub unsafe fn record(query: *mut pg_sys::QueryDesc, calls: &Calls) {
     }
 }
 
+/// Holds every node of the started analyst's query `query` that
+/// finalizes a dpnoise aggregate and is not recorded already: it runs to
+/// its end at its first call, and a rescan (the inner side of a nested
+/// loop, a subquery evaluated again) hands out the same rows from the
+/// first, so each release is drawn once whatever the plan (the plan check
+/// admits a rescanned one only when no parameter from outside it can
+/// change its rows).
+///
+/// # Safety
+/// `query` is the live QueryDesc just started; inside a transaction.
+pub unsafe fn hold(query: *mut pg_sys::QueryDesc) {
+    // SAFETY: the caller's contract; the plan state tree and es_subplanstates are the execution's.
+    unsafe {
+        let mut roots = vec![(*query).planstate];
+        roots.extend(
+            list_nodes((*(*query).estate).es_subplanstates)
+                .into_iter()
+                .map(|s| s as *mut pg_sys::PlanState),
+        );
+        while let Some(state) = roots.pop() {
+            if state.is_null() {
+                continue;
+            }
+            roots.extend(crate::budget::plan_children(state));
+            if !finalizes_release((*state).plan)
+                || RECORDERS.with(|r| r.borrow().iter().any(|x| x.state == state))
+            {
+                continue;
+            }
+            let inner = (*state).ExecProcNodeReal;
+            watch((*state).state);
+            RECORDERS.with(|r| {
+                r.borrow_mut().push(Recorder {
+                    state,
+                    estate: (*state).state,
+                    inner,
+                    key: None,
+                    send: Vec::new(),
+                    rows: Vec::new(),
+                    bytes: 8,
+                    over: true,
+                    held: std::ptr::null_mut(),
+                    out: std::ptr::null_mut(),
+                    answer: None,
+                });
+            });
+            (*state).ExecProcNodeReal = Some(recording);
+        }
+    }
+}
+
+/// Whether `plan` is an Agg node that finalizes a dpnoise aggregate.
+///
+/// # Safety
+/// `plan` is a live Plan; inside a transaction.
+pub unsafe fn finalizes_release(plan: *mut pg_sys::Plan) -> bool {
+    // SAFETY: the caller's contract.
+    unsafe {
+        if plan.is_null() || (*plan).type_ != pg_sys::NodeTag::T_Agg {
+            return false;
+        }
+        let mut found = Vec::new();
+        for list in [(*plan).targetlist, (*plan).qual] {
+            crate::gate::bounding::collect_aggregates(list.cast(), &mut found);
+        }
+        found.iter().any(|a| {
+            (**a).aggsplit & pg_sys::AGGSPLITOP_SKIPFINAL == 0
+                && crate::functions::releasing((**a).aggfnoid).is_some()
+        })
+    }
+}
+
 /// The execution `estate` ended without error: the answers it finished are
 /// stored, and its recorders forgotten.
 pub fn ended(estate: *mut pg_sys::EState) {
     RECORDERS.with(|r| {
         r.borrow_mut().retain_mut(|x| {
-            // SAFETY: a recorder's state lives until its execution ends, which is now at the
-            // earliest (an aborted one's are cleared by `aborted` first); its tuplestore too.
+            if x.estate != estate {
+                return true;
+            }
+            // SAFETY: a recorder's tuplestore lives until its execution's memory goes, after
+            // this (an aborted one's recorders go with that memory: `watch`).
             unsafe {
-                if (*x.state).state != estate {
-                    return true;
-                }
                 if !x.held.is_null() {
                     pg_sys::tuplestore_end(x.held);
                 }
             }
-            if let Some(answer) = x.answer.take() {
-                store::keep(&x.key, &answer);
+            if let (Some(key), Some(answer)) = (x.key, x.answer.take()) {
+                store::keep(&key, &answer);
             }
             false
         })
@@ -142,8 +219,7 @@ pub unsafe fn complete(estate: *mut pg_sys::EState) {
     let idle: Vec<*mut pg_sys::PlanState> = RECORDERS.with(|r| {
         r.borrow()
             .iter()
-            // SAFETY: a recorder's state lives until its execution ends.
-            .filter(|x| x.held.is_null() && unsafe { (*x.state).state } == estate)
+            .filter(|x| x.key.is_some() && x.held.is_null() && x.estate == estate)
             .map(|x| x.state)
             .collect()
     });
@@ -187,10 +263,48 @@ unsafe fn restartable(plan: *mut pg_sys::Plan) -> bool {
     }
 }
 
-/// A (sub)transaction aborted: every recorded execution in it ended, and
-/// what they finished is not stored (their memory and files go with it).
-pub fn aborted() {
-    RECORDERS.with(|r| r.borrow_mut().clear());
+/// A (sub)transaction aborted: the executions in it ended without their
+/// ExecutorEnd, so what they finished is not stored; their recorders go
+/// with their memory (`watch`). Those of executions outside it (a cursor
+/// opened before a savepoint rolled back to) stay, and hand out their rows.
+pub fn aborted() {}
+
+thread_local! {
+    /// The executions whose memory `forget_execution` watches.
+    static WATCHED: RefCell<Vec<usize>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Forgets the recorders of `estate` when its memory goes (at its end, or
+/// when its (sub)transaction aborts): no later execution, whose nodes may
+/// take the same addresses, finds them.
+///
+/// # Safety
+/// `estate` is a live EState; inside a transaction.
+unsafe fn watch(estate: *mut pg_sys::EState) {
+    if WATCHED.with(|w| w.borrow().contains(&(estate as usize))) {
+        return;
+    }
+    // SAFETY: the caller's contract; the callback lives in the memory it watches.
+    unsafe {
+        let callback = pg_sys::MemoryContextAlloc(
+            (*estate).es_query_cxt,
+            std::mem::size_of::<pg_sys::MemoryContextCallback>(),
+        ) as *mut pg_sys::MemoryContextCallback;
+        (*callback).func = Some(forget_execution);
+        (*callback).arg = estate.cast();
+        pg_sys::MemoryContextRegisterResetCallback((*estate).es_query_cxt, callback);
+    }
+    WATCHED.with(|w| w.borrow_mut().push(estate as usize));
+}
+
+/// # Safety
+/// Called by PostgreSQL as a memory context reset callback with the EState `watch` registered.
+#[pgrx::pg_guard]
+unsafe extern "C-unwind" fn forget_execution(arg: *mut std::ffi::c_void) {
+    let estate = arg as *mut pg_sys::EState;
+    WATCHED.with(|w| w.borrow_mut().retain(|x| *x != estate as usize));
+    // The states are not read: their memory is going.
+    RECORDERS.with(|r| r.borrow_mut().retain(|x| x.estate != estate));
 }
 
 /// The Agg node's ExecProcNode while it is recorded: at its first call,

@@ -15,13 +15,14 @@ Then, as an analyst, each question either
   share of the range), and charges the ledger; or
 - is refused with ZB003 before any charge (the ledger does not move).
 Prints which questions are refused and why; fails if any answer is out of
-its tolerance, any refusal is not ZB003 or charged, or fewer than 27 of the
-30 are answered. Then each question's true-answer SQL (plain count, sum,
+its tolerance, any refusal is not ZB003 or charged, or any of the 30 is
+refused (the share of two totals, a nested loop over two releases, is held
+and answered since the plan check admits rescans of uncorrelated releases). Then each question's true-answer SQL (plain count, sum,
 avg, stddev, percentile_cont, max, count(DISTINCT person_id)) is asked as the
 analyst under the tables' policies: answered within the same tolerance,
 or refused with ZB003 before any charge; at least 29 answered (a person's
 values are bounded by the policy; a subquery grouped by the person and a
-site stays refused).
+site stays refused, with a hint whose form, run as written, answers it).
 
 The data keep each person's visits in one site, one amount bucket and at
 most 2 months, so bounding to k = 3 groups drops nobody and the true
@@ -234,7 +235,7 @@ def main():
     for i, title, _, why, _ in (o for o in outcomes if o[2] == "refused"):
         print(f"refused {i:2d}. {title}: {why}")
     check(f"{len(QUESTIONS)} questions", len(QUESTIONS) == 30)
-    check("at least 27 of 30 answered", len(answered) >= 27, f"{len(answered)} answered")
+    check("all 30 answered", len(answered) == 30, f"{len(answered)} answered")
     plain_answered = [o for o in plain if o[2] == "answered"]
     for i, title, _, why, _ in (o for o in plain if o[2] == "refused"):
         print(f"refused in plain SQL {i:2d}. {title}: {why}")

@@ -21,8 +21,12 @@
 //!   over protected rows);
 //! - a protected row meets at most `dpnoise.max_public_fanout` public rows,
 //!   counted from the public side alone;
-//! - the consumer is not rescanned (the inner side of a nested loop, a
-//!   subquery run per row): each of its releases is charged before it runs.
+//! - the consumer, when rescanned (the inner side of a nested loop, a
+//!   subquery run per row), reads no parameter set outside it: it is held
+//!   (`repeat::hold`), runs once and hands out the same rows again, so
+//!   each of its releases is charged before it runs and drawn once, and
+//!   whether a statement is admitted does not follow the join the planner
+//!   chose. A correlated one stays refused.
 //!
 //! A protected table read anywhere else is refused, and so is any read of
 //! one under SERIALIZABLE isolation (its predicate locks record which
@@ -464,7 +468,14 @@ impl Check<'_> {
             if input.is_null() || !self.reads_protected(input) {
                 return Ok(());
             }
-            if rescanned {
+            // A rescanned consumer is held (`repeat::hold`): it runs once
+            // and hands out the same rows again, unless a parameter set
+            // outside it (a nested loop's outer row, a correlated
+            // subquery's) would change its input.
+            if rescanned
+                && !(*agg).extParam.is_null()
+                && pg_sys::bms_num_members((*agg).extParam) > 0
+            {
                 return Err(refuse(
                     "a dpnoise aggregate of protected rows would run again for each row of another part of the query (a nested loop, or a subquery run per row)",
                     "Compute it once: WITH answers AS MATERIALIZED (SELECT dp_count(...) ...) SELECT ... FROM answers ...",

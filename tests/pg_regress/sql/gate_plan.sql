@@ -262,15 +262,29 @@ SELECT pc_probe($q$SELECT dp_count(1e-9) IS NOT NULL FROM pc_staff s JOIN pc_pla
   WHERE s.person_id = 17 AND %s$q$, 's.salary > 10000', 's.salary > 90000') AS without_workers;
 RESET ALL;
 
--- 6. A dpnoise aggregate run again for each row of another part of the query.
+-- 6. A dpnoise aggregate the plan reads again for each row of another
+-- part of the query (the nullable side of a LEFT JOIN, rescanned by a
+-- nested loop) is held: it runs once and hands out the same rows again, so
+-- every outer row meets the same release, and the statement is admitted
+-- (and charged once) whichever join the planner picks. Hashed, sorted and
+-- plain aggregation alike.
 SET enable_hashjoin = off;
 SET enable_mergejoin = off;
 SET enable_material = off;
-SELECT outcome($q$SELECT g, x.c FROM generate_series(1, 40) g
-  LEFT JOIN (SELECT region, dp_count(0.05) AS c FROM pc_staff GROUP BY region) x ON x.c > g$q$);
-SELECT outcome($q$SELECT g, x.c FROM generate_series(1, 40) g
-  LEFT JOIN (SELECT dp_count(0.05) AS c FROM pc_staff WHERE age > 30) x ON x.c > g$q$);
+SELECT x.region, count(DISTINCT x.c) AS values_seen, count(*) AS outer_rows FROM generate_series(1, 40) g
+  LEFT JOIN (SELECT region, dp_count(0.05) AS c FROM pc_staff GROUP BY region) x ON x.c > g - 1e9
+GROUP BY x.region ORDER BY x.region;
+SET enable_hashagg = off;
+SELECT x.region, count(DISTINCT x.c) AS values_seen, count(*) AS outer_rows FROM generate_series(1, 40) g
+  LEFT JOIN (SELECT region, dp_count(0.05) AS c FROM pc_staff GROUP BY region) x ON x.c > g - 1e9
+GROUP BY x.region ORDER BY x.region;
+SELECT count(DISTINCT x.c) AS values_seen, count(*) AS outer_rows FROM generate_series(1, 40) g
+  LEFT JOIN (SELECT dp_count(0.05) AS c FROM pc_staff WHERE age > 30) x ON x.c > g - 1e9;
 RESET ALL;
+-- Correlated, it would be a new release for each outer row: refused,
+-- under every plan.
+SELECT outcome($q$SELECT g, (SELECT dp_count(0.05) FROM pc_staff WHERE age > g) FROM generate_series(1, 40) g$q$);
+SELECT outcome($q$SELECT g, l.c FROM generate_series(1, 40) g, LATERAL (SELECT dp_count(0.05) AS c FROM pc_staff WHERE age > g) l$q$);
 -- Computed once instead, it is admitted.
 WITH x AS MATERIALIZED (SELECT dp_count(0.05) AS c FROM pc_staff)
 SELECT count(*) FROM generate_series(1, 40) g LEFT JOIN x ON x.c > -1e9;
