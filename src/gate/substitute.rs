@@ -111,6 +111,12 @@ pub(super) const SUBSTITUTES: &[(u32, &str)] = &[
     (1141, "dp_total_date_pli"),
     (2550, "dp_total_integer_pl_date"),
     (1142, "dp_total_date_mii"),
+    // date and timestamp ± interval, to_char of intervals (0.24.0).
+    (2071, "dp_total_date_pl_interval"),
+    (2072, "dp_total_date_mi_interval"),
+    (2032, "dp_total_timestamp_pl_interval"),
+    (2033, "dp_total_timestamp_mi_interval"),
+    (1768, "dp_total_interval_to_char"),
 ];
 
 /// Built-in functions that return for every input (NaN, the infinities,
@@ -217,9 +223,10 @@ const REFUSED: &[(&[u32], &str)] = &[
          \"regular expression is too complex\", out of memory). Use LIKE or ILIKE: site LIKE 's0%'.",
     ),
     (
-        &[1768, 1772, 1773, 1774, 1775, 1776], // to_char of intervals (and numbers, before 0.23.0)
-        "to_char of intervals is not admitted on protected rows (some format fields fail on some values); of numbers, \
-         with formats of 9, 0, separators and one decimal point (ALTER EXTENSION dpnoise UPDATE if it is refused). \
+        // to_char, date and timestamp ± interval (before 0.24.0, and numbers before 0.23.0)
+        &[1768, 1772, 1773, 1774, 1775, 1776, 2071, 2072, 2032, 2033],
+        "to_char of numbers (formats of 9, 0, separators and one decimal point) and of intervals (numeric fields: HH24, MI, SS, DD, ...), \
+         and date or timestamp ± interval, are admitted through dpnoise's total forms (ALTER EXTENSION dpnoise UPDATE if they are refused). \
          Or use round(...) or width_bucket(...) as keys and format the released keys in an outer query: \
          SELECT to_char(b, '999'), n FROM (SELECT round(amount) b, dp_count(1.0) n ... GROUP BY 1) s.",
     ),

@@ -10,8 +10,8 @@ use pgrx::pg_sys;
 /// stays inside when truncated to a millennium or moved by a time zone.
 const MARGIN_USECS: i64 = 1001 * 366 * 86_400 * 1_000_000;
 /// The finite timestamps: [MIN_TIMESTAMP, END_TIMESTAMP) of datatype/timestamp.h.
-const MIN_TIMESTAMP: i64 = -211_813_488_000_000_000;
-const END_TIMESTAMP: i64 = 9_223_371_331_200_000_000;
+pub(super) const MIN_TIMESTAMP: i64 = -211_813_488_000_000_000;
+pub(super) const END_TIMESTAMP: i64 = 9_223_371_331_200_000_000;
 /// The dates (days from 2000-01-01) that convert to a timestamp at least
 /// MARGIN_USECS inside its range.
 const MARGIN_DAYS: i64 = MARGIN_USECS / 86_400_000_000;
@@ -408,7 +408,7 @@ v1_function!(pg_finfo_dp_total_make_date, dp_total_make_date, |fcinfo| {
 
 /// The longest to_char format the total forms format: PostgreSQL allocates
 /// 12 bytes of output per format byte, and a request over 1 GB fails.
-const FORMAT_BYTES: usize = 1024;
+pub(super) const FORMAT_BYTES: usize = 1024;
 
 /// Whether to_char formats every finite timestamp with this format: it is
 /// at most `FORMAT_BYTES` long and has no TM (localized name) prefix. The

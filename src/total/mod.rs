@@ -23,6 +23,7 @@ use pgrx::pg_sys;
 mod dates;
 pub use dates::{date_time_comparison, load_zone, restrict_zones};
 mod formats;
+mod intervals;
 mod numbers;
 mod text;
 

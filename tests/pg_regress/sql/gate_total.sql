@@ -26,7 +26,8 @@ SELECT count(*) FROM (SELECT dp_allow_function(f::regprocedure) FROM unnest(ARRA
   'timestamptz(date)', 'date_part(text,timestamp)', 'make_date(int,int,int)',
   'width_bucket(float8,float8,float8,int)', 'substr(text,int,int)', 'extract(text,date)', 'int4mi(int,int)',
   'int4pl(int,int)', 'float8mi(float8,float8)', 'numeric_sub(numeric,numeric)', 'numeric_mul(numeric,numeric)',
-  'date_trunc(text,timestamptz)', 'date_pli(date,int)', 'date_lt_timestamp(date,timestamp)']) f) s;
+  'date_trunc(text,timestamptz)', 'date_pli(date,int)', 'date_lt_timestamp(date,timestamp)',
+  'date_pl_interval(date,interval)', 'date_mi_interval(date,interval)']) f) s;
 \c - dp_total_analyst
 \set VERBOSITY terse
 
@@ -106,6 +107,27 @@ SELECT d1, n, dp_total_date_pli(d1, n) AS plus, dp_total_integer_pl_date(n, d1) 
        dp_total_date_mii(d1, n) AS minus
 FROM unnest('{2024-02-28,infinity,-infinity,5874897-12-31,4713-01-01 BC}'::date[]) d1,
      unnest('{1,-1,2147483647}'::int[]) n ORDER BY 1, 2;
+-- date and timestamp ± interval (0.24.0): admitted as written, through
+-- their total forms; NULL where the sum could leave the timestamps' range.
+SELECT dp_count(1.0) > 0 AS ok FROM tv WHERE d + interval '1 week' > date '2024-03-01'
+  AND d - interval '1 month' < date '2030-01-01' AND ts + interval '1 day 2 hours' > timestamp '2024-01-01'
+  AND ts - interval '1 year' < timestamp '2030-01-01';
+SELECT dp_total_date_pl_interval('2024-01-31', '1 month') AS plus_month,
+       dp_total_date_mi_interval('2024-03-31', '1 month 1 day') AS minus,
+       dp_total_date_pl_interval('5874897-12-31', '1 day') IS NULL AS beyond_timestamps_null,
+       dp_total_date_pl_interval('infinity', '1 day') AS infinite,
+       dp_total_timestamp_pl_interval('2024-02-29 12:00', '1 year 2 hours') AS leap,
+       dp_total_timestamp_mi_interval('294276-12-01', '-1 month') IS NULL AS end_null,
+       dp_total_timestamp_pl_interval('2024-01-01', '2147483647 months') IS NULL AS months_null,
+       dp_total_timestamp_mi_interval('-infinity', '1 day') AS minus_infinite;
+-- to_char of intervals: numeric fields only (NULL for names, SSSS and
+-- any other field), and at most 2^31 - 1 hours.
+SELECT dp_total_interval_to_char('1 day 02:03:04.5', 'FMDD HH24:MI:SS.MS') AS formatted,
+       dp_total_interval_to_char('-3 months', 'YYYY-MM') AS negative,
+       dp_total_interval_to_char('1 hour', 'Month') IS NULL AS name_null,
+       dp_total_interval_to_char('1 hour', 'RM') IS NULL AS roman_null,
+       dp_total_interval_to_char('1 hour', 'SSSS') IS NULL AS ssss_null,
+       dp_total_interval_to_char(interval '2147483647 hours' + interval '10 hours', 'HH24') IS NULL AS hours_null;
 -- The comparisons across the three types are admitted as they are: a
 -- date beyond the timestamps compares as +infinity, never raises.
 SELECT date '5874897-12-31' > timestamp '294276-12-31' AS beyond_timestamps,
@@ -166,7 +188,9 @@ CREATE TEMP TABLE attacks AS SELECT * FROM (VALUES
   ('to_char at the end of the calendar', 'to_char(d, ''YYYY'') = ''x'''), ('to_char format from a protected value', 'to_char(ts, site) = ''x'''),
   ('date plus a day at the end of the calendar', 'd + 1 > ''2000-01-01'''),
   ('date compared with a timestamp', 'd < timestamp ''2024-06-01'''),
-  ('to_char of a number, its format chosen by a protected value', 'to_char(n, CASE WHEN n = 5 THEN ''9.9.9'' ELSE ''9'' END) = ''x''')) a(name, sql);
+  ('to_char of a number, its format chosen by a protected value', 'to_char(n, CASE WHEN n = 5 THEN ''9.9.9'' ELSE ''9'' END) = ''x'''),
+  ('date plus an interval at the end of the calendar', 'd + interval ''1 day'' > ''2000-01-01'''),
+  ('date minus an interval at the end of the calendar', 'd - interval ''1 month'' > ''2000-01-01''')) a(name, sql);
 SELECT name, outcome('SELECT dp_count(2^(-30)) FROM tv WHERE person_id = 1 AND ' || sql) FROM attacks ORDER BY 1;
 \c - postgres
 UPDATE tv SET n = 1, amount = 1.5, num = 1 / 7.0, site = 'day', d = '2024-01-02', w = 1 WHERE person_id = 1;
@@ -183,7 +207,9 @@ CREATE TEMP TABLE attacks AS SELECT * FROM (VALUES
   ('to_char at the end of the calendar', 'to_char(d, ''YYYY'') = ''x'''), ('to_char format from a protected value', 'to_char(ts, site) = ''x'''),
   ('date plus a day at the end of the calendar', 'd + 1 > ''2000-01-01'''),
   ('date compared with a timestamp', 'd < timestamp ''2024-06-01'''),
-  ('to_char of a number, its format chosen by a protected value', 'to_char(n, CASE WHEN n = 5 THEN ''9.9.9'' ELSE ''9'' END) = ''x''')) a(name, sql);
+  ('to_char of a number, its format chosen by a protected value', 'to_char(n, CASE WHEN n = 5 THEN ''9.9.9'' ELSE ''9'' END) = ''x'''),
+  ('date plus an interval at the end of the calendar', 'd + interval ''1 day'' > ''2000-01-01'''),
+  ('date minus an interval at the end of the calendar', 'd - interval ''1 month'' > ''2000-01-01''')) a(name, sql);
 SELECT name, outcome('SELECT dp_count(2^(-30)) FROM tv WHERE person_id = 1 AND ' || sql) FROM attacks ORDER BY 1;
 \c - postgres
 SELECT count(*) FROM (SELECT dp_allow_function(f::regprocedure, false) FROM unnest(ARRAY[
@@ -192,7 +218,8 @@ SELECT count(*) FROM (SELECT dp_allow_function(f::regprocedure, false) FROM unne
   'timestamptz(date)', 'date_part(text,timestamp)', 'make_date(int,int,int)',
   'width_bucket(float8,float8,float8,int)', 'substr(text,int,int)', 'extract(text,date)', 'int4mi(int,int)',
   'int4pl(int,int)', 'float8mi(float8,float8)', 'numeric_sub(numeric,numeric)', 'numeric_mul(numeric,numeric)',
-  'date_trunc(text,timestamptz)', 'date_pli(date,int)', 'date_lt_timestamp(date,timestamp)']) f) s;
+  'date_trunc(text,timestamptz)', 'date_pli(date,int)', 'date_lt_timestamp(date,timestamp)',
+  'date_pl_interval(date,interval)', 'date_mi_interval(date,interval)']) f) s;
 SELECT dp_unprotect('tv'), dp_unprotect('tl');
 DROP TABLE tv, months, tl;
 -- Numeric operands longer than 64 digits give NULL, like an overflow
