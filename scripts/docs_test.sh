@@ -9,7 +9,8 @@
 # tests/docs/setup.sql, then the file's blocks in order, with dpnoise.seed
 # set so the noise is the same on every run. The info string of a block
 # may carry words after `sql`:
-#   norun       not run (a fragment, or needs Citus or another server)
+#   norun       not run: only for a block that needs another server (Citus);
+#               each is listed when the test runs
 #   role=NAME   run in a new connection as NAME (an analyst must log in),
 #               then back to postgres
 #   noseed      run without the seed (repeated releases are off under it)
@@ -32,7 +33,7 @@ chmod -R 777 "$WORK"
 
 # extract FILE: the file's runnable blocks as psql input, on stdout.
 extract() {
-  awk -v seed="$SEED" '
+  awk -v seed="$SEED" -v db="$DB" '
     /^```/ {
       if (!inblock) {
         n = split(substr($0, 4), w, /[ \t]+/)
@@ -47,8 +48,11 @@ extract() {
         }
         inblock = 1
         if (!skip) {
+          # An analyst cannot SET the seed: its new connection reads the
+          # setting of the database, cleared for the block.
+          if (noseed && role != "") print "ALTER DATABASE " db " SET dpnoise.seed = '\'''\'';"
           if (role != "") print "\\c - " role
-          if (noseed) print "SET dpnoise.seed = '\'''\'';"
+          if (noseed && role == "") print "SET dpnoise.seed = '\'''\'';"
           if (quiet) print "\\o /dev/null"
         }
         next
@@ -56,8 +60,9 @@ extract() {
       inblock = 0
       if (!skip) {
         if (quiet) print "\\o"
-        if (noseed) print "SET dpnoise.seed = '\''" seed "'\'';"
+        if (noseed && role == "") print "SET dpnoise.seed = '\''" seed "'\'';"
         if (role != "") print "\\c - postgres"
+        if (noseed && role != "") print "ALTER DATABASE " db " SET dpnoise.seed = '\''" seed "'\'';"
       }
       next
     }
@@ -79,6 +84,9 @@ if [ -n "$indented" ]; then
   echo "$indented" >&2
   exit 1
 fi
+# The blocks that do not run, listed (none but those needing another server).
+norun=$(grep -n '^```sql.*norun' README.md docs/*.md || true)
+echo "docs_test: blocks not run: ${norun:-none}"
 
 tests=()
 for md in README.md docs/*.md; do
