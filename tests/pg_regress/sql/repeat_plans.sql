@@ -96,3 +96,24 @@ SELECT count(*) AS charges FROM dp_my_ledger WHERE id > :seen;
 -- The list goes (value_lists counts the database's lists).
 \c - postgres
 SELECT dp_domain('rp_staff', 'region', NULL);
+-- A cursor opened before a savepoint keeps its recorded answer when the
+-- savepoint is rolled back to: the rest of its rows come after the
+-- rollback (a recorder goes with its execution's memory, not with any
+-- abort; the rollback once cleared it, and the cursor ended early).
+BEGIN;
+DECLARE rp_held CURSOR FOR SELECT age, dp_count(1.0) IS NOT NULL AS answered FROM rp_staff GROUP BY age;
+MOVE 5 FROM rp_held;
+SAVEPOINT before_error;
+SELECT 1 / 0;
+ROLLBACK TO SAVEPOINT before_error;
+DO $$
+DECLARE c refcursor := 'rp_held'; n int := 0; a int; b bool;
+BEGIN
+    LOOP
+        FETCH c INTO a, b;
+        EXIT WHEN NOT FOUND;
+        n := n + 1;
+    END LOOP;
+    RAISE NOTICE 'rows after the rollback: % (of 40 ages, 5 read before)', n;
+END $$;
+COMMIT;
