@@ -56,20 +56,7 @@ pub unsafe fn record(query: *mut pg_sys::QueryDesc, calls: &Calls) {
         if found.is_empty() {
             return;
         }
-        let mut states = Vec::new();
-        let mut roots = vec![(*query).planstate];
-        roots.extend(
-            list_nodes((*(*query).estate).es_subplanstates)
-                .into_iter()
-                .map(|s| s as *mut pg_sys::PlanState),
-        );
-        while let Some(state) = roots.pop() {
-            if state.is_null() {
-                continue;
-            }
-            states.push(state);
-            roots.extend(crate::budget::plan_children(state));
-        }
+        let states = plan_states(query);
         for (_, f) in found {
             let Some(&state) = states.iter().find(|s| (***s).plan == f.plan) else {
                 continue;
@@ -124,17 +111,7 @@ pub unsafe fn record(query: *mut pg_sys::QueryDesc, calls: &Calls) {
 pub unsafe fn hold(query: *mut pg_sys::QueryDesc) {
     // SAFETY: the caller's contract; the plan state tree and es_subplanstates are the execution's.
     unsafe {
-        let mut roots = vec![(*query).planstate];
-        roots.extend(
-            list_nodes((*(*query).estate).es_subplanstates)
-                .into_iter()
-                .map(|s| s as *mut pg_sys::PlanState),
-        );
-        while let Some(state) = roots.pop() {
-            if state.is_null() {
-                continue;
-            }
-            roots.extend(crate::budget::plan_children(state));
+        for state in plan_states(query) {
             if !finalizes_release((*state).plan)
                 || RECORDERS.with(|r| r.borrow().iter().any(|x| x.state == state))
             {
@@ -159,6 +136,31 @@ pub unsafe fn hold(query: *mut pg_sys::QueryDesc) {
             });
             (*state).ExecProcNodeReal = Some(recording);
         }
+    }
+}
+
+/// Every node of a started query's plan state, its subplans' too.
+///
+/// # Safety
+/// `query` is the live QueryDesc just started (its plan state built).
+unsafe fn plan_states(query: *mut pg_sys::QueryDesc) -> Vec<*mut pg_sys::PlanState> {
+    // SAFETY: the caller's contract; the plan state tree and es_subplanstates are the execution's.
+    unsafe {
+        let mut states = Vec::new();
+        let mut roots = vec![(*query).planstate];
+        roots.extend(
+            list_nodes((*(*query).estate).es_subplanstates)
+                .into_iter()
+                .map(|s| s as *mut pg_sys::PlanState),
+        );
+        while let Some(state) = roots.pop() {
+            if state.is_null() {
+                continue;
+            }
+            states.push(state);
+            roots.extend(crate::budget::plan_children(state));
+        }
+        states
     }
 }
 
