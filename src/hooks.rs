@@ -410,11 +410,31 @@ unsafe extern "C-unwind" fn planner(
             // (2.05 s against 2.2 s with the leader sorting a share).
             settings.push((c"parallel_leader_participation", c"off"));
         }
-        let planned = if settings.is_empty() {
+        // An analyst's statement is planned from a copy: planning rewrites
+        // the tree, and it may be planned again below.
+        let gated = crate::gate::gated();
+        let original = if gated {
+            pg_sys::copyObjectImpl(parse.cast()) as *mut pg_sys::Query
+        } else {
+            std::ptr::null_mut()
+        };
+        let mut planned = if settings.is_empty() {
             plan()
         } else {
             crate::gucs::with_settings(&settings, plan)
         };
+        // A release in a parallel worker would be drawn in each worker
+        // that runs it (the inner side of a join each builds whole), for
+        // one charge: such a statement is planned again without workers,
+        // whatever the plan, so that what it shows does not follow it.
+        if gated && crate::gate::plan::released_in_workers(planned) {
+            settings.push((c"max_parallel_workers_per_gather", c"0"));
+            let again = || match PREV_PLANNER {
+                Some(prev) => prev(original, query_string, cursor_options, bound_params),
+                None => raw_standard_planner(original, query_string, cursor_options, bound_params),
+            };
+            planned = crate::gucs::with_settings(&settings, again);
+        }
         if bounding == Bounding::ByPerson {
             // JIT compiles the plan's expressions (150 ms of a 1.2 s total
             // over 3M rows) and runs them no faster here, as for the window.

@@ -112,7 +112,7 @@ pub unsafe fn hold(query: *mut pg_sys::QueryDesc) {
     // SAFETY: the caller's contract; the plan state tree and es_subplanstates are the execution's.
     unsafe {
         for state in plan_states(query) {
-            if !finalizes_release((*state).plan)
+            if !crate::gate::plan::finalizes_release((*state).plan)
                 || RECORDERS.with(|r| r.borrow().iter().any(|x| x.state == state))
             {
                 continue;
@@ -161,27 +161,6 @@ unsafe fn plan_states(query: *mut pg_sys::QueryDesc) -> Vec<*mut pg_sys::PlanSta
             roots.extend(crate::budget::plan_children(state));
         }
         states
-    }
-}
-
-/// Whether `plan` is an Agg node that finalizes a dpnoise aggregate.
-///
-/// # Safety
-/// `plan` is a live Plan; inside a transaction.
-pub unsafe fn finalizes_release(plan: *mut pg_sys::Plan) -> bool {
-    // SAFETY: the caller's contract.
-    unsafe {
-        if plan.is_null() || (*plan).type_ != pg_sys::NodeTag::T_Agg {
-            return false;
-        }
-        let mut found = Vec::new();
-        for list in [(*plan).targetlist, (*plan).qual] {
-            crate::gate::bounding::collect_aggregates(list.cast(), &mut found);
-        }
-        found.iter().any(|a| {
-            (**a).aggsplit & pg_sys::AGGSPLITOP_SKIPFINAL == 0
-                && crate::functions::releasing((**a).aggfnoid).is_some()
-        })
     }
 }
 

@@ -139,8 +139,11 @@ const NUMERIC_FIELDS: &[&[u8]] = &[
 /// `format` without an error: numeric fields, FM, digits, spaces and a
 /// few separators only. Read as PostgreSQL reads it, such a format holds
 /// no other field: every field name that starts with one of these
-/// letters and is not listed (DDD, D, DY, Y, FF1, ...) leaves a letter
-/// this reading refuses, and SSSS is refused by name.
+/// letters and is not listed (D, DY, Y, FF1, ...) leaves a letter this
+/// reading refuses; DDD and SSSS, read by PostgreSQL before the DD and SS
+/// they begin with, are refused by name (an attack found DDDD, which
+/// PostgreSQL reads as DDD and D and refuses for an interval only when a
+/// row reaches it).
 fn interval_format_total(format: &[u8]) -> bool {
     // SSSS (seconds past midnight) reads as two SS here.
     if format.len() > FORMAT_BYTES || format.windows(4).any(|w| w.eq_ignore_ascii_case(b"ssss")) {
@@ -148,6 +151,11 @@ fn interval_format_total(format: &[u8]) -> bool {
     }
     let mut i = 0;
     while i < format.len() {
+        // PostgreSQL reads DDD (the day of the year) before DD: DDDD is
+        // DDD and D, which it refuses for an interval.
+        if format[i..].len() >= 3 && format[i..i + 3].eq_ignore_ascii_case(b"ddd") {
+            return false;
+        }
         if let Some(field) = NUMERIC_FIELDS.iter().find(|f| format[i..].starts_with(f)) {
             i += field.len();
             continue;

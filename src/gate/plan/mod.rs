@@ -120,6 +120,13 @@ pub(super) unsafe fn check(
                 init.insert((*sub).plan_id);
             }
         }
+        // The planner hook planned such a statement again without workers.
+        if released_in_workers(stmt) {
+            return Err(refuse(
+                "a dpnoise aggregate would run in parallel workers, each drawing its own noise",
+                "SET max_parallel_workers_per_gather = 0, or prepare the statement again.",
+            ));
+        }
         check.visit((*stmt).planTree, false)?;
         for (i, sub) in list_items::<pg_sys::Plan>((*stmt).subplans)
             .into_iter()
@@ -357,6 +364,68 @@ unsafe fn children(plan: *mut pg_sys::Plan) -> Vec<*mut pg_sys::Plan> {
         }
         out.retain(|p| !p.is_null());
         out
+    }
+}
+
+/// Whether `plan` is an Agg node that finalizes a dpnoise aggregate (a
+/// release's node; a partial aggregation in a worker is not one).
+///
+/// # Safety
+/// `plan` is null or a live Plan; inside a transaction.
+pub(crate) unsafe fn finalizes_release(plan: *mut pg_sys::Plan) -> bool {
+    // SAFETY: the caller's contract.
+    unsafe {
+        if plan.is_null() || (*plan).type_ != pg_sys::NodeTag::T_Agg {
+            return false;
+        }
+        let mut found = Vec::new();
+        for list in [(*plan).targetlist, (*plan).qual] {
+            super::bounding::collect_aggregates(list.cast(), &mut found);
+        }
+        found.iter().any(|a| {
+            (**a).aggsplit & pg_sys::AGGSPLITOP_SKIPFINAL == 0
+                && crate::functions::releasing((**a).aggfnoid).is_some()
+        })
+    }
+}
+
+/// Whether a release of `stmt` may run in a parallel worker: a node that
+/// finalizes a dpnoise aggregate below a Gather or Gather Merge (the
+/// inner side of a join each worker builds whole runs in every worker,
+/// each drawing its own noise for one charge), or in a subplan of a plan
+/// with workers (a subplan may run in them). The planner hook then plans
+/// the statement again without workers, so that whether it is admitted
+/// and what it shows does not follow the plan.
+///
+/// # Safety
+/// `stmt` is a live PlannedStmt; inside a transaction.
+pub(crate) unsafe fn released_in_workers(stmt: *mut pg_sys::PlannedStmt) -> bool {
+    // SAFETY: the caller's contract; nodes are read through their tags.
+    unsafe {
+        let nodes = crate::parameters::plan_nodes(stmt);
+        let gathers = |p: &&*mut pg_sys::Plan| {
+            matches!(
+                (***p).type_,
+                pg_sys::NodeTag::T_Gather | pg_sys::NodeTag::T_GatherMerge
+            )
+        };
+        if !nodes.iter().any(|p| gathers(&p)) {
+            return false;
+        }
+        let all = nodes.iter().filter(|p| finalizes_release(**p)).count();
+        // Those of the main tree that no Gather is above: they run in the leader.
+        let mut leader = 0;
+        let mut stack = vec![(*stmt).planTree];
+        while let Some(plan) = stack.pop() {
+            if plan.is_null() || gathers(&&plan) {
+                continue;
+            }
+            if finalizes_release(plan) {
+                leader += 1;
+            }
+            stack.extend(children(plan));
+        }
+        all > leader
     }
 }
 

@@ -281,6 +281,28 @@ GROUP BY x.region ORDER BY x.region;
 SELECT count(DISTINCT x.c) AS values_seen, count(*) AS outer_rows FROM generate_series(1, 40) g
   LEFT JOIN (SELECT dp_count(0.05) AS c FROM pc_staff WHERE age > 30) x ON x.c > g - 1e9;
 RESET ALL;
+-- A release in parallel workers: the inner (hashed) side of a join that
+-- each worker builds whole would be drawn in every worker, and again at
+-- each rescan (an attack averaged about 40 draws of one count for one
+-- charge). Such a statement is planned again without workers: one value.
+\c - postgres
+CREATE TABLE pc_huge AS SELECT g AS k FROM generate_series(1, 3000000) g;
+ANALYZE pc_huge;
+GRANT SELECT ON pc_huge TO dp_plan_analyst;
+\c - dp_plan_analyst
+\set VERBOSITY terse
+SET max_parallel_workers_per_gather = 4; SET parallel_setup_cost = 0; SET parallel_tuple_cost = 0;
+SET min_parallel_table_scan_size = '200kB'; SET enable_parallel_hash = off; SET enable_material = off;
+SET enable_mergejoin = off;
+SELECT o.i, count(DISTINCT x.c) AS values_seen FROM generate_series(1, 3) o(i) LEFT JOIN
+  (SELECT s.g, s.c, count(*) AS n FROM pc_huge p
+     JOIN (SELECT age % 5 AS g, dp_count(0.05) AS c FROM pc_staff GROUP BY 1) s ON p.k % 5 = s.g GROUP BY 1, 2) x
+  ON x.g < o.i - o.i + 1 GROUP BY o.i ORDER BY o.i;
+RESET ALL;
+\c - postgres
+DROP TABLE pc_huge;
+\c - dp_plan_analyst
+\set VERBOSITY terse
 -- Correlated, it would be a new release for each outer row: refused,
 -- under every plan.
 SELECT outcome($q$SELECT g, (SELECT dp_count(0.05) FROM pc_staff WHERE age > g) FROM generate_series(1, 40) g$q$);

@@ -127,6 +127,7 @@ SELECT dp_total_interval_to_char('1 day 02:03:04.5', 'FMDD HH24:MI:SS.MS') AS fo
        dp_total_interval_to_char('1 hour', 'Month') IS NULL AS name_null,
        dp_total_interval_to_char('1 hour', 'RM') IS NULL AS roman_null,
        dp_total_interval_to_char('1 hour', 'SSSS') IS NULL AS ssss_null,
+       dp_total_interval_to_char('17 days', 'DDDD') IS NULL AS day_of_year_null,
        dp_total_interval_to_char(interval '2147483647 hours' + interval '10 hours', 'HH24') IS NULL AS hours_null;
 -- The comparisons across the three types are admitted as they are: a
 -- date beyond the timestamps compares as +infinity, never raises.
