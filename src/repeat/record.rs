@@ -76,24 +76,7 @@ pub unsafe fn record(query: *mut pg_sys::QueryDesc, calls: &Calls) {
                     send
                 })
                 .collect();
-            let inner = (*state).ExecProcNodeReal;
-            watch((*state).state);
-            RECORDERS.with(|r| {
-                r.borrow_mut().push(Recorder {
-                    state,
-                    estate: (*state).state,
-                    inner,
-                    key: Some(f.key),
-                    send,
-                    rows: Vec::new(),
-                    bytes: 8,
-                    over: false,
-                    held: std::ptr::null_mut(),
-                    out: std::ptr::null_mut(),
-                    answer: None,
-                });
-            });
-            (*state).ExecProcNodeReal = Some(recording);
+            wrap(state, Some(f.key), send);
         }
     }
 }
@@ -117,25 +100,38 @@ pub unsafe fn hold(query: *mut pg_sys::QueryDesc) {
             {
                 continue;
             }
-            let inner = (*state).ExecProcNodeReal;
-            watch((*state).state);
-            RECORDERS.with(|r| {
-                r.borrow_mut().push(Recorder {
-                    state,
-                    estate: (*state).state,
-                    inner,
-                    key: None,
-                    send: Vec::new(),
-                    rows: Vec::new(),
-                    bytes: 8,
-                    over: true,
-                    held: std::ptr::null_mut(),
-                    out: std::ptr::null_mut(),
-                    answer: None,
-                });
-            });
-            (*state).ExecProcNodeReal = Some(recording);
+            wrap(state, None, Vec::new());
         }
+    }
+}
+
+/// Puts `recording` in place of the node's ExecProcNode, with its
+/// recorder: `key` the answer's store key (None: only held, nothing
+/// recorded), `send` its columns' binary send functions.
+///
+/// # Safety
+/// `state` is a live, started Agg node's state; inside its execution.
+unsafe fn wrap(state: *mut pg_sys::PlanState, key: Option<[u8; 32]>, send: Vec<pg_sys::Oid>) {
+    // SAFETY: the caller's contract.
+    unsafe {
+        let inner = (*state).ExecProcNodeReal;
+        watch((*state).state);
+        RECORDERS.with(|r| {
+            r.borrow_mut().push(Recorder {
+                state,
+                estate: (*state).state,
+                inner,
+                over: key.is_none(),
+                key,
+                send,
+                rows: Vec::new(),
+                bytes: 8,
+                held: std::ptr::null_mut(),
+                out: std::ptr::null_mut(),
+                answer: None,
+            });
+        });
+        (*state).ExecProcNodeReal = Some(recording);
     }
 }
 
