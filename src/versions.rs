@@ -732,3 +732,33 @@ pub unsafe fn group_expression_cells(query: *mut pg_sys::Query) -> Vec<*mut *mut
     let _ = query;
     Vec::new()
 }
+
+/// Marks `level` as one without a GROUP range table entry (18): a level
+/// made anew over a subquery of the grouped one (`gate::policy::split`).
+///
+/// # Safety
+/// `level` is a live Query not yet planned.
+pub unsafe fn no_group_entry(level: *mut pg_sys::Query) {
+    #[cfg(not(feature = "pg18"))]
+    let _ = level;
+    // SAFETY: the caller's contract.
+    #[cfg(feature = "pg18")]
+    unsafe {
+        (*level).hasGroupRTE = false;
+    }
+}
+
+/// Clears `level`'s permission entries (16 and later): a level made anew
+/// whose range table holds only a subquery.
+///
+/// # Safety
+/// `level` is a live Query not yet planned.
+pub unsafe fn no_permissions(level: *mut pg_sys::Query) {
+    #[cfg(feature = "pg15")]
+    let _ = level;
+    // SAFETY: the caller's contract.
+    #[cfg(not(feature = "pg15"))]
+    unsafe {
+        (*level).rteperminfos = std::ptr::null_mut();
+    }
+}

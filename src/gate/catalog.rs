@@ -67,6 +67,11 @@ pub(super) struct Policy {
     pub(super) quantile: pg_sys::Oid,
     /// dp_error(anyelement, float8).
     pub(super) error: pg_sys::Oid,
+    /// dp_interval_low and dp_interval_high (anyelement, float8), and
+    /// dp_estimate(float8[], int4) that the split level computes them with.
+    pub(super) low: pg_sys::Oid,
+    pub(super) high: pg_sys::Oid,
+    pub(super) estimate: pg_sys::Oid,
 }
 
 /// What the gate knows of one protected table.
@@ -346,6 +351,9 @@ fn load() -> Option<std::rc::Rc<Protected>> {
                 max: signature("dp_max", "701 701 701 701")?,
                 quantile: signature("dp_quantile", "701 701 701 701 701")?,
                 error: signature("dp_error", "2283 701")?,
+                low: signature("dp_interval_low", "2283 701")?,
+                high: signature("dp_interval_high", "2283 701")?,
+                estimate: signature("dp_estimate", "1022 23")?,
                 ..Policy::default()
             };
             for row in client.select(POLICY_QUERY, None, &[])? {

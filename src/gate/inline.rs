@@ -417,7 +417,7 @@ unsafe fn replace_in_join(
 // bind.
 unsafe extern "C-unwind" {
     fn OffsetVarNodes(node: *mut pg_sys::Node, offset: i32, sublevels_up: i32);
-    fn IncrementVarSublevelsUp(
+    pub(super) fn IncrementVarSublevelsUp(
         node: *mut pg_sys::Node,
         delta_sublevels_up: i32,
         min_sublevels_up: i32,

@@ -72,7 +72,7 @@ mod substitute;
 pgrx::extension_sql_file!(
     "policy/policy.sql",
     name = "policy_sql",
-    requires = ["gate_sql", "repeat_sql"]
+    requires = ["gate_sql", "repeat_sql", dp_estimate]
 );
 pgrx::extension_sql_file!(
     "policy/values.sql",

@@ -20,6 +20,9 @@ protected `visits` table (several rows per person) with a privacy policy
 - dp_error beside a bar chart's counts holds the true counts at 95 %
   (pooled over groups and 200 runs with a write between them), and charges
   nothing more; half the error fails that check;
+- dp_interval_low and dp_interval_high beside AVG and STDDEV hold the
+  noiseless values at 95 % and charge nothing more; a tenth of them fails
+  that check;
 - the filter-value query over the protected table shows the keys private
   partition selection keeps, charged once, or, for a column with a list
   of values, the list, free; a raw preview is refused before any charge
@@ -139,6 +142,76 @@ def errors(su, an):
           all(abs(c - charges[0]) < 1e-9 for c in charges) and charges[0] <= 1.2, f"{sorted(set(charges))}")
 
 
+def intervals(su, an):
+    """dp_interval_low and dp_interval_high beside an AVG and a STDDEV over
+    one row per person, and an AVG over several rows per person (R = 3):
+    pooled over groups and runs (a write between runs), the share of
+    noiseless values (computed by the superuser: each person's values
+    clamped to the domain, over several rows a person's mean at most R of
+    their rows' weight) within [low, high] is at least the confidence minus
+    three standard errors; the value lies inside its interval; the same
+    statement without the intervals is charged as much. A tenth of the
+    interval fails the check (it can fail)."""
+    su.execute("""
+        CREATE TABLE incomes (person_id int PRIMARY KEY, site text, amount float8);
+        INSERT INTO incomes SELECT i, 's' || i % 4, (i * 37 % 1000) / 10.0 + i % 4 * 10 FROM generate_series(1, 2000) i;
+        SELECT dp_protect('incomes', 'person_id');
+        SELECT dp_policy('incomes', 1.0);
+        SELECT dp_domain('incomes', 'amount', 0, 100);
+        CREATE TABLE trips (person_id int, site text, amount float8);
+        INSERT INTO trips SELECT i % 1500, 's' || i % 4, (i * 37 % 600) / 10.0 FROM generate_series(1, 6000) i;
+        SELECT dp_protect('trips', 'person_id', 4);
+        SELECT dp_policy('trips', 1.0, 3);
+        SELECT dp_domain('trips', 'amount', 0, 50);
+    """)
+    su.execute(f"SELECT dp_budget_grant('{ANALYST}', 1000, 0.01)")
+    one = ("SELECT site, AVG(amount) AS a, dp_interval_low(AVG(amount)) AS al, dp_interval_high(AVG(amount)) AS ah, "
+           "STDDEV(amount) AS s, dp_interval_low(STDDEV(amount)) AS sl, dp_interval_high(STDDEV(amount)) AS sh "
+           "FROM public.incomes GROUP BY site")
+    several = ("SELECT site, AVG(amount) AS a, dp_interval_low(AVG(amount)) AS al, dp_interval_high(AVG(amount)) AS ah "
+               "FROM public.trips GROUP BY site")
+    ledger = "SELECT coalesce(sum(epsilon), 0) FROM dpnoise.ledger WHERE role = %s::regrole"
+    runs = 100
+    inside, tenth, total, outside_value, charges = 0, 0, 0, 0, set()
+    for r in range(runs):
+        su.execute("INSERT INTO incomes VALUES (%s, %s, %s)", (10000 + r, f"s{r % 4}", float(r % 100)))
+        su.execute("INSERT INTO trips VALUES (%s, %s, %s)", (90000 + r, f"s{r % 4}", float(r % 60)))
+        truth_one = {site: (mean, sd) for site, mean, sd in su.execute(
+            "SELECT site, avg(least(greatest(amount, 0), 100)), stddev_pop(least(greatest(amount, 0), 100)) "
+            "FROM incomes GROUP BY site").fetchall()}
+        truth_several = dict(su.execute(
+            "SELECT site, sum(m * least(n, 3)) / sum(least(n, 3)) FROM (SELECT person_id, site, count(amount) n, "
+            "avg(least(greatest(amount, 0), 50)) m FROM trips GROUP BY 1, 2) p GROUP BY site").fetchall())
+        before = su.execute(ledger, (ANALYST,)).fetchone()[0]
+        rows_one = an.execute(one).fetchall()
+        mid = su.execute(ledger, (ANALYST,)).fetchone()[0]
+        rows_several = an.execute(several).fetchall()
+        after = su.execute(ledger, (ANALYST,)).fetchone()[0]
+        charges.add((round(float(mid - before), 9), round(float(after - mid), 9)))
+        cases = []
+        for site, a, al, ah, s, sl, sh in rows_one:
+            cases += [(truth_one[site][0], a, al, ah), (truth_one[site][1], s, sl, sh)]
+        for site, a, al, ah in rows_several:
+            cases.append((float(truth_several[site]), float(a), al, ah))
+        for true, value, low, high in cases:
+            total += 1
+            inside += low <= true <= high
+            outside_value += not (low <= value <= high)
+            tenth += value - (value - low) / 10 <= true <= value + (high - value) / 10
+    share, narrow = inside / total, tenth / total
+    floor = 0.95 - 3 * (0.95 * 0.05 / total) ** 0.5
+    check("intervals of AVG and STDDEV hold the noiseless values at 95 % (three standard errors)",
+          share >= floor, f"{share:.3f} of {total} (floor {floor:.3f})")
+    check("intervals: a tenth of each fails the same check", narrow < floor, f"{narrow:.3f} of {total}")
+    check("intervals: each value lies inside its interval", outside_value == 0, f"{outside_value} outside")
+    bare_one = su.execute(ledger, (ANALYST,)).fetchone()[0]
+    su.execute("INSERT INTO incomes VALUES (20000, 's0', 1)")
+    an.execute("SELECT site, AVG(amount) AS a, STDDEV(amount) AS s FROM public.incomes GROUP BY site").fetchall()
+    bare = float(su.execute(ledger, (ANALYST,)).fetchone()[0] - bare_one)
+    check("intervals: a statement charges the same with its intervals and without",
+          len(charges) == 1 and abs(next(iter(charges))[0] - bare) < 1e-9, f"{sorted(charges)}, without: {bare}")
+
+
 def main(port):
     with psycopg.connect(host="127.0.0.1", port=port, dbname="postgres", user="postgres", autocommit=True) as c:
         c.execute("DROP DATABASE IF EXISTS dpnoise_bi")
@@ -246,6 +319,7 @@ def main(port):
           state == "ZB003" and charges() == before, str(state))
 
     errors(su, an)
+    intervals(su, an)
     an.close()
     su.close()
     print(f"bi: {'all passed' if not FAILED else f'{len(FAILED)} failed'}")

@@ -29,14 +29,14 @@ As an analyst role:
 
 Release identities, over tables tracked with dp_track: an identified
 release's answer is meant to be a function of its identity, so it must be
-the same under every plan. Each of 17 identified shapes (GROUP BY one and two
+the same under every plan. Each of 18 identified shapes (GROUP BY one and two
 keys, bounded sums over several rows per person, with and without keys, a per-person subquery, a
 join on the unit, raw rows through a CTE and a subquery, HAVING, ORDER BY ...
 LIMIT above the release, a count(*)
 over it as a BI tool sends, plain count(*) under ORDER BY the key DESC LIMIT
 on its own and on listed keys (a sorted plan's LIMIT stops the aggregation
 early, and the count's cast is computed in the Agg or above the Sort by
-plan); as a role without the gate: listed keys, a
+plan), a plain count(*) with its interval (a level split in two); as a role without the gate: listed keys, a
 public join, a subquery's UNION of texts, EXCEPT ALL of integers, INTERSECT
 ALL of texts) runs under each of the 192 plans at epsilon = 1000 (a count's
 noise is 0, a sum's below 0.01 and rounded), with the release store emptied
@@ -208,6 +208,11 @@ IDENTIFIED = [
      "SELECT pay, count(*) FROM id_staff WHERE age > 22 GROUP BY pay ORDER BY pay DESC LIMIT 2",
      "SELECT v, count(s.pay) FROM unnest('{0,1,2,3,4,5,6,7}'::numeric[]) v LEFT JOIN id_staff s "
      "ON s.pay = v AND s.age > 22 GROUP BY v ORDER BY v DESC LIMIT 2"),
+    ("plain count(*) with its interval (the level split under one above it), ORDER BY the value LIMIT", ANALYST,
+     "SELECT region, COUNT(*) AS n, dp_interval_high(COUNT(*)) - dp_interval_low(COUNT(*)) > 0 AS wide "
+     "FROM id_staff WHERE age > 25 GROUP BY region ORDER BY n DESC, region LIMIT 2",
+     "SELECT region, count(*) AS n, true AS wide FROM id_staff WHERE age > 25 GROUP BY region "
+     "ORDER BY n DESC, region LIMIT 2"),
     ("listed keys, public table", CURATOR,
      "SELECT r.region, dp_count(1000) FROM id_regions r LEFT JOIN id_staff s ON s.region = r.region AND s.age > 30 "
      "GROUP BY r.region",

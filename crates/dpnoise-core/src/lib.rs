@@ -44,6 +44,7 @@ pub mod convolution;
 pub mod entropy;
 pub mod exp_neg;
 pub mod interrupt;
+pub mod interval;
 pub mod laplace;
 pub mod lattice;
 pub mod mechanism;

@@ -12,7 +12,7 @@
 //! For counts and sums only: the noise of an average, a spread or a
 //! quantile depends on the true values, which its error would need.
 
-use super::forms::{plain, Plain};
+use super::forms::{float, plain, Plain};
 use super::{domain, Context};
 use pgrx::pg_sys;
 
@@ -34,6 +34,9 @@ pub(super) unsafe fn error(node: *mut pg_sys::Node, c: &mut Context) -> Option<*
             return None;
         }
         let args = super::list_items::<pg_sys::Node>((*call).args);
+        if (*call).funcresulttype == pg_sys::FLOAT8ARRAYOID {
+            return parts(node, args, c);
+        }
         // The confidence as written, or its default (filled in only when planned).
         let confidence = match args
             .get(1)
@@ -86,20 +89,7 @@ pub(super) unsafe fn error(node: *mut pg_sys::Node, c: &mut Context) -> Option<*
             // Counting the shares: the value beside it holds this one's.
             return Some(node);
         }
-        let (aggregate, range) = match (kind, c.level.several) {
-            (Plain::CountStar | Plain::Count | Plain::Persons, None)
-            | (Plain::Persons, Some(_)) => ("count", None),
-            (Plain::CountStar, Some(rows)) => ("rows", Some((0.0, rows as f64))),
-            (Plain::Count, Some(rows)) => ("sum", Some((0.0, rows as f64))),
-            (_, None) => ("sum", Some(bounds)),
-            (_, Some(rows)) => (
-                "sum",
-                Some((
-                    rows as f64 * bounds.0.min(0.0),
-                    rows as f64 * bounds.1.max(0.0),
-                )),
-            ),
-        };
+        let (aggregate, range) = super::forms::accuracy_of(kind, c.level.several, bounds);
         let half = super::super::accuracy::half_width(
             aggregate,
             c.epsilon,
@@ -124,11 +114,95 @@ pub(super) unsafe fn error(node: *mut pg_sys::Node, c: &mut Context) -> Option<*
     }
 }
 
+/// The releases an interval of a split level is computed from
+/// (`super::split`): the aggregate's parts (`forms::parts`) and each one's
+/// half-width, as `dp_estimate` reads them, `[code, lower, upper,
+/// releases…, half-widths…]`; while counting, the aggregate's shares.
+///
+/// # Safety
+/// As `error`; `node` is the split's dp_error call typed float8[].
+unsafe fn parts(
+    node: *mut pg_sys::Node,
+    args: Vec<*mut pg_sys::Node>,
+    c: &mut Context,
+) -> Option<*mut pg_sys::Node> {
+    // SAFETY: the caller's contract; the split wrote an Aggref and a float8 constant.
+    unsafe {
+        let aggref = args[0] as *mut pg_sys::Aggref;
+        let confidence = f64::from_bits((*(args[1] as *mut pg_sys::Const)).constvalue.value() as u64);
+        if c.level.per_person {
+            return refuse(c, node, "it must be written around a plain aggregate of a protected table");
+        }
+        let Some((kind, bounds)) = plain(aggref).and_then(|k| domain(aggref, k, c).map(|b| (k, b)))
+        else {
+            return refuse(
+                c,
+                node,
+                "it must be written around a plain count, or a sum, avg, variance or stddev of a column with a domain",
+            );
+        };
+        if let Err(what) = super::forms::no_interval(kind, c.level.several) {
+            return refuse(c, node, what);
+        }
+        if c.epsilon == 0.0 {
+            c.found += if kind == Plain::Avg && c.level.several.is_some() {
+                2
+            } else {
+                1
+            };
+            return Some(node);
+        }
+        let (code, parts) = match super::forms::parts(
+            aggref,
+            kind,
+            bounds,
+            c.epsilon,
+            c.level.several,
+            &c.protected.policy,
+        ) {
+            Ok(found) => found,
+            Err(what) => return refuse(c, node, what),
+        };
+        // Each release within its half-width, together with the confidence.
+        let each = 1.0 - (1.0 - confidence) / parts.len() as f64;
+        let mut elements = vec![
+            float(f64::from(code as i32)),
+            float(bounds.0),
+            float(bounds.1),
+        ];
+        let mut halves = Vec::new();
+        for part in &parts {
+            elements.push(part.release);
+            halves.push(float(super::super::accuracy::half_width(
+                part.aggregate,
+                part.epsilon,
+                part.range,
+                &c.level.tables,
+                c.level.leaves,
+                c.level.grouped,
+                each,
+            )));
+        }
+        elements.extend(halves);
+        let array =
+            pg_sys::palloc0(std::mem::size_of::<pg_sys::ArrayExpr>()) as *mut pg_sys::ArrayExpr;
+        (*array).xpr.type_ = pg_sys::NodeTag::T_ArrayExpr;
+        (*array).array_typeid = pg_sys::FLOAT8ARRAYOID;
+        (*array).element_typeid = pg_sys::FLOAT8OID;
+        (*array).multidims = false;
+        (*array).location = -1;
+        for element in elements {
+            (*array).elements = pg_sys::lappend((*array).elements, element.cast());
+        }
+        Some(array.cast())
+    }
+}
+
 fn refuse(c: &mut Context, node: *mut pg_sys::Node, what: &str) -> Option<*mut pg_sys::Node> {
     c.refusal.get_or_insert((
         format!("dp_error: {what}"),
         "SELECT site, COUNT(*) AS n, dp_error(COUNT(*)) AS error FROM visits GROUP BY site \
-         (docs/bi.md, \"Errors\")."
+         (docs/bi.md, \"Errors and intervals\")."
             .into(),
     ));
     Some(node)

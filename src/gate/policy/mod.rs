@@ -67,8 +67,10 @@ use pgrx::prelude::*;
 
 mod bounds;
 mod errors;
+mod estimate;
 mod forms;
 mod narrowed;
+mod split;
 mod values;
 pub(super) use narrowed::define as define_narrowed_domains;
 pub(super) use values::{answer_from_lists, listed_keys};
@@ -182,6 +184,15 @@ unsafe extern "C-unwind" fn levels(
         let mut released_here = false;
         if (*query).hasAggs && !below {
             if let Some((epsilon, level)) = policy_of(query, c.protected) {
+                // An interval that needs its releases: the level becomes
+                // a subquery of the level above that shows them (`split`),
+                // walked next as any level.
+                if c.epsilon == 0.0 && !level.per_person && split::wanted(query, &c.protected.policy) {
+                    split::split(query, &c.protected.policy);
+                    let stop = pg_sys::query_tree_walker(query, Some(levels), context, 0);
+                    (*(context as *mut Context)).below = below;
+                    return stop;
+                }
                 released_here = true;
                 c.statement = c.statement.min(epsilon);
                 c.level = level;

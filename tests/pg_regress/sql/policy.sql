@@ -117,8 +117,9 @@ SELECT DISTINCT e = (SELECT ci_half_width FROM dp_query_accuracy('rows', 50, ARR
   SELECT site, COUNT(*) AS n, dp_error(COUNT(*)) AS e, SUM(amount) AS s, dp_error(SUM(amount)) AS se
   FROM pol_visits GROUP BY site) q;
 SELECT count(*) AS releases FROM dp_my_ledger WHERE id > :seen;
--- Refused: an error without its value, of an average, at a confidence not
--- in (0, 1); as a curator there is nothing to rewrite (0A000).
+-- Refused: an error without its value, at a confidence not in (0, 1); an
+-- average's is answered (intervals.sql); as a curator there is nothing to
+-- rewrite (0A000).
 SELECT outcome('SELECT dp_error(COUNT(*)) FROM pol_visits');
 SELECT outcome('SELECT AVG(amount), dp_error(AVG(amount)) FROM pol_visits');
 SELECT outcome('SELECT COUNT(*), dp_error(COUNT(*), 1.5) FROM pol_visits');
