@@ -299,6 +299,25 @@ def analysts(coord, workers, ports):
               e.sqlstate in ("ZB003", "0A000") and bool(e.diag.message_hint) and after[0] == before[0],
               f"{e.sqlstate} {str(e).splitlines()[0]}")
 
+    # An average with its interval (docs/bi.md, "Errors and intervals"):
+    # the level split in two above the distributed one; answered with the
+    # value inside its interval, near the truth, charged once, or refused
+    # with a hint and charged nothing; never wrong.
+    true_mean = one(coord, "SELECT avg(salary) FROM staff_local")[0]
+    before = analyst_charges(coord)
+    try:
+        mean, low, high = analyst.execute("SELECT AVG(salary) AS mean, dp_interval_low(AVG(salary)) AS low, "
+                                          "dp_interval_high(AVG(salary)) AS high FROM staff").fetchone()
+        after = analyst_charges(coord)
+        check("analyst, plain AVG with its interval over a distributed table: inside, near the truth, charged once",
+              low <= float(mean) <= high and abs(float(mean) - float(true_mean)) < 0.05 * float(true_mean)
+              and after[0] == before[0] + 1, f"{mean} [{low}, {high}] (true {true_mean}), charges {before} -> {after}")
+    except psycopg.Error as e:
+        after = analyst_charges(coord)
+        check("analyst, plain AVG with its interval over a distributed table: refused with a hint, charged nothing",
+              e.sqlstate in ("ZB003", "0A000") and bool(e.diag.message_hint) and after[0] == before[0],
+              f"{e.sqlstate} {str(e).splitlines()[0]}")
+
     # The same analyst under the zCDP accountant: the coordinator charges
     # the statement's rho (the sum, the separate selection of a Citus level
     # and the run time, each at epsilon^2/2), once, the workers nothing;
