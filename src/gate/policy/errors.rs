@@ -89,7 +89,7 @@ pub(super) unsafe fn error(node: *mut pg_sys::Node, c: &mut Context) -> Option<*
             // Counting the shares: the value beside it holds this one's.
             return Some(node);
         }
-        let (aggregate, range) = super::forms::accuracy_of(kind, c.level.several, bounds);
+        let (aggregate, range) = super::parts::accuracy_of(kind, c.level.several, bounds);
         let half = super::super::accuracy::half_width(
             aggregate,
             c.epsilon,
@@ -141,18 +141,14 @@ unsafe fn parts(
                 "it must be written around a plain count, or a sum, avg, variance or stddev of a column with a domain",
             );
         };
-        if let Err(what) = super::forms::no_interval(kind, c.level.several) {
+        if let Err(what) = super::parts::no_interval(kind, c.level.several) {
             return refuse(c, node, what);
         }
         if c.epsilon == 0.0 {
-            c.found += if kind == Plain::Avg && c.level.several.is_some() {
-                2
-            } else {
-                1
-            };
+            c.found += super::forms::shares(kind, c.level.several);
             return Some(node);
         }
-        let (code, parts) = match super::forms::parts(
+        let (code, parts) = match super::parts::parts(
             aggref,
             kind,
             bounds,

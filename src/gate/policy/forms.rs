@@ -155,19 +155,7 @@ pub(super) unsafe fn answer(
     // SAFETY: the caller's contract; the nodes are built as the parser builds them.
     unsafe {
         let (kind, arg) = filtered(aggref, kind);
-        let sum = |value: *mut pg_sys::Node, lower: f64, upper: f64| {
-            super::super::partitions::aggregate(
-                policy.sum,
-                pg_sys::FLOAT8OID,
-                &[
-                    (value, pg_sys::FLOAT8OID),
-                    epsilon,
-                    (float(lower), pg_sys::FLOAT8OID),
-                    (float(upper), pg_sys::FLOAT8OID),
-                ],
-            )
-            .cast::<pg_sys::Node>()
-        };
+        let sum = |value, lower, upper| dp_sum(policy, value, epsilon.0, (lower, upper));
         let released: *mut pg_sys::Node = match (kind, several) {
             (Plain::Persons, _) => {
                 super::super::partitions::aggregate(policy.count, pg_sys::INT8OID, &[epsilon])
@@ -270,196 +258,37 @@ pub(super) unsafe fn answer(
     }
 }
 
-/// How `dp_estimate` reads an interval's parts (the first element of
-/// the parts array): a count or sum, an average of one row per person
-/// (a centred sum over a count), an average over several rows (a sum over
-/// a count of rows), a variance and a standard deviation (a centred sum, a
-/// sum of centred squares and a count).
-#[derive(Clone, Copy, PartialEq, Debug)]
-pub(crate) enum Code {
-    Value = 1,
-    Average = 2,
-    Ratio = 3,
-    Variance = 4,
-    Stddev = 5,
+/// How many shares of the statement's ε a plain aggregate takes: an
+/// average over several rows two (its sum and its count), any other one.
+pub(super) fn shares(kind: Plain, several: Option<i32>) -> usize {
+    if kind == Plain::Avg && several.is_some() {
+        2
+    } else {
+        1
+    }
 }
 
-/// One release of an interval's parts: the aggregate, and what its
-/// half-width is computed from (`accuracy::half_width`'s aggregate, ε and
-/// range).
-pub(super) struct Part {
-    pub(super) release: *mut pg_sys::Node,
-    pub(super) aggregate: &'static str,
-    pub(super) epsilon: f64,
-    pub(super) range: Option<(f64, f64)>,
-}
-
-/// The releases an interval around a plain aggregate is computed from, at
-/// the aggregate's `epsilon` (its shares), each cast to float8: the value
-/// itself for a count or sum; for an average of one row per person the
-/// centred sum and the count `dp_avg` draws inside, as separate releases
-/// with its split of ε; over several rows the sum and count `answer`
-/// writes; for a spread the centred sum, the centred squares and the
-/// count of `dp_var`, with its split. Err: no interval of this aggregate.
+/// `dp_sum(value, ε, lower, upper)`: the policy's sum of a float8 value.
 ///
 /// # Safety
-/// As `answer`.
-pub(super) unsafe fn parts(
-    aggref: *mut pg_sys::Aggref,
-    kind: Plain,
-    (lower, upper): (f64, f64),
-    epsilon: f64,
-    several: Option<i32>,
+/// `value` is a live float8 expression; `epsilon` a float8 constant.
+pub(super) unsafe fn dp_sum(
     policy: &Policy,
-) -> Result<(Code, Vec<Part>), &'static str> {
-    // SAFETY: the caller's contract; the nodes are built as the parser builds them.
-    unsafe {
-        let part = |release, aggregate, epsilon, range| Part {
-            release: cast(release, pg_sys::FLOAT8OID),
-            aggregate,
-            epsilon,
-            range,
-        };
-        let sum = |value: *mut pg_sys::Node, epsilon: f64, range: (f64, f64)| {
-            let release = super::super::partitions::aggregate(
-                policy.sum,
-                pg_sys::FLOAT8OID,
-                &[
-                    (value, pg_sys::FLOAT8OID),
-                    (float(epsilon), pg_sys::FLOAT8OID),
-                    (float(range.0), pg_sys::FLOAT8OID),
-                    (float(range.1), pg_sys::FLOAT8OID),
-                ],
-            );
-            part(release.cast(), "sum", epsilon, Some(range))
-        };
-        let count = |value: *mut pg_sys::Node, epsilon: f64| {
-            let release = super::super::partitions::aggregate(
-                policy.count_value,
-                pg_sys::INT8OID,
-                &[
-                    (value, pg_sys::exprType(value)),
-                    (float(epsilon), pg_sys::FLOAT8OID),
-                ],
-            );
-            part(release.cast(), "count", epsilon, None)
-        };
-        let (m, a) = ((lower + upper) / 2.0, (upper - lower) / 2.0);
-        // y = x − m, as float8.
-        let centred = |x: *mut pg_sys::Node| {
-            operator(FLOAT8MI, cast(pg_sys::copyObjectImpl(x.cast()).cast(), pg_sys::FLOAT8OID), float(m))
-        };
-        let share = |sixty_fourths: u32| epsilon * f64::from(sixty_fourths) / 64.0;
-        match (kind, several) {
-            (Plain::CountStar | Plain::Count | Plain::Persons | Plain::Sum, _) => {
-                let (aggregate, range) = accuracy_of(kind, several, (lower, upper));
-                let release = answer(aggref, kind, (lower, upper), epsilon, several, policy);
-                Ok((Code::Value, vec![part(release, aggregate, epsilon, range)]))
-            }
-            (Plain::Avg, Some(rows)) => {
-                // `answer`'s sum over its count, each at the whole share.
-                let (_, arg) = filtered(aggref, kind);
-                let arg = arg.expect("avg(x) has an argument");
-                let rows = f64::from(rows);
-                let total = sum(cast(arg, pg_sys::FLOAT8OID), epsilon, (rows * lower.min(0.0), rows * upper.max(0.0)));
-                // A float8 aggregate: the part is the Aggref itself.
-                super::super::bounding::mark_row_scaled(total.release.cast(), rows as i32);
-                Ok((Code::Ratio, vec![total, sum(present(arg), epsilon, (0.0, rows))]))
-            }
-            (Plain::Avg, None) => {
-                let (_, arg) = filtered(aggref, kind);
-                let arg = arg.expect("avg(x) has an argument");
-                let j = dpnoise_core::Epsilon::new(epsilon)
-                    .ok()
-                    .zip(dpnoise_core::Bounds::new(lower, upper).ok())
-                    .map(|(e, b)| crate::plans::average(e, b).sum_share)
-                    .ok_or("its bounds are equal")?;
-                Ok((
-                    Code::Average,
-                    vec![sum(centred(arg), share(j), (-a, a)), count(arg, share(64 - j))],
-                ))
-            }
-            (Plain::Variance | Plain::Stddev, None) => {
-                let (_, arg) = filtered(aggref, kind);
-                let arg = arg.expect("it reads a column");
-                let (q, s, n) = dpnoise_core::Epsilon::new(epsilon)
-                    .ok()
-                    .zip(dpnoise_core::Bounds::new(lower, upper).ok())
-                    .map(|(e, b)| crate::plans::variance(e, b).shares)
-                    .ok_or("its bounds are equal")?;
-                let half = a * a / 2.0;
-                let squares = operator(FLOAT8MI, operator(FLOAT8MUL, centred(arg), centred(arg)), float(half));
-                let code = if kind == Plain::Variance { Code::Variance } else { Code::Stddev };
-                Ok((
-                    code,
-                    vec![
-                        sum(centred(arg), share(s), (-a, a)),
-                        sum(squares, share(q), (-half, half)),
-                        count(arg, share(n)),
-                    ],
-                ))
-            }
-            _ => Err(no_interval(kind, several).unwrap_err()),
-        }
-    }
-}
-
-/// Whether `parts` gives an interval of `kind` (Err: why not).
-pub(super) fn no_interval(kind: Plain, several: Option<i32>) -> Result<(), &'static str> {
-    match (kind, several) {
-        (Plain::Variance | Plain::Stddev, Some(_)) => Err(
-            "a spread over several rows per person has no interval yet (dpnoise reads one of a person's values in each group)",
-        ),
-        (Plain::Min | Plain::Max | Plain::Quantile(_), _) => Err(
-            "a quantile's (or min's, max's) noise is in ranks: an interval in values would need the data",
-        ),
-        _ => Ok(()),
-    }
-}
-
-/// What a count's or sum's half-width is computed from: `accuracy::half_width`'s
-/// aggregate and range, over one row per person or several (R rows).
-pub(super) fn accuracy_of(
-    kind: Plain,
-    several: Option<i32>,
-    bounds: (f64, f64),
-) -> (&'static str, Option<(f64, f64)>) {
-    match (kind, several) {
-        (Plain::CountStar | Plain::Count | Plain::Persons, None) | (Plain::Persons, Some(_)) => {
-            ("count", None)
-        }
-        (Plain::CountStar, Some(rows)) => ("rows", Some((0.0, f64::from(rows)))),
-        (Plain::Count, Some(rows)) => ("sum", Some((0.0, f64::from(rows)))),
-        (_, None) => ("sum", Some(bounds)),
-        (_, Some(rows)) => (
-            "sum",
-            Some((
-                f64::from(rows) * bounds.0.min(0.0),
-                f64::from(rows) * bounds.1.max(0.0),
-            )),
-        ),
-    }
-}
-
-/// float8mi and float8mul (their pg_proc OIDs): the gate's total forms replace them.
-const FLOAT8MI: pg_sys::Oid = pg_sys::Oid::from_u32(219);
-const FLOAT8MUL: pg_sys::Oid = pg_sys::Oid::from_u32(216);
-
-/// A call of a float8 operator's function on two float8 expressions.
-///
-/// # Safety
-/// Both are live float8 expressions.
-unsafe fn operator(function: pg_sys::Oid, a: *mut pg_sys::Node, b: *mut pg_sys::Node) -> *mut pg_sys::Node {
+    value: *mut pg_sys::Node,
+    epsilon: *mut pg_sys::Node,
+    (lower, upper): (f64, f64),
+) -> *mut pg_sys::Node {
     // SAFETY: the caller's contract.
     unsafe {
-        let list = pg_sys::lappend(pg_sys::lappend(std::ptr::null_mut(), a.cast()), b.cast());
-        pg_sys::makeFuncExpr(
-            function,
+        super::super::partitions::aggregate(
+            policy.sum,
             pg_sys::FLOAT8OID,
-            list,
-            pg_sys::InvalidOid,
-            pg_sys::InvalidOid,
-            pg_sys::CoercionForm::COERCE_EXPLICIT_CALL,
+            &[
+                (value, pg_sys::FLOAT8OID),
+                (epsilon, pg_sys::FLOAT8OID),
+                (float(lower), pg_sys::FLOAT8OID),
+                (float(upper), pg_sys::FLOAT8OID),
+            ],
         )
         .cast()
     }
@@ -472,7 +301,7 @@ unsafe fn operator(function: pg_sys::Oid, a: *mut pg_sys::Node, b: *mut pg_sys::
 ///
 /// # Safety
 /// `aggref` is a live Aggref that `plain` found to be `kind`.
-unsafe fn filtered(aggref: *mut pg_sys::Aggref, kind: Plain) -> (Plain, Option<*mut pg_sys::Node>) {
+pub(super) unsafe fn filtered(aggref: *mut pg_sys::Aggref, kind: Plain) -> (Plain, Option<*mut pg_sys::Node>) {
     // SAFETY: the caller's contract; the nodes are zeroed and then filled as the parser fills them.
     unsafe {
         let arg = first_argument(aggref);
@@ -527,7 +356,7 @@ const FLOAT8DIV: pg_sys::Oid = pg_sys::Oid::from_u32(217);
 ///
 /// # Safety
 /// `x` is a live expression.
-unsafe fn present(x: *mut pg_sys::Node) -> *mut pg_sys::Node {
+pub(super) unsafe fn present(x: *mut pg_sys::Node) -> *mut pg_sys::Node {
     // SAFETY: the caller's contract; the nodes are zeroed and then filled as the parser fills them.
     unsafe {
         let test =

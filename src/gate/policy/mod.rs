@@ -70,6 +70,7 @@ mod errors;
 mod estimate;
 mod forms;
 mod narrowed;
+mod parts;
 mod split;
 mod values;
 pub(super) use narrowed::define as define_narrowed_domains;
@@ -152,12 +153,23 @@ pub(super) unsafe fn rewrite(query: *mut pg_sys::Query, protected: &Protected) {
     if let Some((what, instead)) = context.refusal.take() {
         super::refused(&what, &instead);
     }
-    if context.found == 0 {
-        return;
+    if context.found != 0 {
+        context.epsilon = context.statement / context.found as f64;
+        // SAFETY: as above; the second walk rewrites in place.
+        unsafe { levels(query.cast(), (&raw mut context).cast()) };
     }
-    context.epsilon = context.statement / context.found as f64;
-    // SAFETY: as above; the second walk rewrites in place.
-    unsafe { levels(query.cast(), (&raw mut context).cast()) };
+    // An interval the walks did not answer (beside a value of a
+    // per-person subquery, a CTE's or a released subquery's output) would
+    // fail when it runs, after the charge: refused now.
+    // SAFETY: as above.
+    if unsafe { split::unanswered(query.cast(), policy) } {
+        super::refused(
+            "dp_error, dp_interval_low, dp_interval_high: written around a plain aggregate of a protected table, \
+             in the level that aggregates it",
+            "SELECT site, AVG(amount) AS mean, dp_interval_low(AVG(amount)) AS low FROM visits GROUP BY site \
+             (docs/bi.md, \"Errors and intervals\").",
+        );
+    }
 }
 
 /// Visits every query level, rewriting (or counting) the plain aggregates
@@ -448,11 +460,7 @@ unsafe fn mutate(node: *mut pg_sys::Node, context: *mut std::ffi::c_void) -> *mu
                 return node;
             };
             if c.epsilon == 0.0 {
-                c.found += if kind == Plain::Avg && c.level.several.is_some() {
-                    2
-                } else {
-                    1
-                };
+                c.found += forms::shares(kind, c.level.several);
                 return node;
             }
             answer(

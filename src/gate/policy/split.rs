@@ -114,6 +114,38 @@ unsafe fn needs_split(node: *mut pg_sys::Node, policy: &Policy) -> bool {
     search.found
 }
 
+/// Whether a call of dp_error, dp_interval_low or dp_interval_high is
+/// left anywhere in `node` (a statement the rewrite is done with).
+///
+/// # Safety
+/// `node` is a live Query or expression.
+pub(super) unsafe fn unanswered(node: *mut pg_sys::Node, policy: &Policy) -> bool {
+    /// # Safety
+    /// Called by the tree walkers with live nodes and the `Policy`.
+    #[pg_guard]
+    unsafe extern "C-unwind" fn walk(node: *mut pg_sys::Node, context: *mut std::ffi::c_void) -> bool {
+        // SAFETY: the caller's contract; casts follow the node tags.
+        unsafe {
+            let policy = &*(context as *const Policy);
+            if node.is_null() {
+                return false;
+            }
+            if (*node).type_ == pg_sys::NodeTag::T_Query {
+                return pg_sys::query_tree_walker(node.cast(), Some(walk), context, 0);
+            }
+            if (*node).type_ == pg_sys::NodeTag::T_FuncExpr {
+                let id = (*(node as *mut pg_sys::FuncExpr)).funcid;
+                if id != pg_sys::InvalidOid && (id == policy.error || id == policy.low || id == policy.high) {
+                    return true;
+                }
+            }
+            pg_sys::expression_tree_walker(node, Some(walk), context)
+        }
+    }
+    // SAFETY: the caller's contract.
+    unsafe { walk(node, (policy as *const Policy).cast_mut().cast()) }
+}
+
 /// Whether the level `query` (reading protected tables under a policy)
 /// shows an interval that needs its releases (`split`).
 ///

@@ -72,6 +72,8 @@ SELECT count(*) AS charges FROM dp_my_ledger WHERE id > :seen;
 -- Refused before any charge (ZB003): an interval tested in HAVING, two
 -- confidences for one value, a quantile's, a spread's over several rows,
 -- beside a window function, at a confidence not a constant in (0, 1).
+-- (A count's or sum's dp_error alone is a constant: HAVING may test it,
+-- and two of them may have two confidences.)
 SELECT coalesce(max(id), 0) AS seen FROM dp_my_ledger \gset
 SELECT outcome('SELECT region FROM iv_persons GROUP BY region HAVING dp_interval_low(AVG(amount)) > 10');
 SELECT outcome('SELECT AVG(amount), dp_interval_low(AVG(amount), 0.9), dp_interval_high(AVG(amount), 0.99) FROM iv_persons');
@@ -81,6 +83,11 @@ SELECT outcome('SELECT STDDEV(amount), dp_error(STDDEV(amount)) FROM iv_visits')
 SELECT outcome('SELECT region, rank() OVER (ORDER BY AVG(amount)), dp_interval_low(AVG(amount)) FROM iv_persons GROUP BY region');
 SELECT outcome('SELECT AVG(amount), dp_interval_low(AVG(amount), 1.5) FROM iv_persons');
 SELECT outcome('SELECT dp_interval_low(1)');
+-- An interval the rewrite cannot answer, beside a value of a per-person
+-- subquery or of a CTE's output, is refused too, before the charge (it
+-- would fail when run; an attack found it charged, then 0A000).
+SELECT outcome('SELECT AVG(n), dp_interval_low(AVG(n)) FROM (SELECT person_id, count(*) AS n FROM iv_visits GROUP BY person_id) p');
+SELECT outcome('WITH s AS (SELECT count(*) AS c FROM iv_persons) SELECT c, dp_error(c) FROM s');
 SELECT count(*) AS charges FROM dp_my_ledger WHERE id > :seen;
 \c - postgres
 -- As a curator there is nothing to rewrite (0A000), and dp_estimate reads
