@@ -144,7 +144,8 @@ def errors(su, an):
 
 def intervals(su, an):
     """dp_interval_low and dp_interval_high beside an AVG and a STDDEV over
-    one row per person, and an AVG over several rows per person (R = 3):
+    one row per person, and an AVG and a STDDEV over several rows per
+    person (R = 3; each person's fare the same on all their rows):
     pooled over groups and runs (a write between runs), the share of
     noiseless values (computed by the superuser: each person's values
     clamped to the domain, over several rows a person's mean at most R of
@@ -163,19 +164,32 @@ def intervals(su, an):
         SELECT dp_protect('trips', 'person_id', 4);
         SELECT dp_policy('trips', 1.0, 3);
         SELECT dp_domain('trips', 'amount', 0, 50);
+        CREATE TABLE rides (person_id int, site text, fare float8);
+        INSERT INTO rides SELECT i % 1500, 's' || i % 4, (i % 1500) % 90 - 10 FROM generate_series(1, 6000) i;
+        SELECT dp_protect('rides', 'person_id', 4);
+        SELECT dp_policy('rides', 20.0, 3);
+        SELECT dp_domain('rides', 'fare', 0, 60);
     """)
-    su.execute(f"SELECT dp_budget_grant('{ANALYST}', 1000, 0.01)")
+    su.execute(f"SELECT dp_budget_grant('{ANALYST}', 5000, 0.01)")
     one = ("SELECT site, AVG(amount) AS a, dp_interval_low(AVG(amount)) AS al, dp_interval_high(AVG(amount)) AS ah, "
            "STDDEV(amount) AS s, dp_interval_low(STDDEV(amount)) AS sl, dp_interval_high(STDDEV(amount)) AS sh "
            "FROM public.incomes GROUP BY site")
     several = ("SELECT site, AVG(amount) AS a, dp_interval_low(AVG(amount)) AS al, dp_interval_high(AVG(amount)) AS ah "
                "FROM public.trips GROUP BY site")
+    spread = ("SELECT site, STDDEV(fare) AS s, dp_interval_low(STDDEV(fare)) AS sl, dp_interval_high(STDDEV(fare)) AS sh "
+              "FROM public.rides GROUP BY site")
     ledger = "SELECT coalesce(sum(epsilon), 0) FROM dpnoise.ledger WHERE role = %s::regrole"
     runs = 100
     inside, tenth, total, outside_value, charges = 0, 0, 0, 0, set()
     for r in range(runs):
         su.execute("INSERT INTO incomes VALUES (%s, %s, %s)", (10000 + r, f"s{r % 4}", float(r % 100)))
         su.execute("INSERT INTO trips VALUES (%s, %s, %s)", (90000 + r, f"s{r % 4}", float(r % 60)))
+        # A person's fare is the same on each of their rows: whichever row
+        # the bounding reads, the person's value is known.
+        su.execute("INSERT INTO rides VALUES (%s, %s, %s)", (90000 + r, f"s{r % 4}", float(r % 70)))
+        truth_spread = dict(su.execute(
+            "SELECT site, stddev_pop(least(greatest(f, 0), 60)) FROM (SELECT DISTINCT person_id, site, fare f "
+            "FROM rides) p GROUP BY site").fetchall())
         truth_one = {site: (mean, sd) for site, mean, sd in su.execute(
             "SELECT site, avg(least(greatest(amount, 0), 100)), stddev_pop(least(greatest(amount, 0), 100)) "
             "FROM incomes GROUP BY site").fetchall()}
@@ -193,6 +207,8 @@ def intervals(su, an):
             cases += [(truth_one[site][0], a, al, ah), (truth_one[site][1], s, sl, sh)]
         for site, a, al, ah in rows_several:
             cases.append((float(truth_several[site]), float(a), al, ah))
+        for site, sd, sl, sh in an.execute(spread).fetchall():
+            cases.append((float(truth_spread[site]), float(sd), sl, sh))
         for true, value, low, high in cases:
             total += 1
             inside += low <= true <= high

@@ -30,7 +30,7 @@ fn quotients((x_low, x_high): (f64, f64), (n_low, n_high): (f64, f64)) -> (f64, 
 }
 
 /// The estimate `parts` describe: `[code, lower, upper, releases…,
-/// half-widths…]`, the code 1 a count or sum, 2 an average of one row per person, 3 an average over several, 4 a variance, 5 a standard deviation. None: not such an array.
+/// half-widths…]`, the code 1 a count or sum, 2 an average of one row per person, 3 an average over several, 4 a variance, 5 a standard deviation, 6 and 7 the same over several rows per person. None: not such an array.
 pub fn estimate(parts: &[f64]) -> Option<Estimate> {
     let (&code, rest) = parts.split_first()?;
     let (&lower, rest) = rest.split_first()?;
@@ -71,17 +71,24 @@ pub fn estimate(parts: &[f64]) -> Option<Estimate> {
             let largest = lower.abs().max(upper.abs());
             Some(inside(around(value, (largest * h[1] + h[0]) / n)))
         }
-        // E[y²] − E[y]² of centred values y, as dp_var: S̃ = Σy, Q̃ =
-        // Σ(y² − a²/2), Ñ; each true sum within its half-width, the
-        // variance over that box by interval arithmetic.
-        (4 | 5, 3) => {
+        // E[y²] − E[y]² as dp_var: of centred values y (S̃ = Σy, Q̃ =
+        // Σ(y² − a²/2), Ñ; codes 4, 5), or over several rows per person of
+        // one value a person, shifted to y = x − lower in [0, 2a] (S̃ = Σy,
+        // Q̃ = Σy², Ñ; codes 6, 7). Each true sum within its half-width,
+        // the variance over that box by interval arithmetic; at most a².
+        (4..=7, 3) => {
+            let shifted = code as i64 >= 6;
+            let (offset, (least, most), square_most) = if shifted {
+                (0.0, (0.0, 2.0 * a), 4.0 * a * a)
+            } else {
+                (a * a / 2.0, (-a, a), a * a)
+            };
             let n = r[2].max(1.0);
-            let half_square = a * a / 2.0;
             let mean = r[0] / n;
-            let variance = (r[1] / n + half_square - mean * mean).clamp(0.0, a * a);
+            let variance = (r[1] / n + offset - mean * mean).clamp(0.0, a * a);
             let counts = ((r[2] - h[2]).max(1.0), (r[2] + h[2]).max(1.0));
             let (mean_low, mean_high) = quotients((r[0] - h[0], r[0] + h[0]), counts);
-            let (mean_low, mean_high) = (mean_low.clamp(-a, a), mean_high.clamp(-a, a));
+            let (mean_low, mean_high) = (mean_low.clamp(least, most), mean_high.clamp(least, most));
             let square_low = if mean_low <= 0.0 && mean_high >= 0.0 {
                 0.0
             } else {
@@ -90,8 +97,8 @@ pub fn estimate(parts: &[f64]) -> Option<Estimate> {
             let square_high = (mean_low * mean_low).max(mean_high * mean_high);
             let (q_low, q_high) = quotients((r[1] - h[1], r[1] + h[1]), counts);
             let (second_low, second_high) = (
-                (q_low + half_square).clamp(0.0, a * a),
-                (q_high + half_square).clamp(0.0, a * a),
+                (q_low + offset).clamp(0.0, square_most),
+                (q_high + offset).clamp(0.0, square_most),
             );
             let low = (second_low - square_high).clamp(0.0, a * a).min(variance);
             let high = (second_high - square_low).clamp(0.0, a * a).max(variance);
@@ -100,7 +107,7 @@ pub fn estimate(parts: &[f64]) -> Option<Estimate> {
                 low,
                 high,
             };
-            Some(if code as i64 == 4 {
+            Some(if matches!(code as i64, 4 | 6) {
                 v
             } else {
                 Estimate {
@@ -160,6 +167,19 @@ mod tests {
                     let mean = s / n;
                     let v = (q / n + 2.0 - mean * mean).clamp(0.0, 4.0);
                     assert!(e.low <= v + 1e-12 && v <= e.high + 1e-12, "{v} outside {e:?}");
+                }
+            }
+        }
+        // Shifted values y = x − lower in [0, 4] over several rows: Σy, Σy².
+        let (s1, s2) = (210.0f64, 520.0f64);
+        let f = estimate(&[6.0, 0.0, 4.0, s1, s2, n, 5.0, 8.0, 3.0]).unwrap();
+        assert!(f.low <= f.value && f.value <= f.high);
+        for ds in [-5.0, 0.0, 5.0] {
+            for dq in [-8.0, 0.0, 8.0] {
+                for dn in [-3.0, 0.0, 3.0] {
+                    let (s, q, n) = (s1 + ds, s2 + dq, n + dn);
+                    let v = (q / n - (s / n) * (s / n)).clamp(0.0, 4.0);
+                    assert!(f.low <= v + 1e-12 && v <= f.high + 1e-12, "{v} outside {f:?}");
                 }
             }
         }

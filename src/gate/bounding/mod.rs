@@ -278,6 +278,7 @@ pub(super) unsafe fn bound(
                         }
                     }
                     _ if types[0] == pg_sys::INT8OID => Combine::SumInteger,
+                    _ if (*aggref).location == ROW_PICKED => Combine::Row,
                     _ => match row_scaled(aggref) {
                         Some(rows) => Combine::RowScaled(rows),
                         None => Combine::SumFloat,
@@ -591,6 +592,23 @@ pub(crate) unsafe fn mark_row_scaled(aggref: *mut pg_sys::Aggref, rows: i32) {
         // SAFETY: the caller's contract.
         unsafe { (*aggref).location = ROW_SCALED - rows };
     }
+}
+
+/// The Aggref location marking a dp_sum of float8 the policy wrote over
+/// one of each person's values in a group (`mark_row_picked`).
+const ROW_PICKED: i32 = ROW_SCALED - MAX_SCALED_ROWS - 1;
+
+/// Marks `aggref`, a dp_sum of float8 that the policy wrote for the
+/// interval of a spread over several rows per person, to sum one of each
+/// person's values in a group, as dp_var reads it (`Combine::Row`): at the
+/// rank the group's choice key draws among the values in order, so that
+/// sums of non-decreasing functions of one value pick the same row.
+///
+/// # Safety
+/// `aggref` is a live Aggref.
+pub(crate) unsafe fn mark_row_picked(aggref: *mut pg_sys::Aggref) {
+    // SAFETY: the caller's contract.
+    unsafe { (*aggref).location = ROW_PICKED };
 }
 
 /// The R of a marked numerator (`mark_row_scaled`).

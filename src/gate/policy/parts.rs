@@ -18,6 +18,8 @@ pub(crate) enum Code {
     Ratio = 3,
     Variance = 4,
     Stddev = 5,
+    ShiftedVariance = 6,
+    ShiftedStddev = 7,
 }
 
 /// One release of an interval's parts: the aggregate, and what its
@@ -125,6 +127,37 @@ pub(super) unsafe fn parts(
                     ],
                 ))
             }
+            (Plain::Variance | Plain::Stddev, Some(_)) => {
+                // One of each person's values in a group, as dp_var reads it
+                // there, shifted to y = max(x, lower) − lower in [0, 2a]: y
+                // and y² do not decrease with x, so both sums pick the same
+                // row of a person (`bounding::mark_row_picked`).
+                let (_, arg) = filtered(aggref, kind);
+                let arg = arg.expect("it reads a column");
+                let (q, s, n) = dpnoise_core::Epsilon::new(epsilon)
+                    .ok()
+                    .zip(dpnoise_core::Bounds::new(lower, upper).ok())
+                    .map(|(e, b)| crate::plans::variance(e, b).shares)
+                    .ok_or("its bounds are equal")?;
+                let shifted = || {
+                    let x = cast(pg_sys::copyObjectImpl(arg.cast()).cast(), pg_sys::FLOAT8OID);
+                    operator(FLOAT8MI, greatest(x, float(lower)), float(lower))
+                };
+                let width = upper - lower;
+                let picked = |part: Part| {
+                    super::super::bounding::mark_row_picked(part.release.cast());
+                    part
+                };
+                let code = if kind == Plain::Variance { Code::ShiftedVariance } else { Code::ShiftedStddev };
+                Ok((
+                    code,
+                    vec![
+                        picked(sum(shifted(), share(s), (0.0, width))),
+                        picked(sum(operator(FLOAT8MUL, shifted(), shifted()), share(q), (0.0, width * width))),
+                        count(arg, share(n)),
+                    ],
+                ))
+            }
             _ => Err(no_interval(kind, several).unwrap_err()),
         }
     }
@@ -133,9 +166,6 @@ pub(super) unsafe fn parts(
 /// Whether `parts` gives an interval of `kind` (Err: why not).
 pub(super) fn no_interval(kind: Plain, several: Option<i32>) -> Result<(), &'static str> {
     match (kind, several) {
-        (Plain::Variance | Plain::Stddev, Some(_)) => Err(
-            "a spread over several rows per person has no interval yet (dpnoise reads one of a person's values in each group)",
-        ),
         (Plain::Min | Plain::Max | Plain::Quantile(_), _) => Err(
             "a quantile's (or min's, max's) noise is in ranks: an interval in values would need the data",
         ),
@@ -164,6 +194,23 @@ pub(super) fn accuracy_of(
                 f64::from(rows) * bounds.1.max(0.0),
             )),
         ),
+    }
+}
+
+/// GREATEST(a, b) of two float8 expressions.
+///
+/// # Safety
+/// Both are live float8 expressions.
+unsafe fn greatest(a: *mut pg_sys::Node, b: *mut pg_sys::Node) -> *mut pg_sys::Node {
+    // SAFETY: the caller's contract; the node is zeroed and then filled as the parser fills it.
+    unsafe {
+        let node = pg_sys::palloc0(std::mem::size_of::<pg_sys::MinMaxExpr>()) as *mut pg_sys::MinMaxExpr;
+        (*node).xpr.type_ = pg_sys::NodeTag::T_MinMaxExpr;
+        (*node).minmaxtype = pg_sys::FLOAT8OID;
+        (*node).op = pg_sys::MinMaxOp::IS_GREATEST;
+        (*node).args = pg_sys::lappend(pg_sys::lappend(std::ptr::null_mut(), a.cast()), b.cast());
+        (*node).location = -1;
+        node.cast()
     }
 }
 
