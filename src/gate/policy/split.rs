@@ -541,7 +541,7 @@ pub(super) unsafe fn split(query: *mut pg_sys::Query, policy: &Policy) {
         (*inner).hasDistinctOn = false;
         (*inner).limitCount = std::ptr::null_mut();
         (*inner).limitOffset = std::ptr::null_mut();
-        (*inner).limitOption = pg_sys::LimitOption::LIMIT_OPTION_DEFAULT;
+        (*inner).limitOption = pg_sys::LimitOption::LIMIT_OPTION_COUNT;
         (*inner).utilityStmt = std::ptr::null_mut();
         (*inner).canSetTag = true;
         // Its references to levels above now cross one level more.
