@@ -413,6 +413,9 @@ unsafe extern "C-unwind" fn planner(
         // An analyst's statement is planned from a copy: planning rewrites
         // the tree, and it may be planned again below.
         let gated = crate::gate::gated();
+        // A cached statement's generic plan (no values for its $n): its
+        // releases have no identity and are drawn and charged at every run.
+        let generic = gated && bound_params.is_null() && crate::parameters::has_extern(parse);
         let original = if gated {
             pg_sys::copyObjectImpl(parse.cast()) as *mut pg_sys::Query
         } else {
@@ -441,6 +444,13 @@ unsafe extern "C-unwind" fn planner(
             (*planned).jitFlags = pg_sys::PGJIT_NONE as i32;
         }
         crate::gate::check_planned(planned);
+        if generic {
+            // Priced so that PostgreSQL's plan cache keeps planning it with
+            // the values (plan_cache_mode auto): each run then has its
+            // identity, and a repeat is free. A session that forces the
+            // generic plan pays each run.
+            (*(*planned).planTree).total_cost = 1e100;
+        }
         if scroll {
             materialize(planned);
         }

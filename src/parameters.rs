@@ -415,6 +415,36 @@ pub unsafe fn check_query(query: *mut pg_sys::Query) {
     }
 }
 
+/// Whether `query` reads an external parameter ($1): what a cached plan's
+/// generic form leaves unbound.
+///
+/// # Safety
+/// `query` is a live Query.
+pub unsafe fn has_extern(query: *mut pg_sys::Query) -> bool {
+    /// # Safety
+    /// Called by the tree walkers with live nodes.
+    #[pgrx::pg_guard]
+    unsafe extern "C-unwind" fn walk(node: *mut pg_sys::Node, context: *mut std::ffi::c_void) -> bool {
+        // SAFETY: the caller's contract; casts follow the node tags.
+        unsafe {
+            if node.is_null() {
+                return false;
+            }
+            if (*node).type_ == pg_sys::NodeTag::T_Query {
+                return pg_sys::query_tree_walker(node.cast(), Some(walk), context, 0);
+            }
+            if (*node).type_ == pg_sys::NodeTag::T_Param
+                && (*(node as *mut pg_sys::Param)).paramkind == pg_sys::ParamKind::PARAM_EXTERN
+            {
+                return true;
+            }
+            pg_sys::expression_tree_walker(node, Some(walk), context)
+        }
+    }
+    // SAFETY: the caller's contract.
+    unsafe { walk(query.cast(), std::ptr::null_mut()) }
+}
+
 /// Every node of a statement's plan: its tree, with the children of
 /// Append, MergeAppend and SubqueryScan, and its subplans.
 ///
