@@ -9,8 +9,11 @@
 //! the release it describes. It says nothing of bounding's bias (a
 //! person's rows beyond R, groups beyond k).
 //!
-//! For counts and sums only: the noise of an average, a spread or a
-//! quantile depends on the true values, which its error would need.
+//! An average's or a spread's noise depends on the noisy count drawn
+//! inside its release, and an interval's ends need the value: for those the
+//! level is split (`split`), and its inner level holds dp_error typed
+//! float8[] around the aggregate, which `parts` replaces by the releases
+//! the value and its interval are computed from (`parts::parts`).
 
 use super::forms::{float, plain, Plain};
 use super::{domain, Context};
@@ -115,7 +118,7 @@ pub(super) unsafe fn error(node: *mut pg_sys::Node, c: &mut Context) -> Option<*
 }
 
 /// The releases an interval of a split level is computed from
-/// (`super::split`): the aggregate's parts (`forms::parts`) and each one's
+/// (`super::split`): the aggregate's parts (`parts::parts`) and each one's
 /// half-width, as `dp_estimate` reads them, `[code, lower, upper,
 /// releases…, half-widths…]`; while counting, the aggregate's shares.
 ///

@@ -57,6 +57,12 @@
 //! The rewritten statement is then checked, bounded, charged and
 //! identified as if the analyst had written the dpnoise forms: it is
 //! exactly as private.
+//!
+//! Beside a value, `dp_error` of a count or sum becomes a constant
+//! (`errors`); `dp_interval_low`, `dp_interval_high` and the error of an
+//! average or a spread split the level in two first (`split`): the level
+//! releases the parts the value is computed from (`parts`), the level above
+//! computes the value and its interval from them (`estimate`).
 
 use super::catalog::{Protected, Table};
 use super::list_items;
