@@ -29,6 +29,7 @@ use super::catalog::Protected;
 use super::{list_items, refuse, Checked, SHAPE};
 use crate::fmgr::{arg_f64, arg_i64, v1_function};
 use pgrx::pg_sys;
+pub(in crate::gate) use sql::subquery_entry;
 use sql::{by_person_sql, pass_through_sql, per_person_sql};
 pub(super) use sql::{column_types, parse};
 use std::collections::HashMap;
@@ -404,18 +405,7 @@ pub(super) unsafe fn bound(
                 pg_sys::makeString(pg_sys::pstrdup(name.as_ptr())).cast(),
             );
         }
-        let rte = pg_sys::palloc0(std::mem::size_of::<pg_sys::RangeTblEntry>())
-            as *mut pg_sys::RangeTblEntry;
-        (*rte).type_ = pg_sys::NodeTag::T_RangeTblEntry;
-        (*rte).rtekind = pg_sys::RTEKind::RTE_SUBQUERY;
-        (*rte).subquery = per_person;
-        (*rte).eref = pg_sys::makeAlias(c"dp_per_person".as_ptr(), names);
-        // Named as an alias too: the level deparsed (on Citus) reads them by these names.
-        (*rte).alias = pg_sys::makeAlias(
-            c"dp_per_person".as_ptr(),
-            pg_sys::copyObjectImpl(names.cast()).cast(),
-        );
-        (*rte).inFromCl = true;
+        let rte = sql::subquery_entry(per_person, c"dp_per_person", names);
         let column_var = |i: usize| -> *mut pg_sys::Node {
             let expr = (*outputs[i]).expr.cast::<pg_sys::Node>();
             pg_sys::makeVar(

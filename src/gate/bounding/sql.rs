@@ -296,6 +296,31 @@ pub(super) unsafe fn per_person_sql(
     }
 }
 
+/// A FROM entry of `subquery` named `alias`, its columns `names` (a List
+/// of String), named as an alias too: a level deparsed (on Citus) reads
+/// them by these names.
+///
+/// # Safety
+/// `subquery` is a live Query; `names` a live List; inside a transaction.
+pub(in crate::gate) unsafe fn subquery_entry(
+    subquery: *mut pg_sys::Query,
+    alias: &CStr,
+    names: *mut pg_sys::List,
+) -> *mut pg_sys::RangeTblEntry {
+    // SAFETY: the caller's contract; the entry is zeroed and then filled as the parser fills it.
+    unsafe {
+        let rte = pg_sys::palloc0(std::mem::size_of::<pg_sys::RangeTblEntry>())
+            as *mut pg_sys::RangeTblEntry;
+        (*rte).type_ = pg_sys::NodeTag::T_RangeTblEntry;
+        (*rte).rtekind = pg_sys::RTEKind::RTE_SUBQUERY;
+        (*rte).subquery = subquery;
+        (*rte).eref = pg_sys::makeAlias(alias.as_ptr(), names);
+        (*rte).alias = pg_sys::makeAlias(alias.as_ptr(), pg_sys::copyObjectImpl(names.cast()).cast());
+        (*rte).inFromCl = true;
+        rte
+    }
+}
+
 /// Parses and analyses one SELECT the gate wrote.
 ///
 /// # Safety

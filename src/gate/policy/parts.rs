@@ -97,11 +97,7 @@ pub(super) unsafe fn parts(
             (Plain::Avg, None) => {
                 let (_, arg) = filtered(aggref, kind);
                 let arg = arg.expect("avg(x) has an argument");
-                let j = dpnoise_core::Epsilon::new(epsilon)
-                    .ok()
-                    .zip(dpnoise_core::Bounds::new(lower, upper).ok())
-                    .map(|(e, b)| crate::plans::average(e, b).sum_share)
-                    .ok_or("its bounds are equal")?;
+                let j = planned(epsilon, (lower, upper), crate::plans::average)?.sum_share;
                 Ok((
                     Code::Average,
                     vec![sum(centred(arg), share(j), (-a, a)), count(arg, share(64 - j))],
@@ -110,11 +106,7 @@ pub(super) unsafe fn parts(
             (Plain::Variance | Plain::Stddev, None) => {
                 let (_, arg) = filtered(aggref, kind);
                 let arg = arg.expect("it reads a column");
-                let (q, s, n) = dpnoise_core::Epsilon::new(epsilon)
-                    .ok()
-                    .zip(dpnoise_core::Bounds::new(lower, upper).ok())
-                    .map(|(e, b)| crate::plans::variance(e, b).shares)
-                    .ok_or("its bounds are equal")?;
+                let (q, s, n) = planned(epsilon, (lower, upper), crate::plans::variance)?.shares;
                 let half = a * a / 2.0;
                 let squares = operator(FLOAT8MI, operator(FLOAT8MUL, centred(arg), centred(arg)), float(half));
                 let code = if kind == Plain::Variance { Code::Variance } else { Code::Stddev };
@@ -134,11 +126,7 @@ pub(super) unsafe fn parts(
                 // row of a person (`bounding::mark_row_picked`).
                 let (_, arg) = filtered(aggref, kind);
                 let arg = arg.expect("it reads a column");
-                let (q, s, n) = dpnoise_core::Epsilon::new(epsilon)
-                    .ok()
-                    .zip(dpnoise_core::Bounds::new(lower, upper).ok())
-                    .map(|(e, b)| crate::plans::variance(e, b).shares)
-                    .ok_or("its bounds are equal")?;
+                let (q, s, n) = planned(epsilon, (lower, upper), crate::plans::variance)?.shares;
                 let shifted = || {
                     let x = cast(pg_sys::copyObjectImpl(arg.cast()).cast(), pg_sys::FLOAT8OID);
                     operator(FLOAT8MI, greatest(x, float(lower)), float(lower))
@@ -195,6 +183,20 @@ pub(super) fn accuracy_of(
             )),
         ),
     }
+}
+
+/// dp_avg's or dp_var's plan (`plan`) at `epsilon` over the bounds: its
+/// split of ε, which the parts of an interval keep.
+fn planned<T>(
+    epsilon: f64,
+    (lower, upper): (f64, f64),
+    plan: fn(dpnoise_core::Epsilon, dpnoise_core::Bounds) -> T,
+) -> Result<T, &'static str> {
+    dpnoise_core::Epsilon::new(epsilon)
+        .ok()
+        .zip(dpnoise_core::Bounds::new(lower, upper).ok())
+        .map(|(e, b)| plan(e, b))
+        .ok_or("its bounds are equal")
 }
 
 /// GREATEST(a, b) of two float8 expressions.

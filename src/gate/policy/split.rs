@@ -547,17 +547,7 @@ pub(super) unsafe fn split(query: *mut pg_sys::Query, policy: &Policy) {
         // Its references to levels above now cross one level more.
         crate::gate::inline::IncrementVarSublevelsUp(inner.cast(), 1, 1);
 
-        let rte = pg_sys::palloc0(std::mem::size_of::<pg_sys::RangeTblEntry>())
-            as *mut pg_sys::RangeTblEntry;
-        (*rte).type_ = pg_sys::NodeTag::T_RangeTblEntry;
-        (*rte).rtekind = pg_sys::RTEKind::RTE_SUBQUERY;
-        (*rte).subquery = inner;
-        (*rte).eref = pg_sys::makeAlias(c"dp_interval".as_ptr(), names);
-        (*rte).alias = pg_sys::makeAlias(
-            c"dp_interval".as_ptr(),
-            pg_sys::copyObjectImpl(names.cast()).cast(),
-        );
-        (*rte).inFromCl = true;
+        let rte = crate::gate::bounding::subquery_entry(inner, c"dp_interval", names);
         let reference = pg_sys::palloc0(std::mem::size_of::<pg_sys::RangeTblRef>())
             as *mut pg_sys::RangeTblRef;
         (*reference).type_ = pg_sys::NodeTag::T_RangeTblRef;
